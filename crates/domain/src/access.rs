@@ -1,0 +1,406 @@
+//! Who is calling, and what they may touch.
+//!
+//! Architecture Invariant: `TenantScope` and `WriteScope` have private fields and are built
+//! only here, from a `Principal` whose member and tenant are active (or, for reads only, from a
+//! platform admin's Shadow view). Every workspace port takes one of them and filters by its
+//! tenant id, so reading or writing workspace data without passing these checks does not
+//! compile.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult};
+use crate::model::{MemberStatus, Status, Tenant, User};
+use crate::workspace::{Actor, ActorKind, KeyScope};
+
+/// How the caller proved who it is.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    Session {
+        session_id: Uuid,
+        /// The tenant of the Shadow support view this admin session is in, and since when.
+        shadow: Option<(Tenant, DateTime<Utc>)>,
+    },
+    ApiKey {
+        key_id: Uuid,
+        name: String,
+        scopes: Vec<KeyScope>,
+    },
+}
+
+/// An authenticated caller: the account, its tenant as loaded for this request, and the
+/// credential used.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub user: User,
+    pub tenant: Option<Tenant>,
+    pub credential: Credential,
+}
+
+impl Principal {
+    pub fn session_id(&self) -> Option<Uuid> {
+        match &self.credential {
+            Credential::Session { session_id, .. } => Some(*session_id),
+            Credential::ApiKey { .. } => None,
+        }
+    }
+
+    /// The Shadow view this caller is in, if it is a platform admin's session in one.
+    pub fn shadow(&self) -> Option<&(Tenant, DateTime<Utc>)> {
+        match &self.credential {
+            Credential::Session {
+                shadow: Some(view), ..
+            } if self.user.is_platform_admin() => Some(view),
+            _ => None,
+        }
+    }
+
+    /// Refuses API keys: for routes that need a signed-in session.
+    pub fn require_session(&self) -> DomainResult<Uuid> {
+        self.session_id().ok_or(DomainError::SessionRequired)
+    }
+
+    /// Refuses anyone but a platform admin's session.
+    pub fn require_admin(&self) -> DomainResult<()> {
+        self.require_session()?;
+        if self.user.is_platform_admin() {
+            Ok(())
+        } else {
+            Err(DomainError::AdminRequired)
+        }
+    }
+
+    /// The activity-feed actor for this caller.
+    pub fn actor(&self) -> Actor {
+        match &self.credential {
+            Credential::ApiKey { key_id, name, .. } => Actor {
+                kind: ActorKind::Key,
+                id: *key_id,
+                label: format!("{name} ({})", self.user.email.as_str()),
+            },
+            Credential::Session { .. } => Actor {
+                kind: if self.shadow().is_some() {
+                    ActorKind::Admin
+                } else {
+                    ActorKind::Member
+                },
+                id: self.user.id,
+                label: self.user.email.as_str().to_owned(),
+            },
+        }
+    }
+
+    fn require_key_scope(&self, needed: KeyScope) -> DomainResult<()> {
+        match &self.credential {
+            Credential::ApiKey { scopes, .. } if !scopes.contains(&needed) => {
+                Err(DomainError::InsufficientScope(needed.as_str()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The active tenant of an active member; the member rules of the contract, in order.
+    fn active_tenant(&self) -> DomainResult<&Tenant> {
+        match self.user.member_status() {
+            MemberStatus::Suspended => return Err(DomainError::MemberSuspended),
+            MemberStatus::Unassigned => return Err(DomainError::MemberUnassigned),
+            MemberStatus::Active => {}
+        }
+        // A tenant id without a loaded tenant means it vanished: refuse rather than guess.
+        let tenant = self
+            .tenant
+            .as_ref()
+            .filter(|t| Some(t.id) == self.user.tenant_id)
+            .ok_or(DomainError::MemberUnassigned)?;
+        if tenant.status == Status::Suspended {
+            return Err(DomainError::TenantSuspended);
+        }
+        Ok(tenant)
+    }
+
+    /// Checks the member rules only (no scope, no Shadow view): for routes such as `/run` that
+    /// have their own scope types built on top.
+    pub fn active_member_tenant(&self) -> DomainResult<&Tenant> {
+        self.active_tenant()
+    }
+
+    /// Read access to workspace data, with the key scope `needed` (usually
+    /// `workspace:read`).
+    pub fn read_scope(&self, needed: KeyScope) -> DomainResult<TenantScope> {
+        self.require_key_scope(needed)?;
+        if let Some((tenant, _)) = self.shadow() {
+            return Ok(TenantScope {
+                tenant_id: tenant.id,
+                actor: self.actor(),
+                shadow: true,
+            });
+        }
+        let tenant = self.active_tenant()?;
+        Ok(TenantScope {
+            tenant_id: tenant.id,
+            actor: self.actor(),
+            shadow: false,
+        })
+    }
+
+    /// Write access to workspace data, with the key scope `needed` (usually
+    /// `workspace:write`). Never from a Shadow view.
+    pub fn write_scope(&self, needed: KeyScope) -> DomainResult<WriteScope> {
+        self.require_key_scope(needed)?;
+        if self.shadow().is_some() {
+            return Err(DomainError::ShadowReadOnly);
+        }
+        let tenant = self.active_tenant()?;
+        Ok(WriteScope {
+            tenant_id: tenant.id,
+            actor: self.actor(),
+        })
+    }
+
+    /// Write access for managing workspace keys: a session only, never a Shadow view.
+    pub fn key_management_scope(&self) -> DomainResult<WriteScope> {
+        self.require_session()?;
+        self.write_scope(KeyScope::WorkspaceWrite)
+    }
+
+    /// Read access for listing workspace keys: a session only (a Shadow view may read).
+    pub fn key_listing_scope(&self) -> DomainResult<TenantScope> {
+        self.require_session()?;
+        self.read_scope(KeyScope::WorkspaceRead)
+    }
+}
+
+/// Proof that the holder may read one tenant's workspace data.
+#[derive(Debug, Clone)]
+pub struct TenantScope {
+    tenant_id: Uuid,
+    actor: Actor,
+    shadow: bool,
+}
+
+impl TenantScope {
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// True when this is a platform admin's read-only Shadow view.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+}
+
+/// Proof that the holder may write one tenant's workspace data. Never made from a Shadow view.
+#[derive(Debug, Clone)]
+pub struct WriteScope {
+    tenant_id: Uuid,
+    actor: Actor,
+}
+
+impl WriteScope {
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// Every write scope can also read.
+    pub fn as_read(&self) -> TenantScope {
+        TenantScope {
+            tenant_id: self.tenant_id,
+            actor: self.actor.clone(),
+            shadow: false,
+        }
+    }
+}
+
+/// Scope for writing a platform-level activity line into a tenant's feed (Shadow entry and
+/// exit). Only an admin's session can make one.
+#[derive(Debug, Clone)]
+pub struct AdminScope {
+    actor: Actor,
+}
+
+impl AdminScope {
+    pub fn from_principal(p: &Principal) -> DomainResult<Self> {
+        p.require_admin()?;
+        Ok(Self {
+            actor: Actor {
+                kind: ActorKind::Admin,
+                id: p.user.id,
+                label: p.user.email.as_str().to_owned(),
+            },
+        })
+    }
+
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::model::Role;
+    use crate::values::{Email, Region};
+
+    pub fn tenant(status: Status) -> Tenant {
+        Tenant {
+            id: Uuid::now_v7(),
+            name: "Acme".into(),
+            status,
+            region: Region::Aihk,
+            ai_enabled: true,
+            created_at: Utc::now(),
+        }
+    }
+
+    pub fn user(role: Role, status: Status, tenant: Option<&Tenant>) -> User {
+        User {
+            id: Uuid::now_v7(),
+            email: Email::parse("email", "ann@example.com").unwrap(),
+            name: "Ann".into(),
+            role,
+            status,
+            tenant_id: tenant.map(|t| t.id),
+            password_hash: String::new(),
+            created_at: Utc::now(),
+        }
+    }
+
+    fn session(user: User, tenant: Option<Tenant>, shadow: Option<Tenant>) -> Principal {
+        Principal {
+            user,
+            tenant,
+            credential: Credential::Session {
+                session_id: Uuid::now_v7(),
+                shadow: shadow.map(|t| (t, Utc::now())),
+            },
+        }
+    }
+
+    #[test]
+    fn active_members_get_both_scopes_of_their_own_tenant() {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::Member, Status::Active, Some(&t)),
+            Some(t.clone()),
+            None,
+        );
+        assert_eq!(
+            p.read_scope(KeyScope::WorkspaceRead).unwrap().tenant_id(),
+            t.id
+        );
+        assert_eq!(
+            p.write_scope(KeyScope::WorkspaceWrite).unwrap().tenant_id(),
+            t.id
+        );
+    }
+
+    #[test]
+    fn refused_members_get_no_scope_with_the_contract_codes() {
+        let active = tenant(Status::Active);
+        let suspended = tenant(Status::Suspended);
+        let cases = [
+            (
+                session(user(Role::Member, Status::Active, None), None, None),
+                "member_unassigned",
+            ),
+            (
+                session(
+                    user(Role::Member, Status::Suspended, Some(&active)),
+                    Some(active.clone()),
+                    None,
+                ),
+                "member_suspended",
+            ),
+            (
+                session(
+                    user(Role::Member, Status::Active, Some(&suspended)),
+                    Some(suspended.clone()),
+                    None,
+                ),
+                "tenant_suspended",
+            ),
+            // A tenant id whose tenant did not load is refused, never guessed.
+            (
+                session(
+                    user(Role::Member, Status::Active, Some(&active)),
+                    None,
+                    None,
+                ),
+                "member_unassigned",
+            ),
+        ];
+        for (p, code) in cases {
+            assert_eq!(
+                p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
+                code
+            );
+            assert_eq!(
+                p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
+                code
+            );
+        }
+    }
+
+    #[test]
+    fn a_shadow_view_reads_but_never_writes() {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::PlatformAdmin, Status::Active, None),
+            None,
+            Some(t.clone()),
+        );
+        let scope = p.read_scope(KeyScope::WorkspaceRead).unwrap();
+        assert_eq!(scope.tenant_id(), t.id);
+        assert!(scope.is_shadow());
+        assert_eq!(
+            p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
+            "shadow_read_only"
+        );
+        assert_eq!(
+            p.key_management_scope().unwrap_err().code(),
+            "shadow_read_only"
+        );
+    }
+
+    #[test]
+    fn a_shadow_view_of_a_demoted_admin_is_ignored() {
+        let t = tenant(Status::Active);
+        let p = session(user(Role::Member, Status::Active, None), None, Some(t));
+        assert_eq!(
+            p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
+            "member_unassigned"
+        );
+    }
+
+    #[test]
+    fn keys_need_their_scope_and_never_manage_keys() {
+        let t = tenant(Status::Active);
+        let p = Principal {
+            user: user(Role::Member, Status::Active, Some(&t)),
+            tenant: Some(t),
+            credential: Credential::ApiKey {
+                key_id: Uuid::now_v7(),
+                name: "ci".into(),
+                scopes: vec![KeyScope::WorkspaceRead],
+            },
+        };
+        assert!(p.read_scope(KeyScope::WorkspaceRead).is_ok());
+        assert_eq!(
+            p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
+            "insufficient_scope"
+        );
+        assert_eq!(
+            p.key_management_scope().unwrap_err().code(),
+            "session_required"
+        );
+        assert_eq!(p.require_admin().unwrap_err().code(), "session_required");
+    }
+}

@@ -1,0 +1,19 @@
+//! gc-domain: the domain model of gc.
+//!
+//! Entities and validated value types, the authorisation rules that turn a caller into a
+//! `TenantScope` or `WriteScope`, the ports storage implements, and the services that decide.
+//! This crate does no I/O and depends on no web, database or async runtime crate.
+
+pub mod access;
+pub mod accounts;
+pub mod admin;
+pub mod error;
+pub mod gateway;
+pub mod model;
+pub mod page;
+pub mod ports;
+pub mod records;
+pub mod values;
+pub mod workspace;
+
+pub use error::{DomainError, DomainResult};

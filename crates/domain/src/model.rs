@@ -1,0 +1,165 @@
+//! Entities of the accounts and administration side.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult};
+use crate::values::{Email, Region};
+
+/// A new identifier: UUID v7, so identifiers sort by creation time.
+pub fn new_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Member,
+    PlatformAdmin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Member => "member",
+            Self::PlatformAdmin => "platform_admin",
+        }
+    }
+
+    pub fn parse(field: &str, raw: &str) -> DomainResult<Self> {
+        match raw {
+            "member" => Ok(Self::Member),
+            "platform_admin" => Ok(Self::PlatformAdmin),
+            _ => Err(DomainError::invalid(
+                field,
+                "must be member or platform_admin",
+            )),
+        }
+    }
+}
+
+/// The stored state of an account or a tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Active,
+    Suspended,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Suspended => "suspended",
+        }
+    }
+
+    pub fn parse(field: &str, raw: &str) -> DomainResult<Self> {
+        match raw {
+            "active" => Ok(Self::Active),
+            "suspended" => Ok(Self::Suspended),
+            _ => Err(DomainError::invalid(field, "must be active or suspended")),
+        }
+    }
+}
+
+/// What a member's own state looks like from outside: `unassigned` is derived from having no
+/// tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberStatus {
+    Active,
+    Unassigned,
+    Suspended,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: Uuid,
+    pub email: Email,
+    pub name: String,
+    pub role: Role,
+    pub status: Status,
+    pub tenant_id: Option<Uuid>,
+    /// The bcrypt hash; never serialised.
+    pub password_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl User {
+    pub fn member_status(&self) -> MemberStatus {
+        match (self.status, self.tenant_id) {
+            (Status::Suspended, _) => MemberStatus::Suspended,
+            (Status::Active, None) => MemberStatus::Unassigned,
+            (Status::Active, Some(_)) => MemberStatus::Active,
+        }
+    }
+
+    pub fn is_platform_admin(&self) -> bool {
+        self.role == Role::PlatformAdmin
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub id: Uuid,
+    pub email: Email,
+    pub name: String,
+    pub role: Role,
+    pub tenant_id: Option<Uuid>,
+    pub password_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A partial update of a user by an administrator.
+#[derive(Debug, Clone, Default)]
+pub struct UserPatch {
+    pub name: Option<String>,
+    pub role: Option<Role>,
+    pub status: Option<Status>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub id: Uuid,
+    pub name: String,
+    pub status: Status,
+    pub region: Region,
+    pub ai_enabled: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TenantPatch {
+    pub name: Option<String>,
+    pub status: Option<Status>,
+    pub region: Option<Region>,
+    pub ai_enabled: Option<bool>,
+}
+
+/// A signed-in browser or script session. Only the SHA-256 of its token is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub token_hash: String,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    /// The absolute expiry; the idle time-out is computed from `last_seen_at`.
+    pub expires_at: DateTime<Utc>,
+    pub user_agent: String,
+    pub ip: String,
+    /// The tenant whose Shadow support view this (admin) session is in.
+    pub shadow_tenant_id: Option<Uuid>,
+    pub shadow_since: Option<DateTime<Utc>>,
+}
+
+/// A session with everything needed to decide what it may do, loaded in one go.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    pub session: Session,
+    pub user: User,
+    pub tenant: Option<Tenant>,
+    pub shadow_tenant: Option<Tenant>,
+}

@@ -1,0 +1,242 @@
+//! Entities of the workspace: stored records, settings, API keys and the activity feed.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult};
+use crate::model::{Tenant, User};
+
+/// The kinds of stored workspace record. Each has its own route family and field rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    Skill,
+    MemoryCollection,
+    MemorySource,
+    AgentDraft,
+    WorkflowDraft,
+    AppDraft,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 6] = [
+        Self::Skill,
+        Self::MemoryCollection,
+        Self::MemorySource,
+        Self::AgentDraft,
+        Self::WorkflowDraft,
+        Self::AppDraft,
+    ];
+
+    /// The stored name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Skill => "skill",
+            Self::MemoryCollection => "memory_collection",
+            Self::MemorySource => "memory_source",
+            Self::AgentDraft => "agent_draft",
+            Self::WorkflowDraft => "workflow_draft",
+            Self::AppDraft => "app_draft",
+        }
+    }
+
+    pub fn from_stored(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+    }
+
+    /// The draft kind named by the `{kind}` path segment (`agents`, `workflows`, `apps`).
+    pub fn draft_from_path(segment: &str) -> Option<Self> {
+        match segment {
+            "agents" => Some(Self::AgentDraft),
+            "workflows" => Some(Self::WorkflowDraft),
+            "apps" => Some(Self::AppDraft),
+            _ => None,
+        }
+    }
+
+    /// The noun used in messages and activity targets.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::Skill => "skill",
+            Self::MemoryCollection => "memory collection",
+            Self::MemorySource => "memory source",
+            Self::AgentDraft => "agent draft",
+            Self::WorkflowDraft => "workflow draft",
+            Self::AppDraft => "app draft",
+        }
+    }
+}
+
+/// A stored workspace record (skill, memory collection or source, draft). Its fields are
+/// validated by `crate::records` before they are stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub id: Uuid,
+    pub kind: RecordKind,
+    pub parent_id: Option<Uuid>,
+    pub version: i64,
+    pub fields: Map<String, Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: Uuid,
+}
+
+/// Tenant settings, one row per tenant, versioned like records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub fields: Map<String, Value>,
+    pub version: i64,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// Record counts for the workspace overview.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordCounts {
+    pub skills: u64,
+    pub memory_collections: u64,
+    pub agents: u64,
+    pub workflows: u64,
+    pub apps: u64,
+    pub api_keys: u64,
+}
+
+/// The scopes a workspace API key can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum KeyScope {
+    #[serde(rename = "workspace:read")]
+    WorkspaceRead,
+    #[serde(rename = "workspace:write")]
+    WorkspaceWrite,
+    #[serde(rename = "guard:scan")]
+    GuardScan,
+    #[serde(rename = "run")]
+    Run,
+}
+
+impl KeyScope {
+    pub const ALL: [KeyScope; 4] = [
+        Self::WorkspaceRead,
+        Self::WorkspaceWrite,
+        Self::GuardScan,
+        Self::Run,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkspaceRead => "workspace:read",
+            Self::WorkspaceWrite => "workspace:write",
+            Self::GuardScan => "guard:scan",
+            Self::Run => "run",
+        }
+    }
+
+    pub fn parse(field: &str, raw: &str) -> DomainResult<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+            .ok_or_else(|| {
+                DomainError::invalid(
+                    field,
+                    "each scope must be one of workspace:read, workspace:write, guard:scan, run",
+                )
+            })
+    }
+}
+
+/// A scoped workspace API key. Only the SHA-256 of the secret is stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub user_id: Uuid,
+    pub name: String,
+    pub scopes: Vec<KeyScope>,
+    pub hint: String,
+    pub key_hash: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl ApiKey {
+    pub fn has_scope(&self, scope: KeyScope) -> bool {
+        self.scopes.contains(&scope)
+    }
+
+    pub fn is_usable_at(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|at| at > now)
+    }
+}
+
+/// A key with the member and tenant it acts for, loaded in one go.
+#[derive(Debug, Clone)]
+pub struct KeyContext {
+    pub key: ApiKey,
+    pub user: User,
+    pub tenant: Option<Tenant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    Member,
+    Admin,
+    Key,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Member => "member",
+            Self::Admin => "admin",
+            Self::Key => "key",
+        }
+    }
+
+    pub fn from_stored(raw: &str) -> Self {
+        match raw {
+            "admin" => Self::Admin,
+            "key" => Self::Key,
+            _ => Self::Member,
+        }
+    }
+}
+
+/// Who did something, as shown in the activity feed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Actor {
+    pub kind: ActorKind,
+    pub id: Uuid,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActivityTarget {
+    pub kind: String,
+    pub id: Uuid,
+}
+
+/// One line of a tenant's activity feed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Activity {
+    pub id: Uuid,
+    pub at: DateTime<Utc>,
+    pub actor: Actor,
+    pub action: String,
+    pub target: Option<ActivityTarget>,
+    pub detail: Value,
+}
+
+/// An activity line to append, in the same transaction as the write it describes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewActivity {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub at: DateTime<Utc>,
+    pub actor: Actor,
+    pub action: String,
+    pub target: Option<ActivityTarget>,
+    pub detail: Value,
+}
