@@ -1,0 +1,672 @@
+//! [`RegionGateway`]: one region's OpenAI-compatible upstream, its pooled client, key probes
+//! and chat calls.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{describe_chain, GatewayError, UpstreamError};
+use crate::report::{RunReport, RunStatus, Usage};
+use crate::secret::{redact_and_truncate, Secret};
+use crate::sse::RunStream;
+
+/// The largest non-streamed completion accepted from an upstream.
+const MAX_COMPLETION_BYTES: usize = 16 * 1024 * 1024;
+/// The largest error body read to extract the upstream's message.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Upstream messages kept in errors are cut to this many characters.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Region-agnostic configuration of one gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// The OpenAI-compatible base URL, e.g. `http://127.0.0.1:1234/v1` or `https://host/v1`
+    /// (a trailing `/` is ignored). `/models` and `/chat/completions` are appended.
+    pub base_url: String,
+    /// The model that `auto` (or no model) resolves to.
+    pub default_model: String,
+    /// Time-out for a response (headers; for non-streamed calls the whole body) and the
+    /// longest silence allowed inside a stream.
+    pub timeout: Duration,
+    /// Time-out for establishing a TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+}
+
+/// The answer to a key probe or reachability check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProbeResult {
+    /// The gateway answered with some HTTP status.
+    pub reachable: bool,
+    /// The status it answered.
+    pub status_code: Option<u16>,
+    /// Time until the response headers (or the failure).
+    pub latency_ms: u64,
+    /// `ready` when the gateway accepted the key (2xx). For [`RegionGateway::check_reachable`]:
+    /// `ready` when the gateway is reachable.
+    pub outcome: KeyStatus,
+    /// Why the outcome is `not_ready` (never contains the key).
+    pub reason: Option<String>,
+}
+
+/// Whether a key can be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyStatus {
+    Ready,
+    NotReady,
+}
+
+impl KeyStatus {
+    /// `"ready"` or `"not_ready"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyStatus::Ready => "ready",
+            KeyStatus::NotReady => "not_ready",
+        }
+    }
+}
+
+/// A successful chat call.
+// The stream variant is a few hundred bytes, moved once per call: boxing it would cost an
+// allocation per stream and an extra step for the caller, for nothing measurable.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum ChatOutcome {
+    /// A non-streamed completion, complete.
+    Complete(Completion),
+    /// An event stream, passed through as it arrives.
+    Stream(RunStream),
+}
+
+/// A non-streamed completion.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The upstream's body, byte for byte (a JSON object with `choices`).
+    pub body: Bytes,
+    /// The completion's `usage`, when present.
+    pub usage: Option<Usage>,
+    /// The model the upstream reported, else the model that was requested.
+    pub model: String,
+    /// The upstream's (2xx) status.
+    pub status: u16,
+    /// Time from sending the request to having the whole body.
+    pub latency_ms: u64,
+}
+
+impl Completion {
+    /// The run report of this completion (status `ok`; `ttft_ms` equals `latency_ms`).
+    pub fn report(&self) -> RunReport {
+        RunReport {
+            status: RunStatus::Ok,
+            usage: self.usage,
+            ttft_ms: Some(self.latency_ms),
+            latency_ms: self.latency_ms,
+            model: self.model.clone(),
+            error_code: None,
+            error_message: None,
+        }
+    }
+}
+
+/// One region's gateway. Cheap to clone: all clones share one connection pool.
+#[derive(Clone)]
+pub struct RegionGateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: HttpsClient,
+    base_url: String,
+    models_uri: Uri,
+    chat_uri: Uri,
+    default_model: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for RegionGateway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegionGateway")
+            .field("base_url", &self.inner.base_url)
+            .field("default_model", &self.inner.default_model)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn endpoint(base: &str, path: &str) -> Result<Uri, GatewayError> {
+    let url = format!("{base}{path}");
+    let uri: Uri =
+        url.parse()
+            .map_err(|e: http::uri::InvalidUri| GatewayError::InvalidBaseUrl {
+                url: base.to_owned(),
+                reason: e.to_string(),
+            })?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => {
+            return Err(GatewayError::InvalidBaseUrl {
+                url: base.to_owned(),
+                reason: "the scheme must be http or https".to_owned(),
+            })
+        }
+    }
+    if uri.authority().is_none() {
+        return Err(GatewayError::InvalidBaseUrl {
+            url: base.to_owned(),
+            reason: "a host is required".to_owned(),
+        });
+    }
+    if uri.query().is_some() {
+        return Err(GatewayError::InvalidBaseUrl {
+            url: base.to_owned(),
+            reason: "a query string is not allowed".to_owned(),
+        });
+    }
+    Ok(uri)
+}
+
+fn bearer(secret: &Secret) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", secret.expose())).ok()?;
+    // Keeps the value out of hyper's and http's Debug output.
+    value.set_sensitive(true);
+    Some(value)
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn transport_error(err: &hyper_util::client::legacy::Error, secret: Option<&Secret>) -> String {
+    let text = describe_chain(err);
+    redact_and_truncate(&text, secret, MAX_MESSAGE_CHARS)
+}
+
+/// The upstream's message from an error body: `error.message`, `error` (a string),
+/// `message` or `detail`, else the body's text, else the status' reason phrase.
+fn upstream_message(status: StatusCode, body: &[u8], secret: Option<&Secret>) -> String {
+    let from_json = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
+        let pick = |v: &Value| v.as_str().map(str::to_owned);
+        v.get("error")
+            .and_then(|e| e.get("message").and_then(pick).or_else(|| pick(e)))
+            .or_else(|| v.get("message").and_then(pick))
+            .or_else(|| v.get("detail").and_then(pick))
+    });
+    let text = match from_json {
+        Some(m) => m,
+        None => String::from_utf8_lossy(body).trim().to_owned(),
+    };
+    let text = if text.is_empty() {
+        status.canonical_reason().unwrap_or("no message").to_owned()
+    } else {
+        text
+    };
+    redact_and_truncate(&text, secret, MAX_MESSAGE_CHARS)
+}
+
+/// Reads a whole body up to `limit` bytes.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, UpstreamError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(
+            UpstreamError::InvalidResponse(format!("the response is larger than {limit} bytes")),
+        ),
+        Err(e) => Err(UpstreamError::Transport(format!(
+            "reading the response failed: {}",
+            describe_chain(e.as_ref())
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+struct CompletionPeek {
+    // Required: a completion is a JSON object with a `choices` array.
+    #[allow(dead_code)]
+    choices: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+impl RegionGateway {
+    /// Builds the gateway and its connection pool. Fails on a malformed base URL, an empty
+    /// default model or a zero time-out. Needs no runtime; the first call needs Tokio.
+    pub fn new(cfg: GatewayConfig) -> Result<Self, GatewayError> {
+        let base = cfg.base_url.trim().trim_end_matches('/').to_owned();
+        let models_uri = endpoint(&base, "/models")?;
+        let chat_uri = endpoint(&base, "/chat/completions")?;
+        if cfg.default_model.trim().is_empty() {
+            return Err(GatewayError::EmptyDefaultModel);
+        }
+        if cfg.timeout.is_zero() || cfg.connect_timeout.is_zero() {
+            return Err(GatewayError::ZeroTimeout);
+        }
+
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(cfg.connect_timeout));
+        http.set_keepalive(Some(Duration::from_secs(60)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| GatewayError::Tls(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(1024)
+            .build(https);
+
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                base_url: base,
+                models_uri,
+                chat_uri,
+                default_model: cfg.default_model.trim().to_owned(),
+                timeout: cfg.timeout,
+            }),
+        })
+    }
+
+    /// The base URL without a trailing `/`.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base_url
+    }
+
+    /// The model `auto` resolves to.
+    pub fn default_model(&self) -> &str {
+        &self.inner.default_model
+    }
+
+    /// Checks a key: `GET {base}/models` with `Authorization: Bearer <secret>`.
+    /// 2xx → `ready`; 401/403 → `not_ready` "rejected by gateway"; another status →
+    /// `not_ready` naming it; no answer in time or a transport error → not reachable.
+    pub async fn probe(&self, secret: &Secret) -> ProbeResult {
+        let Some(auth) = bearer(secret) else {
+            return ProbeResult {
+                reachable: false,
+                status_code: None,
+                latency_ms: 0,
+                outcome: KeyStatus::NotReady,
+                reason: Some("the key contains characters not allowed in an HTTP header".into()),
+            };
+        };
+        let (answer, latency_ms) = self.get_models(Some(auth), Some(secret)).await;
+        match answer {
+            Ok(status) => {
+                let (outcome, reason) = if status.is_success() {
+                    (KeyStatus::Ready, None)
+                } else if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+                    (
+                        KeyStatus::NotReady,
+                        Some(format!("rejected by gateway (status {})", status.as_u16())),
+                    )
+                } else {
+                    (
+                        KeyStatus::NotReady,
+                        Some(format!("gateway answered status {}", status.as_u16())),
+                    )
+                };
+                ProbeResult {
+                    reachable: true,
+                    status_code: Some(status.as_u16()),
+                    latency_ms,
+                    outcome,
+                    reason,
+                }
+            }
+            Err(reason) => ProbeResult {
+                reachable: false,
+                status_code: None,
+                latency_ms,
+                outcome: KeyStatus::NotReady,
+                reason: Some(reason),
+            },
+        }
+    }
+
+    /// Checks that the gateway answers at all (`GET {base}/models` without a key, for
+    /// diagnostics): any HTTP status counts as reachable (`outcome` `ready`).
+    pub async fn check_reachable(&self) -> ProbeResult {
+        let (answer, latency_ms) = self.get_models(None, None).await;
+        match answer {
+            Ok(status) => ProbeResult {
+                reachable: true,
+                status_code: Some(status.as_u16()),
+                latency_ms,
+                outcome: KeyStatus::Ready,
+                reason: None,
+            },
+            Err(reason) => ProbeResult {
+                reachable: false,
+                status_code: None,
+                latency_ms,
+                outcome: KeyStatus::NotReady,
+                reason: Some(reason),
+            },
+        }
+    }
+
+    /// `GET {base}/models`: the status (or why there was none) and the time until then.
+    async fn get_models(
+        &self,
+        auth: Option<HeaderValue>,
+        secret: Option<&Secret>,
+    ) -> (Result<StatusCode, String>, u64) {
+        let mut builder = Request::builder()
+            .method(Method::GET)
+            .uri(self.inner.models_uri.clone())
+            .header(ACCEPT, "application/json");
+        if let Some(auth) = auth {
+            builder = builder.header(AUTHORIZATION, auth);
+        }
+        let req = match builder.body(Full::new(Bytes::new())) {
+            Ok(req) => req,
+            Err(e) => return (Err(format!("building the request failed: {e}")), 0),
+        };
+        let started = Instant::now();
+        let answer = tokio::time::timeout(self.inner.timeout, self.inner.client.request(req)).await;
+        let latency_ms = elapsed_ms(started);
+        let resp = match answer {
+            Err(_) => {
+                let reason = format!(
+                    "gateway did not answer within {} ms",
+                    self.inner.timeout.as_millis()
+                );
+                return (Err(reason), latency_ms);
+            }
+            Ok(Err(e)) => {
+                let reason = format!("gateway unreachable: {}", transport_error(&e, secret));
+                return (Err(reason), latency_ms);
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        let status = resp.status();
+        // Drain a small body so the connection can go back to the pool; a large or slow one
+        // is dropped (closing that connection).
+        let _ = tokio::time::timeout(
+            Duration::from_millis(250),
+            Limited::new(resp.into_body(), MAX_ERROR_BODY_BYTES).collect(),
+        )
+        .await;
+        (Ok(status), latency_ms)
+    }
+
+    /// Sends a chat completion request (`POST {base}/chat/completions`, `Authorization:
+    /// Bearer <secret>`). The body is the caller's validated request; this sets `model` to
+    /// the default model when it is missing or `auto`, and for `stream: true` asks for usage
+    /// (`stream_options.include_usage`), keeping every other field.
+    ///
+    /// Errors are failures before anything reached the client: 401/403 →
+    /// [`UpstreamError::KeyRejected`], another non-2xx → [`UpstreamError::Status`], a 2xx
+    /// that is not a completion (or not an event stream when streaming) →
+    /// [`UpstreamError::InvalidResponse`], no response in time →
+    /// [`UpstreamError::Timeout`], connection failures → [`UpstreamError::Transport`].
+    pub async fn chat(
+        &self,
+        secret: &Secret,
+        mut body: Value,
+    ) -> Result<ChatOutcome, UpstreamError> {
+        let Some(auth) = bearer(secret) else {
+            return Err(UpstreamError::KeyRejected {
+                status: 0,
+                message: "the key contains characters not allowed in an HTTP header".into(),
+            });
+        };
+        let (model, stream) = self.prepare_body(&mut body);
+        let payload = serde_json::to_vec(&body).map_err(|e| {
+            UpstreamError::InvalidResponse(format!("request not serialisable: {e}"))
+        })?;
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(self.inner.chat_uri.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(
+                ACCEPT,
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
+            .header(AUTHORIZATION, auth)
+            .body(Full::new(Bytes::from(payload)))
+            .map_err(|e| UpstreamError::Transport(format!("building the request failed: {e}")))?;
+
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + self.inner.timeout;
+        let resp = match tokio::time::timeout_at(deadline, self.inner.client.request(req)).await {
+            Err(_) => return Err(UpstreamError::Timeout),
+            Ok(Err(e)) => return Err(UpstreamError::Transport(transport_error(&e, Some(secret)))),
+            Ok(Ok(resp)) => resp,
+        };
+
+        let status = resp.status();
+        if !status.is_success() {
+            // The message is best effort: a slow or broken error body still yields the status.
+            let bytes = tokio::time::timeout_at(
+                deadline,
+                read_body(resp.into_body(), MAX_ERROR_BODY_BYTES),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+            let message = upstream_message(status, &bytes, Some(secret));
+            let status = status.as_u16();
+            return Err(if status == 401 || status == 403 {
+                UpstreamError::KeyRejected { status, message }
+            } else {
+                UpstreamError::Status { status, message }
+            });
+        }
+
+        if stream {
+            let content_type = resp
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+                return Err(UpstreamError::InvalidResponse(format!(
+                    "expected an event stream, got {}",
+                    redact_and_truncate(&content_type, Some(secret), 100)
+                )));
+            }
+            return Ok(ChatOutcome::Stream(RunStream::new(
+                resp.into_body(),
+                started,
+                self.inner.timeout,
+                model,
+            )));
+        }
+
+        let bytes = match tokio::time::timeout_at(
+            deadline,
+            read_body(resp.into_body(), MAX_COMPLETION_BYTES),
+        )
+        .await
+        {
+            Err(_) => return Err(UpstreamError::Timeout),
+            Ok(Err(UpstreamError::Transport(m))) => {
+                return Err(UpstreamError::Transport(redact_and_truncate(
+                    &m,
+                    Some(secret),
+                    MAX_MESSAGE_CHARS,
+                )))
+            }
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(bytes)) => bytes,
+        };
+        let peek: CompletionPeek = serde_json::from_slice(&bytes).map_err(|_| {
+            let snippet = redact_and_truncate(&String::from_utf8_lossy(&bytes), Some(secret), 80);
+            UpstreamError::InvalidResponse(format!("not a chat completion: {snippet:?}"))
+        })?;
+        let usage = peek
+            .usage
+            .and_then(|u| serde_json::from_value::<Usage>(u).ok());
+        Ok(ChatOutcome::Complete(Completion {
+            body: bytes,
+            usage,
+            model: peek.model.filter(|m| !m.is_empty()).unwrap_or(model),
+            status: status.as_u16(),
+            latency_ms: elapsed_ms(started),
+        }))
+    }
+
+    /// Resolves the model and adds `stream_options.include_usage` for streams. Returns the
+    /// model sent and whether the call streams.
+    fn prepare_body(&self, body: &mut Value) -> (String, bool) {
+        let Some(obj) = body.as_object_mut() else {
+            return (self.inner.default_model.clone(), false);
+        };
+        let model = match obj.get("model") {
+            Some(Value::String(m)) if !m.trim().is_empty() && m != "auto" => m.clone(),
+            _ => {
+                obj.insert(
+                    "model".into(),
+                    Value::String(self.inner.default_model.clone()),
+                );
+                self.inner.default_model.clone()
+            }
+        };
+        let stream = matches!(obj.get("stream"), Some(Value::Bool(true)));
+        if stream {
+            match obj.get_mut("stream_options") {
+                Some(Value::Object(opts)) => {
+                    opts.insert("include_usage".into(), Value::Bool(true));
+                }
+                _ => {
+                    obj.insert(
+                        "stream_options".into(),
+                        serde_json::json!({ "include_usage": true }),
+                    );
+                }
+            }
+        }
+        (model, stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(base: &str) -> Result<RegionGateway, GatewayError> {
+        RegionGateway::new(GatewayConfig {
+            base_url: base.into(),
+            default_model: "m-default".into(),
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(1),
+        })
+    }
+
+    #[test]
+    fn public_types_can_cross_threads() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        fn stream<T>()
+        where
+            T: futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>>
+                + Send
+                + Unpin
+                + 'static,
+        {
+        }
+        fn send_future<F: std::future::Future + Send>(_: F) {}
+        send_sync::<RegionGateway>();
+        send_sync::<UpstreamError>();
+        stream::<RunStream>();
+        let gw = gateway("http://127.0.0.1:1/v1").unwrap();
+        let secret = Secret::new("k");
+        send_future(gw.chat(&secret, Value::Null));
+        send_future(gw.probe(&secret));
+    }
+
+    #[test]
+    fn base_url_is_validated() {
+        assert!(gateway("http://127.0.0.1:1234/v1").is_ok());
+        assert!(gateway("https://gw.example.com/v1/").is_ok());
+        assert!(matches!(
+            gateway("ftp://x/v1"),
+            Err(GatewayError::InvalidBaseUrl { .. })
+        ));
+        assert!(matches!(
+            gateway("not a url"),
+            Err(GatewayError::InvalidBaseUrl { .. })
+        ));
+        assert!(matches!(
+            gateway("/v1"),
+            Err(GatewayError::InvalidBaseUrl { .. })
+        ));
+        let gw = gateway("https://gw.example.com/v1/").unwrap();
+        assert_eq!(gw.base_url(), "https://gw.example.com/v1");
+        assert_eq!(
+            gw.inner.chat_uri.to_string(),
+            "https://gw.example.com/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn model_resolution_and_stream_options() {
+        let gw = gateway("http://127.0.0.1:1/v1").unwrap();
+        for input in [
+            serde_json::json!({"messages": []}),
+            serde_json::json!({"model": "auto", "messages": []}),
+            serde_json::json!({"model": null, "messages": []}),
+        ] {
+            let mut b = input;
+            let (m, s) = gw.prepare_body(&mut b);
+            assert_eq!(m, "m-default");
+            assert!(!s);
+            assert_eq!(b["model"], "m-default");
+            assert!(b.get("stream_options").is_none());
+        }
+        let mut b = serde_json::json!({"model": "gpt-x", "stream": true, "temperature": 0.5,
+            "stream_options": {"other": 1}});
+        let (m, s) = gw.prepare_body(&mut b);
+        assert_eq!((m.as_str(), s), ("gpt-x", true));
+        assert_eq!(
+            b["stream_options"],
+            serde_json::json!({"other": 1, "include_usage": true})
+        );
+        assert_eq!(b["temperature"], 0.5);
+    }
+
+    #[test]
+    fn upstream_message_is_extracted_and_redacted() {
+        let secret = Secret::new("sk-live-123456");
+        let body =
+            br#"{"error":{"message":"Incorrect API key provided: sk-live-123456","type":"x"}}"#;
+        let m = upstream_message(StatusCode::UNAUTHORIZED, body, Some(&secret));
+        assert_eq!(m, "Incorrect API key provided: [redacted]");
+        let m = upstream_message(StatusCode::BAD_GATEWAY, b"", Some(&secret));
+        assert_eq!(m, "Bad Gateway");
+        let m = upstream_message(StatusCode::BAD_REQUEST, b"{\"message\":\"nope\"}", None);
+        assert_eq!(m, "nope");
+        let long = "x".repeat(1000);
+        assert!(
+            upstream_message(StatusCode::BAD_REQUEST, long.as_bytes(), None)
+                .chars()
+                .count()
+                <= 301
+        );
+    }
+}

@@ -1,0 +1,689 @@
+//! A programmable mock OpenAI-compatible upstream on loopback, for tests and benchmarks
+//! (cargo feature `mock`, off by default).
+//!
+//! It is a small HTTP/1.1 server written directly on Tokio's `TcpListener` (keep-alive,
+//! `Content-Length` request bodies, chunked streamed responses), so it can also misbehave
+//! precisely: hang, cut a stream mid-way, send garbage.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use gc_gateway::mock::{Behavior, MockUpstream};
+//! let (addr, mock) = MockUpstream::start().await?;
+//! let base_url = mock.base_url();          // "http://127.0.0.1:PORT/v1"
+//! mock.push_behavior(Behavior::status(500, "boom")); // the next chat request only
+//! mock.set_behavior(Behavior::Auto);        // every other chat request (the default)
+//! mock.reject_key("sk-revoked");           // 401 for this key on every endpoint
+//! // ... drive the code under test against `base_url` ...
+//! let seen = mock.requests();              // method, path, authorization, body
+//! # let _ = (addr, base_url, seen); Ok(()) }
+//! ```
+//!
+//! # Endpoints
+//!
+//! - `GET /v1/models`: 401 without a bearer key or with a rejected key; else the status set by
+//!   [`MockHandle::set_models_status`] (default 200 with a model list).
+//! - `POST /v1/chat/completions`: 401 for a rejected key (its body echoes the key, as some
+//!   upstreams do, to test redaction); else the next pushed [`Behavior`], or the default one.
+//! - Anything else: 404.
+//!
+//! # Behaviours ([`Behavior`])
+//!
+//! `Auto` (a completion, or for `stream: true` a stream of 3 chunks), `Complete`,
+//! `Stream { chunks, delay }`, `StreamGated { chunks }` (each chunk waits for
+//! [`MockHandle::release`]), `StreamWithoutDone`, `BreakMidStream`, `StreamThenHang`,
+//! `Status`, `Hang`, `Garbage`. Streams send `chunks` content chunks (`"chunk-0 "`,
+//! `"chunk-1 "`, ...), a usage chunk (`prompt_tokens` 5, `completion_tokens` = chunks) and
+//! `data: [DONE]`; completions report usage 5/7/12. The model echoes the request's `model`.
+//!
+//! # Observing
+//!
+//! [`MockHandle::requests`] (recorded unless started with [`MockUpstream::start_for_bench`]
+//! or [`MockHandle::set_recording`] is off), [`MockHandle::request_count`],
+//! [`MockHandle::connections`], [`MockHandle::chunks_sent`], and
+//! [`MockHandle::client_aborts`] / [`MockHandle::wait_client_abort`]: streams whose client
+//! closed the connection before the mock finished sending.
+//!
+//! # Benchmarks
+//!
+//! [`MockUpstream::start_for_bench`] is the zero-delay mode: no recording, no delays, each
+//! response written with one `write_all`, TCP_NODELAY. The mock stops accepting when the
+//! last [`MockHandle`] clone is dropped.
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+/// How the mock answers a chat completion request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Behavior {
+    /// A completion, or a 3-chunk stream when the request has `stream: true`.
+    Auto,
+    /// Always a non-streamed completion.
+    Complete,
+    /// An event stream of `chunks` content chunks, `delay` apart, then usage and `[DONE]`.
+    Stream { chunks: usize, delay: Duration },
+    /// Like `Stream`, but each content chunk is sent only after a [`MockHandle::release`].
+    StreamGated { chunks: usize },
+    /// An event stream of `chunks` chunks that ends cleanly but without `[DONE]`.
+    StreamWithoutDone { chunks: usize },
+    /// `after` chunks, then the connection is closed in the middle of the chunked body.
+    BreakMidStream { after: usize },
+    /// `after` chunks, then silence with the connection open (until the client leaves).
+    StreamThenHang { after: usize },
+    /// This status with this (JSON) body.
+    Status { status: u16, body: String },
+    /// Reads the request and never answers (until the client leaves).
+    Hang,
+    /// 200 `application/json` whose body is not a completion.
+    Garbage,
+}
+
+impl Behavior {
+    /// `Status` with an OpenAI-shaped error body carrying `message`.
+    pub fn status(status: u16, message: &str) -> Self {
+        let body = json!({"error": {"message": message, "type": "mock_error", "code": null}});
+        Behavior::Status {
+            status,
+            body: body.to_string(),
+        }
+    }
+}
+
+/// One request the mock received.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// The raw `Authorization` header (redacted in `Debug`).
+    pub authorization: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The key of a `Bearer` authorization.
+    pub fn bearer(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+impl fmt::Debug for RecordedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordedRequest")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "[redacted]"),
+            )
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .finish()
+    }
+}
+
+struct Shared {
+    default: Mutex<Behavior>,
+    queue: Mutex<VecDeque<Behavior>>,
+    rejected: Mutex<HashSet<String>>,
+    models_status: Mutex<Option<u16>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    recording: AtomicBool,
+    request_count: AtomicUsize,
+    gate: Semaphore,
+    chunks_sent: AtomicUsize,
+    aborts: AtomicUsize,
+    connections: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts mock upstreams.
+pub struct MockUpstream;
+
+impl MockUpstream {
+    /// Starts a recording mock on `127.0.0.1` (a free port).
+    pub async fn start() -> std::io::Result<(SocketAddr, MockHandle)> {
+        Self::start_with(true).await
+    }
+
+    /// Starts the zero-delay mock for benchmarks: nothing is recorded.
+    pub async fn start_for_bench() -> std::io::Result<(SocketAddr, MockHandle)> {
+        Self::start_with(false).await
+    }
+
+    async fn start_with(recording: bool) -> std::io::Result<(SocketAddr, MockHandle)> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            default: Mutex::new(Behavior::Auto),
+            queue: Mutex::new(VecDeque::new()),
+            rejected: Mutex::new(HashSet::new()),
+            models_status: Mutex::new(None),
+            requests: Mutex::new(Vec::new()),
+            recording: AtomicBool::new(recording),
+            request_count: AtomicUsize::new(0),
+            gate: Semaphore::new(0),
+            chunks_sent: AtomicUsize::new(0),
+            aborts: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
+        });
+        let accept_shared = shared.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                };
+                let _ = socket.set_nodelay(true);
+                accept_shared.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve_connection(socket, accept_shared.clone()));
+            }
+        });
+        let handle = MockHandle {
+            shared,
+            addr,
+            _accept: Arc::new(AbortOnDrop(task)),
+        };
+        Ok((addr, handle))
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Controls and observes a running mock. Clones share the mock.
+#[derive(Clone)]
+pub struct MockHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    _accept: Arc<AbortOnDrop>,
+}
+
+impl fmt::Debug for MockHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockHandle")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockHandle {
+    /// The mock's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the OpenAI-style base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The behaviour for chat requests with no pushed behaviour left.
+    pub fn set_behavior(&self, behavior: Behavior) {
+        *lock(&self.shared.default) = behavior;
+    }
+
+    /// A behaviour for the next chat request only (first in, first out).
+    pub fn push_behavior(&self, behavior: Behavior) {
+        lock(&self.shared.queue).push_back(behavior);
+    }
+
+    /// Answers 401 to every request carrying this bearer key.
+    pub fn reject_key(&self, key: &str) {
+        lock(&self.shared.rejected).insert(key.to_owned());
+    }
+
+    /// Accepts this key again.
+    pub fn accept_key(&self, key: &str) {
+        lock(&self.shared.rejected).remove(key);
+    }
+
+    /// The status of `GET /v1/models` for accepted keys (`None`: 200 with a list).
+    pub fn set_models_status(&self, status: Option<u16>) {
+        *lock(&self.shared.models_status) = status;
+    }
+
+    /// Turns request recording on or off.
+    pub fn set_recording(&self, on: bool) {
+        self.shared.recording.store(on, Ordering::Relaxed);
+    }
+
+    /// The recorded requests, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The recorded chat completion requests, oldest first.
+    pub fn chat_requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_requests(&self) {
+        lock(&self.shared.requests).clear();
+    }
+
+    /// How many requests arrived (counted even when not recording).
+    pub fn request_count(&self) -> usize {
+        self.shared.request_count.load(Ordering::SeqCst)
+    }
+
+    /// TCP connections accepted so far (to check connection reuse).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// Lets `n` more chunks of `StreamGated` streams go out.
+    pub fn release(&self, n: usize) {
+        self.shared.gate.add_permits(n);
+    }
+
+    /// Content chunks written so far, over all streams.
+    pub fn chunks_sent(&self) -> usize {
+        self.shared.chunks_sent.load(Ordering::SeqCst)
+    }
+
+    /// Responses whose client closed the connection before the mock had finished.
+    pub fn client_aborts(&self) -> usize {
+        self.shared.aborts.load(Ordering::SeqCst)
+    }
+
+    /// Waits until at least one client abort was seen; false after `timeout`.
+    pub async fn wait_client_abort(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.client_aborts() > 0 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.client_aborts() > 0
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    authorization: Option<String>,
+    close: bool,
+    body: Vec<u8>,
+}
+
+/// Reads one request; `None` when the connection ended or is unusable.
+async fn read_request(rd: &mut OwnedReadHalf, buf: &mut Vec<u8>) -> Option<Request> {
+    let head_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos;
+        }
+        if buf.len() > 64 * 1024 {
+            return None;
+        }
+        let mut tmp = [0u8; 8192];
+        match rd.read(&mut tmp).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let method = request_line.next()?.to_owned();
+    let path = request_line.next()?.to_owned();
+    let mut content_length = 0usize;
+    let mut authorization = None;
+    let mut close = false;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => content_length = value.parse().ok()?,
+            "authorization" => authorization = Some(value.to_owned()),
+            "connection" => close = value.eq_ignore_ascii_case("close"),
+            "transfer-encoding" => return None, // chunked request bodies are not supported
+            _ => {}
+        }
+    }
+    let body_start = head_end + 4;
+    while buf.len() < body_start + content_length {
+        let mut tmp = [0u8; 8192];
+        match rd.read(&mut tmp).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    let body = buf[body_start..body_start + content_length].to_vec();
+    buf.drain(..body_start + content_length);
+    Some(Request {
+        method,
+        path,
+        authorization,
+        close,
+        body,
+    })
+}
+
+async fn serve_connection(socket: TcpStream, shared: Arc<Shared>) {
+    let (mut rd, mut wr) = socket.into_split();
+    let mut buf = Vec::with_capacity(8192);
+    while let Some(req) = read_request(&mut rd, &mut buf).await {
+        shared.request_count.fetch_add(1, Ordering::SeqCst);
+        if shared.recording.load(Ordering::Relaxed) {
+            lock(&shared.requests).push(RecordedRequest {
+                method: req.method.clone(),
+                path: req.path.clone(),
+                authorization: req.authorization.clone(),
+                body: req.body.clone(),
+            });
+        }
+        let keep_going = respond(&req, &shared, &mut rd, &mut wr, &mut buf).await;
+        if !keep_going || req.close {
+            let _ = wr.shutdown().await;
+            return;
+        }
+    }
+}
+
+fn simple_response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+        reason(status),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn reason(status: u16) -> &'static str {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Status")
+}
+
+#[derive(Deserialize, Default)]
+struct RequestPeek {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+/// Writes the answer; false when the connection must end.
+async fn respond(
+    req: &Request,
+    shared: &Shared,
+    rd: &mut OwnedReadHalf,
+    wr: &mut OwnedWriteHalf,
+    buf: &mut Vec<u8>,
+) -> bool {
+    let key = req
+        .authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "));
+    let rejected = key.is_some_and(|k| lock(&shared.rejected).contains(k));
+    let path = req.path.split('?').next().unwrap_or("");
+
+    if req.method == "GET" && path.ends_with("/models") {
+        let response = if key.is_none() || rejected {
+            let body =
+                json!({"error": {"message": "invalid api key", "type": "invalid_request_error"}});
+            simple_response(401, "application/json", body.to_string().as_bytes())
+        } else {
+            match *lock(&shared.models_status) {
+                Some(status) => simple_response(status, "application/json", b"{}"),
+                None => {
+                    let body = r#"{"object":"list","data":[{"id":"mock-model","object":"model","owned_by":"mock"}]}"#;
+                    simple_response(200, "application/json", body.as_bytes())
+                }
+            }
+        };
+        return wr.write_all(&response).await.is_ok();
+    }
+    if req.method != "POST" || !path.ends_with("/chat/completions") {
+        let response = simple_response(
+            404,
+            "application/json",
+            br#"{"error":{"message":"not found"}}"#,
+        );
+        return wr.write_all(&response).await.is_ok();
+    }
+    if rejected {
+        let message = format!("Incorrect API key provided: {}", key.unwrap_or(""));
+        let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}});
+        let response = simple_response(401, "application/json", body.to_string().as_bytes());
+        return wr.write_all(&response).await.is_ok();
+    }
+
+    let peek: RequestPeek = serde_json::from_slice(&req.body).unwrap_or_default();
+    let model = peek.model.unwrap_or_else(|| "mock-model".to_owned());
+    let wants_stream = peek.stream == Some(true);
+    let behavior = lock(&shared.queue)
+        .pop_front()
+        .unwrap_or_else(|| lock(&shared.default).clone());
+
+    let plan = match behavior {
+        Behavior::Auto if wants_stream => StreamPlan::new(3, Duration::ZERO, false, Ending::Done),
+        Behavior::Auto | Behavior::Complete => {
+            let response = simple_response(200, "application/json", completion(&model).as_bytes());
+            return wr.write_all(&response).await.is_ok();
+        }
+        Behavior::Stream { chunks, delay } => StreamPlan::new(chunks, delay, false, Ending::Done),
+        Behavior::StreamGated { chunks } => {
+            StreamPlan::new(chunks, Duration::ZERO, true, Ending::Done)
+        }
+        Behavior::StreamWithoutDone { chunks } => {
+            StreamPlan::new(chunks, Duration::ZERO, false, Ending::NoDone)
+        }
+        Behavior::BreakMidStream { after } => {
+            StreamPlan::new(after, Duration::ZERO, false, Ending::Break)
+        }
+        Behavior::StreamThenHang { after } => {
+            StreamPlan::new(after, Duration::ZERO, false, Ending::Hang)
+        }
+        Behavior::Status { status, body } => {
+            let response = simple_response(status, "application/json", body.as_bytes());
+            return wr.write_all(&response).await.is_ok();
+        }
+        Behavior::Hang => {
+            wait_for_close(rd, buf).await;
+            shared.aborts.fetch_add(1, Ordering::SeqCst);
+            return false;
+        }
+        Behavior::Garbage => {
+            let response = simple_response(
+                200,
+                "application/json",
+                b"<html>definitely not a completion</html>",
+            );
+            return wr.write_all(&response).await.is_ok();
+        }
+    };
+
+    // Send the stream while watching for the client closing the connection.
+    let send = send_stream(plan, &model, shared, wr);
+    tokio::pin!(send);
+    tokio::select! {
+        finished = &mut send => match finished {
+            StreamEnd::Finished => true,
+            StreamEnd::Closed => false,
+            StreamEnd::WriteFailed => {
+                shared.aborts.fetch_add(1, Ordering::SeqCst);
+                false
+            }
+            StreamEnd::Hang => {
+                wait_for_close(rd, buf).await;
+                shared.aborts.fetch_add(1, Ordering::SeqCst);
+                false
+            }
+        },
+        () = wait_for_close(rd, buf) => {
+            shared.aborts.fetch_add(1, Ordering::SeqCst);
+            false
+        }
+    }
+}
+
+/// Completes when the peer closes the connection (bytes that arrive meanwhile are kept for
+/// the next request).
+async fn wait_for_close(rd: &mut OwnedReadHalf, buf: &mut Vec<u8>) {
+    let mut tmp = [0u8; 4096];
+    loop {
+        match rd.read(&mut tmp).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+}
+
+fn completion(model: &str) -> String {
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": "Hello from the mock."},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+    })
+    .to_string()
+}
+
+#[derive(Clone, Copy)]
+enum Ending {
+    Done,
+    NoDone,
+    Break,
+    Hang,
+}
+
+struct StreamPlan {
+    chunks: usize,
+    delay: Duration,
+    gated: bool,
+    ending: Ending,
+}
+
+impl StreamPlan {
+    fn new(chunks: usize, delay: Duration, gated: bool, ending: Ending) -> Self {
+        Self {
+            chunks,
+            delay,
+            gated,
+            ending,
+        }
+    }
+}
+
+enum StreamEnd {
+    Finished,
+    Closed,
+    WriteFailed,
+    Hang,
+}
+
+fn chunk_frame(out: &mut Vec<u8>, event: &str) {
+    let data = format!("data: {event}\n\n");
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+async fn send_stream(
+    plan: StreamPlan,
+    model: &str,
+    shared: &Shared,
+    wr: &mut OwnedWriteHalf,
+) -> StreamEnd {
+    let model_json = Value::String(model.to_owned()).to_string();
+    let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    // Zero-delay, ungated streams go out in one write; otherwise chunk by chunk.
+    let batch = plan.delay.is_zero() && !plan.gated;
+    for i in 0..plan.chunks {
+        if !batch {
+            if i > 0 && !plan.delay.is_zero() {
+                tokio::time::sleep(plan.delay).await;
+            }
+            if plan.gated {
+                match shared.gate.acquire().await {
+                    Ok(permit) => permit.forget(),
+                    Err(_) => return StreamEnd::WriteFailed,
+                }
+            }
+        }
+        let event = format!(
+            r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[{{"index":0,"delta":{{"content":"chunk-{i} "}},"finish_reason":null}}],"usage":null}}"#
+        );
+        chunk_frame(&mut out, &event);
+        if !batch {
+            if wr.write_all(&out).await.is_err() {
+                return StreamEnd::WriteFailed;
+            }
+            out.clear();
+        }
+        shared.chunks_sent.fetch_add(1, Ordering::SeqCst);
+    }
+    match plan.ending {
+        Ending::Break => {
+            // Half a chunk, then the connection goes away without the terminating chunk.
+            out.extend_from_slice(b"40\r\ndata: {\"trunc");
+            let _ = wr.write_all(&out).await;
+            let _ = wr.shutdown().await;
+            return StreamEnd::Closed;
+        }
+        Ending::Hang => {
+            if wr.write_all(&out).await.is_err() {
+                return StreamEnd::WriteFailed;
+            }
+            return StreamEnd::Hang;
+        }
+        Ending::Done | Ending::NoDone => {}
+    }
+    let usage = format!(
+        r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[],"usage":{{"prompt_tokens":5,"completion_tokens":{},"total_tokens":{}}}}}"#,
+        plan.chunks,
+        plan.chunks + 5
+    );
+    chunk_frame(&mut out, &usage);
+    if matches!(plan.ending, Ending::Done) {
+        chunk_frame(&mut out, "[DONE]");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    if wr.write_all(&out).await.is_err() {
+        return StreamEnd::WriteFailed;
+    }
+    StreamEnd::Finished
+}

@@ -1,0 +1,539 @@
+//! [`RunStream`]: an upstream event stream passed through to the client as it arrives, with
+//! the contract's stream rules built in.
+//!
+//! The upstream body is parsed incrementally, line by line; only the current, incomplete
+//! line and event are held back. Each upstream `data:` event goes out as `data: ...\n\n` in
+//! the same poll that received its last byte (comments, `event:`, `id:` and `retry:` lines are
+//! dropped). The stream ends exactly one way:
+//!
+//! - the upstream sends `data: [DONE]` → `data: [DONE]\n\n`, end (status `ok`);
+//! - the upstream body breaks, ends without `[DONE]` or is silent longer than the time-out →
+//!   one `data: {"error": {"code", "message", "type"}}\n\n` frame, `data: [DONE]\n\n`, end
+//!   (status `error`);
+//! - the stream is dropped first (the client went away) → the upstream body is dropped, which
+//!   closes that upstream connection and so cancels the request (status `cancelled`).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::Stream;
+use hyper::body::{Body, Incoming};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::time::Sleep;
+
+use crate::error::describe_chain;
+use crate::report::{RunReport, RunStatus, Usage};
+
+/// Largest single line or event accepted from an upstream stream.
+const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long the end of an upstream body is awaited after its `[DONE]`.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
+
+type OnFinish = Box<dyn FnOnce(RunReport) + Send + 'static>;
+
+/// A streamed chat answer: ready-to-send SSE frames (`Bytes`), never an error item, so a web
+/// layer can hand it straight to a streaming response body.
+///
+/// Register [`RunStream::on_finish`] to learn how the run ended (see the crate docs).
+pub struct RunStream {
+    body: Option<Incoming>,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    parser: EventParser,
+    run: RunState,
+    out: BytesMut,
+    phase: Phase,
+    on_finish: Option<OnFinish>,
+    /// The report, once the stream has ended and no callback was there to take it yet.
+    report: Option<RunReport>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Passing upstream events through.
+    Streaming,
+    /// The last frame was produced; the next poll ends the stream.
+    Ended,
+    /// `None` was returned.
+    Closed,
+}
+
+/// What the run has seen so far, for its report.
+struct RunState {
+    started: Instant,
+    ttft_ms: Option<u64>,
+    usage: Option<Usage>,
+    model: String,
+    model_from_upstream: bool,
+    upstream_error_event: bool,
+    done: bool,
+}
+
+impl fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunStream")
+            .field("model", &self.run.model)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunStream {
+    pub(crate) fn new(
+        body: Incoming,
+        started: Instant,
+        idle_timeout: Duration,
+        model: String,
+    ) -> Self {
+        Self {
+            body: Some(body),
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle_timeout,
+            parser: EventParser::default(),
+            run: RunState {
+                started,
+                ttft_ms: None,
+                usage: None,
+                model,
+                model_from_upstream: false,
+                upstream_error_event: false,
+                done: false,
+            },
+            out: BytesMut::with_capacity(4096),
+            phase: Phase::Streaming,
+            on_finish: None,
+            report: None,
+        }
+    }
+
+    /// Registers the callback that receives this run's [`RunReport`], exactly once: when the
+    /// stream produces its last frame (`ok` / `error`), or when it is dropped before that
+    /// (`cancelled`). It runs inline on the polling or dropping task: keep it cheap and
+    /// non-blocking. Registering again replaces the previous callback; registering after the
+    /// stream ended calls it at once.
+    pub fn on_finish(&mut self, callback: impl FnOnce(RunReport) + Send + 'static) {
+        match self.report.take() {
+            Some(report) => callback(report),
+            None => self.on_finish = Some(Box::new(callback)),
+        }
+    }
+
+    /// Builder form of [`RunStream::on_finish`].
+    pub fn with_on_finish(mut self, callback: impl FnOnce(RunReport) + Send + 'static) -> Self {
+        self.on_finish(callback);
+        self
+    }
+
+    /// The model that was requested (the upstream's own name for it once seen in the stream).
+    pub fn model(&self) -> &str {
+        &self.run.model
+    }
+
+    /// Delivers the report once.
+    fn finish(&mut self, status: RunStatus, error: Option<(&str, String)>) {
+        let report = RunReport {
+            status,
+            usage: self.run.usage,
+            ttft_ms: self.run.ttft_ms,
+            latency_ms: u64::try_from(self.run.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            model: self.run.model.clone(),
+            error_code: error.as_ref().map(|(c, _)| (*c).to_owned()),
+            error_message: error.map(|(_, m)| m),
+        };
+        match self.on_finish.take() {
+            Some(callback) => callback(report),
+            None => self.report = Some(report),
+        }
+    }
+
+    /// Ends the stream with an in-band error frame then `[DONE]`; drops the upstream body.
+    fn fail(&mut self, code: &'static str, message: String) -> Bytes {
+        self.body = None;
+        let frame = serde_json::json!({
+            "error": { "code": code, "message": message, "type": code }
+        });
+        self.out.put_slice(b"data: ");
+        // Serialising a `Value` into a buffer cannot fail.
+        let _ = serde_json::to_writer((&mut self.out).writer(), &frame);
+        self.out.put_slice(b"\n\n");
+        self.out.put_slice(DONE_FRAME);
+        self.phase = Phase::Ended;
+        tracing::debug!(code, %message, "upstream stream failed");
+        self.finish(RunStatus::Error, Some((code, message)));
+        self.out.split().freeze()
+    }
+
+    /// Produces the `[DONE]` frame (after any events already in `out`) and ends.
+    fn complete(&mut self) -> Bytes {
+        self.out.put_slice(DONE_FRAME);
+        self.phase = Phase::Ended;
+        let grace = tokio::time::Instant::now() + DRAIN_GRACE.min(self.idle_timeout);
+        self.idle.as_mut().reset(grace);
+        let status = if self.run.upstream_error_event {
+            RunStatus::Error
+        } else {
+            RunStatus::Ok
+        };
+        self.finish(status, None);
+        self.out.split().freeze()
+    }
+
+    /// Passes the complete events of `data` into `out`; true once `[DONE]` was seen.
+    fn feed(&mut self, data: &[u8]) -> Result<bool, String> {
+        let Self {
+            parser, run, out, ..
+        } = self;
+        parser.feed(data, |event| run.on_event(event, out))?;
+        Ok(run.done)
+    }
+}
+
+impl RunState {
+    fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
+        if self.done {
+            return;
+        }
+        if data == b"[DONE]" {
+            self.done = true;
+            return;
+        }
+        if self.ttft_ms.is_none() {
+            self.ttft_ms =
+                Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        }
+        self.inspect(data);
+        for line in data.split(|b| *b == b'\n') {
+            out.put_slice(b"data: ");
+            out.put_slice(line);
+            out.put_u8(b'\n');
+        }
+        out.put_u8(b'\n');
+    }
+
+    /// Reads the model, usage and errors out of a chunk, parsing JSON only when the chunk can
+    /// carry something new (the first chunk with a model, a non-null usage, an error).
+    fn inspect(&mut self, data: &[u8]) {
+        let wants_model = !self.model_from_upstream && find(data, b"\"model\"").is_some();
+        let has_usage = non_null_field(data, b"\"usage\"");
+        let has_error = non_null_field(data, b"\"error\"");
+        if !(wants_model || has_usage || has_error) {
+            return;
+        }
+        #[derive(Deserialize)]
+        struct ChunkPeek {
+            #[serde(default)]
+            model: Option<String>,
+            #[serde(default)]
+            usage: Option<Value>,
+            #[serde(default)]
+            error: Option<Value>,
+        }
+        let Ok(peek) = serde_json::from_slice::<ChunkPeek>(data) else {
+            return;
+        };
+        if let Some(model) = peek.model.filter(|m| !m.is_empty()) {
+            if !self.model_from_upstream {
+                self.model = model;
+                self.model_from_upstream = true;
+            }
+        }
+        if let Some(usage) = peek
+            .usage
+            .and_then(|u| serde_json::from_value::<Usage>(u).ok())
+        {
+            self.usage = Some(usage);
+        }
+        if peek.error.is_some_and(|e| !e.is_null()) {
+            self.upstream_error_event = true;
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// True when `"field"` appears followed by `:` and a value other than `null`.
+fn non_null_field(data: &[u8], field: &[u8]) -> bool {
+    let Some(pos) = find(data, field) else {
+        return false;
+    };
+    let mut rest = data[pos + field.len()..]
+        .iter()
+        .copied()
+        .skip_while(|b| b.is_ascii_whitespace());
+    if rest.next() != Some(b':') {
+        return false;
+    }
+    !matches!(rest.find(|b| !b.is_ascii_whitespace()), Some(b'n') | None)
+}
+
+impl Stream for RunStream {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            match this.phase {
+                Phase::Streaming => {}
+                Phase::Ended => {
+                    if this.poll_drain(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    this.phase = Phase::Closed;
+                    return Poll::Ready(None);
+                }
+                Phase::Closed => return Poll::Ready(None),
+            }
+            let Some(body) = this.body.as_mut() else {
+                // Unreachable in practice: the body is only removed when the stream ends.
+                return Poll::Ready(Some(Ok(
+                    this.fail("upstream_error", "upstream stream closed".into())
+                )));
+            };
+            match Pin::new(body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let deadline = tokio::time::Instant::now() + this.idle_timeout;
+                    this.idle.as_mut().reset(deadline);
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers
+                    };
+                    match this.feed(&data) {
+                        Ok(true) => return Poll::Ready(Some(Ok(this.complete()))),
+                        Ok(false) if !this.out.is_empty() => {
+                            return Poll::Ready(Some(Ok(this.out.split().freeze())))
+                        }
+                        Ok(false) => continue,
+                        Err(message) => {
+                            return Poll::Ready(Some(Ok(this.fail("upstream_error", message))))
+                        }
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    let message = format!("upstream stream broke: {}", describe_chain(&e));
+                    return Poll::Ready(Some(Ok(this.fail("upstream_error", message))));
+                }
+                Poll::Ready(None) => {
+                    // Be lenient with a last event that lacks its blank line.
+                    let Self {
+                        parser, run, out, ..
+                    } = &mut *this;
+                    parser.finish(|event| run.on_event(event, out));
+                    if this.run.done {
+                        this.body = None;
+                        return Poll::Ready(Some(Ok(this.complete())));
+                    }
+                    let message = "upstream stream ended without [DONE]".to_owned();
+                    return Poll::Ready(Some(Ok(this.fail("upstream_error", message))));
+                }
+                Poll::Pending => {
+                    if this.idle.as_mut().poll(cx).is_ready() {
+                        let message = format!(
+                            "upstream stream idle for more than {} ms",
+                            this.idle_timeout.as_millis()
+                        );
+                        return Poll::Ready(Some(Ok(this.fail("upstream_timeout", message))));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl RunStream {
+    /// After `[DONE]`: waits (at most [`DRAIN_GRACE`]) for the upstream body to end, so its
+    /// connection goes back to the pool; an upstream that keeps the body open is dropped
+    /// (closing that connection). The client already has `[DONE]` at this point.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(());
+        };
+        loop {
+            match Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(_) => break,
+                Poll::Pending => {
+                    if self.idle.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    break;
+                }
+            }
+        }
+        self.body = None;
+        Poll::Ready(())
+    }
+}
+
+impl Drop for RunStream {
+    fn drop(&mut self) {
+        if self.phase == Phase::Streaming {
+            // Dropping `body` (with `self`) closes the upstream connection.
+            self.finish(RunStatus::Cancelled, None);
+        }
+    }
+}
+
+/// An incremental `text/event-stream` parser: complete events' `data` are handed out, the
+/// current line and event are kept.
+#[derive(Default)]
+struct EventParser {
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl EventParser {
+    fn feed(&mut self, mut chunk: &[u8], mut on_event: impl FnMut(&[u8])) -> Result<(), String> {
+        while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
+            let (head, tail) = chunk.split_at(pos);
+            chunk = &tail[1..];
+            if self.line.is_empty() {
+                self.line_done(head, &mut on_event)?;
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(head);
+                self.line_done(&line, &mut on_event)?;
+                line.clear();
+                self.line = line;
+            }
+        }
+        self.line.extend_from_slice(chunk);
+        if self.line.len() > MAX_EVENT_BYTES {
+            return Err(format!(
+                "upstream sent an event larger than {MAX_EVENT_BYTES} bytes"
+            ));
+        }
+        Ok(())
+    }
+
+    /// At the end of the body: treats an unterminated last line and event as complete.
+    fn finish(&mut self, mut on_event: impl FnMut(&[u8])) {
+        let line = std::mem::take(&mut self.line);
+        if !line.is_empty() {
+            let _ = self.line_done(&line, &mut on_event);
+        }
+        let _ = self.line_done(b"", &mut on_event);
+    }
+
+    fn line_done(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) -> Result<(), String> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            if self.has_data {
+                on_event(&self.data);
+                self.data.clear();
+                self.has_data = false;
+            }
+            return Ok(());
+        }
+        if let Some(value) = line.strip_prefix(b"data:") {
+            let value = value.strip_prefix(b" ").unwrap_or(value);
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+            if self.data.len() > MAX_EVENT_BYTES {
+                return Err(format!(
+                    "upstream sent an event larger than {MAX_EVENT_BYTES} bytes"
+                ));
+            }
+        }
+        // Comments (`:`), `event:`, `id:` and `retry:` are not passed on.
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(chunks: &[&[u8]]) -> Vec<String> {
+        let mut p = EventParser::default();
+        let mut got = Vec::new();
+        for c in chunks {
+            p.feed(c, |e| got.push(String::from_utf8_lossy(e).into_owned()))
+                .unwrap();
+        }
+        got
+    }
+
+    #[test]
+    fn parses_events_across_chunk_boundaries() {
+        assert_eq!(events(&[b"data: a\n\ndata: b\n\n"]), vec!["a", "b"]);
+        assert_eq!(
+            events(&[b"da", b"ta: a\n", b"\nda", b"ta:b\r\n\r\n"]),
+            vec!["a", "b"]
+        );
+        assert_eq!(
+            events(&[b": keep-alive\n\n", b"event: x\nid: 1\ndata: c\n\n"]),
+            vec!["c"]
+        );
+        assert_eq!(events(&[b"data: l1\ndata: l2\n\n"]), vec!["l1\nl2"]);
+        assert_eq!(events(&[b"data: partial\n"]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn finish_accepts_an_unterminated_last_event() {
+        let mut p = EventParser::default();
+        let mut got = Vec::new();
+        p.feed(b"data: [DONE]", |e| got.push(e.to_vec())).unwrap();
+        assert!(got.is_empty());
+        p.finish(|e| got.push(e.to_vec()));
+        assert_eq!(got, vec![b"[DONE]".to_vec()]);
+    }
+
+    #[test]
+    fn detects_non_null_fields() {
+        assert!(!non_null_field(br#"{"usage":null}"#, b"\"usage\""));
+        assert!(!non_null_field(br#"{"usage" : null}"#, b"\"usage\""));
+        assert!(non_null_field(
+            br#"{"usage": {"total_tokens":1}}"#,
+            b"\"usage\""
+        ));
+        assert!(!non_null_field(br#"{"x":"usage"}"#, b"\"usage\""));
+    }
+
+    #[test]
+    fn run_state_reads_model_and_usage() {
+        let mut run = RunState {
+            started: Instant::now(),
+            ttft_ms: None,
+            usage: None,
+            model: "requested".into(),
+            model_from_upstream: false,
+            upstream_error_event: false,
+            done: false,
+        };
+        let mut out = BytesMut::new();
+        run.on_event(br#"{"model":"real","choices":[],"usage":null}"#, &mut out);
+        run.on_event(
+            br#"{"model":"real","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#,
+            &mut out,
+        );
+        run.on_event(b"[DONE]", &mut out);
+        run.on_event(b"after", &mut out);
+        assert_eq!(run.model, "real");
+        assert_eq!(
+            run.usage,
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 4,
+                total_tokens: 7
+            })
+        );
+        assert!(run.done && run.ttft_ms.is_some());
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert_eq!(text.matches("data: ").count(), 2);
+        assert!(!text.contains("after") && !text.contains("[DONE]"));
+    }
+}
