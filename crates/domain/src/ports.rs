@@ -66,6 +66,14 @@ pub trait SessionRepo {
         idle_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> DomainResult<u64>;
+    /// Admin sessions currently in a Shadow view of this tenant that were seen after
+    /// `seen_after` and have not expired at `now`: `(admin email, since)`, oldest first.
+    fn shadow_viewers(
+        &self,
+        tenant_id: Uuid,
+        seen_after: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<Vec<(String, DateTime<Utc>)>>;
     /// Enters (`Some`) or leaves (`None`) a Shadow view on this session and appends `activity`
     /// to the tenant's feed in the same transaction.
     fn set_shadow(

@@ -1,0 +1,478 @@
+//! Native checks: the rules that are not a single regex (Unicode hiding and homoglyphs,
+//! SKILL.md frontmatter, encoded payloads, loops). Each reports under a catalog rule id.
+
+use crate::model::Severity;
+use crate::scanner::{line_bounds, Hit, Scanner};
+use base64::Engine;
+use unicode_security::MixedScript;
+
+/// Runs every native check on `text`.
+pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) {
+    let mut emit = |id: &str, start: usize, end: usize, severity: Option<Severity>, message: Option<String>| {
+        if let Some(rule) = scanner.rule_index(id) {
+            hits.push(Hit {
+                rule,
+                start,
+                end,
+                severity: severity.unwrap_or_else(|| scanner.rule_severity(rule)),
+                message,
+                redact: None,
+            });
+        }
+    };
+    if !text.is_ascii() {
+        unicode(text, &mut emit);
+    }
+    if is_skill_md(path, text) {
+        frontmatter(text, &mut emit);
+    }
+    encoded_payloads(scanner, text, &mut emit);
+    if path.is_none_or(|p| p.ends_with(".py")) && text.contains("while") {
+        infinite_loops(text, &mut emit);
+    }
+}
+
+type Emit<'a> = dyn FnMut(&str, usize, usize, Option<Severity>, Option<String>) + 'a;
+
+fn is_skill_md(path: Option<&str>, text: &str) -> bool {
+    match path {
+        Some(p) => {
+            let name = p.rsplit(['/', '\\']).next().unwrap_or(p);
+            name.eq_ignore_ascii_case("skill.md")
+        }
+        None => text.trim_start_matches('\u{feff}').starts_with("---"),
+    }
+}
+
+fn is_tag(c: char) -> bool {
+    ('\u{E0000}'..='\u{E007F}').contains(&c)
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200D}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{FEFF}'
+            | '\u{180E}'
+            | '\u{3164}'
+            | '\u{FFA0}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{034F}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+    )
+}
+
+fn is_variation_selector(c: char) -> bool {
+    matches!(c, '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}')
+}
+
+fn is_han(c: char) -> bool {
+    matches!(c, '\u{3400}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}' | '\u{20000}'..='\u{3FFFF}')
+}
+
+/// Replaces hidden characters with visible `<U+XXXX>` marks (long runs collapsed) and control
+/// characters with spaces.
+pub(crate) fn make_visible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let hidden = |c: char| is_tag(c) || is_bidi_control(c) || is_invisible(c) || is_variation_selector(c);
+        if hidden(c) {
+            let mut j = i;
+            while j < chars.len() && hidden(chars[j]) {
+                j += 1;
+            }
+            if j - i > 3 {
+                out.push_str(&format!("<{} hidden chars>", j - i));
+            } else {
+                for &h in &chars[i..j] {
+                    out.push_str(&format!("<U+{:04X}>", u32::from(h)));
+                }
+            }
+            i = j;
+            continue;
+        }
+        if c.is_control() {
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn truncate_chars(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().count() > n {
+        out.push('…');
+    }
+    out
+}
+
+fn unicode(text: &str, emit: &mut Emit<'_>) {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let n = chars.len();
+    let end_of = |k: usize| chars.get(k).map_or(text.len(), |&(i, _)| i);
+    let mut k = 0;
+    // Words for the homoglyph check: runs of alphanumerics and . _ - that hold a non-ASCII char.
+    let mut word_start: Option<usize> = None;
+    let mut word_non_ascii = false;
+    let mut word_ascii_alpha = false;
+    let check_word = |ws: usize, we: usize, emit: &mut Emit<'_>| {
+        let Some(word) = text.get(ws..we) else { return };
+        homoglyph(word, ws, we, emit);
+    };
+    while k < n {
+        let (pos, c) = chars[k];
+        let is_word = c.is_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if is_word {
+            if word_start.is_none() {
+                word_start = Some(pos);
+                word_non_ascii = false;
+                word_ascii_alpha = false;
+            }
+            if c.is_ascii_alphabetic() {
+                word_ascii_alpha = true;
+            } else if !c.is_ascii() {
+                word_non_ascii = true;
+            }
+        } else if let Some(ws) = word_start.take() {
+            if word_non_ascii && word_ascii_alpha {
+                check_word(ws, pos, emit);
+            }
+        }
+        if c.is_ascii() {
+            k += 1;
+            continue;
+        }
+        if is_tag(c) {
+            let mut j = k;
+            while j < n && is_tag(chars[j].1) {
+                j += 1;
+            }
+            let run_len = j - k;
+            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
+            let last = chars.get(j - 1).map(|&(_, c)| c);
+            let emoji_flag = prev == Some('\u{1F3F4}') && last == Some('\u{E007F}') && run_len <= 8;
+            if !emoji_flag {
+                let decoded: String = chars[k..j]
+                    .iter()
+                    .filter_map(|&(_, c)| {
+                        let v = u32::from(c) - 0xE0000;
+                        (0x20..0x7F).contains(&v).then(|| char::from_u32(v)).flatten()
+                    })
+                    .collect();
+                let msg = format!(
+                    "{run_len} invisible tag characters encode the hidden text \"{}\"",
+                    truncate_chars(&decoded, 160)
+                );
+                emit("unicode.tag-characters", pos, end_of(j), None, Some(msg));
+            }
+            k = j;
+            word_start = None;
+            continue;
+        }
+        if is_bidi_control(c) {
+            emit(
+                "unicode.bidi-control",
+                pos,
+                end_of(k + 1),
+                None,
+                Some(format!("Bidirectional control U+{:04X} reorders the displayed text", u32::from(c))),
+            );
+            k += 1;
+            continue;
+        }
+        if is_invisible(c) && !(c == '\u{FEFF}' && pos == 0) {
+            let mut j = k;
+            while j < n && is_invisible(chars[j].1) {
+                j += 1;
+            }
+            let run_len = j - k;
+            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
+            let next = chars.get(j).map(|&(_, c)| c);
+            let ascii_word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+            let joiner_between_non_ascii = run_len == 1
+                && matches!(c, '\u{200C}' | '\u{200D}')
+                && !prev.is_some_and(|p| p.is_ascii())
+                && !next.is_some_and(|n| n.is_ascii());
+            if !joiner_between_non_ascii && (run_len >= 3 || ascii_word(prev) || ascii_word(next)) {
+                let severity = if ascii_word(prev) && ascii_word(next) {
+                    Severity::High
+                } else {
+                    Severity::Medium
+                };
+                let msg = format!(
+                    "{run_len} invisible character(s) (U+{:04X}) {}",
+                    u32::from(c),
+                    if severity == Severity::High { "split a word" } else { "next to text" }
+                );
+                emit("unicode.zero-width", pos, end_of(j), Some(severity), Some(msg));
+            }
+            // Invisible characters do not end a word: "Ig\u{200B}nore" stays one token.
+            k = j;
+            continue;
+        }
+        if is_variation_selector(c) {
+            let mut j = k;
+            while j < n && is_variation_selector(chars[j].1) {
+                j += 1;
+            }
+            let run_len = j - k;
+            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
+            let supplementary_outside_han = c >= '\u{E0100}' && !prev.is_some_and(is_han);
+            if run_len >= 2 || supplementary_outside_han {
+                emit(
+                    "unicode.variation-selectors",
+                    pos,
+                    end_of(j),
+                    None,
+                    Some(format!("{run_len} variation selector(s) can carry hidden bytes")),
+                );
+            }
+            k = j;
+            continue;
+        }
+        k += 1;
+    }
+    if let Some(ws) = word_start {
+        if word_non_ascii && word_ascii_alpha {
+            check_word(ws, text.len(), emit);
+        }
+    }
+}
+
+fn homoglyph(word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
+    let word_clean: String = word.chars().filter(|&c| !is_invisible(c)).collect();
+    if word_clean.is_single_script() {
+        return;
+    }
+    let confusable = word_clean.chars().any(|c| {
+        !c.is_ascii() && c.is_alphabetic() && {
+            let s = c.to_string();
+            let sk: String = unicode_security::skeleton(&s).collect();
+            !sk.is_empty() && sk.chars().all(|x| x.is_ascii_alphanumeric())
+        }
+    });
+    if !confusable {
+        return;
+    }
+    let skeleton: String = unicode_security::skeleton(&word_clean).collect();
+    let host_like = word_clean.contains('.') && word_clean.chars().any(|c| c.is_alphabetic());
+    let severity = if host_like { Severity::High } else { Severity::Medium };
+    let msg = format!(
+        "\"{}\" mixes scripts and reads as \"{}\"",
+        truncate_chars(&word_clean, 60),
+        truncate_chars(&skeleton, 60)
+    );
+    emit("unicode.homoglyph", ws, we, Some(severity), Some(msg));
+}
+
+/// A minimal reading of the SKILL.md frontmatter: top-level `key: value` lines.
+fn frontmatter(text: &str, emit: &mut Emit<'_>) {
+    let body = text.trim_start_matches('\u{feff}');
+    let offset = text.len() - body.len();
+    let mut lines = body.split_inclusive('\n');
+    let first = lines.next().unwrap_or("");
+    if first.trim_end() != "---" {
+        emit("skill.frontmatter-missing", 0, 0, None, None);
+        return;
+    }
+    let mut pos = offset + first.len();
+    let mut fields: Vec<(String, String, usize)> = Vec::new();
+    let mut closed = false;
+    let mut current_list: Option<usize> = None;
+    for line in lines {
+        let start = pos;
+        pos += line.len();
+        let t = line.trim_end();
+        if t == "---" || t == "..." {
+            closed = true;
+            break;
+        }
+        if let Some(item) = t.trim_start().strip_prefix("- ") {
+            if t.starts_with(' ') || t.starts_with('\t') || t.starts_with('-') {
+                if let Some(i) = current_list {
+                    if let Some(f) = fields.get_mut(i) {
+                        f.1.push_str(", ");
+                        f.1.push_str(item.trim());
+                    }
+                }
+                continue;
+            }
+        }
+        if t.starts_with(' ') || t.starts_with('\t') || t.starts_with('#') || t.is_empty() {
+            continue;
+        }
+        if let Some((k, v)) = t.split_once(':') {
+            fields.push((k.trim().to_ascii_lowercase(), v.trim().to_string(), start));
+            current_list = Some(fields.len() - 1);
+        }
+    }
+    if !closed {
+        emit("skill.frontmatter-missing", 0, 0, None, Some("The frontmatter block is not closed by ---".into()));
+        return;
+    }
+    let get = |k: &str| fields.iter().find(|f| f.0 == k);
+    let unquote = |v: &str| v.trim().trim_matches(['"', '\'']).trim().to_string();
+    match get("name") {
+        Some((_, v, at)) if !unquote(v).is_empty() => {
+            let name = unquote(v);
+            let ok = name.len() <= 64
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                emit("skill.name-invalid", *at, *at, None, None);
+            }
+        }
+        _ => emit("skill.name-missing", 0, 0, None, None),
+    }
+    let has_description = get("description").is_some_and(|(_, v, _)| !unquote(v).is_empty());
+    if !has_description {
+        emit("skill.description-missing", 0, 0, None, None);
+    }
+    if let Some((_, v, at)) = get("allowed-tools").or_else(|| get("allowed_tools")) {
+        let broad = v
+            .trim_matches(['[', ']'])
+            .split([',', ' '])
+            .map(|t| t.trim().trim_matches(['"', '\'']).to_ascii_lowercase())
+            .find(|t| {
+                matches!(t.as_str(), "*" | "all" | "bash(*)" | "bash(*:*)" | "bash(:*)")
+                    || t.starts_with("bash(sudo")
+                    || t.starts_with("bash(rm")
+                    || t.starts_with("bash(curl")
+                    || t.starts_with("bash(wget")
+            });
+        if let Some(t) = broad {
+            emit("skill.allowed-tools-broad", *at, *at, None, Some(format!("allowed-tools grants \"{t}\"")));
+        }
+    }
+}
+
+/// Words that make a decoded string a command or code payload.
+const PAYLOAD_WORDS: &[&str] = &[
+    "curl ", "wget ", "/bin/sh", "/bin/bash", "bash -", "sh -c", "| sh", "|sh", "| bash", "|bash",
+    "import os", "os.system", "subprocess", "exec(", "eval(", "powershell", "/dev/tcp", "nc -e",
+    "chmod +x", "invoke-expression", "iex(", "child_process", "rm -rf", "socket.",
+];
+
+fn looks_like_payload(decoded: &str) -> bool {
+    let lower = decoded.to_ascii_lowercase();
+    PAYLOAD_WORDS.iter().any(|w| lower.contains(w))
+}
+
+fn mostly_printable(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    let printable = bytes
+        .iter()
+        .filter(|&&b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
+        .count();
+    printable * 10 >= bytes.len() * 9
+}
+
+fn encoded_payloads(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
+    let gate = |words: &[&str]| {
+        let lower_has = |w: &str| {
+            memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some()
+        };
+        words.iter().any(|w| lower_has(w))
+    };
+    if gate(&["base64", "b64", "atob", "Base64", "BASE64", "B64"]) {
+        let engine = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent)
+                .with_decode_allow_trailing_bits(true),
+        );
+        for m in scanner.aux.base64_literal.find_iter(text).take(500) {
+            let before = text.get(..m.start()).unwrap_or("");
+            if before.ends_with("base64,") || before.ends_with("base64, ") {
+                continue;
+            }
+            let lit = m.as_str();
+            let trimmed = lit.trim_end_matches('=');
+            let usable = trimmed.len() - trimmed.len() % 4;
+            let candidate = if trimmed.len() % 4 == 1 { trimmed.get(..usable).unwrap_or("") } else { trimmed };
+            let Ok(decoded) = engine.decode(candidate) else { continue };
+            if !mostly_printable(&decoded) {
+                continue;
+            }
+            let s = String::from_utf8_lossy(&decoded);
+            if looks_like_payload(&s) {
+                let msg = format!("Base64 literal decodes to \"{}\"", truncate_chars(&make_visible(&s), 140));
+                emit("obf.base64-shell-payload", m.start(), m.end(), None, Some(msg));
+            }
+        }
+    }
+    if text.contains("\\x") {
+        for m in scanner.aux.hex_escapes.find_iter(text).take(200) {
+            let bytes: Vec<u8> = m
+                .as_str()
+                .split("x")
+                .filter_map(|p| {
+                    let h = p.trim_end_matches('\\');
+                    (h.len() == 2).then(|| u8::from_str_radix(h, 16).ok()).flatten()
+                })
+                .collect();
+            let letters = bytes.iter().filter(|b| b.is_ascii_alphabetic() || **b == b' ').count();
+            if mostly_printable(&bytes) && letters * 10 >= bytes.len() * 7 {
+                let s = String::from_utf8_lossy(&bytes);
+                let severity = if looks_like_payload(&s) { Some(Severity::High) } else { None };
+                let msg = format!("Hex escapes decode to \"{}\"", truncate_chars(&make_visible(&s), 140));
+                emit("obf.hex-encoded-text", m.start(), m.end(), severity, Some(msg));
+            }
+        }
+    }
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start_matches([' ', '\t']).len()
+}
+
+fn infinite_loops(text: &str, emit: &mut Emit<'_>) {
+    let mut search = 0;
+    while let Some(i) = text.get(search..).and_then(|t| t.find("while ")) {
+        let at = search + i;
+        search = at + 6;
+        let (ls, le) = line_bounds(text, at);
+        let line = text.get(ls..le).unwrap_or("");
+        let t = line.trim();
+        if !(t == "while True:" || t == "while 1:") {
+            continue;
+        }
+        let base = indent_of(line);
+        let mut exits = false;
+        let mut body_lines = 0;
+        for l in text.get(le..).unwrap_or("").lines().skip(1) {
+            if l.trim().is_empty() {
+                continue;
+            }
+            if indent_of(l) <= base {
+                break;
+            }
+            body_lines += 1;
+            let lt = l.trim();
+            if ["break", "return", "raise", "sys.exit", "exit(", "os._exit", "yield", "await ", "sleep("]
+                .iter()
+                .any(|w| lt.contains(w))
+            {
+                exits = true;
+                break;
+            }
+        }
+        if body_lines > 0 && !exits {
+            emit("resource.infinite-loop", at, le, None, None);
+        }
+    }
+}

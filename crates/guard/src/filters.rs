@@ -1,0 +1,319 @@
+//! Post-match filters of regex rules: quotation and negation, secret entropy and placeholders,
+//! known installers, public addresses, context escalation.
+
+use crate::model::Severity;
+use crate::rules::{MatchCtx, Outcome};
+
+/// Shannon entropy of `s` in bits per byte.
+pub(crate) fn entropy(s: &str) -> f64 {
+    let bytes = s.as_bytes();
+    if bytes.is_empty() {
+        return 0.0;
+    }
+    let mut counts = [0u32; 256];
+    for &b in bytes {
+        counts[usize::from(b)] += 1;
+    }
+    let len = bytes.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / len;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// Words and shapes that mark a value as a placeholder or documentation example.
+const PLACEHOLDER_MARKERS: &[&str] = &[
+    "example", "sample", "placeholder", "your", "xxxx", "dummy", "fake", "test", "changeme",
+    "change_me", "redacted", "replace", "insert", "here", "todo", "fixme", "secret", "password",
+    "token", "dead", "beef", "abcdefgh", "0123456", "1234567", "0000000", "aaaaaaa", "...", "***",
+    "<", ">", "{", "}", "$", "%s", "env", "none", "null", "demo", "mock", "foo", "bar",
+];
+
+/// True when the value looks like a placeholder rather than a real secret.
+pub(crate) fn is_placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    if PLACEHOLDER_MARKERS.iter().any(|m| lower.contains(m)) {
+        return true;
+    }
+    // A run of one repeated character (e.g. "sk-aaaaaaaaaaaaaaaa") is never a real key.
+    let mut run = 1;
+    let mut prev = None;
+    for b in lower.bytes() {
+        if Some(b) == prev {
+            run += 1;
+            if run >= 6 {
+                return true;
+            }
+        } else {
+            run = 1;
+        }
+        prev = Some(b);
+    }
+    false
+}
+
+/// The random part of a token (after the last known prefix separator).
+fn token_body(value: &str) -> &str {
+    for prefix in ["github_pat_", "sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-", "sk_live_", "rk_live_"] {
+        if let Some(rest) = value.strip_prefix(prefix) {
+            return rest;
+        }
+    }
+    match value.find(['_', '-']) {
+        Some(i) if i <= 5 => value.get(i + 1..).unwrap_or(value),
+        _ => value,
+    }
+}
+
+/// Token-shaped secrets: reject placeholders and low-entropy bodies.
+pub(crate) fn secret_token(ctx: &MatchCtx<'_>) -> Outcome {
+    let value = ctx.value();
+    let body = token_body(value);
+    if is_placeholder(body) || entropy(body) < 3.0 {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// OpenAI keys: as `secret_token`, but leave `sk-ant-` to the Anthropic rule.
+pub(crate) fn secret_openai(ctx: &MatchCtx<'_>) -> Outcome {
+    if ctx.value().starts_with("sk-ant-") {
+        return Outcome::Drop;
+    }
+    secret_token(ctx)
+}
+
+/// Generic assignments: require high entropy and a mix of character classes, reject
+/// placeholders, references and identifiers.
+pub(crate) fn secret_generic(ctx: &MatchCtx<'_>) -> Outcome {
+    let value = ctx.value();
+    if is_placeholder(value) || entropy(value) < 3.5 {
+        return Outcome::Drop;
+    }
+    let lower = value.bytes().any(|b| b.is_ascii_lowercase());
+    let upper = value.bytes().any(|b| b.is_ascii_uppercase());
+    let digit = value.bytes().any(|b| b.is_ascii_digit());
+    let classes = usize::from(lower) + usize::from(upper) + usize::from(digit);
+    // File paths, URLs and dotted identifiers are references, not secrets.
+    let reference = value.contains('/') && !value.contains('+')
+        || value.contains("://")
+        || value.starts_with("os.")
+        || value.starts_with("process.");
+    if classes < 2 || !digit || reference {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+const QUOTES: &[char] = &['"', '\'', '`', '\u{201C}', '\u{2018}', '\u{00AB}', '\u{201E}'];
+
+/// Drops matches that are quoted (discussed, not given) or negated ("never ignore ...").
+pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
+    let start = ctx.start();
+    let before = ctx.text.get(ctx.line_start..start).unwrap_or("");
+    if let Some(c) = before.trim_end().chars().next_back() {
+        if QUOTES.contains(&c) {
+            return Outcome::Drop;
+        }
+    }
+    let tail: String = before
+        .chars()
+        .rev()
+        .take(24)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let negated = tail
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
+        .any(|w| matches!(w, "never" | "not" | "don't" | "dont" | "cannot" | "can't" | "won't" | "shouldn't" | "mustn't" | "no"));
+    if negated {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// `eval`/`exec` called as a method (`df.eval(x)`, `regex.exec(s)`) is not Python/JS eval.
+pub(crate) fn not_method_call(ctx: &MatchCtx<'_>) -> Outcome {
+    let before = ctx.text.get(..ctx.start()).unwrap_or("");
+    match before.chars().next_back() {
+        Some('.') | Some(':') | Some('$') => Outcome::Drop,
+        _ => Outcome::Keep,
+    }
+}
+
+/// Hosts of well-known installers whose `curl | sh` is reported as low instead of high.
+const KNOWN_INSTALLERS: &[&str] = &[
+    "sh.rustup.rs",
+    "static.rust-lang.org",
+    "get.docker.com",
+    "raw.githubusercontent.com/homebrew/",
+    "install.python-poetry.org",
+    "astral.sh",
+    "bun.sh",
+    "deno.land",
+    "get.pnpm.io",
+    "raw.githubusercontent.com/nvm-sh/",
+    "ollama.com",
+    "get.sdkman.io",
+    "cli.github.com",
+    "sh.vector.dev",
+    "nixos.org",
+    "install.determinate.systems",
+    "get.helm.sh",
+    "raw.githubusercontent.com/helm/",
+];
+
+/// Reports `curl | sh` from a well-known installer as low.
+pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched().to_ascii_lowercase();
+    let Some(i) = m.find("https://") else {
+        return Outcome::Keep;
+    };
+    let rest = m.get(i + "https://".len()..).unwrap_or("");
+    let url_end = rest
+        .find(|c: char| c.is_whitespace() || c == '\'' || c == '"' || c == '|' || c == ')')
+        .unwrap_or(rest.len());
+    let url = rest.get(..url_end).unwrap_or("");
+    // Only one URL may be involved, or the installer could front for another download.
+    if rest.get(url_end..).is_some_and(|r| r.contains("://")) {
+        return Outcome::Keep;
+    }
+    let host_end = url.find(['/', ':', '?', '#']).unwrap_or(url.len());
+    let host = url.get(..host_end).unwrap_or("");
+    let known = KNOWN_INSTALLERS.iter().any(|k| {
+        if k.contains('/') {
+            url.starts_with(k)
+        } else {
+            host == *k || host.ends_with(&format!(".{k}"))
+        }
+    });
+    if known {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
+pub(crate) fn public_ip(ctx: &MatchCtx<'_>) -> Outcome {
+    let host = ctx.value();
+    let addr: Option<std::net::Ipv4Addr> = if let Some(hex) = host
+        .strip_prefix("0x")
+        .or_else(|| host.strip_prefix("0X"))
+    {
+        u32::from_str_radix(hex, 16).ok().map(std::net::Ipv4Addr::from)
+    } else if host.contains('.') {
+        host.parse().ok()
+    } else {
+        host.parse::<u32>().ok().map(std::net::Ipv4Addr::from)
+    };
+    let Some(addr) = addr else {
+        return Outcome::Drop;
+    };
+    let o = addr.octets();
+    let shared = o[0] == 100 && (64..128).contains(&o[1]);
+    if addr.is_loopback()
+        || addr.is_private()
+        || addr.is_link_local()
+        || addr.is_unspecified()
+        || addr.is_broadcast()
+        || shared
+    {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+const NETWORK_WORDS: &[&str] = &[
+    "curl", "wget", "http://", "https://", "requests.", "urlopen", "fetch(", "axios", "httpx",
+    "socket", "| nc", "|nc", "ncat", "scp ", "rsync ", "upload", "/dev/tcp",
+];
+
+fn mentions_network(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    NETWORK_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// Escalates to high when the same line also reaches the network.
+pub(crate) fn escalate_if_network(ctx: &MatchCtx<'_>) -> Outcome {
+    if mentions_network(ctx.line()) {
+        Outcome::Adjust(Severity::High)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Environment iteration counts only in code that also names secrets and reaches the network.
+pub(crate) fn env_harvest_context(ctx: &MatchCtx<'_>) -> Outcome {
+    let text = ctx.text;
+    let upper_secretish = ["\"KEY\"", "\"SECRET\"", "\"TOKEN\"", "\"PASSWORD\"", "'KEY'", "'SECRET'", "'TOKEN'", "'PASSWORD'", "CREDENTIAL"]
+        .iter()
+        .any(|w| text.contains(w));
+    let network = ["requests.post", "requests.put", "urlopen", "http.client", "socket.", "fetch(", "axios.post", "httpx.post"]
+        .iter()
+        .any(|w| text.contains(w));
+    if upper_secretish && network {
+        Outcome::Keep
+    } else {
+        Outcome::Drop
+    }
+}
+
+/// An HTML comment counts when it addresses the model and asks for an action.
+pub(crate) fn hidden_comment(ctx: &MatchCtx<'_>) -> Outcome {
+    let inner = ctx.value().to_ascii_lowercase();
+    if inner.len() < 12 {
+        return Outcome::Drop;
+    }
+    let words: Vec<&str> = inner
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(w));
+    let addressed = has(&["ai", "assistant", "agent", "llm", "claude", "gpt", "model", "chatbot"])
+        || inner.contains("you must")
+        || inner.contains("you should")
+        || inner.contains("you will")
+        || inner.contains("you are");
+    let action = has(&[
+        "ignore", "disregard", "execute", "run", "send", "upload", "exfiltrate", "read", "fetch",
+        "curl", "wget", "tell", "mention", "reveal", "delete", "instructions", "instruction",
+        "credentials", "password", "secret", "token", "download", "install", "forward", "email",
+    ]);
+    if addressed && action {
+        Outcome::Keep
+    } else {
+        Outcome::Drop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entropy_of_uniform_and_constant() {
+        assert_eq!(entropy(""), 0.0);
+        assert_eq!(entropy("aaaa"), 0.0);
+        assert!((entropy("abcd") - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn placeholders() {
+        assert!(is_placeholder("AKIAIOSFODNN7EXAMPLE"));
+        assert!(is_placeholder("your-api-key-here"));
+        assert!(is_placeholder("xxxxxxxxxxxxxxxx"));
+        assert!(is_placeholder("${OPENAI_API_KEY}"));
+        assert!(!is_placeholder("q8Zr2LmN4vTx9KpW"));
+    }
+}

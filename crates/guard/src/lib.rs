@@ -1,0 +1,58 @@
+//! gc-guard: a scanner for dangerous agent-skill content, and a strict GitHub fetcher.
+//!
+//! The crate has no web-framework dependency so other tools can reuse it.
+//!
+//! - [`parse_target`] applies the allow-list of contract section 7 (pure, no network).
+//! - [`Scanner`] compiles the rule catalog ([`rules::RULES`]) once and scans texts in one
+//!   keyword pass; [`Scanner::scan_files`] scans a set of files with stats.
+//! - [`ScanResult`] is the JSON body of `POST /guard/scan`; [`sarif::to_sarif`] the SARIF one;
+//!   [`guard_info`] the body of `GET /guard/scan`.
+//! - `fetch` (cargo feature `fetch`, on by default) downloads a public repository's default
+//!   branch from GitHub within the [`Limits`].
+//! - [`cli`] is the engine of `gc-server guard scan PATH|-`.
+
+mod checks;
+pub mod cli;
+mod filters;
+mod model;
+pub mod rules;
+pub mod sarif;
+mod scanner;
+mod target;
+
+#[cfg(feature = "fetch")]
+pub mod fetch;
+
+pub use model::{
+    Category, Finding, GuardInfo, Limits, RuleSummary, ScanReport, ScanResult, ScanStats, Severity,
+    TargetInfo, Verdict,
+};
+pub use scanner::{is_binary, RuleError, Scanner};
+pub use target::{parse_target, valid_owner, valid_repo, Target, TargetError};
+
+/// The only scan mode.
+pub const MODE_SKILL: &str = "skill";
+
+/// `{id, severity, title}` of every rule, for `GET /guard/scan`.
+pub fn rules() -> Vec<RuleSummary> {
+    rules::RULES
+        .iter()
+        .map(|r| RuleSummary {
+            id: r.id,
+            severity: r.severity,
+            title: r.title,
+        })
+        .collect()
+}
+
+/// The body of `GET /guard/scan`: `{modes, limits, rules}`.
+pub fn guard_info() -> GuardInfo {
+    GuardInfo {
+        modes: vec![MODE_SKILL],
+        limits: Limits::CONTRACT,
+        rules: rules(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,261 @@
+//! Result types shared by the scanner, the SARIF writer, the command line and the HTTP layer.
+//!
+//! Every type here serialises with the lowercase strings of contract section 7.
+
+use serde::Serialize;
+use std::fmt;
+
+/// How bad a finding is. Ordered: `Info < Low < Medium < High < Critical`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    /// The lowercase name used in JSON, SARIF properties and the text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The overall outcome of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Verdict {
+    /// `fail` when any finding is high or critical, `warn` when any is medium, else `pass`.
+    pub fn from_findings(findings: &[Finding]) -> Verdict {
+        let worst = findings.iter().map(|f| f.severity).max();
+        match worst {
+            Some(Severity::High | Severity::Critical) => Verdict::Fail,
+            Some(Severity::Medium) => Verdict::Warn,
+            _ => Verdict::Pass,
+        }
+    }
+
+    /// The lowercase name used in JSON and the text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "fail",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The family a rule belongs to (used in docs, SARIF tags and the rule listing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    PromptInjection,
+    Concealment,
+    ToolPoisoning,
+    HiddenText,
+    Homoglyph,
+    Secret,
+    FetchExecute,
+    DecodeExecute,
+    CodeExecution,
+    Destructive,
+    ReverseShell,
+    Persistence,
+    Exfiltration,
+    Miner,
+    SuspiciousUrl,
+    ResourceAbuse,
+    Skill,
+}
+
+impl Category {
+    /// The snake_case name used in JSON and SARIF tags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::PromptInjection => "prompt_injection",
+            Category::Concealment => "concealment",
+            Category::ToolPoisoning => "tool_poisoning",
+            Category::HiddenText => "hidden_text",
+            Category::Homoglyph => "homoglyph",
+            Category::Secret => "secret",
+            Category::FetchExecute => "fetch_execute",
+            Category::DecodeExecute => "decode_execute",
+            Category::CodeExecution => "code_execution",
+            Category::Destructive => "destructive",
+            Category::ReverseShell => "reverse_shell",
+            Category::Persistence => "persistence",
+            Category::Exfiltration => "exfiltration",
+            Category::Miner => "miner",
+            Category::SuspiciousUrl => "suspicious_url",
+            Category::ResourceAbuse => "resource_abuse",
+            Category::Skill => "skill",
+        }
+    }
+}
+
+/// One thing the scanner found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub rule_id: String,
+    pub severity: Severity,
+    pub title: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// 1-based line number.
+    pub line: u32,
+    /// 1-based column, counted in Unicode scalar values.
+    pub column: u32,
+    /// A short excerpt of the line, with secrets redacted and invisible characters made visible.
+    pub excerpt: String,
+}
+
+/// Counters of one scan (`stats` in the contract).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ScanStats {
+    pub files_scanned: u64,
+    pub files_skipped: u64,
+    pub bytes_scanned: u64,
+    pub duration_ms: u64,
+}
+
+/// Findings and counters of a scan over one text or a set of files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScanReport {
+    pub findings: Vec<Finding>,
+    pub stats: ScanStats,
+}
+
+impl ScanReport {
+    /// The verdict of these findings.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::from_findings(&self.findings)
+    }
+}
+
+/// What was scanned (`target` in the contract's result).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TargetInfo {
+    Content,
+    Repository {
+        owner: String,
+        repo: String,
+        /// The commit SHA that was scanned.
+        #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+        git_ref: Option<String>,
+    },
+}
+
+/// The body of a `200` answer to `POST /guard/scan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScanResult {
+    pub verdict: Verdict,
+    pub mode: &'static str,
+    pub target: TargetInfo,
+    pub findings: Vec<Finding>,
+    pub stats: ScanStats,
+}
+
+impl ScanResult {
+    /// Wraps a report for the given target in mode `skill`.
+    pub fn new(target: TargetInfo, report: ScanReport) -> ScanResult {
+        ScanResult {
+            verdict: report.verdict(),
+            mode: crate::MODE_SKILL,
+            target,
+            findings: report.findings,
+            stats: report.stats,
+        }
+    }
+}
+
+/// The contract's limits on repository scans (and on local folder scans by the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Compressed bytes read from the network, at most.
+    pub max_download_bytes: u64,
+    /// Decompressed bytes read from the archive, at most.
+    pub max_unpacked_bytes: u64,
+    /// Regular files in the archive, at most.
+    pub max_files: u64,
+    /// Larger files are skipped and counted.
+    pub max_file_bytes: u64,
+    /// The whole fetch, at most.
+    pub timeout_ms: u64,
+}
+
+impl Limits {
+    /// 25 MiB download.
+    pub const MAX_DOWNLOAD_BYTES: u64 = 25 * 1024 * 1024;
+    /// 100 MiB unpacked.
+    pub const MAX_UNPACKED_BYTES: u64 = 100 * 1024 * 1024;
+    /// 5,000 files.
+    pub const MAX_FILES: u64 = 5_000;
+    /// 1 MiB per file.
+    pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+    /// 20 s.
+    pub const TIMEOUT_MS: u64 = 20_000;
+
+    /// The limits of contract section 7.
+    pub const CONTRACT: Limits = Limits {
+        max_download_bytes: Self::MAX_DOWNLOAD_BYTES,
+        max_unpacked_bytes: Self::MAX_UNPACKED_BYTES,
+        max_files: Self::MAX_FILES,
+        max_file_bytes: Self::MAX_FILE_BYTES,
+        timeout_ms: Self::TIMEOUT_MS,
+    };
+
+    /// The overall time-out as a `Duration`.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.timeout_ms)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::CONTRACT
+    }
+}
+
+/// One entry of the rule listing (`GET /guard/scan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleSummary {
+    pub id: &'static str,
+    pub severity: Severity,
+    pub title: &'static str,
+}
+
+/// The body of `GET /guard/scan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardInfo {
+    pub modes: Vec<&'static str>,
+    pub limits: Limits,
+    pub rules: Vec<RuleSummary>,
+}

@@ -1,0 +1,1158 @@
+//! The rule catalog: every rule is data (id, category, severity, title, description, remediation
+//! and a detector). `Scanner::new` compiles the catalog once.
+//!
+//! A regex detector names the lowercase literal keywords of which at least one occurs in every
+//! match; the scanner finds all keywords of all rules in one Aho-Corasick pass and runs a rule's
+//! regex only on the lines (or texts) where one of its keywords occurred. A `Native` detector is
+//! a hand-written check in `checks.rs` that reports under the rule's id.
+
+use crate::filters;
+use crate::model::{Category, Severity};
+
+/// Where a regex detector runs once its keyword prefilter fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Only the line that contains the keyword.
+    Line,
+    /// The whole text (for patterns that span lines).
+    Text,
+}
+
+/// What a filter decided about one regex match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Keep,
+    Drop,
+    /// Keep, with another severity.
+    Adjust(Severity),
+}
+
+/// What a filter may look at.
+pub struct MatchCtx<'a> {
+    /// The whole scanned text.
+    pub text: &'a str,
+    /// The path of the scanned file, if any.
+    pub path: Option<&'a str>,
+    /// Byte offsets of the line that contains the start of the match.
+    pub line_start: usize,
+    pub line_end: usize,
+    /// The match and its capture groups.
+    pub caps: &'a regex::Captures<'a>,
+}
+
+impl<'a> MatchCtx<'a> {
+    /// The whole match.
+    pub fn matched(&self) -> &'a str {
+        self.caps.get(0).map_or("", |m| m.as_str())
+    }
+    /// Byte offset of the start of the match.
+    pub fn start(&self) -> usize {
+        self.caps.get(0).map_or(0, |m| m.start())
+    }
+    /// Byte offset of the end of the match.
+    pub fn end(&self) -> usize {
+        self.caps.get(0).map_or(0, |m| m.end())
+    }
+    /// The line that contains the start of the match.
+    pub fn line(&self) -> &'a str {
+        self.text.get(self.line_start..self.line_end).unwrap_or("")
+    }
+    /// Capture group 1 when it matched, else the whole match.
+    pub fn value(&self) -> &'a str {
+        self.caps
+            .get(1)
+            .map_or_else(|| self.matched(), |m| m.as_str())
+    }
+}
+
+/// A filter run on every regex match of a rule.
+pub type Filter = fn(&MatchCtx<'_>) -> Outcome;
+
+/// A regex detector.
+#[derive(Clone, Copy)]
+pub struct RegexDetector {
+    pub scope: Scope,
+    pub keywords: &'static [&'static str],
+    pub pattern: &'static str,
+    pub filter: Option<Filter>,
+    /// The match (group 1 when present) is a secret: redact it in the excerpt.
+    pub secret: bool,
+}
+
+/// How a rule detects.
+#[derive(Clone, Copy)]
+pub enum Detector {
+    Regex(RegexDetector),
+    /// A hand-written check in `checks.rs`.
+    Native,
+}
+
+/// One rule of the catalog.
+#[derive(Clone, Copy)]
+pub struct RuleDef {
+    pub id: &'static str,
+    pub category: Category,
+    pub severity: Severity,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub remediation: &'static str,
+    pub detector: Detector,
+}
+
+const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
+    Detector::Regex(RegexDetector {
+        scope: Scope::Line,
+        keywords,
+        pattern,
+        filter: None,
+        secret: false,
+    })
+}
+
+const fn line_f(
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    filter: Filter,
+) -> Detector {
+    Detector::Regex(RegexDetector {
+        scope: Scope::Line,
+        keywords,
+        pattern,
+        filter: Some(filter),
+        secret: false,
+    })
+}
+
+const fn text_f(
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    filter: Option<Filter>,
+) -> Detector {
+    Detector::Regex(RegexDetector {
+        scope: Scope::Text,
+        keywords,
+        pattern,
+        filter,
+        secret: false,
+    })
+}
+
+const fn secret(keywords: &'static [&'static str], pattern: &'static str, filter: Filter) -> Detector {
+    Detector::Regex(RegexDetector {
+        scope: Scope::Line,
+        keywords,
+        pattern,
+        filter: Some(filter),
+        secret: true,
+    })
+}
+
+use Category as C;
+use Severity as S;
+
+const NO_REMEDY_HIDDEN: &str = "Remove the character(s); legitimate skill text never needs them.";
+const REMEDY_SECRET: &str =
+    "Remove the secret from the content, rotate it, and read it from the environment instead.";
+
+/// The catalog. Ids are stable: they appear in findings, SARIF and docs.
+pub static RULES: &[RuleDef] = &[
+    // ---------------------------------------------------------------- prompt injection
+    RuleDef {
+        id: "pi.ignore-instructions",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Instruction override",
+        description: "Tells the model to ignore, disregard or forget its previous or system instructions.",
+        remediation: "Remove the override; a skill must add instructions, never cancel the host's.",
+        detector: line_f(
+            &["ignore", "disregard", "forget", "override", "bypass"],
+            r"(?i)\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:the|your|all|any|of|every)\s+)*(?:previous|prior|above|earlier|preceding|original|system|safety|all|any|your)\s+(?:[a-z]+\s+)?(?:instructions?|prompts?|rules|guidelines|directives|guardrails|programming|context)\b",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.role-override",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Role or mode override",
+        description: "Declares a jailbreak persona or mode (\"you are now in developer mode\", \"SYSTEM OVERRIDE\", DAN).",
+        remediation: "Remove the persona switch.",
+        detector: line_f(
+            &["you are now", "mode", "system override", "do anything now", "jailbr"],
+            r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.new-instructions",
+        category: C::PromptInjection,
+        severity: S::Medium,
+        title: "Replacement instructions",
+        description: "Announces new system instructions or a new role for the model.",
+        remediation: "State what the skill does; do not redefine the assistant.",
+        detector: line_f(
+            &["new instructions", "new task", "new role", "new system", "new goal", "new objective"],
+            r"(?i)\byour\s+(?:new|real|true|actual)\s+(?:instructions|task|role|goal|objective|purpose)\s+(?:is|are)\b|\bnew\s+system\s+(?:prompt|instructions?)\s*:|\b(?:begin|start)\s+new\s+instructions\b",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.system-prompt-extraction",
+        category: C::PromptInjection,
+        severity: S::Medium,
+        title: "System prompt extraction",
+        description: "Asks the model to reveal, print or repeat its system prompt or hidden instructions.",
+        remediation: "Remove the request.",
+        detector: line_f(
+            &["system prompt", "initial instructions", "initial prompt", "hidden instructions", "developer message", "developer prompt"],
+            r"(?i)\b(?:reveal|print|output|repeat|show|leak|dump|disclose|display|tell\s+me|echo|recite)\b[^.\n]{0,40}\b(?:system\s+prompt|initial\s+(?:instructions|prompt)|hidden\s+instructions|developer\s+(?:message|prompt))|\bsystem\s+prompt\b[^.\n]{0,40}\b(?:reveal|print|output|repeat|leak|dump|disclose|recite)\b",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.chat-template-tokens",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Chat-template delimiters",
+        description: "Contains model chat-template control tokens (<|im_start|>, [INST], <<SYS>> ...) that forge conversation turns.",
+        remediation: "Remove the control tokens.",
+        detector: line(
+            &["<|", "[inst]", "[/inst]", "<<sys>>", "<</sys>>"],
+            r"(?i)<\|(?:im_start|im_end|system|user|assistant|start_header_id|end_header_id|eot_id|endoftext)\|>|\[/?INST\]|<</?SYS>>",
+        ),
+    },
+    RuleDef {
+        id: "pi.policy-bypass",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Safety policy bypass",
+        description: "Tells the model to bypass its content policy, ethics or safety guidelines, or claims it has no restrictions.",
+        remediation: "Remove the bypass.",
+        detector: line_f(
+            &["polic", "guideline", "guardrail", "restrictions", "limitations", "filters", "regardless"],
+            r"(?i)\b(?:disregard|ignore|bypass|circumvent|violate|override|skip|evade)\b[^.\n]{0,30}\b(?:content\s+polic(?:y|ies)|ethical\s+guidelines|ethics|safety\s+(?:guidelines|policies|filters|measures|restrictions)|guardrails|usage\s+polic(?:y|ies))|\byou\s+(?:have|has)\s+no\s+(?:restrictions|limits|limitations|rules|filters|guidelines)\b|\bregardless\s+of\s+(?:any\s+)?(?:restrictions|safety|ethics|rules|content\s+polic)",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.forced-execution",
+        category: C::PromptInjection,
+        severity: S::Medium,
+        title: "Execution without confirmation",
+        description: "Tells the agent to execute code or commands without verification, confirmation or the user's approval.",
+        remediation: "Let the host's confirmation flow run; never instruct the agent to skip it.",
+        detector: line_f(
+            &["without"],
+            r"(?i)\b(?:execute|run|perform|install)\b[^.\n]{0,50}\bwithout\s+(?:any\s+)?(?:verification|verifying|confirmation|confirming|asking|approval|review(?:ing)?|checking|the\s+user'?s?\s+(?:consent|approval|confirmation|knowledge)|user\s+(?:consent|approval|confirmation)|permission)\b",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.credential-echo",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Credential disclosure request",
+        description: "Asks the model to echo or send a credential (authorization header, token, API key, password) in its reply.",
+        remediation: "Remove the request; credentials must never appear in model output.",
+        detector: line_f(
+            &["authorization", "token", "api key", "api_key", "apikey", "password", "credential", "secret", "private key", "cookie"],
+            r"(?i)\b(?:echo|print|repeat|reveal|include|output|send|paste|show|tell|share|leak|disclose|return)\b[^.\n]{0,30}\b(?:value\s+of\s+)?(?:the\s+|your\s+|my\s+)?(?:authorization\s+header|bearer\s+token|access\s+token|api[\s_-]?keys?|session\s+(?:token|cookie)|passwords?|credentials|secrets?|private\s+keys?)\b[^.\n]{0,40}\b(?:in\s+(?:your|the)\s+(?:next\s+)?(?:response|reply|answer|output|message)|to\s+(?:me|us)\b)",
+            filters::not_quoted_or_negated,
+        ),
+    },
+    RuleDef {
+        id: "pi.hidden-comment",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Instructions hidden in a comment",
+        description: "An HTML/Markdown comment (invisible when rendered) addresses the model or tells it to act.",
+        remediation: "Move instructions into visible text or delete the comment.",
+        detector: text_f(&["<!--"], r"(?s)<!--(.*?)-->", Some(filters::hidden_comment)),
+    },
+    // ---------------------------------------------------------------- concealment
+    RuleDef {
+        id: "conceal.hide-from-user",
+        category: C::Concealment,
+        severity: S::High,
+        title: "Concealment from the user",
+        description: "Tells the model to hide an action or instruction from the user (\"do not tell the user\", \"keep this hidden\").",
+        remediation: "A skill must not hide anything from the user it acts for.",
+        detector: line(
+            &["tell", "inform", "mention", "reveal", "disclos", "notify", "alert", "let", "report", "hidden", "secret", "hide", "confidential"],
+            r"(?i)\b(?:do\s+not|don'?t|never|without)\s+(?:ever\s+)?(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|disclos(?:e|ing)|notify(?:ing)?|alert(?:ing)?|let(?:ting)?|report(?:ing)?)\s+(?:\S+\s+){0,6}?(?:the\s+|your\s+)?users?\b|\bkeep\s+(?:this|these|it|that)\s+(?:\w+\s+){0,2}(?:hidden|secret|confidential)\s+from\b|\bkeep\s+(?:this|these)\s+(?:behaviou?r|instructions?|steps?|actions?|requests?)\s+(?:hidden|secret)\b|\bhide\s+(?:this|these|it)\s+from\s+the\s+users?\b|\bsecretly\s+(?:send|upload|read|collect|copy|execute|run)\b",
+        ),
+    },
+    // ---------------------------------------------------------------- tool poisoning
+    RuleDef {
+        id: "tool.important-block",
+        category: C::ToolPoisoning,
+        severity: S::High,
+        title: "Hidden-priority tag block",
+        description: "An <IMPORTANT>, <SYSTEM> or similar pseudo-tag block, the shape of tool-poisoning payloads.",
+        remediation: "Remove the tag block; describe the tool plainly.",
+        detector: line(
+            &["<important>", "<system>", "<instructions>", "<instruction>", "<secret>", "<hidden>", "<admin>"],
+            r"(?i)<(?:important|system|instructions?|secret|hidden|admin)>",
+        ),
+    },
+    RuleDef {
+        id: "tool.shadowing",
+        category: C::ToolPoisoning,
+        severity: S::High,
+        title: "Tool shadowing",
+        description: "A description changes how another tool behaves or what it should always do.",
+        remediation: "A tool may describe only itself.",
+        detector: line(
+            &["tool"],
+            r"(?i)\b(?:changes?|modif(?:y|ies)|overrides?|alters?|intercepts?|hijacks?|redefines?)\s+(?:how\s+|the\s+behaviou?r\s+of\s+)(?:the\s+)?[`'\x22]?[\w.-]+[`'\x22]?\s+tool\b|\bwhen(?:ever)?\s+(?:using|calling|you\s+(?:use|call))\s+(?:the\s+)?[`'\x22]?[\w.-]+[`'\x22]?\s+tool,?\s+(?:always|you\s+must|instead)\b",
+        ),
+    },
+    RuleDef {
+        id: "tool.sensitive-file-instruction",
+        category: C::ToolPoisoning,
+        severity: S::Medium,
+        title: "Instruction to read private configuration",
+        description: "Tells the agent to read, send or pass the contents of a private configuration or key directory.",
+        remediation: "A skill should not need the user's private configuration.",
+        detector: line(
+            &["~/.", "$home", "%userprofile%", "/home/", "/users/"],
+            r"(?i)\b(?:read|cat|open|load|include|attach|send|upload|pass|copy|collect|grab)\b[^\n]{0,40}(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:config|ssh|aws|gnupg|kube|docker|netrc|npmrc|pypirc|git-credentials|env\b|azure|gcloud|password-store|mozilla|local/share/keyrings)",
+        ),
+    },
+    RuleDef {
+        id: "tool.runaway-invocation",
+        category: C::ToolPoisoning,
+        severity: S::Medium,
+        title: "Unbounded tool invocation",
+        description: "Tells the agent to retry or call a tool indefinitely.",
+        remediation: "Bound retries.",
+        detector: line(
+            &["indefinitely", "forever", "infinitely", "endlessly", "without stopping", "without limit", "without end"],
+            r"(?i)\b(?:retry|repeat|call|invoke|re-?run|loop)\b[^.\n]{0,30}\b(?:tool|function|request|call|api)\b[^.\n]{0,30}\b(?:indefinitely|forever|infinitely|endlessly|without\s+(?:stopping|limit|end))\b",
+        ),
+    },
+    // ---------------------------------------------------------------- hidden text (native)
+    RuleDef {
+        id: "unicode.tag-characters",
+        category: C::HiddenText,
+        severity: S::Critical,
+        title: "Unicode tag characters",
+        description: "Characters of the Unicode tag block (U+E0000..U+E007F) encode invisible ASCII text (ASCII smuggling).",
+        remediation: NO_REMEDY_HIDDEN,
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "unicode.bidi-control",
+        category: C::HiddenText,
+        severity: S::High,
+        title: "Bidirectional control characters",
+        description: "Bidi embedding, override or isolate controls (U+202A..U+202E, U+2066..U+2069) reorder text so that what is shown differs from what is read (Trojan Source).",
+        remediation: NO_REMEDY_HIDDEN,
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "unicode.zero-width",
+        category: C::HiddenText,
+        severity: S::Medium,
+        title: "Invisible characters inside text",
+        description: "Zero-width or invisible format characters (U+200B..U+200D, U+2060..U+2064, U+FEFF, fillers) inside or next to ASCII words; they split keywords to evade filters.",
+        remediation: NO_REMEDY_HIDDEN,
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "unicode.variation-selectors",
+        category: C::HiddenText,
+        severity: S::High,
+        title: "Variation-selector payload",
+        description: "A run of variation selectors (or supplementary selectors outside CJK ideographs) that can carry hidden bytes.",
+        remediation: NO_REMEDY_HIDDEN,
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "unicode.homoglyph",
+        category: C::Homoglyph,
+        severity: S::Medium,
+        title: "Mixed-script look-alike word",
+        description: "A word mixes Latin with look-alike letters of another script (TR39 confusables), e.g. a Cyrillic 'і' in github.com or 'с' in curl.",
+        remediation: "Use plain ASCII for commands, hosts and identifiers.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "url.punycode-host",
+        category: C::Homoglyph,
+        severity: S::Medium,
+        title: "Punycode host name",
+        description: "A URL whose host is an internationalised (xn--) name, often a look-alike of a known domain.",
+        remediation: "Use the canonical ASCII domain.",
+        detector: line(&["xn--"], r"(?i)\b(?:https?|ftp)://[^\s/?#]*\bxn--[a-z0-9-]+"),
+    },
+    // ---------------------------------------------------------------- secrets
+    RuleDef {
+        id: "secret.aws-access-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "AWS access key id",
+        description: "An AWS access key id (AKIA/ASIA...).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["akia", "asia", "abia", "acca"], r"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.aws-secret-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "AWS secret access key",
+        description: "An AWS secret access key assigned to an aws_secret_access_key-like name.",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["aws_secret", "awssecret", "aws-secret", "secret_access_key", "secretaccesskey"],
+            r#"(?i)aws[_-]?secret[_-]?(?:access[_-]?)?key["']?\s*(?::|=|:=|=>)\s*["']?([A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+            filters::secret_generic,
+        ),
+    },
+    RuleDef {
+        id: "secret.github-token",
+        category: C::Secret,
+        severity: S::High,
+        title: "GitHub token",
+        description: "A GitHub personal access, OAuth, app or refresh token (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+            r"\b(gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{50,255})\b",
+            filters::secret_token,
+        ),
+    },
+    RuleDef {
+        id: "secret.openai-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "OpenAI API key",
+        description: "An OpenAI API key (sk-, sk-proj-, sk-svcacct-).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["sk-"], r"\b(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})\b", filters::secret_openai),
+    },
+    RuleDef {
+        id: "secret.anthropic-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "Anthropic API key",
+        description: "An Anthropic API key (sk-ant-...).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["sk-ant-"], r"\b(sk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{32,})", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.slack-token",
+        category: C::Secret,
+        severity: S::High,
+        title: "Slack token",
+        description: "A Slack bot, user, app or refresh token (xoxb-, xoxp-, xoxa-, xoxe-, xapp-).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["xox", "xapp-"], r"\b((?:xox[abposre]|xapp)-[0-9A-Za-z-]{20,})\b", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.slack-webhook",
+        category: C::Secret,
+        severity: S::High,
+        title: "Slack incoming webhook",
+        description: "A Slack incoming-webhook URL, which lets anyone post into a channel.",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["hooks.slack.com"],
+            r"https://hooks\.slack\.com/services/(T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,})",
+            filters::secret_token,
+        ),
+    },
+    RuleDef {
+        id: "secret.stripe-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "Stripe live key",
+        description: "A Stripe live secret or restricted key (sk_live_, rk_live_).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["sk_live_", "rk_live_"], r"\b((?:sk|rk)_live_[0-9A-Za-z]{20,})\b", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.google-api-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "Google API key",
+        description: "A Google API key (AIza...).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["aiza"], r"\b(AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.private-key",
+        category: C::Secret,
+        severity: S::Critical,
+        title: "Private key block",
+        description: "A PEM/OpenSSH/PGP private key with key material.",
+        remediation: REMEDY_SECRET,
+        detector: Detector::Regex(RegexDetector {
+            scope: Scope::Text,
+            keywords: &["private key-----", "private key block-----"],
+            pattern: r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----\r?\n(?:[A-Za-z-]+:[^\n]*\r?\n)*\s*([A-Za-z0-9+/=]{40,})",
+            filter: Some(filters::secret_token),
+            secret: true,
+        }),
+    },
+    RuleDef {
+        id: "secret.jwt",
+        category: C::Secret,
+        severity: S::Medium,
+        title: "JSON Web Token",
+        description: "A signed JWT (three base64url parts); it is a bearer credential until it expires.",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["eyj"],
+            r"\b(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,})",
+            filters::secret_token,
+        ),
+    },
+    RuleDef {
+        id: "secret.generic-assignment",
+        category: C::Secret,
+        severity: S::Medium,
+        title: "Hard-coded credential",
+        description: "A high-entropy literal assigned to a password/secret/token/API-key name (placeholders and references are ignored).",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["password", "passwd", "secret", "token", "api_key", "apikey", "api-key", "access_key", "accesskey", "auth_key", "private_key"],
+            r#"(?i)\b[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key)[\w.-]*["']?\s*(?::|=|:=|=>)\s*["']([^"'\s]{16,})["']"#,
+            filters::secret_generic,
+        ),
+    },
+    RuleDef {
+        id: "secret.connection-string",
+        category: C::Secret,
+        severity: S::High,
+        title: "Credentials in a connection string",
+        description: "A database or broker URL with an embedded password.",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["postgres", "mysql", "mongodb", "redis", "amqp"],
+            r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]+:([^\s@/]{8,})@",
+            filters::secret_generic,
+        ),
+    },
+    // ---------------------------------------------------------------- fetch and execute
+    RuleDef {
+        id: "exec.pipe-to-shell",
+        category: C::FetchExecute,
+        severity: S::High,
+        title: "Download piped into a shell",
+        description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known installers are reported as low).",
+        remediation: "Download, verify (checksum or signature) and review the script before running it.",
+        detector: line_f(
+            &["curl", "wget"],
+            r"(?i)\b(?:curl|wget)\b[^|\n;]*\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+\S+\s+)?(?:/(?:usr/)?bin/)?(?:(?:ba|z|k|da|fi|tc|c)?sh|python[23]?|perl|ruby|node|php)\b",
+            filters::known_installer,
+        ),
+    },
+    RuleDef {
+        id: "exec.shell-substitution",
+        category: C::FetchExecute,
+        severity: S::High,
+        title: "Downloaded script executed via substitution",
+        description: "bash <(curl ...), sh -c \"$(curl ...)\", source <(wget ...) and similar.",
+        remediation: "Download, verify and review the script before running it.",
+        detector: line_f(
+            &["curl", "wget"],
+            r#"(?i)\b(?:(?:ba|z|k)?sh|source|\.)\s+(?:-\S+\s+)*<\(\s*(?:curl|wget)\b|\b(?:(?:ba|z|k)?sh\s+-c|eval|exec)\s+["']?\$\(\s*(?:curl|wget)\b"#,
+            filters::known_installer,
+        ),
+    },
+    RuleDef {
+        id: "exec.powershell-download",
+        category: C::FetchExecute,
+        severity: S::High,
+        title: "PowerShell download-and-execute",
+        description: "Invoke-Expression/IEX of downloaded content, or an -EncodedCommand payload.",
+        remediation: "Download, verify and review the script before running it.",
+        detector: line(
+            &["iex", "invoke-expression", "downloadstring", "-enc", "-e "],
+            r"(?i)\b(?:iex|invoke-expression)\b[^\n]{0,80}\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod|net\.webclient)\b|\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]{0,160}\|\s*(?:iex|invoke-expression)\b|\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}",
+        ),
+    },
+    RuleDef {
+        id: "exec.remote-code-eval",
+        category: C::FetchExecute,
+        severity: S::Critical,
+        title: "Evaluating downloaded code",
+        description: "exec/eval of the body of an HTTP response (Python requests/urllib, JavaScript fetch).",
+        remediation: "Never execute code fetched at run time.",
+        detector: line(
+            &["exec", "eval", "function("],
+            r"(?i)\b(?:exec|eval|Function)\s*\(\s*(?:await\s+)?(?:requests\.get|urllib\.request\.urlopen|urlopen|httpx\.get|fetch)\s*\(|\b(?:exec|eval)\s*\([^\n]{0,80}\b(?:requests\.get|urlopen|httpx\.get)\s*\([^\n]*\)\s*\.\s*(?:text|read|content)",
+        ),
+    },
+    RuleDef {
+        id: "exec.download-and-run",
+        category: C::FetchExecute,
+        severity: S::Medium,
+        title: "Download, make executable, run",
+        description: "A download followed by chmod +x in the same command line.",
+        remediation: "Verify downloaded binaries (checksum or signature) before running them.",
+        detector: line(&["chmod"], r"(?i)\b(?:curl|wget)\b[^\n]*(?:&&|;|\n)\s*(?:sudo\s+)?chmod\s+(?:\+x|[0-7]?[0-7]?[1357][0-7]?)\b"),
+    },
+    // ---------------------------------------------------------------- decode and execute
+    RuleDef {
+        id: "exec.decode-pipe-shell",
+        category: C::DecodeExecute,
+        severity: S::Critical,
+        title: "Decoded payload piped into a shell",
+        description: "base64 -d / xxd -r / openssl base64 -d output piped into a shell: an obfuscated command.",
+        remediation: "Ship readable commands; never hide a payload in an encoding.",
+        detector: line(
+            &["base64", "xxd", "openssl"],
+            r"(?i)\b(?:base64\s+(?:-\w+\s+)*(?:-d|--decode|-D)\b|xxd\s+(?:-\w+\s+)*-r|openssl\s+(?:enc\s+)?-?base64\s+-d)[^|\n]*\|\s*(?:sudo\s+)?(?:/(?:usr/)?bin/)?(?:(?:ba|z|k|da)?sh|python[23]?|perl|ruby|node)\b",
+        ),
+    },
+    RuleDef {
+        id: "exec.decode-eval",
+        category: C::DecodeExecute,
+        severity: S::Critical,
+        title: "Decoded payload evaluated",
+        description: "exec/eval of base64, hex, zlib or marshal-decoded data.",
+        remediation: "Ship readable code; never hide a payload in an encoding.",
+        detector: line(
+            &["b64decode", "decodebytes", "atob", "base64", "decompress", "marshal.loads", "codecs.decode", "fromhex"],
+            r#"(?i)\b(?:exec|eval|Function)\s*\(\s*(?:base64\.b64decode|b64decode|base64\.decodebytes|base64\.b32decode|atob|Buffer\.from\s*\([^)]*["']base64["']\s*\)|zlib\.decompress|marshal\.loads|codecs\.decode|bytes\.fromhex|compile\s*\(\s*base64)"#,
+        ),
+    },
+    RuleDef {
+        id: "code.dynamic-eval",
+        category: C::CodeExecution,
+        severity: S::Medium,
+        title: "eval/exec of a variable",
+        description: "eval() or exec() applied to a variable or formatted string: arbitrary code execution if the value is attacker-influenced.",
+        remediation: "Parse the input instead (ast.literal_eval, a real expression parser, a dispatch table).",
+        detector: line_f(
+            &["eval", "exec"],
+            r#"\b(?:eval|exec)\s*\(\s*(?:f["']|[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?\s*[,)])"#,
+            filters::not_method_call,
+        ),
+    },
+    RuleDef {
+        id: "code.child-process-inline",
+        category: C::CodeExecution,
+        severity: S::High,
+        title: "Inline child_process execution",
+        description: "require('child_process').exec/execSync/spawn called inline, typical of injected JavaScript payloads.",
+        remediation: "Do not run shell commands from configuration or injected code.",
+        detector: line(
+            &["child_process"],
+            r#"require\s*\(\s*\\?["']child_process\\?["']\s*\)\s*\.\s*(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\("#,
+        ),
+    },
+    RuleDef {
+        id: "code.os-system-dynamic",
+        category: C::CodeExecution,
+        severity: S::Medium,
+        title: "Shell command built from a variable",
+        description: "os.system/os.popen with a formatted or concatenated command: shell injection.",
+        remediation: "Use subprocess with an argument list and no shell.",
+        detector: line(
+            &["os.system", "os.popen"],
+            r#"\bos\.(?:system|popen)\s*\(\s*(?:f["']|[A-Za-z_][\w.]*\s*[)+%]|["'][^"'\n]*["']\s*(?:%|\+|\.format\())"#,
+        ),
+    },
+    RuleDef {
+        id: "code.shell-true",
+        category: C::CodeExecution,
+        severity: S::Low,
+        title: "subprocess with shell=True",
+        description: "A subprocess call through the shell.",
+        remediation: "Pass an argument list without shell=True.",
+        detector: line(&["shell=true", "shell = true"], r"\bsubprocess\.\w+\([^\n]*\bshell\s*=\s*True\b"),
+    },
+    RuleDef {
+        id: "code.sql-string-format",
+        category: C::CodeExecution,
+        severity: S::Medium,
+        title: "SQL built by string formatting",
+        description: "A SQL statement assembled with an f-string, %, + or .format(): SQL injection.",
+        remediation: "Use parameterised queries.",
+        detector: line(
+            &["select", "insert", "update", "delete"],
+            r#"(?i)\bf["'](?:SELECT\b[^"'\n]*\bFROM|INSERT\s+INTO|UPDATE\b[^"'\n]*\bSET|DELETE\s+FROM)\b[^"'\n]*\{[^}\n]+\}|["'](?:SELECT\b[^"'\n]*\bFROM|INSERT\s+INTO|UPDATE\b[^"'\n]*\bSET|DELETE\s+FROM)\b[^"'\n]*["']\s*(?:%\s*[\w(]|\+\s*\w|\.format\()"#,
+        ),
+    },
+    RuleDef {
+        id: "code.system-credential-file",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "System account file",
+        description: "A reference to /etc/passwd, /etc/shadow or /etc/sudoers, the classic target of path traversal.",
+        remediation: "A skill has no reason to read system account files.",
+        detector: line(&["/etc/passwd", "/etc/shadow", "/etc/sudoers", "/etc/gshadow", "master.passwd"], r"/etc/(?:passwd|shadow|gshadow|sudoers|master\.passwd)\b"),
+    },
+    RuleDef {
+        id: "code.path-traversal",
+        category: C::CodeExecution,
+        severity: S::Low,
+        title: "Deep relative path",
+        description: "Three or more ../ segments in a row.",
+        remediation: "Resolve paths against a base directory and reject escapes.",
+        detector: line(&["../../../", "..\\..\\..\\"], r"(?:\.\./){3,}|(?:\.\.\\){3,}"),
+    },
+    // ---------------------------------------------------------------- resource abuse
+    RuleDef {
+        id: "resource.memory-bomb",
+        category: C::ResourceAbuse,
+        severity: S::Medium,
+        title: "Huge in-memory allocation",
+        description: "A list or string multiplied by ten million or more.",
+        remediation: "Bound allocations by the input size.",
+        detector: line(&["0000000"], r#"(?:\]|["'])\s*\*\s*\d{8,}|(?:\]|["'])\s*\*\s*[1-9]0{6,}"#),
+    },
+    RuleDef {
+        id: "resource.fork-bomb",
+        category: C::ResourceAbuse,
+        severity: S::Critical,
+        title: "Fork bomb",
+        description: "The shell fork bomb :(){ :|:& };: or an os.fork() loop.",
+        remediation: "Remove it.",
+        detector: line(&[":|:", "os.fork"], r":\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:|\bwhile\s+(?:True|1)\s*:\s*os\.fork\(\)"),
+    },
+    RuleDef {
+        id: "resource.infinite-loop",
+        category: C::ResourceAbuse,
+        severity: S::Low,
+        title: "Loop without exit",
+        description: "A Python `while True:` loop whose body has no break, return, raise or exit.",
+        remediation: "Give the loop an exit condition.",
+        detector: Detector::Native,
+    },
+    // ---------------------------------------------------------------- destructive
+    RuleDef {
+        id: "destructive.rm-root-home",
+        category: C::Destructive,
+        severity: S::Critical,
+        title: "Recursive delete of root or home",
+        description: "rm -rf of /, /*, ~, $HOME or a system directory.",
+        remediation: "Delete only paths the skill created, relative to its working directory.",
+        detector: line(
+            &["rm "],
+            r#"(?i)\brm\s+(?:-[a-z]+\s+)*(?:-[a-z]*(?:r[a-z]*f|f[a-z]*r)[a-z]*|-r\s+-f|-f\s+-r|--recursive\s+--force|--force\s+--recursive)\s+(?:-[a-z-]+\s+)*["']?(?:/\*?|~/?\*?|\$HOME/?\*?|\$\{HOME\}/?\*?|/(?:etc|usr|var|home|bin|sbin|boot|lib|lib64|opt|root|sys|dev|System|Users|Library|Applications)/?\*?)["']?(?:\s|$|;|&|\||`|\))"#,
+        ),
+    },
+    RuleDef {
+        id: "destructive.disk-wipe",
+        category: C::Destructive,
+        severity: S::Critical,
+        title: "Disk wipe or format",
+        description: "mkfs, dd or shred on a block device, wipefs -a.",
+        remediation: "Remove it.",
+        detector: line(
+            &["mkfs", "of=/dev/", "/dev/sd", "/dev/nvme", "wipefs", "shred"],
+            r"\bmkfs(?:\.\w+)?\s+(?:-\S+\s+)*/dev/|\bdd\s+[^\n]*\bof=/dev/(?:sd|hd|nvme|disk|mmcblk|xvd|vd)|>\s*/dev/(?:sd[a-z]|nvme\d)\b|\bwipefs\s+(?:-\S+\s+)*-a\b|\bshred\s+[^\n]*/dev/",
+        ),
+    },
+    RuleDef {
+        id: "destructive.windows-wipe",
+        category: C::Destructive,
+        severity: S::Critical,
+        title: "Windows mass delete",
+        description: "format C:, del /s /q C:\\, rd /s /q C:\\, Remove-Item -Recurse on a drive or the profile, or deleting shadow copies.",
+        remediation: "Remove it.",
+        detector: line(
+            &["format", "del ", "rd ", "rmdir", "remove-item", "vssadmin", "wmic"],
+            r"(?i)\bformat\s+c:|\b(?:del|erase)\s+(?:/[a-z]\s+)*[a-z]:\\(?:\*|\s|$)|\b(?:rd|rmdir)\s+/s\s+/q\s+[a-z]:\\(?:\s|$)|\bremove-item\b[^\n]*-recurse\b[^\n]*(?:\b[a-z]:\\\*?(?:\s|$)|\$env:userprofile\b|\$home\b)|\bvssadmin(?:\.exe)?\s+delete\s+shadows\b|\bwmic\s+shadowcopy\s+delete\b",
+        ),
+    },
+    RuleDef {
+        id: "destructive.rmtree-home",
+        category: C::Destructive,
+        severity: S::High,
+        title: "Recursive delete of home or root from code",
+        description: "shutil.rmtree / fs.rm(recursive) on /, ~ or the home directory.",
+        remediation: "Delete only paths the skill created.",
+        detector: line(
+            &["rmtree", "rmsync", "fs.rm", "remove_dir_all"],
+            r#"(?i)\b(?:shutil\.rmtree|rmtree|fs\.rmSync|fs\.rm|remove_dir_all)\s*\(\s*(?:["'](?:/|~|~/|[a-z]:\\\\?)["']|os\.path\.expanduser\(\s*["']~/?["']\s*\)|Path\.home\(\)|os\.environ\[["']HOME["']\]|os\.homedir\(\)|["']/(?:etc|usr|home|var|Users)/?["'])"#,
+        ),
+    },
+    RuleDef {
+        id: "destructive.chmod-root",
+        category: C::Destructive,
+        severity: S::High,
+        title: "Permissions opened on the whole system",
+        description: "chmod -R 777 / or chown -R of /.",
+        remediation: "Remove it.",
+        detector: line(&["chmod", "chown"], r"\b(?:chmod\s+-R\s+[0-7]*7[0-7]*|chown\s+-R\s+\S+)\s+/(?:\s|$|;|&)"),
+    },
+    // ---------------------------------------------------------------- reverse shells
+    RuleDef {
+        id: "shell.dev-tcp",
+        category: C::ReverseShell,
+        severity: S::Critical,
+        title: "Reverse shell via /dev/tcp",
+        description: "bash redirection to /dev/tcp or /dev/udp, the classic reverse shell.",
+        remediation: "Remove it.",
+        detector: line(&["/dev/tcp/", "/dev/udp/"], r"/dev/(?:tcp|udp)/[\w.:-]+/\d+"),
+    },
+    RuleDef {
+        id: "shell.netcat",
+        category: C::ReverseShell,
+        severity: S::Critical,
+        title: "Reverse shell via netcat or socat",
+        description: "nc/ncat -e /bin/sh, socat exec:, mkfifo pipelines into nc.",
+        remediation: "Remove it.",
+        detector: line(
+            &["nc ", "ncat", "netcat", "socat", "mkfifo"],
+            r"(?i)\b(?:nc|ncat|netcat)\b[^\n|;]*\s-(?:e|c)\s*(?:/bin/)?(?:ba|z)?sh\b|\bsocat\b[^\n]*\bexec:|\bmkfifo\b[^\n]*\|\s*(?:nc|ncat|netcat)\b|\b(?:nc|ncat|netcat)\s+[^\n|]*\|\s*(?:/bin/)?(?:ba|z)?sh\b",
+        ),
+    },
+    RuleDef {
+        id: "shell.socket-dup",
+        category: C::ReverseShell,
+        severity: S::Critical,
+        title: "Reverse shell via socket duplication",
+        description: "os.dup2(socket.fileno()) or pty.spawn of a shell, the Python reverse shell.",
+        remediation: "Remove it.",
+        detector: line(&["dup2", "pty.spawn"], r#"\bos\.dup2\s*\(\s*\w+\.fileno\(\)|\bpty\.spawn\s*\(\s*["'](?:/bin/)?(?:ba|z)?sh"#),
+    },
+    RuleDef {
+        id: "shell.powershell-tcp",
+        category: C::ReverseShell,
+        severity: S::Critical,
+        title: "PowerShell TCP client shell",
+        description: "A System.Net.Sockets.TCPClient created in PowerShell, the usual reverse-shell one-liner.",
+        remediation: "Remove it.",
+        detector: line(&["tcpclient"], r"(?i)new-object\s+(?:-typename\s+)?(?:system\.)?net\.sockets\.tcpclient"),
+    },
+    // ---------------------------------------------------------------- persistence
+    RuleDef {
+        id: "persist.crontab",
+        category: C::Persistence,
+        severity: S::High,
+        title: "Cron persistence",
+        description: "Installs a cron job non-interactively (crontab -, /etc/cron.d, /var/spool/cron).",
+        remediation: "A skill must not schedule itself.",
+        detector: line(
+            &["crontab", "/etc/cron", "/var/spool/cron"],
+            r"(?i)\|\s*crontab\s+-(?:\s|$|\))|\bcrontab\s+-\s*<|>>?\s*/etc/cron(?:tab|\.d/|\.(?:hourly|daily|weekly|monthly)/)|/var/spool/cron/",
+        ),
+    },
+    RuleDef {
+        id: "persist.shell-rc",
+        category: C::Persistence,
+        severity: S::Medium,
+        title: "Shell start-up file modified",
+        description: "Appends to ~/.bashrc, ~/.zshrc, ~/.profile and similar (high when what is appended downloads or connects).",
+        remediation: "Tell the user what to add; do not edit their shell start-up files.",
+        detector: line_f(
+            &["bashrc", "zshrc", "bash_profile", ".profile", "zprofile", "bash_login", "zshenv", "config.fish"],
+            r#"(?i)(?:>>|\btee\s+-a\b|\.write\(|open\([^)\n]*["']a["'])[^\n]{0,80}(?:~|\$HOME|\$\{HOME\})/\.(?:bashrc|bash_profile|zshrc|zprofile|profile|bash_login|zshenv|config/fish/config\.fish)|open\([^)\n]*\.(?:bashrc|zshrc|bash_profile|profile)["'][^)\n]*["']a\+?["']"#,
+            filters::escalate_if_network,
+        ),
+    },
+    RuleDef {
+        id: "persist.launch-agent",
+        category: C::Persistence,
+        severity: S::Medium,
+        title: "macOS launch agent",
+        description: "Writes a LaunchAgent/LaunchDaemon or loads/starts one with launchctl.",
+        remediation: "A skill must not install background services.",
+        detector: line(
+            &["launchagents", "launchdaemons", "launchctl"],
+            r"(?i)Library/Launch(?:Agents|Daemons)/|\blaunchctl\s+(?:load|bootstrap|submit|enable|start|kickstart)\b",
+        ),
+    },
+    RuleDef {
+        id: "persist.systemd",
+        category: C::Persistence,
+        severity: S::Low,
+        title: "systemd unit installed",
+        description: "Writes a systemd unit or enables one.",
+        remediation: "A skill should not install services.",
+        detector: line(
+            &["systemd", "systemctl"],
+            r"(?i)/etc/systemd/system/[\w@.-]+\.(?:service|timer)|\.config/systemd/user/|\bsystemctl\s+(?:--user\s+)?enable\b",
+        ),
+    },
+    RuleDef {
+        id: "persist.windows-autorun",
+        category: C::Persistence,
+        severity: S::High,
+        title: "Windows autorun",
+        description: "Writes the Run/RunOnce registry keys, creates a scheduled task or drops into the Startup folder.",
+        remediation: "A skill must not install autoruns.",
+        detector: line(
+            &["currentversion\\run", "schtasks", "\\startup"],
+            r"(?i)\\CurrentVersion\\Run(?:Once)?\b|\bschtasks(?:\.exe)?\s+/create\b|\\Start Menu\\Programs\\Startup\b",
+        ),
+    },
+    RuleDef {
+        id: "persist.ssh-authorized-keys",
+        category: C::Persistence,
+        severity: S::Critical,
+        title: "SSH key planted",
+        description: "Appends a key to ~/.ssh/authorized_keys.",
+        remediation: "Remove it.",
+        detector: line(
+            &["authorized_keys"],
+            r"(?i)(?:>>|\btee\s+-a)\s*(?:~|\$HOME|\$\{HOME\}|/root|/home/[\w.-]+)/\.ssh/authorized_keys",
+        ),
+    },
+    // ---------------------------------------------------------------- exfiltration
+    RuleDef {
+        id: "exfil.credential-file",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Credential file access",
+        description: "References a private key, cloud or registry credential file (high when the same line sends data over the network).",
+        remediation: "A skill must not read the user's credentials.",
+        detector: line_f(
+            &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "credentials", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
+            r"(?i)\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
+            filters::escalate_if_network,
+        ),
+    },
+    RuleDef {
+        id: "exfil.env-to-network",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Environment sent over the network",
+        description: "The whole environment ($(env), printenv, process.env, os.environ) piped or posted to a network client.",
+        remediation: "Never send environment variables anywhere.",
+        detector: line(
+            &["env", "printenv"],
+            r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*\b(?:dict\()?os\.environ\b"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.env-harvest",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Environment harvesting",
+        description: "Iterates or serialises all environment variables in code that also talks to the network and looks for key/secret/token names.",
+        remediation: "Read only the variables the skill needs, by name.",
+        detector: line_f(
+            &["os.environ", "process.env"],
+            r"\bos\.environ\.(?:items|copy|keys|values)\(\)|\b(?:dict|json\.dumps|str)\(\s*os\.environ\s*\)|JSON\.stringify\(\s*process\.env\s*\)|Object\.(?:entries|keys|values)\(\s*process\.env\s*\)",
+            filters::env_harvest_context,
+        ),
+    },
+    RuleDef {
+        id: "exfil.secret-post",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Secret sent in a request body",
+        description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials.",
+        remediation: "Send credentials only as authentication to the service they belong to.",
+        detector: line(
+            &["post(", "put(", "post (", "put ("],
+            r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.sensitive-pipeline",
+        category: C::Exfiltration,
+        severity: S::Critical,
+        title: "Credential files sent over the network",
+        description: "Credential or key files read and piped (possibly encoded) to curl/wget/nc, or uploaded with curl -d/-F/-T @file.",
+        remediation: "Remove it.",
+        detector: line(
+            &[".ssh", ".aws", ".gnupg", ".kube", ".docker", "/etc/shadow", "/etc/passwd", ".env", ".netrc"],
+            r#"(?i)\b(?:cat|tar|zip|base64|gzip)\b[^\n|]*(?:\.ssh\b|\.aws\b|\.gnupg\b|\.kube\b|\.docker\b|/etc/shadow|/etc/passwd|\.env\b|\.netrc\b)[^\n]*\|\s*(?:[^\n|]*\|\s*)?(?:curl|wget|nc|ncat|netcat)\b|\bcurl\b[^\n]*(?:-d|--data(?:-binary|-raw)?|-F|--form|-T|--upload-file)\s*["']?[\w-]*=?@(?:~|\$HOME)?/?[^\s]*\.(?:ssh|aws|env|netrc|kube|docker|gnupg)\b"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.markdown-image-beacon",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Markdown image beacon",
+        description: "A Markdown or HTML image whose URL query carries templated data, leaking conversation content when rendered.",
+        remediation: "Do not render images with data-bearing query strings.",
+        detector: line(
+            &["![", "<img"],
+            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+\?[^"'\s]*(?:\{\{|\{[A-Za-z_]|\$\{|%7B)"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.webhook-endpoint",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Request-catcher or chat webhook endpoint",
+        description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks.",
+        remediation: "Send data only to the service the skill is about.",
+        detector: line(
+            &["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"],
+            r"(?i)\b(?:https?://)?(?:[\w-]+\.)*(?:webhook\.site|requestbin\.(?:com|net)|[\w-]+\.m\.pipedream\.net|pipedream\.net|hookbin\.com|interact\.sh|oast\.(?:fun|me|pro|site|live|online)|burpcollaborator\.net|canarytokens\.(?:com|org)|beeceptor\.com|requestcatcher\.com)\b|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot",
+        ),
+    },
+    // ---------------------------------------------------------------- miners
+    RuleDef {
+        id: "miner.cryptominer",
+        category: C::Miner,
+        severity: S::High,
+        title: "Cryptocurrency miner",
+        description: "A known miner binary, a stratum pool URL or miner flags.",
+        remediation: "Remove it.",
+        detector: line(
+            &["xmrig", "xmr-stak", "minerd", "cpuminer", "cgminer", "bfgminer", "ethminer", "nbminer", "phoenixminer", "lolminer", "coinhive", "cryptonight", "nicehash", "stratum+", "--donate-level", "minexmr", "supportxmr", "nanopool", "2miners", "f2pool", "hashvault", "moneroocean"],
+            r"(?i)\b(?:xmrig|xmr-stak|minerd|cpuminer|cgminer|bfgminer|ethminer|nbminer|phoenixminer|lolminer|coinhive|cryptonight)\b|\bnicehash\.com\b|stratum\+(?:tcp|ssl|tls)://|--donate-level\b|\b(?:[\w-]+\.)?(?:minexmr|supportxmr|nanopool|2miners|f2pool|hashvault|moneroocean)\.(?:com|org|pro|net|stream)\b",
+        ),
+    },
+    // ---------------------------------------------------------------- suspicious URLs
+    RuleDef {
+        id: "url.ip-literal",
+        category: C::SuspiciousUrl,
+        severity: S::Medium,
+        title: "URL with a public IP address",
+        description: "A URL whose host is a public IPv4 literal (or a decimal/hex encoded address) instead of a name.",
+        remediation: "Use the service's domain name over HTTPS.",
+        detector: line_f(
+            &["://"],
+            r"(?i)\b(?:https?|ftp|tcp|udp|wss?)://(?:[^\s/@]+@)?((?:\d{1,3}\.){3}\d{1,3}|0x[0-9a-f]{8}|\d{8,10})(?::\d+)?(?:[/?#\s'\x22)`]|$)",
+            filters::public_ip,
+        ),
+    },
+    RuleDef {
+        id: "url.tunnel",
+        category: C::SuspiciousUrl,
+        severity: S::Medium,
+        title: "Tunnel service URL",
+        description: "A host on a tunnelling service (ngrok, trycloudflare, localtunnel, serveo, localhost.run, pinggy, bore).",
+        remediation: "Use the real service's domain.",
+        detector: line(
+            &["ngrok", "trycloudflare", "loca.lt", "localtunnel", "serveo", "localhost.run", "pinggy", "bore.pub", "lhr.life", "tunnelmole"],
+            r"(?i)\b[\w.-]*(?:\.ngrok(?:-free)?\.(?:io|app|dev)|\.trycloudflare\.com|\.loca\.lt|localtunnel\.me|serveo\.net|\.localhost\.run|\.pinggy\.(?:io|link|online)|bore\.pub|\.lhr\.life|tunnelmole\.net)\b",
+        ),
+    },
+    RuleDef {
+        id: "url.paste-site",
+        category: C::SuspiciousUrl,
+        severity: S::Medium,
+        title: "Paste or anonymous file-drop site",
+        description: "A URL on a paste site or anonymous file drop (pastebin, rentry, transfer.sh, 0x0.st ...), common payload hosts and exfiltration sinks.",
+        remediation: "Host files in the skill's own repository.",
+        detector: line(
+            &["pastebin", "paste.ee", "hastebin", "ghostbin", "rentry.", "transfer.sh", "0x0.st", "termbin", "controlc.com", "justpaste.it", "dpaste", "privatebin", "pastes.io", "paste.rs", "file.io", "anonfiles", "gofile.io", "temp.sh"],
+            r"(?i)\b(?:https?://)?(?:www\.)?(?:pastebin\.com|paste\.ee|hastebin\.com|ghostbin\.\w+|rentry\.(?:co|org)|transfer\.sh|0x0\.st|termbin\.com|controlc\.com|justpaste\.it|dpaste\.(?:com|org)|privatebin\.net|pastes\.io|paste\.rs|file\.io|anonfiles\.com|gofile\.io|temp\.sh)\b",
+        ),
+    },
+    RuleDef {
+        id: "url.shortener",
+        category: C::SuspiciousUrl,
+        severity: S::Medium,
+        title: "Shortened URL",
+        description: "A link shortener hides the real destination.",
+        remediation: "Link to the destination directly.",
+        detector: line(
+            &["bit.ly", "tinyurl", "t.co/", "goo.gl", "is.gd", "cutt.ly", "rb.gy", "ow.ly", "shorturl.at", "rebrand.ly", "buff.ly", "tiny.cc", "v.gd", "t.ly", "s.id", "shorturl", "tiny.one"],
+            r"(?i)\bhttps?://(?:www\.)?(?:bit\.ly|tinyurl\.com|t\.co|goo\.gl|is\.gd|cutt\.ly|rb\.gy|ow\.ly|shorturl\.at|rebrand\.ly|buff\.ly|tiny\.cc|v\.gd|t\.ly|s\.id|tiny\.one)/[\w-]+",
+        ),
+    },
+    RuleDef {
+        id: "url.executable-download",
+        category: C::SuspiciousUrl,
+        severity: S::Medium,
+        title: "Executable download link",
+        description: "A URL pointing straight at a Windows/macOS/Android executable or script (.exe, .msi, .scr, .ps1, .dmg, .pkg, .apk ...).",
+        remediation: "Skills should not ship or fetch executables.",
+        detector: line(
+            &[".exe", ".msi", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".hta", ".dmg", ".pkg", ".apk", ".jar", ".lnk"],
+            r"(?i)\bhttps?://[^\s)\x22'<>]+\.(?:exe|msi|scr|bat|cmd|ps1|vbs|hta|dmg|pkg|apk|jar|lnk)(?:[?#\s)\x22'<>]|$)",
+        ),
+    },
+    RuleDef {
+        id: "lure.password-archive",
+        category: C::FetchExecute,
+        severity: S::High,
+        title: "Password-protected download lure",
+        description: "Tells the user to extract an archive or run an executable with a given password, the classic malware-lure shape that defeats scanners.",
+        remediation: "Remove it.",
+        detector: line(
+            &["password"],
+            r"(?i)\b(?:extract|unzip|unpack|decompress|unrar|open)\b[^\n]{0,30}\bwith\s+(?:the\s+)?password\b|\.(?:zip|rar|7z|exe|msi|dmg)\b[^\n]{0,60}\bpassword\s*[:=]",
+        ),
+    },
+    RuleDef {
+        id: "lure.paste-into-terminal",
+        category: C::FetchExecute,
+        severity: S::Medium,
+        title: "Paste-into-terminal lure",
+        description: "Tells the user to paste a command into their terminal or the Run dialog (\"ClickFix\").",
+        remediation: "Let the user review commands; do not push copy-paste execution.",
+        detector: line(
+            &["paste", "win+r", "win + r"],
+            r"(?i)\bpaste\s+(?:it\s+|this\s+|the\s+command\s+)?into\s+(?:your\s+|the\s+)?(?:terminal|shell|powershell|command\s+prompt|run\s+dialog|cmd)\b|\bwin\s*\+\s*r\b[^\n]{0,60}\bpaste\b",
+        ),
+    },
+    // ---------------------------------------------------------------- obfuscation (native)
+    RuleDef {
+        id: "obf.base64-shell-payload",
+        category: C::DecodeExecute,
+        severity: S::High,
+        title: "Encoded command payload",
+        description: "A base64 literal that decodes to a shell command, download or code-execution payload.",
+        remediation: "Ship readable commands and code.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "obf.hex-encoded-text",
+        category: C::DecodeExecute,
+        severity: S::Medium,
+        title: "Hex-escaped text",
+        description: "A long run of \\xNN escapes that decodes to readable text, a way to hide strings from review.",
+        remediation: "Write strings in plain text.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "file.executable-binary",
+        category: C::Skill,
+        severity: S::Medium,
+        title: "Bundled executable",
+        description: "The skill ships a native executable (ELF, PE or Mach-O); it cannot be reviewed as text.",
+        remediation: "Ship source, or document where the binary comes from and how to verify it.",
+        detector: Detector::Native,
+    },
+    // ---------------------------------------------------------------- SKILL.md frontmatter (native)
+    RuleDef {
+        id: "skill.frontmatter-missing",
+        category: C::Skill,
+        severity: S::Low,
+        title: "SKILL.md without frontmatter",
+        description: "A SKILL.md that does not start with a --- YAML frontmatter block.",
+        remediation: "Start SKILL.md with frontmatter holding name and description.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "skill.name-missing",
+        category: C::Skill,
+        severity: S::Low,
+        title: "Skill name missing",
+        description: "The frontmatter has no name.",
+        remediation: "Add a name: field.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "skill.name-invalid",
+        category: C::Skill,
+        severity: S::Info,
+        title: "Skill name not in the recommended form",
+        description: "The name is not lowercase letters, digits and hyphens of at most 64 characters.",
+        remediation: "Use a short kebab-case name.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "skill.description-missing",
+        category: C::Skill,
+        severity: S::Low,
+        title: "Skill description missing",
+        description: "The frontmatter has no description, so the agent cannot tell when to use the skill.",
+        remediation: "Add a description: field.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "skill.allowed-tools-broad",
+        category: C::Skill,
+        severity: S::Medium,
+        title: "Over-broad allowed tools",
+        description: "allowed-tools grants every tool or unrestricted shell (*, Bash(*), Bash(sudo:*) ...).",
+        remediation: "List only the tools and command prefixes the skill needs.",
+        detector: Detector::Native,
+    },
+];

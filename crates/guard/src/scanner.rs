@@ -1,0 +1,454 @@
+//! The scanner: compiles the catalog once, then scans a text in one keyword pass.
+//!
+//! Architecture Invariant: one Aho-Corasick pass over the content finds every keyword of every
+//! regex rule; a rule's regex runs only on the lines (or, for multi-line rules, the texts) where
+//! one of its keywords occurred. Native checks self-gate (the Unicode checks run only on
+//! non-ASCII text). Nothing here panics on any input: all slicing is checked.
+
+use crate::checks;
+use crate::model::{Finding, Limits, ScanReport, ScanStats, Severity};
+use crate::rules::{Detector, MatchCtx, Outcome, RegexDetector, RuleDef, Scope, RULES};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex::Regex;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Rule compilation failed (a bug in the catalog; covered by a unit test).
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("rule {id}: invalid pattern: {source}")]
+    Pattern {
+        id: &'static str,
+        #[source]
+        source: regex::Error,
+    },
+    #[error("rule {id}: a regex rule needs at least one lowercase keyword")]
+    Keywords { id: &'static str },
+    #[error("keyword automaton: {0}")]
+    Automaton(String),
+    #[error("auxiliary pattern: {0}")]
+    Aux(#[from] regex::Error),
+}
+
+/// At most this many findings of one rule in one file.
+const MAX_PER_RULE_PER_FILE: usize = 20;
+/// At most this many findings in one file.
+const MAX_PER_FILE: usize = 200;
+
+struct CompiledRule {
+    def: &'static RuleDef,
+    regex: Option<(Regex, RegexDetector)>,
+}
+
+/// Auxiliary patterns of the native checks and of excerpt redaction.
+pub(crate) struct Aux {
+    pub redact: Regex,
+    pub base64_literal: Regex,
+    pub hex_escapes: Regex,
+}
+
+/// A raw detection before line/column/excerpt are computed.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub rule: usize,
+    pub start: usize,
+    pub end: usize,
+    pub severity: Severity,
+    pub message: Option<String>,
+    pub redact: Option<(usize, usize)>,
+}
+
+/// The compiled rule set. Cheap to share (`Arc<Scanner>` or `&'static`); `Send + Sync`.
+pub struct Scanner {
+    rules: Vec<CompiledRule>,
+    keywords: AhoCorasick,
+    keyword_rules: Vec<Vec<usize>>,
+    ids: HashMap<&'static str, usize>,
+    pub(crate) aux: Aux,
+}
+
+impl std::fmt::Debug for Scanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scanner").field("rules", &self.rules.len()).finish()
+    }
+}
+
+impl Scanner {
+    /// Compiles the catalog. Call once and share the result.
+    pub fn new() -> Result<Scanner, RuleError> {
+        let mut rules = Vec::with_capacity(RULES.len());
+        let mut keyword_index: HashMap<&'static str, usize> = HashMap::new();
+        let mut keywords: Vec<&'static str> = Vec::new();
+        let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
+        let mut ids = HashMap::new();
+        for (i, def) in RULES.iter().enumerate() {
+            ids.insert(def.id, i);
+            let regex = match def.detector {
+                Detector::Regex(det) => {
+                    if det.keywords.is_empty()
+                        || det.keywords.iter().any(|k| k.is_empty() || k.to_ascii_lowercase() != *k)
+                    {
+                        return Err(RuleError::Keywords { id: def.id });
+                    }
+                    for kw in det.keywords {
+                        let k = *keyword_index.entry(kw).or_insert_with(|| {
+                            keywords.push(kw);
+                            keyword_rules.push(Vec::new());
+                            keywords.len() - 1
+                        });
+                        if let Some(list) = keyword_rules.get_mut(k) {
+                            if !list.contains(&i) {
+                                list.push(i);
+                            }
+                        }
+                    }
+                    let re = regex::RegexBuilder::new(det.pattern)
+                        .size_limit(1 << 24)
+                        .build()
+                        .map_err(|source| RuleError::Pattern { id: def.id, source })?;
+                    Some((re, det))
+                }
+                Detector::Native => None,
+            };
+            rules.push(CompiledRule { def, regex });
+        }
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&keywords)
+            .map_err(|e| RuleError::Automaton(e.to_string()))?;
+        let aux = Aux {
+            redact: Regex::new(
+                r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bsk-[A-Za-z0-9_-]{20,}|\bxox[abposre]-[0-9A-Za-z-]{10,}|\b(?:sk|rk)_live_[0-9A-Za-z]{10,}|\bAIza[0-9A-Za-z_-]{30,}|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]{10,}",
+            )?,
+            base64_literal: Regex::new(r"[A-Za-z0-9+/]{24,}={0,2}")?,
+            hex_escapes: Regex::new(r"(?:\\{1,2}x[0-9a-fA-F]{2}){8,}")?,
+        };
+        Ok(Scanner {
+            rules,
+            keywords: automaton,
+            keyword_rules,
+            ids,
+            aux,
+        })
+    }
+
+    /// The rule index of an id (native checks report by id).
+    pub(crate) fn rule_index(&self, id: &str) -> Option<usize> {
+        self.ids.get(id).copied()
+    }
+
+    /// The default severity of a rule.
+    pub(crate) fn rule_severity(&self, rule: usize) -> Severity {
+        self.rules.get(rule).map_or(Severity::Info, |r| r.def.severity)
+    }
+
+    /// Number of compiled rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Scans one text. `path` (if any) appears in the findings and enables file-type checks
+    /// (SKILL.md frontmatter, Python loops).
+    pub fn scan_text(&self, path: Option<&str>, text: &str) -> Vec<Finding> {
+        let mut hits = Vec::new();
+        self.regex_pass(path, text, &mut hits);
+        checks::run(self, path, text, &mut hits);
+        self.to_findings(path, text, hits)
+    }
+
+    /// Scans a set of files with the contract's per-file limit (see `scan_files_with`).
+    pub fn scan_files<I, P, B>(&self, files: I) -> ScanReport
+    where
+        I: IntoIterator<Item = (P, B)>,
+        P: AsRef<str>,
+        B: AsRef<[u8]>,
+    {
+        self.scan_files_with(files, &Limits::CONTRACT)
+    }
+
+    /// Scans a set of files. Files over `limits.max_file_bytes`, binary files and files past
+    /// `limits.max_files` are skipped and counted; a bundled native executable is reported.
+    pub fn scan_files_with<I, P, B>(&self, files: I, limits: &Limits) -> ScanReport
+    where
+        I: IntoIterator<Item = (P, B)>,
+        P: AsRef<str>,
+        B: AsRef<[u8]>,
+    {
+        let started = Instant::now();
+        let mut report = ScanReport::default();
+        let mut seen: u64 = 0;
+        for (path, bytes) in files {
+            let path = path.as_ref();
+            let bytes = bytes.as_ref();
+            seen += 1;
+            if seen > limits.max_files || bytes.len() as u64 > limits.max_file_bytes {
+                report.stats.files_skipped += 1;
+                continue;
+            }
+            if is_binary(bytes) {
+                report.stats.files_skipped += 1;
+                if let Some(kind) = executable_kind(bytes) {
+                    if let Some(rule) = self.rule_index("file.executable-binary") {
+                        let def = &RULES[rule];
+                        report.findings.push(Finding {
+                            rule_id: def.id.to_string(),
+                            severity: def.severity,
+                            title: def.title.to_string(),
+                            message: format!("{} binary bundled with the skill", kind),
+                            path: Some(path.to_string()),
+                            line: 1,
+                            column: 1,
+                            excerpt: String::new(),
+                        });
+                    }
+                }
+                continue;
+            }
+            let text = String::from_utf8_lossy(bytes);
+            report.stats.files_scanned += 1;
+            report.stats.bytes_scanned += bytes.len() as u64;
+            report.findings.extend(self.scan_text(Some(path), &text));
+        }
+        report.stats.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report
+    }
+
+    /// Scans pasted content as one text and returns a report with stats.
+    pub fn scan_content(&self, text: &str) -> ScanReport {
+        let started = Instant::now();
+        let findings = self.scan_text(None, text);
+        ScanReport {
+            findings,
+            stats: ScanStats {
+                files_scanned: 1,
+                files_skipped: 0,
+                bytes_scanned: text.len() as u64,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            },
+        }
+    }
+
+    fn regex_pass(&self, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) {
+        let bytes = text.as_bytes();
+        let mut last_line: Vec<usize> = vec![usize::MAX; self.rules.len()];
+        let mut text_rules: Vec<usize> = Vec::new();
+        let mut cur_line: Option<(usize, usize)> = None;
+        for m in self.keywords.find_overlapping_iter(text) {
+            let Some(rule_ids) = self.keyword_rules.get(m.pattern().as_usize()) else {
+                continue;
+            };
+            let pos = m.start();
+            let (ls, le) = match cur_line {
+                Some((ls, le)) if pos >= ls && pos < le.max(ls + 1) => (ls, le),
+                _ => {
+                    let ls = memchr::memrchr(b'\n', bytes.get(..pos).unwrap_or(&[])).map_or(0, |i| i + 1);
+                    let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[])).map_or(bytes.len(), |i| pos + i);
+                    cur_line = Some((ls, le));
+                    (ls, le)
+                }
+            };
+            for &r in rule_ids {
+                let Some(rule) = self.rules.get(r) else { continue };
+                let Some((_, det)) = &rule.regex else { continue };
+                match det.scope {
+                    Scope::Line => {
+                        if last_line.get(r) == Some(&ls) {
+                            continue;
+                        }
+                        if let Some(slot) = last_line.get_mut(r) {
+                            *slot = ls;
+                        }
+                        self.run_regex(r, path, text, ls, le, hits);
+                    }
+                    Scope::Text => {
+                        if !text_rules.contains(&r) {
+                            text_rules.push(r);
+                        }
+                    }
+                }
+            }
+        }
+        for r in text_rules {
+            self.run_regex(r, path, text, 0, text.len(), hits);
+        }
+    }
+
+    /// Runs rule `r` over `text[from..to]` (with look-behind context) and records its hits.
+    fn run_regex(&self, r: usize, path: Option<&str>, text: &str, from: usize, to: usize, hits: &mut Vec<Hit>) {
+        let Some(rule) = self.rules.get(r) else { return };
+        let Some((re, det)) = &rule.regex else { return };
+        let Some(hay) = text.get(..to) else { return };
+        let mut pos = from;
+        let mut count = 0;
+        while pos <= hay.len() && count < MAX_PER_RULE_PER_FILE {
+            let Some(caps) = re.captures_at(hay, pos) else { break };
+            let Some(m) = caps.get(0) else { break };
+            pos = if m.end() > m.start() {
+                m.end()
+            } else {
+                next_boundary(hay, m.end())
+            };
+            let (line_start, line_end) = if det.scope == Scope::Line {
+                (from, to)
+            } else {
+                line_bounds(text, m.start())
+            };
+            let ctx = MatchCtx {
+                text,
+                path,
+                line_start,
+                line_end,
+                caps: &caps,
+            };
+            let severity = match det.filter.map_or(Outcome::Keep, |f| f(&ctx)) {
+                Outcome::Drop => continue,
+                Outcome::Keep => rule.def.severity,
+                Outcome::Adjust(s) => s,
+            };
+            let redact = if det.secret {
+                let g = caps.get(1).unwrap_or(m);
+                Some((g.start(), g.end()))
+            } else {
+                None
+            };
+            hits.push(Hit {
+                rule: r,
+                start: m.start(),
+                end: m.end(),
+                severity,
+                message: None,
+                redact,
+            });
+            count += 1;
+        }
+    }
+
+    fn to_findings(&self, path: Option<&str>, text: &str, mut hits: Vec<Hit>) -> Vec<Finding> {
+        hits.sort_by_key(|h| (h.start, h.rule));
+        let bytes = text.as_bytes();
+        let mut findings: Vec<Finding> = Vec::new();
+        let mut seen: Vec<(usize, u32)> = Vec::new();
+        let mut per_rule: HashMap<usize, usize> = HashMap::new();
+        let mut line_no: u32 = 1;
+        let mut counted_to = 0usize;
+        for hit in hits {
+            if findings.len() >= MAX_PER_FILE {
+                break;
+            }
+            let start = hit.start.min(text.len());
+            if start >= counted_to {
+                let n = memchr::memchr_iter(b'\n', bytes.get(counted_to..start).unwrap_or(&[])).count();
+                line_no = line_no.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+                counted_to = start;
+            }
+            if seen.contains(&(hit.rule, line_no)) {
+                continue;
+            }
+            let n = per_rule.entry(hit.rule).or_insert(0);
+            if *n >= MAX_PER_RULE_PER_FILE {
+                continue;
+            }
+            *n += 1;
+            seen.push((hit.rule, line_no));
+            let Some(def) = RULES.get(hit.rule) else { continue };
+            let (ls, le) = line_bounds(text, start);
+            let column = text.get(ls..start).map_or(0, |s| s.chars().count()) + 1;
+            let excerpt = self.excerpt(text, ls, le, start, hit.end, hit.redact);
+            findings.push(Finding {
+                rule_id: def.id.to_string(),
+                severity: hit.severity,
+                title: def.title.to_string(),
+                message: hit.message.unwrap_or_else(|| def.description.to_string()),
+                path: path.map(str::to_string),
+                line: line_no,
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+                excerpt,
+            });
+        }
+        findings
+    }
+
+    /// A short, single-line excerpt around the match, secrets redacted, hidden characters shown.
+    fn excerpt(&self, text: &str, ls: usize, le: usize, start: usize, end: usize, redact: Option<(usize, usize)>) -> String {
+        const BEFORE: usize = 60;
+        const AFTER: usize = 100;
+        let mut ws = start.saturating_sub(BEFORE).max(ls);
+        while ws > ls && !text.is_char_boundary(ws) {
+            ws -= 1;
+        }
+        let mut we = (start + AFTER).max(end.min(start + AFTER)).min(le);
+        while we < le && !text.is_char_boundary(we) {
+            we += 1;
+        }
+        let mut raw = String::new();
+        if ws > ls {
+            raw.push('…');
+        }
+        match redact {
+            Some((rs, re)) if rs < we && re > ws => {
+                let a = rs.max(ws);
+                let b = re.min(we);
+                raw.push_str(text.get(ws..a).unwrap_or(""));
+                let secret = text.get(a..b).unwrap_or("");
+                raw.push_str(&redacted(secret));
+                raw.push_str(text.get(b..we).unwrap_or(""));
+            }
+            _ => raw.push_str(text.get(ws..we).unwrap_or("")),
+        }
+        if we < le {
+            raw.push('…');
+        }
+        let visible = checks::make_visible(raw.trim());
+        self.aux
+            .redact
+            .replace_all(&visible, |c: &regex::Captures<'_>| redacted(c.get(0).map_or("", |m| m.as_str())))
+            .into_owned()
+    }
+}
+
+/// `abcd…[REDACTED]`: keeps a short prefix so a reader can tell which credential it was.
+pub(crate) fn redacted(secret: &str) -> String {
+    if secret.contains("[REDACTED]") {
+        return secret.to_string();
+    }
+    let prefix: String = secret.chars().take(4).collect();
+    format!("{prefix}…[REDACTED]")
+}
+
+pub(crate) fn line_bounds(text: &str, pos: usize) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let pos = pos.min(bytes.len());
+    let ls = memchr::memrchr(b'\n', bytes.get(..pos).unwrap_or(&[])).map_or(0, |i| i + 1);
+    let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[])).map_or(bytes.len(), |i| pos + i);
+    (ls, le)
+}
+
+fn next_boundary(s: &str, mut i: usize) -> usize {
+    i += 1;
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// A file is binary when its first 8 KiB hold a NUL byte.
+pub fn is_binary(bytes: &[u8]) -> bool {
+    let head = bytes.get(..bytes.len().min(8192)).unwrap_or(bytes);
+    memchr::memchr(0, head).is_some() || executable_kind(bytes).is_some()
+}
+
+/// The kind of native executable, from its magic number.
+pub(crate) fn executable_kind(bytes: &[u8]) -> Option<&'static str> {
+    match bytes.get(..4)? {
+        [0x7f, b'E', b'L', b'F'] => Some("ELF"),
+        [b'M', b'Z', _, _] => {
+            let off = bytes.get(0x3c..0x40)?;
+            let off = u32::from_le_bytes([off[0], off[1], off[2], off[3]]) as usize;
+            (bytes.get(off..off.checked_add(4)?)? == b"PE\0\0").then_some("PE (Windows)")
+        }
+        [0xfe, 0xed, 0xfa, 0xce | 0xcf] | [0xce | 0xcf, 0xfa, 0xed, 0xfe] => Some("Mach-O"),
+        _ => None,
+    }
+}

@@ -1,0 +1,127 @@
+use actix_web::{web, HttpResponse};
+use chrono::Utc;
+use gc_domain::admin::{self, tenant_name};
+use gc_domain::model::{Status, TenantPatch};
+use gc_domain::values::Region;
+use serde::Deserialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::cursor::ListQuery;
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+use crate::views::{ListBody, TenantView};
+
+/// Every tenant, newest first.
+#[utoipa::path(get, path = "/api/v1/admin/tenants", tag = "admin", params(ListQuery),
+    responses((status = 200, body = ListBody<TenantView>), (status = 403, description = "admin_required")))]
+pub async fn list_tenants(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let page = query.page()?;
+    let body = state
+        .db(move |store| {
+            let page = store.list_tenants(&page)?;
+            let mut views = Vec::with_capacity(page.items.len());
+            for t in &page.items {
+                views.push(TenantView::new(t, admin::ai_access(store, t)?));
+            }
+            Ok(ListBody {
+                data: views,
+                next_cursor: page.next.map(crate::cursor::encode),
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTenantBody {
+    pub name: String,
+    /// `AIHK` or `AICA`.
+    pub region: String,
+    /// Default false.
+    pub ai_enabled: Option<bool>,
+}
+
+/// Creates an active tenant in a region.
+#[utoipa::path(post, path = "/api/v1/admin/tenants", tag = "admin", request_body = CreateTenantBody,
+    responses((status = 201, body = TenantView), (status = 403, description = "admin_required"),
+        (status = 422, description = "validation_failed")))]
+pub async fn create_tenant(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    body: web::Json<CreateTenantBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let body = body.into_inner();
+    let region = Region::parse("region", &body.region)?;
+    let view = state
+        .db(move |store| {
+            let t = admin::create_tenant(
+                store,
+                &p,
+                &body.name,
+                region,
+                body.ai_enabled.unwrap_or(false),
+                Utc::now(),
+            )?;
+            Ok(TenantView::new(&t, admin::ai_access(store, &t)?))
+        })
+        .await?;
+    Ok(HttpResponse::Created().json(view))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchTenantBody {
+    pub name: Option<String>,
+    /// `active` or `suspended`.
+    pub status: Option<String>,
+    /// `AIHK` or `AICA`.
+    pub region: Option<String>,
+    pub ai_enabled: Option<bool>,
+}
+
+/// Renames, suspends or re-activates a tenant, moves its region or switches AI on or off.
+/// A suspension refuses its members at their very next request.
+#[utoipa::path(patch, path = "/api/v1/admin/tenants/{id}", tag = "admin", request_body = PatchTenantBody,
+    params(("id" = Uuid, Path, description = "Tenant id")),
+    responses((status = 200, body = TenantView), (status = 404, description = "not_found"),
+        (status = 422, description = "validation_failed")))]
+pub async fn patch_tenant(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    id: web::Path<Uuid>,
+    body: web::Json<PatchTenantBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let body = body.into_inner();
+    let patch = TenantPatch {
+        name: body.name.as_deref().map(tenant_name).transpose()?,
+        status: body
+            .status
+            .as_deref()
+            .map(|s| Status::parse("status", s))
+            .transpose()?,
+        region: body
+            .region
+            .as_deref()
+            .map(|r| Region::parse("region", r))
+            .transpose()?,
+        ai_enabled: body.ai_enabled,
+    };
+    let id = id.into_inner();
+    let view = state
+        .db(move |store| {
+            let t = admin::update_tenant(store, &p, id, &patch)?;
+            Ok(TenantView::new(&t, admin::ai_access(store, &t)?))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(view))
+}

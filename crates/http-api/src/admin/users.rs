@@ -1,0 +1,150 @@
+use actix_web::{web, HttpResponse};
+use chrono::Utc;
+use gc_domain::accounts::{create_account, Signup};
+use gc_domain::admin::{self, person_name};
+use gc_domain::model::{Role, Status, UserPatch};
+use gc_domain::page::PageRequest;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::cursor::ListQuery;
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+use crate::views::{ListBody, UserView};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct UserListQuery {
+    /// Only members of this tenant.
+    pub tenant_id: Option<Uuid>,
+    /// 1 to 200, default 50.
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Every user, newest first, optionally only one tenant's.
+#[utoipa::path(get, path = "/api/v1/admin/users", tag = "admin", params(UserListQuery),
+    responses((status = 200, body = ListBody<UserView>), (status = 403, description = "admin_required")))]
+pub async fn list_users(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    query: web::Query<UserListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let query = query.into_inner();
+    let page: PageRequest = ListQuery {
+        limit: query.limit,
+        cursor: query.cursor,
+    }
+    .page()?;
+    let tenant = query.tenant_id;
+    let page = state.db(move |store| store.list_users(tenant, &page)).await?;
+    Ok(HttpResponse::Ok().json(ListBody::from_page(page, UserView::from)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUserBody {
+    pub email: String,
+    pub name: String,
+    /// 12 to 72 bytes.
+    pub password: String,
+    /// `member` (default) or `platform_admin`.
+    pub role: Option<String>,
+    pub tenant_id: Option<Uuid>,
+}
+
+/// Creates an account, optionally in a tenant.
+#[utoipa::path(post, path = "/api/v1/admin/users", tag = "admin", request_body = CreateUserBody,
+    responses((status = 201, body = UserView), (status = 409, description = "email_taken"),
+        (status = 422, description = "validation_failed")))]
+pub async fn create_user(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    body: web::Json<CreateUserBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let body = body.into_inner();
+    let signup = Signup::parse(&body.email, body.password, &body.name)?;
+    let role = body
+        .role
+        .as_deref()
+        .map(|r| Role::parse("role", r))
+        .transpose()?
+        .unwrap_or(Role::Member);
+    let tenant_id = body.tenant_id;
+    let user = state
+        .with_hasher(move |store, hasher| {
+            create_account(store, hasher, &signup, role, tenant_id, Utc::now())
+        })
+        .await?;
+    Ok(HttpResponse::Created().json(UserView::from(user)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchUserBody {
+    pub name: Option<String>,
+    /// `member` or `platform_admin`.
+    pub role: Option<String>,
+    /// `active` or `suspended`.
+    pub status: Option<String>,
+}
+
+/// Renames, promotes or suspends a user. A suspension takes effect at the next request.
+#[utoipa::path(patch, path = "/api/v1/admin/users/{id}", tag = "admin", request_body = PatchUserBody,
+    params(("id" = Uuid, Path, description = "User id")),
+    responses((status = 200, body = UserView), (status = 404, description = "not_found")))]
+pub async fn patch_user(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    id: web::Path<Uuid>,
+    body: web::Json<PatchUserBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let body = body.into_inner();
+    let patch = UserPatch {
+        name: body.name.as_deref().map(person_name).transpose()?,
+        role: body.role.as_deref().map(|r| Role::parse("role", r)).transpose()?,
+        status: body
+            .status
+            .as_deref()
+            .map(|s| Status::parse("status", s))
+            .transpose()?,
+    };
+    let id = id.into_inner();
+    let user = state
+        .db(move |store| admin::update_user(store, &p, id, &patch))
+        .await?;
+    Ok(HttpResponse::Ok().json(UserView::from(user)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssignTenantBody {
+    /// The tenant to assign; null makes the user unassigned.
+    pub tenant_id: Option<Uuid>,
+}
+
+/// Assigns a user to a tenant, or with null unassigns it.
+#[utoipa::path(patch, path = "/api/v1/admin/users/{id}/tenant", tag = "admin", request_body = AssignTenantBody,
+    params(("id" = Uuid, Path, description = "User id")),
+    responses((status = 200, body = UserView), (status = 404, description = "not_found"),
+        (status = 422, description = "no such tenant")))]
+pub async fn assign_tenant(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    id: web::Path<Uuid>,
+    body: web::Json<AssignTenantBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let tenant_id = body.tenant_id;
+    let id = id.into_inner();
+    let user = state
+        .db(move |store| admin::assign_tenant(store, &p, id, tenant_id))
+        .await?;
+    Ok(HttpResponse::Ok().json(UserView::from(user)))
+}

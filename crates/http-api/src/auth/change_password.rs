@@ -1,0 +1,35 @@
+use actix_web::{web, HttpResponse};
+use gc_domain::accounts;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePasswordBody {
+    pub current_password: String,
+    /// 12 to 72 bytes.
+    pub new_password: String,
+}
+
+/// Changes the password; every other session of the account is revoked.
+#[utoipa::path(post, path = "/api/v1/auth/change-password", tag = "auth", request_body = ChangePasswordBody,
+    responses((status = 204, description = "Changed"), (status = 401, description = "unauthenticated"),
+        (status = 422, description = "validation_failed (wrong current password or bad new one)")))]
+pub async fn change_password(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    body: web::Json<ChangePasswordBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_session()?;
+    let body = body.into_inner();
+    state
+        .with_hasher(move |store, hasher| {
+            accounts::change_password(store, hasher, &p, &body.current_password, body.new_password)
+        })
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,47 @@
+use actix_web::{web, HttpResponse};
+use gc_domain::admin::person_name;
+use gc_domain::model::UserPatch;
+use gc_domain::DomainError;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+use crate::views::AccountView;
+
+/// The caller's account, with its tenant and Shadow view. Usable by refused members too, so
+/// they can see why.
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
+    responses((status = 200, body = AccountView), (status = 401, description = "unauthenticated"),
+        (status = 403, description = "session_required")))]
+pub async fn get_me(Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+    p.require_session()?;
+    Ok(HttpResponse::Ok().json(AccountView::of(&p)))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchMeBody {
+    pub name: Option<String>,
+}
+
+/// Updates the caller's display name.
+#[utoipa::path(patch, path = "/api/v1/auth/me", tag = "auth", request_body = PatchMeBody,
+    responses((status = 200, body = AccountView), (status = 422, description = "validation_failed")))]
+pub async fn patch_me(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    body: web::Json<PatchMeBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_session()?;
+    let patch = UserPatch {
+        name: body.name.as_deref().map(person_name).transpose()?,
+        ..UserPatch::default()
+    };
+    let id = p.user.id;
+    let user = state
+        .db(move |store| store.update_user(id, &patch)?.ok_or(DomainError::Unauthenticated))
+        .await?;
+    Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant.as_ref(), p.shadow())))
+}

@@ -1,0 +1,58 @@
+use actix_web::{web, HttpResponse};
+use gc_domain::DomainError;
+use serde::Deserialize;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+use crate::views::{SessionList, SessionView};
+
+/// The caller's sessions, newest first; `current` marks this one.
+#[utoipa::path(get, path = "/api/v1/auth/sessions", tag = "auth",
+    responses((status = 200, body = SessionList), (status = 401, description = "unauthenticated")))]
+pub async fn list_sessions(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+    let current = p.require_session()?;
+    let user_id = p.user.id;
+    let sessions = state.db(move |store| store.list_sessions(user_id)).await?;
+    Ok(HttpResponse::Ok().json(SessionList {
+        data: sessions
+            .into_iter()
+            .map(|s| SessionView::new(s, Some(current)))
+            .collect(),
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSessionsQuery {
+    /// Revoke only this session of the caller's.
+    pub id: Option<Uuid>,
+}
+
+/// Revokes every session but the current one, or with `?id=` that one session.
+#[utoipa::path(delete, path = "/api/v1/auth/sessions", tag = "auth", params(DeleteSessionsQuery),
+    responses((status = 204, description = "Revoked"), (status = 404, description = "no such session of yours")))]
+pub async fn delete_sessions(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    query: web::Query<DeleteSessionsQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let current = p.require_session()?;
+    let user_id = p.user.id;
+    match query.id {
+        Some(id) => {
+            let deleted = state.db(move |store| store.delete_session(user_id, id)).await?;
+            if !deleted {
+                return Err(DomainError::NotFound("session").into());
+            }
+        }
+        None => {
+            state
+                .db(move |store| store.delete_other_sessions(user_id, current))
+                .await?;
+        }
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

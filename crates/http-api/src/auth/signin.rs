@@ -1,0 +1,53 @@
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use gc_auth::SessionToken;
+use gc_domain::accounts::{open_session, verify_signin, ClientMeta};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::extract::{client_ip, session_cookie, user_agent};
+use crate::state::AppState;
+use crate::views::AccountView;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SigninBody {
+    pub email: String,
+    pub password: String,
+}
+
+/// Signs in and sets a new session cookie. Five failures for one email within 15 minutes lock
+/// it for the rest of that window (429 with `Retry-After`), on every node.
+#[utoipa::path(post, path = "/api/v1/auth/signin", tag = "auth", request_body = SigninBody,
+    responses((status = 200, body = AccountView, description = "Signed in; sets the gc_session cookie"),
+        (status = 401, description = "invalid_credentials"), (status = 429, description = "too_many_attempts")))]
+pub async fn signin(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<SigninBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let token = SessionToken::generate();
+    let token_hash = token.hash();
+    let meta = ClientMeta {
+        user_agent: user_agent(&req),
+        ip: client_ip(&req, &state).map(|ip| ip.to_string()).unwrap_or_default(),
+    };
+    let policy = state.policy;
+    let (user, tenant) = state
+        .with_hasher(move |store, hasher| {
+            let now = Utc::now();
+            let user = verify_signin(store, hasher, &policy, &body.email, &body.password, now)?;
+            open_session(store, &policy, &user, token_hash, &meta, now)?;
+            let tenant = match user.tenant_id {
+                Some(id) => store.find_tenant(id)?,
+                None => None,
+            };
+            Ok((user, tenant))
+        })
+        .await?;
+    Ok(HttpResponse::Ok()
+        .cookie(session_cookie(token.expose(), &state))
+        .json(AccountView::new(&user, tenant.as_ref(), None)))
+}

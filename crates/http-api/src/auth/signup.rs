@@ -1,0 +1,57 @@
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use gc_auth::SessionToken;
+use gc_domain::accounts::{create_account, open_session, ClientMeta, Signup};
+use gc_domain::model::Role;
+use gc_domain::DomainError;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::extract::{client_ip, session_cookie, user_agent};
+use crate::state::AppState;
+use crate::views::AccountView;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignupBody {
+    pub email: String,
+    /// 12 to 72 bytes.
+    pub password: String,
+    pub name: String,
+}
+
+/// Creates an account (unassigned until an administrator assigns a tenant) and signs it in.
+#[utoipa::path(post, path = "/api/v1/auth/signup", tag = "auth", request_body = SignupBody,
+    responses((status = 201, body = AccountView, description = "Created; sets the gc_session cookie"),
+        (status = 403, description = "signup_disabled"), (status = 409, description = "email_taken"),
+        (status = 422, description = "validation_failed")))]
+pub async fn signup(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Json<SignupBody>,
+) -> Result<HttpResponse, ApiError> {
+    if !state.http.signup_open {
+        return Err(DomainError::SignupDisabled.into());
+    }
+    let body = body.into_inner();
+    let signup = Signup::parse(&body.email, body.password, &body.name)?;
+    let token = SessionToken::generate();
+    let token_hash = token.hash();
+    let meta = ClientMeta {
+        user_agent: user_agent(&req),
+        ip: client_ip(&req, &state).map(|ip| ip.to_string()).unwrap_or_default(),
+    };
+    let policy = state.policy;
+    let user = state
+        .with_hasher(move |store, hasher| {
+            let now = Utc::now();
+            let user = create_account(store, hasher, &signup, Role::Member, None, now)?;
+            open_session(store, &policy, &user, token_hash, &meta, now)?;
+            Ok(user)
+        })
+        .await?;
+    Ok(HttpResponse::Created()
+        .cookie(session_cookie(token.expose(), &state))
+        .json(AccountView::new(&user, None, None)))
+}

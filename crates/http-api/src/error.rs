@@ -1,0 +1,228 @@
+//! HTTP errors.
+//!
+//! Error policy: handlers return `ApiError`, which is either a domain refusal (`DomainError`,
+//! with its stable code) or an HTTP-level one (bad JSON, wrong content type, too large, bad
+//! Origin, unknown route). This module holds the only table from code to status. Every error
+//! response has the body `{"error": {"code", "message", "request_id"}}`; the request-id
+//! middleware fills `request_id` in and turns bodiless errors (405 from the router, say) into
+//! that shape too. 500 is only for bugs and broken infrastructure; its message never says more
+//! than "internal error", the cause goes to the log.
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use gc_domain::DomainError;
+use serde_json::json;
+
+/// An error as the client sees it.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after: Option<u64>,
+    /// The offending parameter, for OpenAI-shaped errors.
+    param: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+            param: None,
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route or object")
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs.max(1));
+        self
+    }
+
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn param(&self) -> Option<&str> {
+        self.param.as_deref()
+    }
+
+    /// The standard JSON body.
+    pub fn body(&self, request_id: &str) -> serde_json::Value {
+        json!({"error": {"code": self.code, "message": self.message, "request_id": request_id}})
+    }
+
+    /// The generic error for a status that carries no error of ours (router 404/405 and the
+    /// like).
+    pub fn from_status(status: StatusCode) -> Self {
+        let (code, message) = match status.as_u16() {
+            400 => ("bad_request", "the request is malformed"),
+            401 => ("unauthenticated", "no valid credentials were sent"),
+            403 => ("forbidden", "the request is refused"),
+            404 => ("not_found", "no such route or object"),
+            405 => ("method_not_allowed", "this method is not allowed on this route"),
+            406 => ("not_acceptable", "the requested representation is not available"),
+            408 => ("request_timeout", "the request took too long to arrive"),
+            413 => ("payload_too_large", "the request body is too large"),
+            415 => ("unsupported_media_type", "the request body must be application/json"),
+            431 => ("headers_too_large", "the request headers are too large"),
+            _ if status.is_server_error() => ("internal_error", "internal error"),
+            _ => ("error", "the request failed"),
+        };
+        Self::new(status, code, message)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        // The request-id middleware rewrites the body with the request id; this body is the
+        // fallback should the error escape it.
+        let mut res = HttpResponse::build(self.status)
+            .content_type("application/json; charset=utf-8")
+            .json(self.body(""));
+        if let Some(secs) = self.retry_after {
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                res.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        res
+    }
+}
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        let status = match &e {
+            DomainError::Validation { .. } | DomainError::UnknownField(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            DomainError::ProviderNotAllowed(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            DomainError::Unauthenticated
+            | DomainError::InvalidCredentials
+            | DomainError::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            DomainError::TooManyAttempts { .. } | DomainError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            DomainError::EmailTaken | DomainError::VersionConflict { .. } => StatusCode::CONFLICT,
+            DomainError::NotFound(_) => StatusCode::NOT_FOUND,
+            DomainError::MemberUnassigned
+            | DomainError::MemberSuspended
+            | DomainError::TenantSuspended
+            | DomainError::InsufficientScope(_)
+            | DomainError::ShadowReadOnly
+            | DomainError::AdminRequired
+            | DomainError::SessionRequired
+            | DomainError::SignupDisabled
+            | DomainError::AiAccessDisabled
+            | DomainError::AiAccessNotReady(_) => StatusCode::FORBIDDEN,
+            DomainError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            DomainError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = match &e {
+            DomainError::Internal(cause) => {
+                tracing::error!(cause = %cause, "internal error");
+                "internal error".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let retry_after = match &e {
+            DomainError::TooManyAttempts { retry_after_secs }
+            | DomainError::RateLimited { retry_after_secs }
+            | DomainError::Unavailable { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        };
+        let param = match &e {
+            DomainError::Validation { field, .. } => Some(field.clone()),
+            DomainError::UnknownField(field) | DomainError::ProviderNotAllowed(field) => {
+                Some(field.clone())
+            }
+            _ => None,
+        };
+        Self {
+            status,
+            code: e.code(),
+            message,
+            retry_after: retry_after.map(|s| s.max(1)),
+            param,
+        }
+    }
+}
+
+impl From<actix_web::error::BlockingError> for ApiError {
+    fn from(_: actix_web::error::BlockingError) -> Self {
+        DomainError::Unavailable { retry_after_secs: 1 }.into()
+    }
+}
+
+/// Maps actix's JSON body errors: 413 too large, 415 not JSON, 400 malformed, 422 for a body
+/// that is JSON but of the wrong shape (with `unknown_field` for fields the route does not
+/// take).
+pub fn json_error(err: &actix_web::error::JsonPayloadError) -> ApiError {
+    use actix_web::error::JsonPayloadError as E;
+    match err {
+        E::OverflowKnownLength { .. } | E::Overflow { .. } => {
+            ApiError::from_status(StatusCode::PAYLOAD_TOO_LARGE)
+        }
+        E::ContentType => ApiError::from_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        E::Deserialize(e) if e.is_data() => data_error(e),
+        E::Deserialize(e) => ApiError::bad_request(
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+        ),
+        other => ApiError::bad_request("invalid_body", format!("the body could not be read: {other}")),
+    }
+}
+
+/// A serde data error as 422: `unknown_field` or `validation_failed` naming the field.
+pub fn data_error(e: &serde_json::Error) -> ApiError {
+    let text = e.to_string();
+    if let Some(rest) = text.strip_prefix("unknown field `") {
+        let field = rest.split('`').next().unwrap_or_default().to_owned();
+        return ApiError::from(DomainError::UnknownField(field));
+    }
+    // serde's message names the field for missing fields and type mismatches.
+    let field = text
+        .split('`')
+        .nth(1)
+        .filter(|_| text.starts_with("missing field"))
+        .unwrap_or("body")
+        .to_owned();
+    let message = text.split(" at line ").next().unwrap_or(&text).to_owned();
+    ApiError::from(DomainError::invalid(field, message))
+}

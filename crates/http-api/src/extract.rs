@@ -1,0 +1,187 @@
+//! Extractors: the authenticated caller, the client IP, and checked JSON bodies.
+
+use std::net::IpAddr;
+
+use actix_web::cookie::{Cookie, SameSite};
+use actix_web::dev::Payload;
+use actix_web::http::{header, Method, StatusCode};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+use chrono::Utc;
+use futures_util::future::LocalBoxFuture;
+use gc_auth::api_key::checksum_ok;
+use gc_auth::{sha256_hex, SessionToken};
+use gc_domain::access::Principal;
+use gc_domain::accounts::{authenticate_key, authenticate_session};
+use gc_domain::DomainError;
+
+use crate::error::ApiError;
+use crate::middleware::ShadowTenant;
+use crate::state::AppState;
+
+pub const SESSION_COOKIE: &str = "gc_session";
+
+/// How a request presented itself, before any lookup.
+enum Presented {
+    Bearer(String),
+    Cookie(String),
+    Nothing,
+}
+
+fn presented(req: &HttpRequest) -> Result<Presented, ApiError> {
+    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+        let value = value
+            .to_str()
+            .map_err(|_| ApiError::from(DomainError::InvalidApiKey))?;
+        return match value.split_once(' ') {
+            Some((scheme, key)) if scheme.eq_ignore_ascii_case("bearer") => {
+                Ok(Presented::Bearer(key.trim().to_owned()))
+            }
+            _ => Err(DomainError::Unauthenticated.into()),
+        };
+    }
+    Ok(req
+        .cookie(SESSION_COOKIE)
+        .map_or(Presented::Nothing, |c| Presented::Cookie(c.value().to_owned())))
+}
+
+fn state_of(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| DomainError::Internal("application state missing".into()).into())
+}
+
+/// Cookie-authenticated writes must come from our own origin.
+fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    if origin == Some(state.http.public_origin.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_mismatch",
+            "cookie-authenticated writes must send an Origin header equal to the service's origin",
+        ))
+    }
+}
+
+async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
+    let state = state_of(&req)?;
+    let principal = match presented(&req)? {
+        Presented::Nothing => return Ok(None),
+        Presented::Bearer(key) => {
+            // A made-up key fails its checksum here and costs no query.
+            if !checksum_ok(&key) {
+                return Err(DomainError::InvalidApiKey.into());
+            }
+            let hash = sha256_hex(&key);
+            let policy = state.policy;
+            state
+                .db(move |store| authenticate_key(store, &policy, &hash, Utc::now()))
+                .await?
+        }
+        Presented::Cookie(token) => {
+            if !SessionToken::looks_valid(&token) {
+                return Err(DomainError::Unauthenticated.into());
+            }
+            check_origin(&req, &state)?;
+            let hash = sha256_hex(&token);
+            let policy = state.policy;
+            state
+                .db(move |store| authenticate_session(store, &policy, &hash, Utc::now()))
+                .await?
+        }
+    };
+    if let Some((tenant, _)) = principal.shadow() {
+        req.extensions_mut().insert(ShadowTenant(tenant.id));
+    }
+    Ok(Some(principal))
+}
+
+/// An authenticated caller (session or workspace key); 401 without valid credentials.
+pub struct Auth(pub Principal);
+
+impl FromRequest for Auth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            authenticate(req)
+                .await?
+                .map(Auth)
+                .ok_or_else(|| DomainError::Unauthenticated.into())
+        })
+    }
+}
+
+/// A caller that may be anonymous; invalid credentials are still refused.
+pub struct MaybeAuth(pub Option<Principal>);
+
+impl FromRequest for MaybeAuth {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { Ok(MaybeAuth(authenticate(req).await?)) })
+    }
+}
+
+/// The client's IP: the peer address, or the `X-Forwarded-For` entry added by the nearest
+/// untrusted hop when the peer is a trusted proxy.
+pub fn client_ip(req: &HttpRequest, state: &AppState) -> Option<IpAddr> {
+    let peer = req.peer_addr().map(|a| a.ip())?;
+    let trusted = |ip: &IpAddr| state.http.trusted_proxies.iter().any(|n| n.contains(ip));
+    if !trusted(&peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|part| part.trim().parse().ok())
+        .collect();
+    Some(
+        forwarded
+            .into_iter()
+            .rev()
+            .find(|ip| !trusted(ip))
+            .unwrap_or(peer),
+    )
+}
+
+/// The session cookie for a new session.
+pub fn session_cookie(token: &str, state: &AppState) -> Cookie<'static> {
+    Cookie::build(SESSION_COOKIE, token.to_owned())
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .path("/")
+        .secure(state.http.secure_cookies())
+        .max_age(actix_web::cookie::time::Duration::seconds(
+            state.policy.session_absolute.num_seconds(),
+        ))
+        .finish()
+}
+
+/// A cookie that makes the browser forget the session.
+pub fn expired_session_cookie(state: &AppState) -> Cookie<'static> {
+    let mut cookie = session_cookie("", state);
+    cookie.make_removal();
+    cookie
+}
+
+/// The client's user agent, for the session list.
+pub fn user_agent(req: &HttpRequest) -> String {
+    req.headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .chars()
+        .take(256)
+        .collect()
+}

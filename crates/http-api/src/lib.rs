@@ -1,0 +1,48 @@
+//! gc-http-api: the HTTP API of gc on actix-web.
+//!
+//! Handlers are short: extract, call the domain, map to a response body. Each resource
+//! module exposes `config(cfg)`; the binary calls only [`configure`]. Storage work runs on
+//! the blocking pool through [`state::AppState::db`].
+
+pub mod admin;
+pub mod auth;
+pub mod cursor;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+pub mod state;
+pub mod system;
+pub mod views;
+pub mod workspace;
+
+use actix_web::web;
+
+pub use middleware::request_context;
+pub use state::{AppState, HttpSettings};
+
+/// Mounts every route under `/api/v1`, the body and query error handlers, and the JSON 404.
+/// Wrap the app in [`request_context`] (outermost) for request ids and uniform errors.
+pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
+    let limit = state.http.body_limit;
+    cfg.app_data(state)
+        .app_data(
+            web::JsonConfig::default()
+                .limit(limit)
+                .error_handler(|err, _| error::json_error(&err).into()),
+        )
+        .app_data(web::PayloadConfig::default().limit(limit))
+        .app_data(web::QueryConfig::default().error_handler(|err, _| {
+            error::ApiError::bad_request("invalid_query", format!("the query string is invalid: {err}"))
+                .into()
+        }))
+        .app_data(web::PathConfig::default().error_handler(|_, _| error::ApiError::not_found().into()))
+        .service(
+            web::scope("/api/v1")
+                .configure(system::config)
+                .configure(auth::config)
+                .configure(admin::config)
+                .configure(workspace::config),
+        )
+        .default_service(web::to(middleware::not_found));
+}

@@ -1,0 +1,45 @@
+//! Health and the OpenAPI document.
+
+use actix_web::{web, HttpResponse};
+use serde::Serialize;
+use utoipa::{OpenApi, ToSchema};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/health").route(web::get().to(health)))
+        .service(web::resource("/openapi.json").route(web::get().to(openapi)));
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthBody {
+    /// `ok`.
+    pub status: &'static str,
+}
+
+/// 200 when the database answers, 503 otherwise.
+#[utoipa::path(get, path = "/api/v1/health", tag = "system",
+    responses((status = 200, body = HealthBody), (status = 503, description = "the database does not answer")))]
+pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.db(|store| store.ping()).await.map_err(|e| {
+        if e.status().is_server_error() {
+            ApiError::new(
+                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                "the database does not answer",
+            )
+            .with_retry_after(2)
+        } else {
+            e
+        }
+    })?;
+    Ok(HttpResponse::Ok().json(HealthBody { status: "ok" }))
+}
+
+/// The OpenAPI 3.1 document of every route.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system",
+    responses((status = 200, description = "The OpenAPI document")))]
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::ApiDoc::openapi())
+}

@@ -1,0 +1,113 @@
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use gc_domain::admin;
+use gc_domain::workspace::KeyScope;
+use gc_domain::DomainError;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+use crate::views::TenantSummary;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemberSummary {
+    pub id: Uuid,
+    pub email: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DraftCounts {
+    pub agents: u64,
+    pub workflows: u64,
+    pub apps: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Counts {
+    pub skills: u64,
+    pub memory_collections: u64,
+    pub drafts: DraftCounts,
+    pub api_keys: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AiAccessSummary {
+    /// `ready`, `disabled` or `not_ready`.
+    #[schema(value_type = String)]
+    pub status: gc_domain::gateway::AiAccess,
+}
+
+/// A platform admin currently in this tenant's Shadow support view.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SupportView {
+    pub admin_email: String,
+    pub since: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Overview {
+    pub tenant: TenantSummary,
+    pub member: MemberSummary,
+    pub counts: Counts,
+    pub ai_access: AiAccessSummary,
+    pub support_view: Option<SupportView>,
+    /// Areas whose records are stored but never executed.
+    pub preview: Vec<&'static str>,
+}
+
+/// Preview areas: routes store records, nothing runs.
+pub const PREVIEW: [&str; 8] = [
+    "skills", "memory", "agents", "workflows", "apps", "billing", "sdk_cli", "unified_api",
+];
+
+/// The workspace overview: tenant, member, record counts, AI access and whether a support
+/// admin is looking.
+#[utoipa::path(get, path = "/api/v1/workspace", tag = "workspace",
+    responses((status = 200, body = Overview), (status = 401, description = "unauthenticated"),
+        (status = 403, description = "member_unassigned, member_suspended, tenant_suspended or insufficient_scope")))]
+pub async fn overview(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let idle = state.policy.session_idle;
+    let member = MemberSummary {
+        id: p.user.id,
+        email: p.user.email.as_str().to_owned(),
+        name: p.user.name.clone(),
+    };
+    let body = state
+        .db(move |store| {
+            let tenant = store
+                .find_tenant(scope.tenant_id())?
+                .ok_or(DomainError::NotFound("tenant"))?;
+            let counts = store.record_counts(&scope)?;
+            let ai_access = admin::ai_access(store, &tenant)?;
+            let now = Utc::now();
+            let support_view = store
+                .shadow_viewers(tenant.id, now - idle, now)?
+                .into_iter()
+                .next()
+                .map(|(admin_email, since)| SupportView { admin_email, since });
+            Ok(Overview {
+                tenant: TenantSummary::from(&tenant),
+                member,
+                counts: Counts {
+                    skills: counts.skills,
+                    memory_collections: counts.memory_collections,
+                    drafts: DraftCounts {
+                        agents: counts.agents,
+                        workflows: counts.workflows,
+                        apps: counts.apps,
+                    },
+                    api_keys: counts.api_keys,
+                },
+                ai_access: AiAccessSummary { status: ai_access },
+                support_view,
+                preview: PREVIEW.to_vec(),
+            })
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(body))
+}

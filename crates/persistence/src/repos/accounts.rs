@@ -1,0 +1,524 @@
+//! Users, tenants, sessions, the sign-in throttle and the health check.
+
+use chrono::{DateTime, Duration, Utc};
+use diesel::dsl::{count_star, min};
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use gc_domain::model::{
+    new_id, NewUser, Role, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
+};
+use gc_domain::page::{Page, PageRequest};
+use gc_domain::ports::{HealthRepo, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
+use gc_domain::values::Email;
+use gc_domain::workspace::NewActivity;
+use gc_domain::{DomainError, DomainResult};
+use uuid::Uuid;
+
+use super::{affected, count, fetch_limit};
+use crate::error::db_error;
+use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
+use crate::schema::{activity, sessions, signin_failures, tenants, users};
+use crate::store::{DbConnection, DbStore};
+
+/// Failed sign-ins older than this are pruned when a new failure of the same email is recorded;
+/// the throttle window is far shorter.
+const FAILURE_RETENTION: Duration = Duration::days(1);
+
+pub(crate) fn load_user(conn: &mut DbConnection, user_id: &str) -> DomainResult<Option<User>> {
+    users::table
+        .find(user_id)
+        .select(UserRow::as_select())
+        .first(conn)
+        .optional()
+        .map_err(|e| db_error("find_user", e))?
+        .map(UserRow::into_domain)
+        .transpose()
+}
+
+pub(crate) fn load_tenant(
+    conn: &mut DbConnection,
+    tenant_id: &str,
+) -> DomainResult<Option<Tenant>> {
+    tenants::table
+        .find(tenant_id)
+        .select(TenantRow::as_select())
+        .first(conn)
+        .optional()
+        .map_err(|e| db_error("find_tenant", e))?
+        .map(TenantRow::into_domain)
+        .transpose()
+}
+
+#[derive(AsChangeset)]
+#[diesel(table_name = users)]
+struct UserChanges<'a> {
+    name: Option<&'a str>,
+    role: Option<&'static str>,
+    status: Option<&'static str>,
+}
+
+#[derive(AsChangeset)]
+#[diesel(table_name = tenants)]
+struct TenantChanges<'a> {
+    name: Option<&'a str>,
+    status: Option<&'static str>,
+    region: Option<&'static str>,
+    ai_enabled: Option<bool>,
+}
+
+impl UserRepo for DbStore {
+    fn insert_user(&self, user: &NewUser) -> DomainResult<User> {
+        let row = UserRow {
+            id: text(user.id),
+            email: user.email.as_str().to_lowercase(),
+            name: user.name.clone(),
+            role: user.role.as_str().to_owned(),
+            status: Status::Active.as_str().to_owned(),
+            tenant_id: opt_text(user.tenant_id),
+            password_hash: user.password_hash.clone(),
+            created_at: ms(user.created_at),
+        };
+        self.read(|conn| {
+            diesel::insert_into(users::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| match e {
+                    DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => {
+                        DomainError::EmailTaken
+                    }
+                    DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => {
+                        DomainError::NotFound("tenant")
+                    }
+                    e => db_error("insert_user", e),
+                })
+        })?;
+        row.into_domain()
+    }
+
+    fn find_user(&self, id: Uuid) -> DomainResult<Option<User>> {
+        self.read(|conn| load_user(conn, &text(id)))
+    }
+
+    fn find_user_by_email(&self, email: &Email) -> DomainResult<Option<User>> {
+        let email = email.as_str().to_lowercase();
+        self.read(|conn| {
+            users::table
+                .filter(users::email.eq(&email))
+                .select(UserRow::as_select())
+                .first(conn)
+                .optional()
+                .map_err(|e| db_error("find_user_by_email", e))?
+                .map(UserRow::into_domain)
+                .transpose()
+        })
+    }
+
+    fn list_users(&self, tenant_id: Option<Uuid>, page: &PageRequest) -> DomainResult<Page<User>> {
+        let rows = self.read(|conn| {
+            let mut query = users::table
+                .select(UserRow::as_select())
+                .order(users::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            if let Some(tenant_id) = tenant_id {
+                query = query.filter(users::tenant_id.eq(text(tenant_id)));
+            }
+            if let Some(before) = page.before() {
+                query = query.filter(users::id.lt(text(before)));
+            }
+            query.load(conn).map_err(|e| db_error("list_users", e))
+        })?;
+        let users = rows
+            .into_iter()
+            .map(UserRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(users, |u| u.id))
+    }
+
+    fn update_user(&self, id: Uuid, patch: &UserPatch) -> DomainResult<Option<User>> {
+        let id = text(id);
+        let changes = UserChanges {
+            name: patch.name.as_deref(),
+            role: patch.role.map(|r| r.as_str()),
+            status: patch.status.map(|s| s.as_str()),
+        };
+        let empty = changes.name.is_none() && changes.role.is_none() && changes.status.is_none();
+        self.write("update_user", |conn| {
+            if !empty {
+                diesel::update(users::table.find(&id))
+                    .set(&changes)
+                    .execute(conn)
+                    .map_err(|e| db_error("update_user", e))?;
+            }
+            load_user(conn, &id)
+        })
+    }
+
+    fn assign_tenant(&self, id: Uuid, tenant_id: Option<Uuid>) -> DomainResult<Option<User>> {
+        let id = text(id);
+        let tenant_id = opt_text(tenant_id);
+        self.write("assign_tenant", |conn| {
+            if let Some(tenant_id) = &tenant_id {
+                if load_tenant(conn, tenant_id)?.is_none() {
+                    return Err(DomainError::NotFound("tenant"));
+                }
+            }
+            let n = diesel::update(users::table.find(&id))
+                .set(users::tenant_id.eq(&tenant_id))
+                .execute(conn)
+                .map_err(|e| db_error("assign_tenant", e))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            load_user(conn, &id)
+        })
+    }
+
+    fn change_password(
+        &self,
+        id: Uuid,
+        password_hash: &str,
+        keep: Option<Uuid>,
+    ) -> DomainResult<()> {
+        let id = text(id);
+        let keep = opt_text(keep);
+        self.write("change_password", |conn| {
+            let n = diesel::update(users::table.find(&id))
+                .set(users::password_hash.eq(password_hash))
+                .execute(conn)
+                .map_err(|e| db_error("change_password", e))?;
+            if n == 0 {
+                return Err(DomainError::NotFound("user"));
+            }
+            let others = sessions::table.filter(sessions::user_id.eq(&id));
+            let deleted = match &keep {
+                Some(keep) => diesel::delete(others.filter(sessions::id.ne(keep))).execute(conn),
+                None => diesel::delete(others).execute(conn),
+            };
+            deleted.map_err(|e| db_error("change_password", e))?;
+            Ok(())
+        })
+    }
+
+    fn count_admins(&self) -> DomainResult<u64> {
+        self.read(|conn| {
+            users::table
+                .filter(users::role.eq(Role::PlatformAdmin.as_str()))
+                .select(count_star())
+                .first::<i64>(conn)
+                .map(count)
+                .map_err(|e| db_error("count_admins", e))
+        })
+    }
+}
+
+impl TenantRepo for DbStore {
+    fn insert_tenant(&self, tenant: &Tenant) -> DomainResult<Tenant> {
+        let row = TenantRow::from_domain(tenant);
+        self.read(|conn| {
+            diesel::insert_into(tenants::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| db_error("insert_tenant", e))
+        })?;
+        row.into_domain()
+    }
+
+    fn find_tenant(&self, id: Uuid) -> DomainResult<Option<Tenant>> {
+        self.read(|conn| load_tenant(conn, &text(id)))
+    }
+
+    fn list_tenants(&self, page: &PageRequest) -> DomainResult<Page<Tenant>> {
+        let rows = self.read(|conn| {
+            let mut query = tenants::table
+                .select(TenantRow::as_select())
+                .order(tenants::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            if let Some(before) = page.before() {
+                query = query.filter(tenants::id.lt(text(before)));
+            }
+            query.load(conn).map_err(|e| db_error("list_tenants", e))
+        })?;
+        let tenants = rows
+            .into_iter()
+            .map(TenantRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(tenants, |t| t.id))
+    }
+
+    fn update_tenant(&self, id: Uuid, patch: &TenantPatch) -> DomainResult<Option<Tenant>> {
+        let id = text(id);
+        let changes = TenantChanges {
+            name: patch.name.as_deref(),
+            status: patch.status.map(|s| s.as_str()),
+            region: patch.region.map(|r| r.as_str()),
+            ai_enabled: patch.ai_enabled,
+        };
+        let empty = changes.name.is_none()
+            && changes.status.is_none()
+            && changes.region.is_none()
+            && changes.ai_enabled.is_none();
+        self.write("update_tenant", |conn| {
+            if !empty {
+                diesel::update(tenants::table.find(&id))
+                    .set(&changes)
+                    .execute(conn)
+                    .map_err(|e| db_error("update_tenant", e))?;
+            }
+            load_tenant(conn, &id)
+        })
+    }
+}
+
+impl SessionRepo for DbStore {
+    fn insert_session(&self, session: &Session) -> DomainResult<()> {
+        let row = SessionRow::from_domain(session);
+        self.read(|conn| {
+            diesel::insert_into(sessions::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| db_error("insert_session", e))
+        })?;
+        Ok(())
+    }
+
+    fn session_context(&self, token_hash: &str) -> DomainResult<Option<SessionContext>> {
+        self.read(|conn| {
+            // One query for the session, its user and the user's tenant; a second only for a
+            // session in a Shadow view (platform admins).
+            let found = sessions::table
+                .inner_join(users::table)
+                .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
+                .filter(sessions::token_hash.eq(token_hash))
+                .select((
+                    SessionRow::as_select(),
+                    UserRow::as_select(),
+                    Option::<TenantRow>::as_select(),
+                ))
+                .first::<(SessionRow, UserRow, Option<TenantRow>)>(conn)
+                .optional()
+                .map_err(|e| db_error("session_context", e))?;
+            let Some((session, user, tenant)) = found else {
+                return Ok(None);
+            };
+            let shadow_tenant = match &session.shadow_tenant_id {
+                Some(shadow_id) => load_tenant(conn, shadow_id)?,
+                None => None,
+            };
+            Ok(Some(SessionContext {
+                session: session.into_domain()?,
+                user: user.into_domain()?,
+                tenant: tenant.map(TenantRow::into_domain).transpose()?,
+                shadow_tenant,
+            }))
+        })
+    }
+
+    fn touch_session(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
+        self.read(|conn| {
+            diesel::update(sessions::table.find(text(id)))
+                .set(sessions::last_seen_at.eq(ms(at)))
+                .execute(conn)
+                .map_err(|e| db_error("touch_session", e))
+        })?;
+        Ok(())
+    }
+
+    fn list_sessions(&self, user_id: Uuid) -> DomainResult<Vec<Session>> {
+        let rows = self.read(|conn| {
+            sessions::table
+                .filter(sessions::user_id.eq(text(user_id)))
+                .select(SessionRow::as_select())
+                .order((sessions::created_at.desc(), sessions::id.desc()))
+                .load(conn)
+                .map_err(|e| db_error("list_sessions", e))
+        })?;
+        rows.into_iter().map(SessionRow::into_domain).collect()
+    }
+
+    fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
+        self.read(|conn| {
+            diesel::delete(
+                sessions::table
+                    .filter(sessions::id.eq(text(id)))
+                    .filter(sessions::user_id.eq(text(user_id))),
+            )
+            .execute(conn)
+            .map(|n| n > 0)
+            .map_err(|e| db_error("delete_session", e))
+        })
+    }
+
+    fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {
+        self.read(|conn| {
+            diesel::delete(
+                sessions::table
+                    .filter(sessions::user_id.eq(text(user_id)))
+                    .filter(sessions::id.ne(text(keep))),
+            )
+            .execute(conn)
+            .map(affected)
+            .map_err(|e| db_error("delete_other_sessions", e))
+        })
+    }
+
+    fn delete_expired_sessions(
+        &self,
+        idle_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<u64> {
+        self.read(|conn| {
+            diesel::delete(
+                sessions::table.filter(
+                    sessions::expires_at
+                        .le(ms(now))
+                        .or(sessions::last_seen_at.lt(ms(idle_before))),
+                ),
+            )
+            .execute(conn)
+            .map(affected)
+            .map_err(|e| db_error("delete_expired_sessions", e))
+        })
+    }
+
+    fn shadow_viewers(
+        &self,
+        tenant_id: Uuid,
+        seen_after: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<Vec<(String, DateTime<Utc>)>> {
+        let rows = self.read(|conn| {
+            sessions::table
+                .inner_join(users::table)
+                .filter(sessions::shadow_tenant_id.eq(text(tenant_id)))
+                .filter(sessions::last_seen_at.gt(ms(seen_after)))
+                .filter(sessions::expires_at.gt(ms(now)))
+                .filter(users::role.eq(Role::PlatformAdmin.as_str()))
+                .select((users::email, sessions::shadow_since))
+                .order((sessions::shadow_since.asc(), sessions::id.asc()))
+                .load::<(String, Option<i64>)>(conn)
+                .map_err(|e| db_error("shadow_viewers", e))
+        })?;
+        rows.into_iter()
+            .filter_map(|(email, since)| since.map(|since| (email, since)))
+            .map(|(email, since)| Ok((email, time(since)?)))
+            .collect()
+    }
+
+    fn set_shadow(
+        &self,
+        session_id: Uuid,
+        shadow: Option<(Uuid, DateTime<Utc>)>,
+        activity: &NewActivity,
+    ) -> DomainResult<()> {
+        let session_id = text(session_id);
+        let (shadow_tenant_id, shadow_since) = match shadow {
+            Some((tenant_id, since)) => (Some(text(tenant_id)), Some(ms(since))),
+            None => (None, None),
+        };
+        let line = ActivityRow::from_domain(activity, activity.tenant_id);
+        self.write("set_shadow", |conn| {
+            if let Some(tenant_id) = &shadow_tenant_id {
+                if load_tenant(conn, tenant_id)?.is_none() {
+                    return Err(DomainError::NotFound("tenant"));
+                }
+            }
+            let n = diesel::update(sessions::table.find(&session_id))
+                .set((
+                    sessions::shadow_tenant_id.eq(&shadow_tenant_id),
+                    sessions::shadow_since.eq(shadow_since),
+                ))
+                .execute(conn)
+                .map_err(|e| db_error("set_shadow", e))?;
+            if n == 0 {
+                return Err(DomainError::NotFound("session"));
+            }
+            diesel::insert_into(activity::table)
+                .values(&line)
+                .execute(conn)
+                .map_err(|e| db_error("set_shadow", e))?;
+            Ok(())
+        })
+    }
+}
+
+/// Emails are compared trimmed and lower-cased, like `Email` values.
+fn throttle_key(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
+impl SigninThrottleRepo for DbStore {
+    fn count_failures_since(&self, email: &str, since: DateTime<Utc>) -> DomainResult<u64> {
+        let email = throttle_key(email);
+        self.read(|conn| {
+            signin_failures::table
+                .filter(signin_failures::email.eq(&email))
+                .filter(signin_failures::at.ge(ms(since)))
+                .select(count_star())
+                .first::<i64>(conn)
+                .map(count)
+                .map_err(|e| db_error("count_failures_since", e))
+        })
+    }
+
+    fn oldest_failure_since(
+        &self,
+        email: &str,
+        since: DateTime<Utc>,
+    ) -> DomainResult<Option<DateTime<Utc>>> {
+        let email = throttle_key(email);
+        let oldest = self.read(|conn| {
+            signin_failures::table
+                .filter(signin_failures::email.eq(&email))
+                .filter(signin_failures::at.ge(ms(since)))
+                .select(min(signin_failures::at))
+                .first::<Option<i64>>(conn)
+                .map_err(|e| db_error("oldest_failure_since", e))
+        })?;
+        oldest.map(time).transpose()
+    }
+
+    fn record_failure(&self, email: &str, at: DateTime<Utc>) -> DomainResult<()> {
+        let email = throttle_key(email);
+        self.write("record_failure", |conn| {
+            diesel::delete(
+                signin_failures::table
+                    .filter(signin_failures::email.eq(&email))
+                    .filter(signin_failures::at.lt(ms(at - FAILURE_RETENTION))),
+            )
+            .execute(conn)
+            .map_err(|e| db_error("record_failure", e))?;
+            diesel::insert_into(signin_failures::table)
+                .values((
+                    signin_failures::id.eq(text(new_id())),
+                    signin_failures::email.eq(&email),
+                    signin_failures::at.eq(ms(at)),
+                ))
+                .execute(conn)
+                .map_err(|e| db_error("record_failure", e))?;
+            Ok(())
+        })
+    }
+
+    fn clear_failures(&self, email: &str) -> DomainResult<()> {
+        let email = throttle_key(email);
+        self.read(|conn| {
+            diesel::delete(signin_failures::table.filter(signin_failures::email.eq(&email)))
+                .execute(conn)
+                .map_err(|e| db_error("clear_failures", e))
+        })?;
+        Ok(())
+    }
+}
+
+impl HealthRepo for DbStore {
+    fn ping(&self) -> DomainResult<()> {
+        self.read(|conn| {
+            diesel::sql_query("SELECT 1")
+                .execute(conn)
+                .map_err(|e| db_error("ping", e))
+        })?;
+        Ok(())
+    }
+}

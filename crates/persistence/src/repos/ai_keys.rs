@@ -1,0 +1,113 @@
+//! Tenant AI keys (sealed upstream provider keys, locked to a region).
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use gc_domain::gateway::{AiKeyStatus, NewTenantAiKey, TenantAiKey};
+use gc_domain::ports::AiKeyRepo;
+use gc_domain::values::Region;
+use gc_domain::{DomainError, DomainResult};
+use uuid::Uuid;
+
+use crate::error::db_error;
+use crate::rows::{ms, text, AiKeyRow};
+use crate::schema::tenant_ai_keys;
+use crate::store::DbStore;
+
+fn to_domain(rows: Vec<AiKeyRow>) -> DomainResult<Vec<TenantAiKey>> {
+    rows.into_iter().map(AiKeyRow::into_domain).collect()
+}
+
+impl AiKeyRepo for DbStore {
+    fn insert_ai_key(&self, key: &NewTenantAiKey) -> DomainResult<TenantAiKey> {
+        let row = AiKeyRow::from_domain(key);
+        self.read(|conn| {
+            diesel::insert_into(tenant_ai_keys::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| match e {
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                        _,
+                    ) => DomainError::NotFound("tenant"),
+                    e => db_error("insert_ai_key", e),
+                })
+        })?;
+        row.into_domain()
+    }
+
+    fn list_ai_keys(&self, tenant_id: Option<Uuid>) -> DomainResult<Vec<TenantAiKey>> {
+        let rows = self.read(|conn| {
+            let mut query = tenant_ai_keys::table
+                .select(AiKeyRow::as_select())
+                .order(tenant_ai_keys::id.desc())
+                .into_boxed();
+            if let Some(tenant_id) = tenant_id {
+                query = query.filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)));
+            }
+            query.load(conn).map_err(|e| db_error("list_ai_keys", e))
+        })?;
+        to_domain(rows)
+    }
+
+    fn find_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<Option<TenantAiKey>> {
+        self.read(|conn| {
+            tenant_ai_keys::table
+                .filter(tenant_ai_keys::id.eq(text(id)))
+                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
+                .select(AiKeyRow::as_select())
+                .first(conn)
+                .optional()
+                .map_err(|e| db_error("find_ai_key", e))
+        })?
+        .map(AiKeyRow::into_domain)
+        .transpose()
+    }
+
+    fn delete_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<bool> {
+        self.read(|conn| {
+            diesel::delete(
+                tenant_ai_keys::table
+                    .filter(tenant_ai_keys::id.eq(text(id)))
+                    .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id))),
+            )
+            .execute(conn)
+            .map(|n| n > 0)
+            .map_err(|e| db_error("delete_ai_key", e))
+        })
+    }
+
+    fn set_ai_key_status(
+        &self,
+        id: Uuid,
+        status: AiKeyStatus,
+        reason: Option<&str>,
+        checked_at: DateTime<Utc>,
+    ) -> DomainResult<()> {
+        self.read(|conn| {
+            diesel::update(tenant_ai_keys::table.find(text(id)))
+                .set((
+                    tenant_ai_keys::status.eq(status.as_str()),
+                    tenant_ai_keys::status_reason.eq(reason),
+                    tenant_ai_keys::checked_at.eq(Some(ms(checked_at))),
+                ))
+                .execute(conn)
+                .map_err(|e| db_error("set_ai_key_status", e))
+        })?;
+        Ok(())
+    }
+
+    fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>> {
+        let rows = self.read(|conn| {
+            tenant_ai_keys::table
+                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
+                .filter(tenant_ai_keys::region.eq(region.as_str()))
+                .filter(tenant_ai_keys::status.eq(AiKeyStatus::Ready.as_str()))
+                .filter(tenant_ai_keys::chat_enabled.eq(true))
+                .select(AiKeyRow::as_select())
+                .order(tenant_ai_keys::id.desc())
+                .load(conn)
+                .map_err(|e| db_error("usable_ai_keys", e))
+        })?;
+        to_domain(rows)
+    }
+}

@@ -1,0 +1,129 @@
+//! Workspace API keys: stored as SHA-256 only, always filtered by the scope's tenant.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use gc_domain::access::{TenantScope, WriteScope};
+use gc_domain::page::{Page, PageRequest};
+use gc_domain::ports::ApiKeyRepo;
+use gc_domain::workspace::{ApiKey, KeyContext, NewActivity};
+use gc_domain::{DomainError, DomainResult};
+use uuid::Uuid;
+
+use super::fetch_limit;
+use super::workspace::append;
+use crate::error::db_error;
+use crate::rows::{ms, text, ApiKeyRow, TenantRow, UserRow};
+use crate::schema::{api_keys, tenants, users};
+use crate::store::DbStore;
+
+impl ApiKeyRepo for DbStore {
+    fn insert_api_key(
+        &self,
+        scope: &WriteScope,
+        key: &ApiKey,
+        activity: &NewActivity,
+    ) -> DomainResult<ApiKey> {
+        let tenant = scope.tenant_id();
+        // The key belongs to the scope's tenant, whatever the value says.
+        let row = ApiKeyRow::from_domain(key, tenant);
+        self.write("insert_api_key", |conn| {
+            diesel::insert_into(api_keys::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| match e {
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                        _,
+                    ) => DomainError::NotFound("user"),
+                    e => db_error("insert_api_key", e),
+                })?;
+            append(conn, "insert_api_key", activity, tenant)
+        })?;
+        row.into_domain()
+    }
+
+    fn list_api_keys(&self, scope: &TenantScope, page: &PageRequest) -> DomainResult<Page<ApiKey>> {
+        let tenant_id = text(scope.tenant_id());
+        let rows = self.read(|conn| {
+            let mut query = api_keys::table
+                .filter(api_keys::tenant_id.eq(&tenant_id))
+                .select(ApiKeyRow::as_select())
+                .order(api_keys::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            if let Some(before) = page.before() {
+                query = query.filter(api_keys::id.lt(text(before)));
+            }
+            query.load(conn).map_err(|e| db_error("list_api_keys", e))
+        })?;
+        let keys = rows
+            .into_iter()
+            .map(ApiKeyRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(keys, |k| k.id))
+    }
+
+    fn revoke_api_key(
+        &self,
+        scope: &WriteScope,
+        id: Uuid,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<bool> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let id = text(id);
+        self.write("revoke_api_key", |conn| {
+            let n = diesel::update(
+                api_keys::table
+                    .filter(api_keys::id.eq(&id))
+                    .filter(api_keys::tenant_id.eq(&tenant_id))
+                    .filter(api_keys::revoked_at.is_null()),
+            )
+            .set(api_keys::revoked_at.eq(Some(ms(at))))
+            .execute(conn)
+            .map_err(|e| db_error("revoke_api_key", e))?;
+            if n == 0 {
+                return Ok(false);
+            }
+            append(conn, "revoke_api_key", activity, tenant)?;
+            Ok(true)
+        })
+    }
+
+    fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
+        let found = self.read(|conn| {
+            // One query: the key, the member it acts for and the member's tenant.
+            api_keys::table
+                .inner_join(users::table)
+                .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
+                .filter(api_keys::key_hash.eq(key_hash))
+                .select((
+                    ApiKeyRow::as_select(),
+                    UserRow::as_select(),
+                    Option::<TenantRow>::as_select(),
+                ))
+                .first::<(ApiKeyRow, UserRow, Option<TenantRow>)>(conn)
+                .optional()
+                .map_err(|e| db_error("key_context", e))
+        })?;
+        let Some((key, user, tenant)) = found else {
+            return Ok(None);
+        };
+        Ok(Some(KeyContext {
+            key: key.into_domain()?,
+            user: user.into_domain()?,
+            tenant: tenant.map(TenantRow::into_domain).transpose()?,
+        }))
+    }
+
+    fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
+        self.read(|conn| {
+            diesel::update(api_keys::table.find(text(id)))
+                .set(api_keys::last_used_at.eq(Some(ms(at))))
+                .execute(conn)
+                .map_err(|e| db_error("touch_api_key", e))
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! The port implementations, one module per area.
+
+mod accounts;
+mod ai_keys;
+mod api_keys;
+mod workspace;
+
+use gc_domain::page::PageRequest;
+
+/// Rows per page plus one, to know whether a next page exists.
+pub(crate) fn fetch_limit(page: &PageRequest) -> i64 {
+    i64::from(page.limit()) + 1
+}
+
+/// A `COUNT(*)` as an unsigned number.
+pub(crate) fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// A number of affected rows as an unsigned number.
+pub(crate) fn affected(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}

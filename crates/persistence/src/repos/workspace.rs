@@ -1,0 +1,401 @@
+//! Workspace records, settings and the activity feed, always filtered by the scope's tenant.
+
+use chrono::{DateTime, Utc};
+use diesel::dsl::count_star;
+use diesel::prelude::*;
+use gc_domain::access::{TenantScope, WriteScope};
+use gc_domain::page::{Page, PageRequest};
+use gc_domain::ports::WorkspaceRepo;
+use gc_domain::workspace::{Activity, NewActivity, Record, RecordCounts, RecordKind, Settings};
+use gc_domain::{DomainError, DomainResult};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{count, fetch_limit};
+use crate::error::db_error;
+use crate::rows::{json_object, json_text, ms, opt_text, text, time, ActivityRow, RecordRow};
+use crate::schema::{activity, api_keys, records, settings};
+use crate::store::{DbConnection, DbStore};
+
+/// Appends an activity line to `tenant_id`'s feed (inside the caller's transaction).
+pub(crate) fn append(
+    conn: &mut DbConnection,
+    op: &'static str,
+    line: &NewActivity,
+    tenant_id: Uuid,
+) -> DomainResult<()> {
+    diesel::insert_into(activity::table)
+        .values(ActivityRow::from_domain(line, tenant_id))
+        .execute(conn)
+        .map_err(|e| db_error(op, e))?;
+    Ok(())
+}
+
+/// The not-found noun of a record's parent: only sources have one.
+const COLLECTION: &str = "memory collection";
+
+/// One record of the tenant, matched by kind and parent as well as id.
+fn load_record(
+    conn: &mut DbConnection,
+    tenant_id: &str,
+    kind: RecordKind,
+    parent_id: Option<&str>,
+    id: &str,
+) -> DomainResult<Option<RecordRow>> {
+    let mut query = records::table
+        .filter(records::id.eq(id))
+        .filter(records::tenant_id.eq(tenant_id))
+        .filter(records::kind.eq(kind.as_str()))
+        .select(RecordRow::as_select())
+        .into_boxed();
+    query = match parent_id {
+        Some(parent_id) => query.filter(records::parent_id.eq(parent_id)),
+        None => query.filter(records::parent_id.is_null()),
+    };
+    query
+        .first(conn)
+        .optional()
+        .map_err(|e| db_error("find_record", e))
+}
+
+/// For sources: the parent must be a memory collection of the same tenant, else not found.
+fn check_parent(
+    conn: &mut DbConnection,
+    tenant_id: &str,
+    kind: RecordKind,
+    parent_id: Option<&str>,
+) -> DomainResult<()> {
+    match (kind, parent_id) {
+        (RecordKind::MemorySource, Some(parent_id)) => {
+            match load_record(
+                conn,
+                tenant_id,
+                RecordKind::MemoryCollection,
+                None,
+                parent_id,
+            )? {
+                Some(_) => Ok(()),
+                None => Err(DomainError::NotFound(COLLECTION)),
+            }
+        }
+        (RecordKind::MemorySource, None) => Err(DomainError::NotFound(COLLECTION)),
+        // Nothing but sources has a parent.
+        (_, Some(_)) => Err(DomainError::NotFound("record")),
+        (_, None) => Ok(()),
+    }
+}
+
+fn load_settings(conn: &mut DbConnection, tenant_id: &str) -> DomainResult<Settings> {
+    let row = settings::table
+        .find(tenant_id)
+        .select((settings::fields, settings::version, settings::updated_at))
+        .first::<(String, i64, Option<i64>)>(conn)
+        .optional()
+        .map_err(|e| db_error("settings", e))?;
+    match row {
+        Some((fields, version, updated_at)) => Ok(Settings {
+            fields: json_object(&fields)?,
+            version,
+            updated_at: updated_at.map(time).transpose()?,
+        }),
+        None => Ok(Settings {
+            fields: Map::new(),
+            version: 0,
+            updated_at: None,
+        }),
+    }
+}
+
+impl WorkspaceRepo for DbStore {
+    fn list_records(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Record>> {
+        let tenant_id = text(scope.tenant_id());
+        let parent_id = opt_text(parent_id);
+        let rows = self.read(|conn| {
+            // A source list through a collection id of another tenant (or no collection at
+            // all) is not found, never an empty list.
+            check_parent(conn, &tenant_id, kind, parent_id.as_deref())?;
+            let mut query = records::table
+                .filter(records::tenant_id.eq(&tenant_id))
+                .filter(records::kind.eq(kind.as_str()))
+                .select(RecordRow::as_select())
+                .order(records::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            query = match &parent_id {
+                Some(parent_id) => query.filter(records::parent_id.eq(parent_id)),
+                None => query.filter(records::parent_id.is_null()),
+            };
+            if let Some(before) = page.before() {
+                query = query.filter(records::id.lt(text(before)));
+            }
+            query.load(conn).map_err(|e| db_error("list_records", e))
+        })?;
+        let records = rows
+            .into_iter()
+            .map(RecordRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(records, |r| r.id))
+    }
+
+    fn find_record(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+    ) -> DomainResult<Option<Record>> {
+        let tenant_id = text(scope.tenant_id());
+        let parent_id = opt_text(parent_id);
+        self.read(|conn| load_record(conn, &tenant_id, kind, parent_id.as_deref(), &text(id)))?
+            .map(RecordRow::into_domain)
+            .transpose()
+    }
+
+    fn insert_record(
+        &self,
+        scope: &WriteScope,
+        record: &Record,
+        activity: &NewActivity,
+    ) -> DomainResult<Record> {
+        let tenant = scope.tenant_id();
+        let row = RecordRow {
+            id: text(record.id),
+            tenant_id: text(tenant),
+            kind: record.kind.as_str().to_owned(),
+            parent_id: opt_text(record.parent_id),
+            version: 1,
+            fields: json_text(&record.fields),
+            created_at: ms(record.created_at),
+            updated_at: ms(record.updated_at),
+            created_by: text(record.created_by),
+        };
+        self.write("insert_record", |conn| {
+            check_parent(conn, &row.tenant_id, record.kind, row.parent_id.as_deref())?;
+            diesel::insert_into(records::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| db_error("insert_record", e))?;
+            append(conn, "insert_record", activity, tenant)
+        })?;
+        row.into_domain()
+    }
+
+    fn update_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let parent_id = opt_text(parent_id);
+        let id = text(id);
+        let fields = json_text(fields);
+        self.write("update_record", |conn| {
+            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
+                return Ok(None);
+            }
+            let mine = records::table
+                .filter(records::id.eq(&id))
+                .filter(records::tenant_id.eq(&tenant_id));
+            let changes = (
+                records::fields.eq(&fields),
+                records::version.eq(records::version + 1),
+                records::updated_at.eq(ms(at)),
+            );
+            // With `If-Match`, the update is conditional on the version in the same statement,
+            // so a concurrent writer between the read above and here is caught as well.
+            let n = match expected_version {
+                Some(expected) => diesel::update(mine.filter(records::version.eq(expected)))
+                    .set(changes)
+                    .execute(conn),
+                None => diesel::update(mine).set(changes).execute(conn),
+            }
+            .map_err(|e| db_error("update_record", e))?;
+            if n == 0 {
+                return match expected_version {
+                    Some(expected) => Err(DomainError::VersionConflict { expected }),
+                    // Deleted between the read and the update.
+                    None => Ok(None),
+                };
+            }
+            append(conn, "update_record", activity, tenant)?;
+            load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?
+                .map(RecordRow::into_domain)
+                .transpose()
+        })
+    }
+
+    fn delete_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        activity: &NewActivity,
+    ) -> DomainResult<bool> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let parent_id = opt_text(parent_id);
+        let id = text(id);
+        self.write("delete_record", |conn| {
+            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
+                return Ok(false);
+            }
+            // Children first (a collection's sources), explicitly: the foreign key's cascade
+            // is a second line, not the only one.
+            diesel::delete(
+                records::table
+                    .filter(records::tenant_id.eq(&tenant_id))
+                    .filter(records::parent_id.eq(&id)),
+            )
+            .execute(conn)
+            .map_err(|e| db_error("delete_record", e))?;
+            diesel::delete(
+                records::table
+                    .filter(records::id.eq(&id))
+                    .filter(records::tenant_id.eq(&tenant_id)),
+            )
+            .execute(conn)
+            .map_err(|e| db_error("delete_record", e))?;
+            append(conn, "delete_record", activity, tenant)?;
+            Ok(true)
+        })
+    }
+
+    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
+        let tenant_id = text(scope.tenant_id());
+        let (per_kind, keys) = self.read(|conn| {
+            let per_kind = records::table
+                .filter(records::tenant_id.eq(&tenant_id))
+                .filter(records::parent_id.is_null())
+                .group_by(records::kind)
+                .select((records::kind, count_star()))
+                .load::<(String, i64)>(conn)
+                .map_err(|e| db_error("record_counts", e))?;
+            let keys = api_keys::table
+                .filter(api_keys::tenant_id.eq(&tenant_id))
+                .filter(api_keys::revoked_at.is_null())
+                .select(count_star())
+                .first::<i64>(conn)
+                .map_err(|e| db_error("record_counts", e))?;
+            Ok((per_kind, keys))
+        })?;
+        let mut counts = RecordCounts {
+            api_keys: count(keys),
+            ..RecordCounts::default()
+        };
+        for (kind, n) in per_kind {
+            let n = count(n);
+            match RecordKind::from_stored(&kind) {
+                Some(RecordKind::Skill) => counts.skills = n,
+                Some(RecordKind::MemoryCollection) => counts.memory_collections = n,
+                Some(RecordKind::AgentDraft) => counts.agents = n,
+                Some(RecordKind::WorkflowDraft) => counts.workflows = n,
+                Some(RecordKind::AppDraft) => counts.apps = n,
+                Some(RecordKind::MemorySource) | None => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    fn settings(&self, scope: &TenantScope) -> DomainResult<Settings> {
+        let tenant_id = text(scope.tenant_id());
+        self.read(|conn| load_settings(conn, &tenant_id))
+    }
+
+    fn update_settings(
+        &self,
+        scope: &WriteScope,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Settings> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let fields = json_text(fields);
+        self.write("update_settings", |conn| {
+            // Make sure the row exists (version 0 = never written), then update it
+            // conditionally like a record. The insert is the one statement whose syntax is
+            // the same on both backends but whose diesel type is not: a per-backend match.
+            let blank = (
+                settings::tenant_id.eq(&tenant_id),
+                settings::fields.eq("{}"),
+                settings::version.eq(0_i64),
+                settings::updated_at.eq(None::<i64>),
+            );
+            let ensured = match conn {
+                DbConnection::Pg(c) => diesel::insert_into(settings::table)
+                    .values(blank)
+                    .on_conflict_do_nothing()
+                    .execute(c),
+                DbConnection::Sqlite(c) => diesel::insert_into(settings::table)
+                    .values(blank)
+                    .on_conflict_do_nothing()
+                    .execute(c),
+            };
+            ensured.map_err(|e| db_error("update_settings", e))?;
+            let changes = (
+                settings::fields.eq(&fields),
+                settings::version.eq(settings::version + 1),
+                settings::updated_at.eq(Some(ms(at))),
+            );
+            let mine = settings::table.filter(settings::tenant_id.eq(&tenant_id));
+            let n = match expected_version {
+                Some(expected) => diesel::update(mine.filter(settings::version.eq(expected)))
+                    .set(changes)
+                    .execute(conn),
+                None => diesel::update(mine).set(changes).execute(conn),
+            }
+            .map_err(|e| db_error("update_settings", e))?;
+            if n == 0 {
+                return Err(DomainError::VersionConflict {
+                    expected: expected_version.unwrap_or(0),
+                });
+            }
+            append(conn, "update_settings", activity, tenant)?;
+            load_settings(conn, &tenant_id)
+        })
+    }
+
+    fn list_activity(
+        &self,
+        scope: &TenantScope,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Activity>> {
+        let tenant_id = text(scope.tenant_id());
+        let rows = self.read(|conn| {
+            let mut query = activity::table
+                .filter(activity::tenant_id.eq(&tenant_id))
+                .select(ActivityRow::as_select())
+                .order(activity::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            if let Some(before) = page.before() {
+                query = query.filter(activity::id.lt(text(before)));
+            }
+            query.load(conn).map_err(|e| db_error("list_activity", e))
+        })?;
+        let lines = rows
+            .into_iter()
+            .map(ActivityRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(lines, |a| a.id))
+    }
+
+    fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
+        self.read(|conn| append(conn, "append_activity", activity, activity.tenant_id))
+    }
+}

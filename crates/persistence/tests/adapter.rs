@@ -1,0 +1,1327 @@
+//! The adapter suite: every test body runs once on SQLite (a temp file) and once on
+//! PostgreSQL (a fresh database at `GC_TEST_POSTGRES_URL`; skipped with a printed
+//! `SKIPPED PostgreSQL leg` line when the server does not answer, a failure when
+//! `GC_REQUIRE_POSTGRES=1`).
+
+// Test bodies are plain functions run by the harness, outside `#[test]`: unwrap is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[macro_use]
+mod support;
+
+use support::*;
+
+on_both_backends!(
+    connects_and_migrates_once,
+    data_survives_reopening,
+    pool_exhaustion_is_unavailable_not_a_hang,
+    users_emails_are_unique_case_insensitively,
+    users_list_newest_first_with_cursor_and_tenant_filter,
+    users_update_and_assign_tenant,
+    tenants_insert_list_update,
+    sessions_context_with_tenant_and_shadow,
+    sessions_list_delete_and_expire,
+    change_password_revokes_other_sessions,
+    throttle_counts_failures_per_email,
+    records_crud_with_versions_and_activity,
+    records_of_another_tenant_are_not_found,
+    sources_only_through_their_own_collection,
+    deleting_a_collection_deletes_its_sources,
+    records_paginate_and_count,
+    settings_upsert_with_versions,
+    activity_is_per_tenant_newest_first,
+    api_keys_context_list_and_revoke,
+    ai_keys_usable_filter,
+    concurrent_writers_all_succeed,
+);
+
+use std::time::{Duration as StdDuration, Instant};
+
+use chrono::Duration;
+use gc_domain::model::{Role, Status, TenantPatch, UserPatch};
+use gc_domain::page::PageRequest;
+use gc_domain::ports::{HealthRepo, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
+use gc_domain::values::{Email, Region};
+use gc_domain::DomainError;
+use gc_persistence::PoolOptions;
+
+// ---- Connection, migrations, pool ----------------------------------------------------------
+
+fn connects_and_migrates_once(db: &Db) {
+    db.store.ping().unwrap();
+    // The harness migrated already: a second run applies nothing.
+    assert_eq!(db.store.migrate().unwrap(), Vec::<String>::new());
+    // A fresh store on the same database agrees.
+    let again = db.reopen(PoolOptions::default());
+    assert!(again.migrate().unwrap().is_empty());
+    again.ping().unwrap();
+}
+
+fn data_survives_reopening(db: &Db) {
+    let m = member(&db.store, "keep@example.com");
+    drop(db.reopen(PoolOptions::default()));
+    let reopened = db.reopen(PoolOptions::default());
+    assert!(reopened.migrate().unwrap().is_empty());
+    assert_eq!(reopened.find_user(m.user.id).unwrap(), Some(m.user.clone()));
+    assert_eq!(reopened.find_tenant(m.tenant.id).unwrap(), Some(m.tenant));
+}
+
+fn pool_exhaustion_is_unavailable_not_a_hang(db: &Db) {
+    let small = db.reopen(PoolOptions {
+        max_size: 1,
+        connection_timeout: StdDuration::from_millis(300),
+    });
+    small.ping().unwrap();
+    let held = small.hold_connection().unwrap();
+    let started = Instant::now();
+    let err = small.ping().unwrap_err();
+    assert_eq!(
+        err,
+        DomainError::Unavailable {
+            retry_after_secs: 2
+        }
+    );
+    assert!(started.elapsed() < StdDuration::from_secs(10));
+    drop(held);
+    small.ping().unwrap();
+}
+
+// ---- Users and tenants -------------------------------------------------------------------
+
+fn users_emails_are_unique_case_insensitively(db: &Db) {
+    let ann = user(&db.store, "Ann@Example.com", None);
+    assert_eq!(ann.email.as_str(), "ann@example.com");
+    assert_eq!(ann.status, Status::Active);
+    assert_eq!(ann.tenant_id, None);
+    let again = db.store.insert_user(&gc_domain::model::NewUser {
+        id: gc_domain::model::new_id(),
+        email: Email::parse("email", "ANN@example.COM").unwrap(),
+        name: "Other".into(),
+        role: Role::Member,
+        tenant_id: None,
+        password_hash: "x".into(),
+        created_at: now(),
+    });
+    assert_eq!(again.unwrap_err(), DomainError::EmailTaken);
+    let found = db
+        .store
+        .find_user_by_email(&Email::parse("email", "aNN@example.com").unwrap())
+        .unwrap();
+    assert_eq!(found, Some(ann.clone()));
+    assert_eq!(db.store.find_user(ann.id).unwrap(), Some(ann));
+    assert_eq!(
+        db.store.find_user(gc_domain::model::new_id()).unwrap(),
+        None
+    );
+}
+
+fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
+    let t = tenant(&db.store, "Acme");
+    let other = tenant(&db.store, "Other");
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(user(&db.store, &format!("u{i}@example.com"), Some(&t)).id);
+    }
+    user(&db.store, "x@example.com", Some(&other));
+    user(&db.store, "nobody@example.com", None);
+    ids.reverse(); // newest first
+
+    let first = db
+        .store
+        .list_users(Some(t.id), &PageRequest::new(Some(2), None).unwrap())
+        .unwrap();
+    assert_eq!(
+        first.items.iter().map(|u| u.id).collect::<Vec<_>>(),
+        ids[..2]
+    );
+    assert_eq!(first.next, Some(ids[1]));
+    let second = db
+        .store
+        .list_users(Some(t.id), &PageRequest::new(Some(2), first.next).unwrap())
+        .unwrap();
+    assert_eq!(
+        second.items.iter().map(|u| u.id).collect::<Vec<_>>(),
+        ids[2..4]
+    );
+    let third = db
+        .store
+        .list_users(Some(t.id), &PageRequest::new(Some(2), second.next).unwrap())
+        .unwrap();
+    assert_eq!(
+        third.items.iter().map(|u| u.id).collect::<Vec<_>>(),
+        ids[4..]
+    );
+    assert_eq!(third.next, None);
+
+    let all = db.store.list_users(None, &PageRequest::first()).unwrap();
+    assert_eq!(all.items.len(), 7);
+    assert!(all.items.windows(2).all(|w| w[0].id > w[1].id));
+    assert_eq!(all.next, None);
+}
+
+fn users_update_and_assign_tenant(db: &Db) {
+    let t = tenant(&db.store, "Acme");
+    let u = user(&db.store, "bob@example.com", None);
+    let updated = db
+        .store
+        .update_user(
+            u.id,
+            &UserPatch {
+                name: Some("Bobby".into()),
+                role: Some(Role::PlatformAdmin),
+                status: Some(Status::Suspended),
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (updated.name.as_str(), updated.role, updated.status),
+        ("Bobby", Role::PlatformAdmin, Status::Suspended)
+    );
+    assert_eq!(
+        db.store.update_user(u.id, &UserPatch::default()).unwrap(),
+        Some(updated.clone())
+    );
+    assert_eq!(
+        db.store
+            .update_user(gc_domain::model::new_id(), &UserPatch::default())
+            .unwrap(),
+        None
+    );
+    assert_eq!(db.store.count_admins().unwrap(), 1);
+
+    let assigned = db.store.assign_tenant(u.id, Some(t.id)).unwrap().unwrap();
+    assert_eq!(assigned.tenant_id, Some(t.id));
+    assert_eq!(
+        db.store
+            .assign_tenant(u.id, Some(gc_domain::model::new_id()))
+            .unwrap_err(),
+        DomainError::NotFound("tenant")
+    );
+    assert_eq!(
+        db.store.find_user(u.id).unwrap().unwrap().tenant_id,
+        Some(t.id)
+    );
+    let unassigned = db.store.assign_tenant(u.id, None).unwrap().unwrap();
+    assert_eq!(unassigned.tenant_id, None);
+    assert_eq!(
+        db.store
+            .assign_tenant(gc_domain::model::new_id(), Some(t.id))
+            .unwrap(),
+        None
+    );
+}
+
+fn tenants_insert_list_update(db: &Db) {
+    let a = tenant(&db.store, "A");
+    let b = tenant(&db.store, "B");
+    assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(a.clone()));
+    let page = db
+        .store
+        .list_tenants(&PageRequest::new(Some(1), None).unwrap())
+        .unwrap();
+    assert_eq!(page.items, vec![b.clone()]);
+    assert_eq!(page.next, Some(b.id));
+    let page = db
+        .store
+        .list_tenants(&PageRequest::new(Some(1), page.next).unwrap())
+        .unwrap();
+    assert_eq!(page.items, vec![a.clone()]);
+    assert_eq!(page.next, None);
+
+    let patched = db
+        .store
+        .update_tenant(
+            a.id,
+            &TenantPatch {
+                name: Some("A2".into()),
+                status: Some(Status::Suspended),
+                region: Some(Region::Aica),
+                ai_enabled: Some(false),
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(patched.name, "A2");
+    assert_eq!(patched.status, Status::Suspended);
+    assert_eq!(patched.region, Region::Aica);
+    assert!(!patched.ai_enabled);
+    assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(patched));
+    assert_eq!(
+        db.store
+            .update_tenant(gc_domain::model::new_id(), &TenantPatch::default())
+            .unwrap(),
+        None
+    );
+}
+
+// ---- Sessions and the throttle ------------------------------------------------------------
+
+fn sessions_context_with_tenant_and_shadow(db: &Db) {
+    let m = member(&db.store, "member@example.com");
+    let s = session(&db.store, &m.user, "hash-member");
+    let ctx = db.store.session_context("hash-member").unwrap().unwrap();
+    assert_eq!(ctx.session, s);
+    assert_eq!(ctx.user, m.user);
+    assert_eq!(ctx.tenant, Some(m.tenant.clone()));
+    assert!(ctx.shadow_tenant.is_none());
+    assert!(db.store.session_context("unknown").unwrap().is_none());
+
+    // An unassigned user: no tenant.
+    let lone = user(&db.store, "lone@example.com", None);
+    session(&db.store, &lone, "hash-lone");
+    let ctx = db.store.session_context("hash-lone").unwrap().unwrap();
+    assert!(ctx.tenant.is_none());
+
+    // An admin enters and leaves the Shadow view of the member's tenant.
+    let admin = user_with_role(&db.store, "admin@example.com", None, Role::PlatformAdmin);
+    let a = session(&db.store, &admin, "hash-admin");
+    let since = now();
+    let enter = activity(m.tenant.id, &admin_actor(&admin), "shadow.enter", None);
+    db.store
+        .set_shadow(a.id, Some((m.tenant.id, since)), &enter)
+        .unwrap();
+    let ctx = db.store.session_context("hash-admin").unwrap().unwrap();
+    assert_eq!(ctx.shadow_tenant, Some(m.tenant.clone()));
+    assert_eq!(ctx.session.shadow_tenant_id, Some(m.tenant.id));
+    assert_eq!(ctx.session.shadow_since, Some(since));
+    assert!(ctx.tenant.is_none());
+    let viewers = db
+        .store
+        .shadow_viewers(m.tenant.id, since - Duration::minutes(1), now())
+        .unwrap();
+    assert_eq!(viewers, vec![("admin@example.com".to_owned(), since)]);
+    assert!(db
+        .store
+        .shadow_viewers(m.tenant.id, since + Duration::minutes(1), now())
+        .unwrap()
+        .is_empty());
+
+    let feed =
+        gc_domain::ports::WorkspaceRepo::list_activity(&db.store, &m.read, &PageRequest::first())
+            .unwrap();
+    assert_eq!(feed.items.len(), 1);
+    assert_eq!(feed.items[0].action, "shadow.enter");
+    assert_eq!(feed.items[0].actor, admin_actor(&admin));
+
+    let leave = activity(m.tenant.id, &admin_actor(&admin), "shadow.leave", None);
+    db.store.set_shadow(a.id, None, &leave).unwrap();
+    let ctx = db.store.session_context("hash-admin").unwrap().unwrap();
+    assert!(ctx.shadow_tenant.is_none());
+    assert_eq!(ctx.session.shadow_since, None);
+    assert!(db
+        .store
+        .shadow_viewers(m.tenant.id, since - Duration::minutes(1), now())
+        .unwrap()
+        .is_empty());
+    let feed =
+        gc_domain::ports::WorkspaceRepo::list_activity(&db.store, &m.read, &PageRequest::first())
+            .unwrap();
+    assert_eq!(
+        feed.items
+            .iter()
+            .map(|a| a.action.as_str())
+            .collect::<Vec<_>>(),
+        ["shadow.leave", "shadow.enter"]
+    );
+
+    // A Shadow view of a tenant that does not exist writes nothing.
+    let ghost = gc_domain::model::new_id();
+    let bad = activity(ghost, &admin_actor(&admin), "shadow.enter", None);
+    assert_eq!(
+        db.store
+            .set_shadow(a.id, Some((ghost, since)), &bad)
+            .unwrap_err(),
+        DomainError::NotFound("tenant")
+    );
+}
+
+fn sessions_list_delete_and_expire(db: &Db) {
+    let u = user(&db.store, "s@example.com", None);
+    let other = user(&db.store, "o@example.com", None);
+    let s1 = session(&db.store, &u, "h1");
+    let s2 = session(&db.store, &u, "h2");
+    let s3 = session(&db.store, &u, "h3");
+    let o1 = session(&db.store, &other, "ho");
+    let listed = db.store.list_sessions(u.id).unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.id).collect::<Vec<_>>(),
+        [s3.id, s2.id, s1.id]
+    );
+
+    let later = now() + Duration::minutes(5);
+    db.store.touch_session(s1.id, later).unwrap();
+    assert_eq!(
+        db.store
+            .session_context("h1")
+            .unwrap()
+            .unwrap()
+            .session
+            .last_seen_at,
+        later
+    );
+
+    // Another user's session is not mine to delete.
+    assert!(!db.store.delete_session(u.id, o1.id).unwrap());
+    assert!(db.store.delete_session(u.id, s2.id).unwrap());
+    assert!(!db.store.delete_session(u.id, s2.id).unwrap());
+    assert_eq!(db.store.delete_other_sessions(u.id, s1.id).unwrap(), 1);
+    assert_eq!(
+        db.store
+            .list_sessions(u.id)
+            .unwrap()
+            .iter()
+            .map(|s| s.id)
+            .collect::<Vec<_>>(),
+        [s1.id]
+    );
+    assert!(db.store.session_context("ho").unwrap().is_some());
+
+    // Expiry: o1 idle since before `idle_before` goes; s1 was touched later and stays.
+    let removed = db
+        .store
+        .delete_expired_sessions(now() + Duration::minutes(1), now())
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert!(db.store.session_context("ho").unwrap().is_none());
+    assert!(db.store.session_context("h1").unwrap().is_some());
+    // Absolute expiry.
+    let removed = db
+        .store
+        .delete_expired_sessions(now() - Duration::days(1), now() + Duration::days(31))
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert!(db.store.list_sessions(u.id).unwrap().is_empty());
+}
+
+fn change_password_revokes_other_sessions(db: &Db) {
+    let u = user(&db.store, "pw@example.com", None);
+    let keep = session(&db.store, &u, "keep");
+    session(&db.store, &u, "gone1");
+    session(&db.store, &u, "gone2");
+    db.store
+        .change_password(u.id, "$2b$new", Some(keep.id))
+        .unwrap();
+    assert_eq!(
+        db.store.find_user(u.id).unwrap().unwrap().password_hash,
+        "$2b$new"
+    );
+    assert_eq!(db.store.list_sessions(u.id).unwrap(), vec![keep]);
+    db.store.change_password(u.id, "$2b$newer", None).unwrap();
+    assert!(db.store.list_sessions(u.id).unwrap().is_empty());
+    assert_eq!(
+        db.store
+            .change_password(gc_domain::model::new_id(), "x", None)
+            .unwrap_err(),
+        DomainError::NotFound("user")
+    );
+}
+
+fn throttle_counts_failures_per_email(db: &Db) {
+    let t0 = now() - Duration::minutes(20);
+    for i in 0..3 {
+        db.store
+            .record_failure("ann@example.com", t0 + Duration::minutes(i * 10))
+            .unwrap();
+    }
+    db.store.record_failure("bob@example.com", now()).unwrap();
+    let since = now() - Duration::minutes(15);
+    assert_eq!(
+        db.store
+            .count_failures_since("ann@example.com", since)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        db.store
+            .count_failures_since("ANN@example.com", since)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        db.store
+            .count_failures_since("ann@example.com", t0)
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        db.store
+            .oldest_failure_since("ann@example.com", since)
+            .unwrap(),
+        Some(t0 + Duration::minutes(10))
+    );
+    assert_eq!(
+        db.store
+            .oldest_failure_since("carl@example.com", since)
+            .unwrap(),
+        None
+    );
+    db.store.clear_failures("ann@example.com").unwrap();
+    assert_eq!(
+        db.store
+            .count_failures_since("ann@example.com", t0)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        db.store
+            .count_failures_since("bob@example.com", since)
+            .unwrap(),
+        1
+    );
+}
+
+// ---- Workspace records, settings, activity -----------------------------------------------
+
+use gc_domain::model::new_id;
+use gc_domain::ports::{AiKeyRepo, ApiKeyRepo, WorkspaceRepo};
+use gc_domain::workspace::{ApiKey, KeyScope, Record, RecordKind};
+use serde_json::{json, Map, Value};
+
+fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(map) => map,
+        _ => panic!("not an object"),
+    }
+}
+
+fn new_record(m: &Member, kind: RecordKind, parent_id: Option<uuid::Uuid>, name: &str) -> Record {
+    let at = now();
+    Record {
+        id: new_id(),
+        kind,
+        parent_id,
+        version: 7, // ignored: inserts start at 1
+        fields: fields(json!({"name": name, "tags": ["a", "b"], "nested": {"n": 1}})),
+        created_at: at,
+        updated_at: at,
+        created_by: m.user.id,
+    }
+}
+
+fn insert(
+    db: &Db,
+    m: &Member,
+    kind: RecordKind,
+    parent_id: Option<uuid::Uuid>,
+    name: &str,
+) -> Record {
+    let record = new_record(m, kind, parent_id, name);
+    let line = activity(
+        m.tenant.id,
+        m.write.actor(),
+        "create",
+        Some((kind.as_str(), record.id)),
+    );
+    db.store.insert_record(&m.write, &record, &line).unwrap()
+}
+
+fn actions(db: &Db, m: &Member) -> Vec<String> {
+    db.store
+        .list_activity(&m.read, &PageRequest::first())
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|a| a.action)
+        .collect()
+}
+
+fn records_crud_with_versions_and_activity(db: &Db) {
+    let m = member(&db.store, "crud@example.com");
+    let skill = insert(db, &m, RecordKind::Skill, None, "first");
+    assert_eq!(skill.version, 1);
+    assert_eq!(skill.fields["nested"], json!({"n": 1}));
+    assert_eq!(
+        db.store
+            .find_record(&m.read, RecordKind::Skill, None, skill.id)
+            .unwrap(),
+        Some(skill.clone())
+    );
+    // The kind is part of the identity.
+    assert_eq!(
+        db.store
+            .find_record(&m.read, RecordKind::AgentDraft, None, skill.id)
+            .unwrap(),
+        None
+    );
+
+    let later = now() + Duration::seconds(1);
+    let update = |expected: Option<i64>, name: &str| {
+        let line = activity(
+            m.tenant.id,
+            m.write.actor(),
+            "update",
+            Some(("skill", skill.id)),
+        );
+        db.store.update_record(
+            &m.write,
+            RecordKind::Skill,
+            None,
+            skill.id,
+            expected,
+            &fields(json!({"name": name})),
+            later,
+            &line,
+        )
+    };
+    let v2 = update(Some(1), "second").unwrap().unwrap();
+    assert_eq!(v2.version, 2);
+    assert_eq!(v2.fields, fields(json!({"name": "second"})));
+    assert_eq!(v2.updated_at, later);
+    assert_eq!(v2.created_at, skill.created_at);
+    // A stale If-Match is a conflict and writes nothing.
+    assert_eq!(
+        update(Some(1), "stale").unwrap_err(),
+        DomainError::VersionConflict { expected: 1 }
+    );
+    let v3 = update(None, "third").unwrap().unwrap();
+    assert_eq!(v3.version, 3);
+    assert_eq!(actions(db, &m), ["update", "update", "create"]);
+
+    // Not found is not a conflict.
+    let line = activity(m.tenant.id, m.write.actor(), "update", None);
+    assert_eq!(
+        db.store
+            .update_record(
+                &m.write,
+                RecordKind::Skill,
+                None,
+                new_id(),
+                Some(1),
+                &Map::new(),
+                later,
+                &line
+            )
+            .unwrap(),
+        None
+    );
+
+    let line = activity(
+        m.tenant.id,
+        m.write.actor(),
+        "delete",
+        Some(("skill", skill.id)),
+    );
+    assert!(db
+        .store
+        .delete_record(&m.write, RecordKind::Skill, None, skill.id, &line)
+        .unwrap());
+    assert!(!db
+        .store
+        .delete_record(&m.write, RecordKind::Skill, None, skill.id, &line)
+        .unwrap());
+    assert_eq!(
+        db.store
+            .find_record(&m.read, RecordKind::Skill, None, skill.id)
+            .unwrap(),
+        None
+    );
+    assert_eq!(actions(db, &m), ["delete", "update", "update", "create"]);
+}
+
+fn records_of_another_tenant_are_not_found(db: &Db) {
+    let ann = member(&db.store, "ann@example.com");
+    let eve = member(&db.store, "eve@example.com");
+    let skill = insert(db, &ann, RecordKind::Skill, None, "ann's");
+    assert_eq!(
+        db.store
+            .find_record(&eve.read, RecordKind::Skill, None, skill.id)
+            .unwrap(),
+        None
+    );
+    let list = db
+        .store
+        .list_records(&eve.read, RecordKind::Skill, None, &PageRequest::first())
+        .unwrap();
+    assert!(list.items.is_empty());
+    let line = activity(eve.tenant.id, eve.write.actor(), "update", None);
+    assert_eq!(
+        db.store
+            .update_record(
+                &eve.write,
+                RecordKind::Skill,
+                None,
+                skill.id,
+                None,
+                &Map::new(),
+                now(),
+                &line
+            )
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        db.store
+            .update_record(
+                &eve.write,
+                RecordKind::Skill,
+                None,
+                skill.id,
+                Some(1),
+                &Map::new(),
+                now(),
+                &line
+            )
+            .unwrap(),
+        None
+    );
+    assert!(!db
+        .store
+        .delete_record(&eve.write, RecordKind::Skill, None, skill.id, &line)
+        .unwrap());
+    // Ann's record is untouched and Eve's feed is empty.
+    let still = db
+        .store
+        .find_record(&ann.read, RecordKind::Skill, None, skill.id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(still, skill);
+    assert!(actions(db, &eve).is_empty());
+    assert_eq!(db.store.record_counts(&eve.read).unwrap().skills, 0);
+}
+
+fn sources_only_through_their_own_collection(db: &Db) {
+    let ann = member(&db.store, "ann@example.com");
+    let eve = member(&db.store, "eve@example.com");
+    let coll = insert(db, &ann, RecordKind::MemoryCollection, None, "notes");
+    let other_coll = insert(db, &ann, RecordKind::MemoryCollection, None, "other");
+    let eve_coll = insert(db, &eve, RecordKind::MemoryCollection, None, "eve's");
+    let src = insert(db, &ann, RecordKind::MemorySource, Some(coll.id), "source");
+    assert_eq!(src.parent_id, Some(coll.id));
+
+    let found = db
+        .store
+        .find_record(&ann.read, RecordKind::MemorySource, Some(coll.id), src.id)
+        .unwrap();
+    assert_eq!(found, Some(src.clone()));
+    // Through another collection of the same tenant: not found.
+    assert_eq!(
+        db.store
+            .find_record(
+                &ann.read,
+                RecordKind::MemorySource,
+                Some(other_coll.id),
+                src.id
+            )
+            .unwrap(),
+        None
+    );
+    // Through the right collection id but another tenant's scope: not found.
+    assert_eq!(
+        db.store
+            .find_record(&eve.read, RecordKind::MemorySource, Some(coll.id), src.id)
+            .unwrap(),
+        None
+    );
+    // Without a parent: not found.
+    assert_eq!(
+        db.store
+            .find_record(&ann.read, RecordKind::MemorySource, None, src.id)
+            .unwrap(),
+        None
+    );
+
+    // Listing through someone else's (or no) collection is not found, not an empty list.
+    assert_eq!(
+        db.store
+            .list_records(
+                &eve.read,
+                RecordKind::MemorySource,
+                Some(coll.id),
+                &PageRequest::first()
+            )
+            .unwrap_err(),
+        DomainError::NotFound("memory collection")
+    );
+    assert_eq!(
+        db.store
+            .list_records(
+                &ann.read,
+                RecordKind::MemorySource,
+                Some(src.id),
+                &PageRequest::first()
+            )
+            .unwrap_err(),
+        DomainError::NotFound("memory collection")
+    );
+    let listed = db
+        .store
+        .list_records(
+            &ann.read,
+            RecordKind::MemorySource,
+            Some(coll.id),
+            &PageRequest::first(),
+        )
+        .unwrap();
+    assert_eq!(listed.items, vec![src.clone()]);
+    assert!(db
+        .store
+        .list_records(
+            &ann.read,
+            RecordKind::MemorySource,
+            Some(other_coll.id),
+            &PageRequest::first()
+        )
+        .unwrap()
+        .items
+        .is_empty());
+
+    // Creating a source under another tenant's collection is refused and writes nothing.
+    let before = actions(db, &ann).len();
+    let record = new_record(&ann, RecordKind::MemorySource, Some(eve_coll.id), "sneaky");
+    let line = activity(ann.tenant.id, ann.write.actor(), "create", None);
+    assert_eq!(
+        db.store
+            .insert_record(&ann.write, &record, &line)
+            .unwrap_err(),
+        DomainError::NotFound("memory collection")
+    );
+    assert_eq!(actions(db, &ann).len(), before);
+    assert_eq!(
+        db.store
+            .find_record(
+                &ann.read,
+                RecordKind::MemorySource,
+                Some(eve_coll.id),
+                record.id
+            )
+            .unwrap(),
+        None
+    );
+
+    // Updating or deleting through the wrong collection: not found.
+    let line = activity(ann.tenant.id, ann.write.actor(), "update", None);
+    assert_eq!(
+        db.store
+            .update_record(
+                &ann.write,
+                RecordKind::MemorySource,
+                Some(other_coll.id),
+                src.id,
+                None,
+                &Map::new(),
+                now(),
+                &line
+            )
+            .unwrap(),
+        None
+    );
+    assert!(!db
+        .store
+        .delete_record(
+            &ann.write,
+            RecordKind::MemorySource,
+            Some(other_coll.id),
+            src.id,
+            &line
+        )
+        .unwrap());
+    assert!(!db
+        .store
+        .delete_record(
+            &eve.write,
+            RecordKind::MemorySource,
+            Some(coll.id),
+            src.id,
+            &line
+        )
+        .unwrap());
+    let updated = db
+        .store
+        .update_record(
+            &ann.write,
+            RecordKind::MemorySource,
+            Some(coll.id),
+            src.id,
+            Some(1),
+            &fields(json!({"title": "t"})),
+            now(),
+            &line,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.parent_id, Some(coll.id));
+}
+
+fn deleting_a_collection_deletes_its_sources(db: &Db) {
+    let m = member(&db.store, "del@example.com");
+    let coll = insert(db, &m, RecordKind::MemoryCollection, None, "c");
+    let keep = insert(db, &m, RecordKind::MemoryCollection, None, "keep");
+    let s1 = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s1");
+    let s2 = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s2");
+    let kept = insert(db, &m, RecordKind::MemorySource, Some(keep.id), "kept");
+    let line = activity(
+        m.tenant.id,
+        m.write.actor(),
+        "delete",
+        Some(("memory_collection", coll.id)),
+    );
+    assert!(db
+        .store
+        .delete_record(&m.write, RecordKind::MemoryCollection, None, coll.id, &line)
+        .unwrap());
+    for s in [&s1, &s2] {
+        assert_eq!(
+            db.store
+                .find_record(&m.read, RecordKind::MemorySource, Some(coll.id), s.id)
+                .unwrap(),
+            None
+        );
+    }
+    assert_eq!(
+        db.store
+            .find_record(&m.read, RecordKind::MemorySource, Some(keep.id), kept.id)
+            .unwrap(),
+        Some(kept)
+    );
+    assert_eq!(
+        db.store.record_counts(&m.read).unwrap().memory_collections,
+        1
+    );
+    // A fresh collection can be created again with no leftovers.
+    let again = insert(db, &m, RecordKind::MemoryCollection, None, "c2");
+    assert!(db
+        .store
+        .list_records(
+            &m.read,
+            RecordKind::MemorySource,
+            Some(again.id),
+            &PageRequest::first()
+        )
+        .unwrap()
+        .items
+        .is_empty());
+}
+
+fn records_paginate_and_count(db: &Db) {
+    let m = member(&db.store, "page@example.com");
+    let mut ids: Vec<_> = (0..5)
+        .map(|i| insert(db, &m, RecordKind::AgentDraft, None, &format!("a{i}")).id)
+        .collect();
+    ids.reverse();
+    insert(db, &m, RecordKind::WorkflowDraft, None, "w");
+    insert(db, &m, RecordKind::Skill, None, "s");
+    let coll = insert(db, &m, RecordKind::MemoryCollection, None, "c");
+    insert(db, &m, RecordKind::MemorySource, Some(coll.id), "src");
+
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = db
+            .store
+            .list_records(
+                &m.read,
+                RecordKind::AgentDraft,
+                None,
+                &PageRequest::new(Some(2), cursor).unwrap(),
+            )
+            .unwrap();
+        seen.extend(page.items.iter().map(|r| r.id));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+
+    let counts = db.store.record_counts(&m.read).unwrap();
+    assert_eq!(
+        (
+            counts.skills,
+            counts.memory_collections,
+            counts.agents,
+            counts.workflows,
+            counts.apps,
+            counts.api_keys
+        ),
+        (1, 1, 5, 1, 0, 0)
+    );
+}
+
+fn settings_upsert_with_versions(db: &Db) {
+    let m = member(&db.store, "set@example.com");
+    let other = member(&db.store, "other@example.com");
+    let blank = db.store.settings(&m.read).unwrap();
+    assert_eq!(
+        (blank.fields.len(), blank.version, blank.updated_at),
+        (0, 0, None)
+    );
+
+    let at = now();
+    let line = || activity(m.tenant.id, m.write.actor(), "settings.update", None);
+    // A stale version on a never-written row conflicts and leaves nothing behind.
+    assert_eq!(
+        db.store
+            .update_settings(&m.write, Some(3), &fields(json!({"a": 1})), at, &line())
+            .unwrap_err(),
+        DomainError::VersionConflict { expected: 3 }
+    );
+    assert_eq!(db.store.settings(&m.read).unwrap().version, 0);
+    assert!(actions(db, &m).is_empty());
+
+    let s1 = db
+        .store
+        .update_settings(
+            &m.write,
+            Some(0),
+            &fields(json!({"display_name": "Acme", "timezone": "Europe/Berlin"})),
+            at,
+            &line(),
+        )
+        .unwrap();
+    assert_eq!(s1.version, 1);
+    assert_eq!(s1.updated_at, Some(at));
+    assert_eq!(s1.fields["timezone"], json!("Europe/Berlin"));
+    let s2 = db
+        .store
+        .update_settings(
+            &m.write,
+            None,
+            &fields(json!({"display_name": "B"})),
+            at,
+            &line(),
+        )
+        .unwrap();
+    assert_eq!(s2.version, 2);
+    assert_eq!(db.store.settings(&m.read).unwrap(), s2);
+    assert_eq!(
+        db.store
+            .update_settings(&m.write, Some(1), &Map::new(), at, &line())
+            .unwrap_err(),
+        DomainError::VersionConflict { expected: 1 }
+    );
+    assert_eq!(actions(db, &m).len(), 2);
+    // Another tenant's settings are its own.
+    assert_eq!(db.store.settings(&other.read).unwrap().version, 0);
+    let line = activity(
+        other.tenant.id,
+        other.write.actor(),
+        "settings.update",
+        None,
+    );
+    let first_write = db
+        .store
+        .update_settings(&other.write, None, &Map::new(), at, &line)
+        .unwrap();
+    assert_eq!(first_write.version, 1);
+    assert_eq!(actions(db, &other).len(), 1);
+}
+
+fn activity_is_per_tenant_newest_first(db: &Db) {
+    let m = member(&db.store, "act@example.com");
+    let other = member(&db.store, "x@example.com");
+    let target = new_id();
+    let mut lines = Vec::new();
+    for i in 0..3 {
+        let mut line = activity(
+            m.tenant.id,
+            m.write.actor(),
+            &format!("run{i}"),
+            Some(("skill", target)),
+        );
+        line.detail = json!({"i": i, "model": "gpt"});
+        db.store.append_activity(&line).unwrap();
+        lines.push(line);
+    }
+    db.store
+        .append_activity(&activity(
+            other.tenant.id,
+            other.write.actor(),
+            "elsewhere",
+            None,
+        ))
+        .unwrap();
+
+    let page = db
+        .store
+        .list_activity(&m.read, &PageRequest::new(Some(2), None).unwrap())
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert_eq!(page.items[0].id, lines[2].id);
+    assert_eq!(page.items[0].at, lines[2].at);
+    assert_eq!(page.items[0].actor, lines[2].actor);
+    assert_eq!(page.items[0].target.as_ref().unwrap().id, target);
+    assert_eq!(page.items[0].detail, json!({"i": 2, "model": "gpt"}));
+    let rest = db
+        .store
+        .list_activity(&m.read, &PageRequest::new(Some(2), page.next).unwrap())
+        .unwrap();
+    assert_eq!(
+        rest.items
+            .iter()
+            .map(|a| a.action.as_str())
+            .collect::<Vec<_>>(),
+        ["run0"]
+    );
+    assert_eq!(rest.next, None);
+    assert_eq!(actions(db, &other), ["elsewhere"]);
+}
+
+// ---- Keys ---------------------------------------------------------------------------------
+
+fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
+    ApiKey {
+        id: new_id(),
+        tenant_id: m.tenant.id,
+        user_id: m.user.id,
+        name: name.into(),
+        scopes: vec![KeyScope::WorkspaceRead, KeyScope::Run],
+        hint: "gc_…abcd".into(),
+        key_hash: hash.into(),
+        created_at: now(),
+        last_used_at: None,
+        expires_at: Some(now() + Duration::days(30)),
+        revoked_at: None,
+    }
+}
+
+fn api_keys_context_list_and_revoke(db: &Db) {
+    let m = member(&db.store, "keys@example.com");
+    let eve = member(&db.store, "eve@example.com");
+    let line = activity(m.tenant.id, m.write.actor(), "key.create", None);
+    let k1 = db
+        .store
+        .insert_api_key(&m.write, &api_key(&m, "ci", "hash1"), &line)
+        .unwrap();
+    let line = activity(m.tenant.id, m.write.actor(), "key.create", None);
+    let k2 = db
+        .store
+        .insert_api_key(&m.write, &api_key(&m, "bot", "hash2"), &line)
+        .unwrap();
+    let line = activity(eve.tenant.id, eve.write.actor(), "key.create", None);
+    let ek = db
+        .store
+        .insert_api_key(&eve.write, &api_key(&eve, "eve", "hash3"), &line)
+        .unwrap();
+    assert_eq!(k1.scopes, vec![KeyScope::WorkspaceRead, KeyScope::Run]);
+
+    let ctx = db.store.key_context("hash1").unwrap().unwrap();
+    assert_eq!(ctx.key, k1);
+    assert_eq!(ctx.user, m.user);
+    assert_eq!(ctx.tenant, Some(m.tenant.clone()));
+    assert!(db.store.key_context("nope").unwrap().is_none());
+
+    let page = db
+        .store
+        .list_api_keys(&m.read, &PageRequest::new(Some(1), None).unwrap())
+        .unwrap();
+    assert_eq!(page.items, vec![k2.clone()]);
+    let page = db
+        .store
+        .list_api_keys(&m.read, &PageRequest::new(Some(1), page.next).unwrap())
+        .unwrap();
+    assert_eq!(page.items, vec![k1.clone()]);
+    assert_eq!(page.next, None);
+
+    let used = now() + Duration::minutes(1);
+    db.store.touch_api_key(k1.id, used).unwrap();
+    assert_eq!(
+        db.store
+            .key_context("hash1")
+            .unwrap()
+            .unwrap()
+            .key
+            .last_used_at,
+        Some(used)
+    );
+
+    // Eve cannot revoke Ann's key; Ann can, once.
+    let line = activity(eve.tenant.id, eve.write.actor(), "key.revoke", None);
+    assert!(!db
+        .store
+        .revoke_api_key(&eve.write, k1.id, now(), &line)
+        .unwrap());
+    let line = activity(m.tenant.id, m.write.actor(), "key.revoke", None);
+    let at = now();
+    assert!(db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
+    let line = activity(m.tenant.id, m.write.actor(), "key.revoke", None);
+    assert!(!db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
+    assert_eq!(
+        db.store
+            .key_context("hash1")
+            .unwrap()
+            .unwrap()
+            .key
+            .revoked_at,
+        Some(at)
+    );
+    assert_eq!(actions(db, &m), ["key.revoke", "key.create", "key.create"]);
+    assert_eq!(actions(db, &eve), ["key.create"]);
+    // Revoked keys stay listed; counts show usable ones.
+    assert_eq!(
+        db.store
+            .list_api_keys(&m.read, &PageRequest::first())
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+    assert_eq!(db.store.record_counts(&m.read).unwrap().api_keys, 1);
+    assert_eq!(
+        db.store
+            .list_api_keys(&eve.read, &PageRequest::first())
+            .unwrap()
+            .items,
+        vec![ek]
+    );
+
+    // The key follows its member: unassigning the member shows in the context at once.
+    db.store.assign_tenant(m.user.id, None).unwrap();
+    let ctx = db.store.key_context("hash2").unwrap().unwrap();
+    assert_eq!(ctx.user.tenant_id, None);
+    assert!(ctx.tenant.is_none());
+}
+
+fn ai_keys_usable_filter(db: &Db) {
+    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+    let t = tenant(&db.store, "AI");
+    let other = tenant(&db.store, "Other");
+    let key = |tenant_id, region, chat_enabled, status| TenantAiKey {
+        id: new_id(),
+        tenant_id,
+        region,
+        label: "label".into(),
+        hint: "sk-…1234".into(),
+        sealed_secret: "sealed".into(),
+        chat_enabled,
+        status,
+        status_reason: None,
+        checked_at: None,
+        created_at: now(),
+    };
+    let good = db
+        .store
+        .insert_ai_key(&key(t.id, Region::Aihk, true, AiKeyStatus::Ready))
+        .unwrap();
+    let wrong_region = db
+        .store
+        .insert_ai_key(&key(t.id, Region::Aica, true, AiKeyStatus::Ready))
+        .unwrap();
+    let no_chat = db
+        .store
+        .insert_ai_key(&key(t.id, Region::Aihk, false, AiKeyStatus::Ready))
+        .unwrap();
+    let not_ready = db
+        .store
+        .insert_ai_key(&key(t.id, Region::Aihk, true, AiKeyStatus::NotReady))
+        .unwrap();
+    let elsewhere = db
+        .store
+        .insert_ai_key(&key(other.id, Region::Aihk, true, AiKeyStatus::Ready))
+        .unwrap();
+    assert_eq!(
+        db.store
+            .insert_ai_key(&key(new_id(), Region::Aihk, true, AiKeyStatus::Ready))
+            .unwrap_err(),
+        DomainError::NotFound("tenant")
+    );
+
+    assert_eq!(
+        db.store.usable_ai_keys(t.id, Region::Aihk).unwrap(),
+        vec![good.clone()]
+    );
+    assert_eq!(
+        db.store.usable_ai_keys(t.id, Region::Aica).unwrap(),
+        vec![wrong_region.clone()]
+    );
+    assert_eq!(db.store.list_ai_keys(Some(t.id)).unwrap().len(), 4);
+    assert_eq!(db.store.list_ai_keys(None).unwrap().len(), 5);
+    assert_eq!(
+        db.store.find_ai_key(t.id, good.id).unwrap(),
+        Some(good.clone())
+    );
+    assert_eq!(db.store.find_ai_key(other.id, good.id).unwrap(), None);
+
+    let checked = now();
+    db.store
+        .set_ai_key_status(not_ready.id, AiKeyStatus::Ready, None, checked)
+        .unwrap();
+    db.store
+        .set_ai_key_status(
+            good.id,
+            AiKeyStatus::NotReady,
+            Some("upstream said 401"),
+            checked,
+        )
+        .unwrap();
+    let usable = db.store.usable_ai_keys(t.id, Region::Aihk).unwrap();
+    assert_eq!(
+        usable.iter().map(|k| k.id).collect::<Vec<_>>(),
+        [not_ready.id]
+    );
+    assert_eq!(usable[0].checked_at, Some(checked));
+    let good_now = db.store.find_ai_key(t.id, good.id).unwrap().unwrap();
+    assert_eq!(good_now.status_reason.as_deref(), Some("upstream said 401"));
+    assert!(
+        !db.store
+            .find_ai_key(t.id, no_chat.id)
+            .unwrap()
+            .unwrap()
+            .chat_enabled
+    );
+
+    assert!(!db.store.delete_ai_key(other.id, good.id).unwrap());
+    assert!(db.store.delete_ai_key(t.id, good.id).unwrap());
+    assert!(!db.store.delete_ai_key(t.id, good.id).unwrap());
+    assert_eq!(
+        db.store.list_ai_keys(Some(other.id)).unwrap(),
+        vec![elsewhere]
+    );
+}
+
+// ---- Concurrency --------------------------------------------------------------------------
+
+fn concurrent_writers_all_succeed(db: &Db) {
+    // Eight threads writing at once: on SQLite the immediate transactions queue on the write
+    // lock (busy_timeout) instead of failing; every write and its activity line land.
+    let m = member(&db.store, "busy@example.com");
+    let coll = insert(db, &m, RecordKind::MemoryCollection, None, "c");
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (store, m) = (&db.store, &m);
+            s.spawn(move || {
+                for i in 0..10 {
+                    let record = new_record(
+                        m,
+                        RecordKind::MemorySource,
+                        Some(coll.id),
+                        &format!("{t}-{i}"),
+                    );
+                    let line = activity(m.tenant.id, m.write.actor(), "create", None);
+                    store.insert_record(&m.write, &record, &line).unwrap();
+                    let line = activity(m.tenant.id, m.write.actor(), "update", None);
+                    store
+                        .update_record(
+                            &m.write,
+                            RecordKind::MemorySource,
+                            Some(coll.id),
+                            record.id,
+                            Some(1),
+                            &Map::new(),
+                            now(),
+                            &line,
+                        )
+                        .unwrap()
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let all = db
+        .store
+        .list_records(
+            &m.read,
+            RecordKind::MemorySource,
+            Some(coll.id),
+            &PageRequest::new(Some(200), None).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(all.items.len(), 80);
+    assert!(all.items.iter().all(|r| r.version == 2));
+    let feed = db
+        .store
+        .list_activity(&m.read, &PageRequest::new(Some(200), None).unwrap())
+        .unwrap();
+    assert_eq!(feed.items.len(), 161);
+}

@@ -1,0 +1,181 @@
+//! Fixtures of the adapter suite and the macro that runs each body on both backends.
+
+#![allow(dead_code)]
+
+use chrono::{DateTime, Duration, Utc};
+use gc_domain::access::{Credential, Principal, TenantScope, WriteScope};
+use gc_domain::model::{new_id, NewUser, Role, Session, Status, Tenant, User};
+use gc_domain::ports::{SessionRepo, TenantRepo, UserRepo};
+use gc_domain::values::{Email, Region};
+use gc_domain::workspace::{Actor, ActorKind, KeyScope, NewActivity};
+use gc_persistence::{open, testing, DbStore, PoolOptions};
+use serde_json::json;
+use uuid::Uuid;
+
+/// A test database: the store and the URL it was opened with.
+pub struct Db {
+    pub url: String,
+    pub store: DbStore,
+}
+
+impl Db {
+    /// Opens the same database again (as a restarted process would).
+    pub fn reopen(&self, opts: PoolOptions) -> DbStore {
+        open(&self.url, opts).unwrap()
+    }
+}
+
+pub fn with_sqlite(body: fn(&Db)) {
+    let (url, _dir) = testing::fresh_sqlite_url();
+    let store = open(&url, PoolOptions::default()).unwrap();
+    assert_eq!(store.backend(), "sqlite");
+    store.migrate().unwrap();
+    body(&Db { url, store });
+}
+
+pub fn with_postgres(label: &str, body: fn(&Db)) {
+    let Some(database) = testing::postgres_or_skip(label) else {
+        return;
+    };
+    let url = database.url().to_owned();
+    {
+        let store = open(&url, PoolOptions::default()).unwrap();
+        assert_eq!(store.backend(), "postgres");
+        store.migrate().unwrap();
+        body(&Db { url, store });
+    }
+    drop(database);
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { $crate::support::with_sqlite(super::$name) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { $crate::support::with_postgres(stringify!($name), super::$name) })*
+        }
+    };
+}
+
+/// Now, to the millisecond (what the store keeps).
+pub fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap()
+}
+
+pub fn tenant(store: &DbStore, name: &str) -> Tenant {
+    store
+        .insert_tenant(&Tenant {
+            id: new_id(),
+            name: name.into(),
+            status: Status::Active,
+            region: Region::Aihk,
+            ai_enabled: true,
+            created_at: now(),
+        })
+        .unwrap()
+}
+
+pub fn user(store: &DbStore, email: &str, tenant: Option<&Tenant>) -> User {
+    user_with_role(store, email, tenant, Role::Member)
+}
+
+pub fn user_with_role(store: &DbStore, email: &str, tenant: Option<&Tenant>, role: Role) -> User {
+    store
+        .insert_user(&NewUser {
+            id: new_id(),
+            email: Email::parse("email", email).unwrap(),
+            name: "Test".into(),
+            role,
+            tenant_id: tenant.map(|t| t.id),
+            password_hash: "$2b$04$hash".into(),
+            created_at: now(),
+        })
+        .unwrap()
+}
+
+pub fn session(store: &DbStore, user: &User, token_hash: &str) -> Session {
+    let at = now();
+    let session = Session {
+        id: new_id(),
+        user_id: user.id,
+        token_hash: token_hash.into(),
+        created_at: at,
+        last_seen_at: at,
+        expires_at: at + Duration::days(30),
+        user_agent: "test-agent".into(),
+        ip: "127.0.0.1".into(),
+        shadow_tenant_id: None,
+        shadow_since: None,
+    };
+    store.insert_session(&session).unwrap();
+    session
+}
+
+fn principal(user: &User, tenant: &Tenant) -> Principal {
+    Principal {
+        user: user.clone(),
+        tenant: Some(tenant.clone()),
+        credential: Credential::Session {
+            session_id: new_id(),
+            shadow: None,
+        },
+    }
+}
+
+/// Read and write scopes of an active member of `tenant`.
+pub fn scopes(user: &User, tenant: &Tenant) -> (TenantScope, WriteScope) {
+    let p = principal(user, tenant);
+    (
+        p.read_scope(KeyScope::WorkspaceRead).unwrap(),
+        p.write_scope(KeyScope::WorkspaceWrite).unwrap(),
+    )
+}
+
+/// A member of a fresh tenant, with its scopes.
+pub struct Member {
+    pub tenant: Tenant,
+    pub user: User,
+    pub read: TenantScope,
+    pub write: WriteScope,
+}
+
+pub fn member(store: &DbStore, email: &str) -> Member {
+    let tenant = tenant(store, &format!("Tenant of {email}"));
+    let user = user(store, email, Some(&tenant));
+    let (read, write) = scopes(&user, &tenant);
+    Member {
+        tenant,
+        user,
+        read,
+        write,
+    }
+}
+
+pub fn activity(
+    tenant_id: Uuid,
+    actor: &Actor,
+    action: &str,
+    target: Option<(&str, Uuid)>,
+) -> NewActivity {
+    NewActivity {
+        id: new_id(),
+        tenant_id,
+        at: now(),
+        actor: actor.clone(),
+        action: action.into(),
+        target: target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
+            kind: kind.into(),
+            id,
+        }),
+        detail: json!({"test": true}),
+    }
+}
+
+pub fn admin_actor(user: &User) -> Actor {
+    Actor {
+        kind: ActorKind::Admin,
+        id: user.id,
+        label: user.email.as_str().into(),
+    }
+}

@@ -1,0 +1,200 @@
+//! gc-server: configuration, wiring and start-up. Thin by design: it builds the adapters,
+//! hands them to the HTTP layer and starts actix-web.
+
+pub mod config;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{middleware::from_fn, web, App, HttpServer};
+use anyhow::{bail, Context};
+use chrono::{Duration, Utc};
+use gc_auth::{BcryptHasher, MasterKey};
+use gc_domain::accounts::{create_account, AccountPolicy, PasswordHasher, Signup};
+use gc_domain::model::Role;
+use gc_domain::ports::Store;
+use gc_http_api::{AppState, HttpSettings};
+use gc_persistence::{DbStore, PoolOptions};
+
+pub use config::Config;
+
+/// Opens the database and applies pending migrations.
+pub fn open_store(config: &Config) -> anyhow::Result<DbStore> {
+    let default_size = if config.database_url.starts_with("sqlite") { 8 } else { 16 };
+    let store = gc_persistence::open(
+        &config.database_url,
+        PoolOptions {
+            max_size: config.db_pool_size.unwrap_or(default_size),
+            connection_timeout: std::time::Duration::from_secs(3),
+        },
+    )
+    .context("opening the database")?;
+    let applied = store.migrate().context("migrating the database")?;
+    if !applied.is_empty() {
+        tracing::info!(migrations = ?applied, backend = store.backend(), "applied migrations");
+    }
+    Ok(store)
+}
+
+/// The password hasher at the configured cost (a warning below 10).
+pub fn hasher(config: &Config) -> anyhow::Result<BcryptHasher> {
+    if !(4..=31).contains(&config.bcrypt_cost) {
+        bail!("GC_BCRYPT_COST must be between 4 and 31");
+    }
+    if config.bcrypt_cost < 10 {
+        tracing::warn!(cost = config.bcrypt_cost, "bcrypt cost below 10: for tests only");
+    }
+    BcryptHasher::new(config.bcrypt_cost).context("preparing bcrypt")
+}
+
+/// The master key from `GC_MASTER_KEY`, or from `master.key` in the data folder, generated
+/// (mode 0600) on first start with a warning.
+pub fn master_key(config: &Config) -> anyhow::Result<MasterKey> {
+    if let Some(raw) = &config.master_key {
+        return MasterKey::from_base64(raw).context("GC_MASTER_KEY");
+    }
+    let path = config.data_dir().join("master.key");
+    if let Ok(raw) = std::fs::read_to_string(&path) {
+        return MasterKey::from_base64(&raw).with_context(|| format!("{}", path.display()));
+    }
+    let key = MasterKey::generate();
+    write_secret_file(&path, &key.to_base64())?;
+    tracing::warn!(
+        path = %path.display(),
+        "GC_MASTER_KEY is not set: generated a master key; back it up, or set GC_MASTER_KEY"
+    );
+    Ok(key)
+}
+
+fn write_secret_file(path: &Path, content: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(content.as_bytes())?;
+    Ok(())
+}
+
+/// Creates the bootstrap admin of `GC_BOOTSTRAP_ADMIN_EMAIL` when it does not exist.
+pub fn bootstrap_admin(
+    config: &Config,
+    store: &dyn Store,
+    hasher: &dyn PasswordHasher,
+) -> anyhow::Result<()> {
+    let (Some(email), Some(password)) = (
+        &config.bootstrap_admin_email,
+        &config.bootstrap_admin_password,
+    ) else {
+        if config.bootstrap_admin_email.is_some() {
+            bail!("GC_BOOTSTRAP_ADMIN_EMAIL is set without GC_BOOTSTRAP_ADMIN_PASSWORD");
+        }
+        return Ok(());
+    };
+    let signup = Signup::parse(email, password.clone(), "Administrator")
+        .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
+    if store
+        .find_user_by_email(&signup.email)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    create_account(store, hasher, &signup, Role::PlatformAdmin, None, Utc::now())
+        .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
+    tracing::info!(email = %signup.email.as_str(), "created the bootstrap admin");
+    Ok(())
+}
+
+/// Everything the HTTP layer needs, built from configuration.
+pub fn build_state(config: &Config) -> anyhow::Result<AppState> {
+    build_state_with(config, open_store(config)?)
+}
+
+/// [`build_state`] on a store opened (and migrated) by the caller.
+pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<AppState> {
+    let hasher = hasher(config)?;
+    bootstrap_admin(config, &store, &hasher)?;
+    let _master = master_key(config)?;
+    let policy = AccountPolicy {
+        session_idle: Duration::hours(config.session_idle_hours.max(1)),
+        session_absolute: Duration::days(config.session_max_days.max(1)),
+        ..AccountPolicy::default()
+    };
+    let http = HttpSettings {
+        public_origin: config.public_origin.trim_end_matches('/').to_owned(),
+        signup_open: config.signup == "open",
+        chat_completions: config.chat_completions,
+        trusted_proxies: config.trusted_proxies.clone(),
+        ..HttpSettings::default()
+    };
+    Ok(AppState::new(Arc::new(store), Arc::new(hasher), policy, http))
+}
+
+/// The OpenAPI document as committed in `docs/openapi.json`.
+pub fn openapi_document() -> String {
+    gc_http_api::openapi::document()
+}
+
+/// A started server.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub handle: ServerHandle,
+    pub server: actix_web::dev::Server,
+}
+
+/// Binds and starts the server (not yet awaited). With `handle_signals`, SIGTERM and SIGINT
+/// stop it gracefully: in-flight requests finish.
+pub fn start(config: &Config, state: AppState, handle_signals: bool) -> anyhow::Result<Running> {
+    let data = web::Data::new(state);
+    let mut server = HttpServer::new(move || {
+        let data = data.clone();
+        App::new()
+            .wrap(from_fn(gc_http_api::request_context))
+            .configure(move |cfg| gc_http_api::configure(cfg, data))
+    })
+    .shutdown_timeout(30)
+    .bind(config.bind)
+    .with_context(|| format!("binding {}", config.bind))?;
+    if let Some(workers) = config.workers {
+        server = server.workers(workers.max(1));
+    }
+    if !handle_signals {
+        server = server.disable_signals();
+    }
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .context("the server has no address")?;
+    let server = server.run();
+    Ok(Running {
+        addr,
+        handle: server.handle(),
+        server,
+    })
+}
+
+/// Sets up tracing as configured. Request logs carry method, path, status and request id;
+/// never bodies, cookies or authorization headers.
+pub fn init_tracing(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = if config.log_format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

@@ -1,0 +1,9 @@
+DROP TABLE tenant_ai_keys;
+DROP TABLE api_keys;
+DROP TABLE activity;
+DROP TABLE settings;
+DROP TABLE records;
+DROP TABLE signin_failures;
+DROP TABLE sessions;
+DROP TABLE users;
+DROP TABLE tenants;

@@ -1,0 +1,121 @@
+//! HTTP-level behaviour: error bodies, request ids, content types, sizes, health, OpenAPI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gc_tests::*;
+
+both_backends! {
+    async fn health_answers_when_the_database_does(app: TestApp) {
+        let r = app.anon().get("/health").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, json!({"status": "ok"}));
+        assert!(r.header("x-request-id").is_some_and(|id| !id.is_empty()));
+    }
+
+    async fn request_ids_are_echoed_when_sane(app: TestApp) {
+        let r = read(app.client.get(app.url("/health")).header("x-request-id", "abc-123").send().await.unwrap()).await;
+        assert_eq!(r.header("x-request-id"), Some("abc-123"));
+        let long = "x".repeat(300);
+        let r = read(app.client.get(app.url("/health")).header("x-request-id", long.as_str()).send().await.unwrap()).await;
+        assert_ne!(r.header("x-request-id"), Some(long.as_str()));
+        let r = read(app.client.get(app.url("/nowhere")).header("x-request-id", "e-1").send().await.unwrap()).await;
+        assert_error(&r, 404, "not_found");
+        assert_eq!(r.body["error"]["request_id"], "e-1");
+    }
+
+    async fn every_error_has_the_json_shape(app: TestApp) {
+        let anon = app.anon();
+        assert_error(&anon.get("/no/such/route").await, 404, "not_found");
+        let r = read(app.client.get(format!("{}/elsewhere", app.base)).send().await.unwrap()).await;
+        assert_error(&r, 404, "not_found");
+        // Wrong method on a known route.
+        let r = read(app.client.delete(app.url("/auth/signin")).send().await.unwrap()).await;
+        assert_error(&r, 405, "method_not_allowed");
+        let r = read(app.client.put(app.url("/health")).send().await.unwrap()).await;
+        assert_error(&r, 405, "method_not_allowed");
+        // Malformed JSON.
+        let r = read(app.client.post(app.url("/auth/signin")).header("content-type", "application/json").body("{\"email\": ").send().await.unwrap()).await;
+        assert_error(&r, 400, "invalid_json");
+        let r = read(app.client.post(app.url("/auth/signin")).header("content-type", "application/json").body("not json").send().await.unwrap()).await;
+        assert_error(&r, 400, "invalid_json");
+        // Wrong content type.
+        let r = read(app.client.post(app.url("/auth/signin")).header("content-type", "text/plain").body("{}").send().await.unwrap()).await;
+        assert_error(&r, 415, "unsupported_media_type");
+        let r = read(app.client.post(app.url("/auth/signin")).body("{}").send().await.unwrap()).await;
+        assert_error(&r, 415, "unsupported_media_type");
+        // Oversized body (over 1 MiB).
+        let big = format!("{{\"email\": \"{}\", \"password\": \"x\"}}", "a".repeat(1024 * 1024 + 10));
+        let r = read(app.client.post(app.url("/auth/signin")).header("content-type", "application/json").body(big).send().await.unwrap()).await;
+        assert_error(&r, 413, "payload_too_large");
+        // Wrong types and unknown fields.
+        let r = anon.post("/auth/signin", json!({"email": 5, "password": "x"})).await;
+        assert_error(&r, 422, "validation_failed");
+        let r = anon.post("/auth/signin", json!({"email": "a@b.c", "password": "x", "remember": true})).await;
+        assert_error(&r, 422, "unknown_field");
+        assert!(r.body["error"]["message"].as_str().unwrap().contains("remember"));
+        let r = anon.post("/auth/signin", json!([1, 2])).await;
+        assert_error(&r, 422, "validation_failed");
+    }
+
+    async fn the_openapi_document_lists_every_route(app: TestApp) {
+        let r = app.anon().get("/openapi.json").await;
+        assert_eq!(r.status, 200);
+        assert!(r.body["openapi"].as_str().unwrap().starts_with("3.1"));
+        let paths = r.body["paths"].as_object().unwrap();
+        for p in ["/api/v1/health", "/api/v1/auth/signin", "/api/v1/auth/signup", "/api/v1/auth/sessions",
+                  "/api/v1/admin/tenants", "/api/v1/admin/users/{id}/tenant", "/api/v1/workspace"] {
+            assert!(paths.contains_key(p), "{p}");
+        }
+    }
+}
+
+#[actix_web::test]
+async fn the_committed_openapi_document_matches_the_code() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
+        .expect("docs/openapi.json exists; run `cargo xtask openapi`");
+    assert_eq!(
+        committed.trim(),
+        gc_http_api_document().trim(),
+        "docs/openapi.json is stale: run `cargo xtask openapi`"
+    );
+}
+
+fn gc_http_api_document() -> String {
+    gc_server::openapi_document()
+}
+
+#[actix_web::test]
+async fn data_survives_a_restart() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(app) = TestApp::start(backend, "restart").await else { continue };
+        let admin = app.admin().await;
+        let t = app.tenant(&admin, "Durable", "AICA").await;
+        let (config, db) = app.stop().await;
+        let app = TestApp::start_on(config, db);
+        let admin = app.admin().await;
+        let list = admin.get("/admin/tenants").await;
+        assert_eq!(list.body["data"][0]["id"], t["id"], "{backend:?}");
+    }
+}
+
+#[actix_web::test]
+async fn an_exhausted_pool_answers_503_with_retry_after_not_a_hang() {
+    let Some((url, db)) = fresh_database(Backend::Sqlite, "health_503") else { return };
+    let mut config = test_config(&url);
+    config.db_pool_size = Some(1);
+    let store = gc_server::open_store(&config).unwrap();
+    let state = gc_server::build_state_with(&config, store.clone()).unwrap();
+    let running = gc_server::start(&config, state, false).unwrap();
+    actix_web::rt::spawn(running.server);
+    let url = format!("http://{}/api/v1/health", running.addr);
+    let client = reqwest::Client::new();
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    // Hold the only connection: the pool cannot hand one out within its time-out.
+    let held = store.hold_connection().unwrap();
+    let r = read(client.get(&url).send().await.unwrap()).await;
+    assert_error(&r, 503, "service_unavailable");
+    assert!(r.header("retry-after").is_some());
+    drop(held);
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    running.handle.stop(false).await;
+    drop(db);
+}

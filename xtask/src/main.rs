@@ -1,0 +1,127 @@
+//! `cargo xtask`: the project's automation, in Rust.
+//!
+//! - `test`: formatting check, clippy with `-D warnings`, then every test on SQLite and
+//!   PostgreSQL (the PostgreSQL leg is skipped, loudly, when no server answers, unless
+//!   `GC_REQUIRE_POSTGRES=1`).
+//! - `lint`: the first two steps only.
+//! - `openapi`: writes `docs/openapi.json` from the code.
+//! - `bench`: the benchmarks (see `docs/benchmarks.md`).
+//! - `guard-eval DIR`: the Guard's recall and false positives on a labelled corpus.
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+mod bench;
+mod guard_eval;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = root();
+    std::env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        Some("test") => {
+            lint()?;
+            test(&args[1..])
+        }
+        Some("lint") => lint(),
+        Some("openapi") => openapi(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
+        Some("guard-eval") => {
+            let dir = args
+                .get(1)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("../shared/guard-corpus"));
+            guard_eval::run(&dir)
+        }
+        _ => {
+            eprintln!("usage: cargo xtask <test|lint|openapi|bench|guard-eval DIR>");
+            bail!("unknown command")
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(mut cmd: Command) -> anyhow::Result<()> {
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().with_context(|| format!("{cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn lint() -> anyhow::Result<()> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run(fmt)?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    run(clippy)
+}
+
+/// `host:port` of the test PostgreSQL URL.
+fn postgres_address() -> String {
+    let url = std::env::var("GC_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let rest = url.split("://").nth(1).unwrap_or_default();
+    let host_port = rest.split('/').next().unwrap_or_default();
+    let host_port = host_port.rsplit('@').next().unwrap_or_default();
+    if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:5432")
+    }
+}
+
+fn postgres_answers() -> bool {
+    postgres_address()
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok())
+}
+
+fn test(extra: &[String]) -> anyhow::Result<()> {
+    let required = std::env::var("GC_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+    if postgres_answers() {
+        eprintln!("xtask: PostgreSQL answers at {}: running the PostgreSQL leg", postgres_address());
+    } else if required {
+        bail!(
+            "GC_REQUIRE_POSTGRES=1 but PostgreSQL does not answer at {}",
+            postgres_address()
+        );
+    } else {
+        eprintln!(
+            "xtask: WARNING: PostgreSQL does not answer at {}: the PostgreSQL leg of every test is SKIPPED \
+             (set GC_TEST_POSTGRES_URL, or GC_REQUIRE_POSTGRES=1 to make this a failure)",
+            postgres_address()
+        );
+    }
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--all-targets"]).args(extra);
+    run(cmd)?;
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]);
+    run(doc)
+}
+
+fn openapi(root: &Path) -> anyhow::Result<()> {
+    let path = root.join("docs/openapi.json");
+    std::fs::create_dir_all(root.join("docs"))?;
+    std::fs::write(&path, gc_http_api::openapi::document() + "\n")?;
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
