@@ -8,7 +8,9 @@
 
 use std::net::SocketAddr;
 
-use gc_persistence::testing::{fresh_sqlite_url, postgres_or_skip, PostgresTestDatabase, TempDirGuard};
+use gc_persistence::testing::{
+    fresh_sqlite_url, postgres_or_skip, PostgresTestDatabase, TempDirGuard,
+};
 use gc_server::Config;
 pub use reqwest::{Method, StatusCode};
 pub use serde_json::{json, Value};
@@ -158,7 +160,10 @@ impl TestApp {
     /// Creates a tenant through the admin API; returns its JSON.
     pub async fn tenant(&self, admin: &Actor, name: &str, region: &str) -> Value {
         let res = admin
-            .post("/admin/tenants", json!({"name": name, "region": region, "ai_enabled": true}))
+            .post(
+                "/admin/tenants",
+                json!({"name": name, "region": region, "ai_enabled": true}),
+            )
             .await;
         assert_eq!(res.status, 201, "{}", res.body);
         res.body
@@ -286,11 +291,13 @@ impl Actor {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Reply {
-        self.send(self.request(Method::POST, path).json(&body)).await
+        self.send(self.request(Method::POST, path).json(&body))
+            .await
     }
 
     pub async fn patch(&self, path: &str, body: Value) -> Reply {
-        self.send(self.request(Method::PATCH, path).json(&body)).await
+        self.send(self.request(Method::PATCH, path).json(&body))
+            .await
     }
 
     pub async fn delete(&self, path: &str) -> Reply {
@@ -317,11 +324,15 @@ pub fn assert_error(reply: &Reply, status: u16, code: &str) {
     assert_eq!(reply.status.as_u16(), status, "{}", reply.text);
     assert_eq!(reply.code(), code, "{}", reply.text);
     assert!(
-        reply.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+        reply.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
         "{}",
         reply.text
     );
-    let rid = reply.body["error"]["request_id"].as_str().unwrap_or_default();
+    let rid = reply.body["error"]["request_id"]
+        .as_str()
+        .unwrap_or_default();
     assert!(!rid.is_empty(), "{}", reply.text);
     assert_eq!(reply.header("x-request-id"), Some(rid));
 }

@@ -211,7 +211,11 @@ both_backends! {
 
 #[actix_web::test]
 async fn closed_signup_is_refused() {
-    let Some(app) = TestApp::start_with(Backend::Sqlite, "closed_signup", |c| c.signup = "closed".into()).await else {
+    let Some(app) = TestApp::start_with(Backend::Sqlite, "closed_signup", |c| {
+        c.signup = "closed".into()
+    })
+    .await
+    else {
         return;
     };
     let r = read(signup(&app, "x@example.com").await).await;

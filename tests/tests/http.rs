@@ -70,8 +70,9 @@ both_backends! {
 
 #[actix_web::test]
 async fn the_committed_openapi_document_matches_the_code() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
-        .expect("docs/openapi.json exists; run `cargo xtask openapi`");
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
+            .expect("docs/openapi.json exists; run `cargo xtask openapi`");
     assert_eq!(
         committed.trim(),
         gc_http_api_document().trim(),
@@ -86,7 +87,9 @@ fn gc_http_api_document() -> String {
 #[actix_web::test]
 async fn data_survives_a_restart() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let Some(app) = TestApp::start(backend, "restart").await else { continue };
+        let Some(app) = TestApp::start(backend, "restart").await else {
+            continue;
+        };
         let admin = app.admin().await;
         let t = app.tenant(&admin, "Durable", "AICA").await;
         let (config, db) = app.stop().await;
@@ -99,7 +102,9 @@ async fn data_survives_a_restart() {
 
 #[actix_web::test]
 async fn an_exhausted_pool_answers_503_with_retry_after_not_a_hang() {
-    let Some((url, db)) = fresh_database(Backend::Sqlite, "health_503") else { return };
+    let Some((url, db)) = fresh_database(Backend::Sqlite, "health_503") else {
+        return;
+    };
     let mut config = test_config(&url);
     config.db_pool_size = Some(1);
     let store = gc_server::open_store(&config).unwrap();

@@ -68,7 +68,14 @@ fn lint() -> anyhow::Result<()> {
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt)?;
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     run(clippy)
 }
 
@@ -97,7 +104,10 @@ fn postgres_answers() -> bool {
 fn test(extra: &[String]) -> anyhow::Result<()> {
     let required = std::env::var("GC_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
     if postgres_answers() {
-        eprintln!("xtask: PostgreSQL answers at {}: running the PostgreSQL leg", postgres_address());
+        eprintln!(
+            "xtask: PostgreSQL answers at {}: running the PostgreSQL leg",
+            postgres_address()
+        );
     } else if required {
         bail!(
             "GC_REQUIRE_POSTGRES=1 but PostgreSQL does not answer at {}",
@@ -111,7 +121,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         );
     }
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--all-targets"]).args(extra);
+    cmd.args(["test", "--workspace", "--all-targets"])
+        .args(extra);
     run(cmd)?;
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);

@@ -122,6 +122,7 @@ pub trait WorkspaceRepo {
     ) -> DomainResult<Record>;
     /// Replaces the fields of a record, bumping its version. `expected_version` (from
     /// `If-Match`) must match when given, else `VersionConflict`. `Ok(None)` when not found.
+    #[allow(clippy::too_many_arguments)]
     fn update_record(
         &self,
         scope: &WriteScope,

@@ -35,11 +35,13 @@ impl ListQuery {
         let before = match self.cursor.as_deref() {
             None | Some("") => None,
             Some(raw) => Some(decode(raw).ok_or_else(|| {
-                ApiError::bad_request("invalid_cursor", "the cursor is not one this service issued")
+                ApiError::bad_request(
+                    "invalid_cursor",
+                    "the cursor is not one this service issued",
+                )
             })?),
         };
-        PageRequest::new(self.limit, before).map_err(|e| {
-            ApiError::bad_request("invalid_query", e.to_string())
-        })
+        PageRequest::new(self.limit, before)
+            .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
     }
 }

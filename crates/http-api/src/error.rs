@@ -41,7 +41,11 @@ impl ApiError {
     }
 
     pub fn not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route or object")
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such route or object",
+        )
     }
 
     pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
@@ -87,11 +91,20 @@ impl ApiError {
             401 => ("unauthenticated", "no valid credentials were sent"),
             403 => ("forbidden", "the request is refused"),
             404 => ("not_found", "no such route or object"),
-            405 => ("method_not_allowed", "this method is not allowed on this route"),
-            406 => ("not_acceptable", "the requested representation is not available"),
+            405 => (
+                "method_not_allowed",
+                "this method is not allowed on this route",
+            ),
+            406 => (
+                "not_acceptable",
+                "the requested representation is not available",
+            ),
             408 => ("request_timeout", "the request took too long to arrive"),
             413 => ("payload_too_large", "the request body is too large"),
-            415 => ("unsupported_media_type", "the request body must be application/json"),
+            415 => (
+                "unsupported_media_type",
+                "the request body must be application/json",
+            ),
             431 => ("headers_too_large", "the request headers are too large"),
             _ if status.is_server_error() => ("internal_error", "internal error"),
             _ => ("error", "the request failed"),
@@ -186,7 +199,10 @@ impl From<DomainError> for ApiError {
 
 impl From<actix_web::error::BlockingError> for ApiError {
     fn from(_: actix_web::error::BlockingError) -> Self {
-        DomainError::Unavailable { retry_after_secs: 1 }.into()
+        DomainError::Unavailable {
+            retry_after_secs: 1,
+        }
+        .into()
     }
 }
 
@@ -201,11 +217,13 @@ pub fn json_error(err: &actix_web::error::JsonPayloadError) -> ApiError {
         }
         E::ContentType => ApiError::from_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
         E::Deserialize(e) if e.is_data() => data_error(e),
-        E::Deserialize(e) => ApiError::bad_request(
-            "invalid_json",
-            format!("the body is not valid JSON: {e}"),
+        E::Deserialize(e) => {
+            ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
+        }
+        other => ApiError::bad_request(
+            "invalid_body",
+            format!("the body could not be read: {other}"),
         ),
-        other => ApiError::bad_request("invalid_body", format!("the body could not be read: {other}")),
     }
 }
 

@@ -39,9 +39,9 @@ fn presented(req: &HttpRequest) -> Result<Presented, ApiError> {
             _ => Err(DomainError::Unauthenticated.into()),
         };
     }
-    Ok(req
-        .cookie(SESSION_COOKIE)
-        .map_or(Presented::Nothing, |c| Presented::Cookie(c.value().to_owned())))
+    Ok(req.cookie(SESSION_COOKIE).map_or(Presented::Nothing, |c| {
+        Presented::Cookie(c.value().to_owned())
+    }))
 }
 
 fn state_of(req: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
@@ -55,7 +55,10 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
-    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
     if origin == Some(state.http.public_origin.as_str()) {
         Ok(())
     } else {

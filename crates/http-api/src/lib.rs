@@ -33,10 +33,15 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
         )
         .app_data(web::PayloadConfig::default().limit(limit))
         .app_data(web::QueryConfig::default().error_handler(|err, _| {
-            error::ApiError::bad_request("invalid_query", format!("the query string is invalid: {err}"))
-                .into()
+            error::ApiError::bad_request(
+                "invalid_query",
+                format!("the query string is invalid: {err}"),
+            )
+            .into()
         }))
-        .app_data(web::PathConfig::default().error_handler(|_, _| error::ApiError::not_found().into()))
+        .app_data(
+            web::PathConfig::default().error_handler(|_, _| error::ApiError::not_found().into()),
+        )
         .service(
             web::scope("/api/v1")
                 .configure(system::config)

@@ -90,7 +90,11 @@ impl AppState {
         let _permit = Arc::clone(&self.hash_permits)
             .acquire_owned()
             .await
-            .map_err(|_| ApiError::from(gc_domain::DomainError::Unavailable { retry_after_secs: 1 }))?;
+            .map_err(|_| {
+                ApiError::from(gc_domain::DomainError::Unavailable {
+                    retry_after_secs: 1,
+                })
+            })?;
         let store = Arc::clone(&self.store);
         let hasher = Arc::clone(&self.hasher);
         Ok(actix_web::web::block(move || work(store.as_ref(), hasher.as_ref())).await??)

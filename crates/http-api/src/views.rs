@@ -80,7 +80,11 @@ pub fn member_status(user: &User) -> &'static str {
 }
 
 impl AccountView {
-    pub fn new(user: &User, tenant: Option<&Tenant>, shadow: Option<&(Tenant, DateTime<Utc>)>) -> Self {
+    pub fn new(
+        user: &User,
+        tenant: Option<&Tenant>,
+        shadow: Option<&(Tenant, DateTime<Utc>)>,
+    ) -> Self {
         Self {
             id: user.id,
             email: user.email.as_str().to_owned(),

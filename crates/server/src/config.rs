@@ -23,7 +23,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "gc-server", version, about = "gc: a multi-tenant workspace service with an AI gateway")]
+#[command(
+    name = "gc-server",
+    version,
+    about = "gc: a multi-tenant workspace service with an AI gateway"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub config: Config,
@@ -61,7 +65,11 @@ pub struct Config {
     pub database_url: String,
     #[arg(long, env = "GC_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    #[arg(long, env = "GC_PUBLIC_ORIGIN", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "GC_PUBLIC_ORIGIN",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub public_origin: String,
     #[arg(long, env = "GC_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,

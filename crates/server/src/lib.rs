@@ -23,7 +23,11 @@ pub use config::Config;
 
 /// Opens the database and applies pending migrations.
 pub fn open_store(config: &Config) -> anyhow::Result<DbStore> {
-    let default_size = if config.database_url.starts_with("sqlite") { 8 } else { 16 };
+    let default_size = if config.database_url.starts_with("sqlite") {
+        8
+    } else {
+        16
+    };
     let store = gc_persistence::open(
         &config.database_url,
         PoolOptions {
@@ -45,7 +49,10 @@ pub fn hasher(config: &Config) -> anyhow::Result<BcryptHasher> {
         bail!("GC_BCRYPT_COST must be between 4 and 31");
     }
     if config.bcrypt_cost < 10 {
-        tracing::warn!(cost = config.bcrypt_cost, "bcrypt cost below 10: for tests only");
+        tracing::warn!(
+            cost = config.bcrypt_cost,
+            "bcrypt cost below 10: for tests only"
+        );
     }
     BcryptHasher::new(config.bcrypt_cost).context("preparing bcrypt")
 }
@@ -111,8 +118,15 @@ pub fn bootstrap_admin(
     {
         return Ok(());
     }
-    create_account(store, hasher, &signup, Role::PlatformAdmin, None, Utc::now())
-        .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
+    create_account(
+        store,
+        hasher,
+        &signup,
+        Role::PlatformAdmin,
+        None,
+        Utc::now(),
+    )
+    .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
     tracing::info!(email = %signup.email.as_str(), "created the bootstrap admin");
     Ok(())
 }
@@ -139,7 +153,12 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<AppSt
         trusted_proxies: config.trusted_proxies.clone(),
         ..HttpSettings::default()
     };
-    Ok(AppState::new(Arc::new(store), Arc::new(hasher), policy, http))
+    Ok(AppState::new(
+        Arc::new(store),
+        Arc::new(hasher),
+        policy,
+        http,
+    ))
 }
 
 /// The OpenAPI document as committed in `docs/openapi.json`.

@@ -34,10 +34,22 @@ fn main() -> anyhow::Result<()> {
             };
             let store = gc_server::open_store(&cli.config)?;
             let hasher = gc_server::hasher(&cli.config)?;
-            let signup = Signup::parse(&email, password, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let user = create_account(&store, &hasher, &signup, Role::PlatformAdmin, None, Utc::now())
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("created platform admin {} ({})", user.email.as_str(), user.id);
+            let signup =
+                Signup::parse(&email, password, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let user = create_account(
+                &store,
+                &hasher,
+                &signup,
+                Role::PlatformAdmin,
+                None,
+                Utc::now(),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "created platform admin {} ({})",
+                user.email.as_str(),
+                user.id
+            );
             Ok(())
         }
     }

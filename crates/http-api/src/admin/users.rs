@@ -41,7 +41,9 @@ pub async fn list_users(
     }
     .page()?;
     let tenant = query.tenant_id;
-    let page = state.db(move |store| store.list_users(tenant, &page)).await?;
+    let page = state
+        .db(move |store| store.list_users(tenant, &page))
+        .await?;
     Ok(HttpResponse::Ok().json(ListBody::from_page(page, UserView::from)))
 }
 
@@ -108,7 +110,11 @@ pub async fn patch_user(
     let body = body.into_inner();
     let patch = UserPatch {
         name: body.name.as_deref().map(person_name).transpose()?,
-        role: body.role.as_deref().map(|r| Role::parse("role", r)).transpose()?,
+        role: body
+            .role
+            .as_deref()
+            .map(|r| Role::parse("role", r))
+            .transpose()?,
         status: body
             .status
             .as_deref()

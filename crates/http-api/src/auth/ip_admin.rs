@@ -87,5 +87,9 @@ pub async fn ip_admin(
         }
         _ => None,
     };
-    Ok(HttpResponse::Ok().json(AccountView::new(&p.user, p.tenant.as_ref(), shadow.as_ref())))
+    Ok(HttpResponse::Ok().json(AccountView::new(
+        &p.user,
+        p.tenant.as_ref(),
+        shadow.as_ref(),
+    )))
 }

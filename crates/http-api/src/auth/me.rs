@@ -41,7 +41,11 @@ pub async fn patch_me(
     };
     let id = p.user.id;
     let user = state
-        .db(move |store| store.update_user(id, &patch)?.ok_or(DomainError::Unauthenticated))
+        .db(move |store| {
+            store
+                .update_user(id, &patch)?
+                .ok_or(DomainError::Unauthenticated)
+        })
         .await?;
     Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant.as_ref(), p.shadow())))
 }

@@ -12,7 +12,10 @@ use crate::views::{SessionList, SessionView};
 /// The caller's sessions, newest first; `current` marks this one.
 #[utoipa::path(get, path = "/api/v1/auth/sessions", tag = "auth",
     responses((status = 200, body = SessionList), (status = 401, description = "unauthenticated")))]
-pub async fn list_sessions(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+pub async fn list_sessions(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+) -> Result<HttpResponse, ApiError> {
     let current = p.require_session()?;
     let user_id = p.user.id;
     let sessions = state.db(move |store| store.list_sessions(user_id)).await?;
@@ -43,7 +46,9 @@ pub async fn delete_sessions(
     let user_id = p.user.id;
     match query.id {
         Some(id) => {
-            let deleted = state.db(move |store| store.delete_session(user_id, id)).await?;
+            let deleted = state
+                .db(move |store| store.delete_session(user_id, id))
+                .await?;
             if !deleted {
                 return Err(DomainError::NotFound("session").into());
             }

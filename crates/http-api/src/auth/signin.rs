@@ -32,7 +32,9 @@ pub async fn signin(
     let token_hash = token.hash();
     let meta = ClientMeta {
         user_agent: user_agent(&req),
-        ip: client_ip(&req, &state).map(|ip| ip.to_string()).unwrap_or_default(),
+        ip: client_ip(&req, &state)
+            .map(|ip| ip.to_string())
+            .unwrap_or_default(),
     };
     let policy = state.policy;
     let (user, tenant) = state

@@ -40,7 +40,9 @@ pub async fn signup(
     let token_hash = token.hash();
     let meta = ClientMeta {
         user_agent: user_agent(&req),
-        ip: client_ip(&req, &state).map(|ip| ip.to_string()).unwrap_or_default(),
+        ip: client_ip(&req, &state)
+            .map(|ip| ip.to_string())
+            .unwrap_or_default(),
     };
     let policy = state.policy;
     let user = state

@@ -61,7 +61,14 @@ pub struct Overview {
 
 /// Preview areas: routes store records, nothing runs.
 pub const PREVIEW: [&str; 8] = [
-    "skills", "memory", "agents", "workflows", "apps", "billing", "sdk_cli", "unified_api",
+    "skills",
+    "memory",
+    "agents",
+    "workflows",
+    "apps",
+    "billing",
+    "sdk_cli",
+    "unified_api",
 ];
 
 /// The workspace overview: tenant, member, record counts, AI access and whether a support
