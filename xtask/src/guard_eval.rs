@@ -31,14 +31,25 @@ pub fn run(dir: &Path) -> Result<()> {
     for label in ["positive", "negative"] {
         let root = dir.join(label);
         let mut samples = Vec::new();
-        collect(&root, &root, &mut samples).with_context(|| format!("reading {}", root.display()))?;
+        collect(&root, &root, &mut samples)
+            .with_context(|| format!("reading {}", root.display()))?;
         samples.sort_by(|a, b| a.name.cmp(&b.name));
         let mut outcomes = Vec::new();
         for s in samples {
             bytes += s.files.iter().map(|f| f.1.len() as u64).sum::<u64>();
-            let report = scanner.scan_files_with(s.files.iter().map(|(p, b)| (p.as_str(), b.as_slice())), &Limits::CONTRACT);
-            let flagged = report.findings.iter().any(|f| f.severity >= Severity::Medium);
-            outcomes.push(Outcome { name: s.name, flagged, findings: report.findings });
+            let report = scanner.scan_files_with(
+                s.files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
+                &Limits::CONTRACT,
+            );
+            let flagged = report
+                .findings
+                .iter()
+                .any(|f| f.severity >= Severity::Medium);
+            outcomes.push(Outcome {
+                name: s.name,
+                flagged,
+                findings: report.findings,
+            });
         }
         results.push((label, outcomes));
     }
@@ -47,7 +58,11 @@ pub fn run(dir: &Path) -> Result<()> {
     for (label, outcomes) in &results {
         let flagged = outcomes.iter().filter(|o| o.flagged).count();
         let total = outcomes.len();
-        let pct = if total == 0 { 0.0 } else { 100.0 * flagged as f64 / total as f64 };
+        let pct = if total == 0 {
+            0.0
+        } else {
+            100.0 * flagged as f64 / total as f64
+        };
         match *label {
             "positive" => println!("positives: {flagged}/{total} flagged, recall {pct:.1}%"),
             _ => println!("negatives: {flagged}/{total} flagged, false-positive rate {pct:.1}%"),
@@ -55,11 +70,19 @@ pub fn run(dir: &Path) -> Result<()> {
         for o in outcomes {
             let wrong = (*label == "positive") != o.flagged;
             if wrong {
-                let kind = if *label == "positive" { "MISS" } else { "FALSE POSITIVE" };
+                let kind = if *label == "positive" {
+                    "MISS"
+                } else {
+                    "FALSE POSITIVE"
+                };
                 println!("  {kind}: {}", o.name);
             }
             if wrong || verbose {
-                for f in o.findings.iter().filter(|f| verbose || f.severity >= Severity::Medium || *label == "positive") {
+                for f in o
+                    .findings
+                    .iter()
+                    .filter(|f| verbose || f.severity >= Severity::Medium || *label == "positive")
+                {
                     println!(
                         "    {} [{}] {}:{} {}",
                         f.rule_id,
@@ -86,15 +109,22 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<Sample>) -> Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
     entries.sort();
-    let is_skill = entries
-        .iter()
-        .any(|p| p.is_file() && p.file_name().is_some_and(|n| n.eq_ignore_ascii_case("SKILL.md")));
+    let is_skill = entries.iter().any(|p| {
+        p.is_file()
+            && p.file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case("SKILL.md"))
+    });
     if is_skill {
         let mut files = Vec::new();
         skill_files(dir, dir, &mut files)?;
-        out.push(Sample { name: rel(root, dir), files });
+        out.push(Sample {
+            name: rel(root, dir),
+            files,
+        });
         return Ok(());
     }
     for p in entries {
@@ -102,11 +132,20 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<Sample>) -> Result<()> {
             collect(root, &p, out)?;
         } else if p.extension().is_some_and(|e| e == "json") {
             let text = std::fs::read_to_string(&p)?;
-            let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-            let Some(samples) = value.get("samples").and_then(|s| s.as_array()) else { continue };
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            let Some(samples) = value.get("samples").and_then(|s| s.as_array()) else {
+                continue;
+            };
             for (i, s) in samples.iter().enumerate() {
-                let id = s.get("id").and_then(|v| v.as_str()).map_or_else(|| i.to_string(), str::to_string);
-                let Some(text) = s.get("text").and_then(|v| v.as_str()) else { continue };
+                let id = s
+                    .get("id")
+                    .and_then(|v| v.as_str())
+                    .map_or_else(|| i.to_string(), str::to_string);
+                let Some(text) = s.get("text").and_then(|v| v.as_str()) else {
+                    continue;
+                };
                 out.push(Sample {
                     name: format!("{}#{id}", rel(root, &p)),
                     files: vec![(format!("{id}.txt"), text.as_bytes().to_vec())],
@@ -118,7 +157,9 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<Sample>) -> Result<()> {
 }
 
 fn skill_files(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
     entries.sort();
     for p in entries {
         let meta = std::fs::symlink_metadata(&p)?;
@@ -132,5 +173,8 @@ fn skill_files(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Res
 }
 
 fn rel(base: &Path, p: &Path) -> String {
-    p.strip_prefix(base).unwrap_or(p).to_string_lossy().replace('\\', "/")
+    p.strip_prefix(base)
+        .unwrap_or(p)
+        .to_string_lossy()
+        .replace('\\', "/")
 }

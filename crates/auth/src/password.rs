@@ -34,7 +34,10 @@ impl BcryptHasher {
 impl PasswordHasher for BcryptHasher {
     fn hash(&self, password: &Password) -> DomainResult<String> {
         if password.expose().len() > MAX_BYTES {
-            return Err(DomainError::invalid("password", "must be at most 72 bytes long"));
+            return Err(DomainError::invalid(
+                "password",
+                "must be at most 72 bytes long",
+            ));
         }
         bcrypt::hash(password.expose(), self.cost)
             .map_err(|e| DomainError::Internal(format!("password hashing failed: {e}")))

@@ -79,3 +79,186 @@ impl AiAccess {
         }
     }
 }
+
+/// Proof that a caller may run a chat request now: an active member (or a key with the `run`
+/// scope) of a tenant whose AI access is ready, with the tenant's usable keys — each ready,
+/// chat-enabled and locked to the tenant's region. Made only by [`RunScope::authorize`].
+#[derive(Debug, Clone)]
+pub struct RunScope {
+    tenant: Tenant,
+    actor: crate::workspace::Actor,
+    keys: Vec<TenantAiKey>,
+}
+
+impl RunScope {
+    /// Applies the refusals in the contract's order: the member rules (and no Shadow view, and
+    /// the `run` scope for keys), then `ai_access_disabled`, then `ai_access_not_ready` (also
+    /// when the region has no gateway configured). `keys` are the tenant's candidates; any that
+    /// is not ready, not chat-enabled or of another region is dropped here whatever the caller
+    /// passed.
+    pub fn authorize(
+        principal: &crate::access::Principal,
+        keys: Vec<TenantAiKey>,
+        gateway_configured: bool,
+    ) -> crate::DomainResult<Self> {
+        use crate::DomainError;
+        let tenant = Self::caller_tenant(principal)?;
+        if !tenant.ai_enabled {
+            return Err(DomainError::AiAccessDisabled);
+        }
+        if !gateway_configured {
+            return Err(DomainError::AiAccessNotReady(format!(
+                "the {} gateway is not configured",
+                tenant.region.as_str()
+            )));
+        }
+        let keys: Vec<TenantAiKey> = keys
+            .into_iter()
+            .filter(|k| {
+                k.tenant_id == tenant.id
+                    && k.region == tenant.region
+                    && k.chat_enabled
+                    && k.status == AiKeyStatus::Ready
+            })
+            .collect();
+        if keys.is_empty() {
+            return Err(DomainError::AiAccessNotReady(format!(
+                "no ready, chat-enabled {} key",
+                tenant.region.as_str()
+            )));
+        }
+        Ok(Self {
+            tenant,
+            actor: principal.actor(),
+            keys,
+        })
+    }
+
+    /// The first half of [`RunScope::authorize`]: the key's `run` scope, no Shadow view, and
+    /// the member rules. Returns the caller's active tenant.
+    pub fn caller_tenant(principal: &crate::access::Principal) -> crate::DomainResult<Tenant> {
+        use crate::DomainError;
+        if let crate::access::Credential::ApiKey { scopes, .. } = &principal.credential {
+            if !scopes.contains(&crate::workspace::KeyScope::Run) {
+                return Err(DomainError::InsufficientScope("run"));
+            }
+        }
+        if principal.shadow().is_some() {
+            return Err(DomainError::ShadowReadOnly);
+        }
+        Ok(principal.active_member_tenant()?.clone())
+    }
+
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    pub fn region(&self) -> Region {
+        self.tenant.region
+    }
+
+    pub fn actor(&self) -> &crate::workspace::Actor {
+        &self.actor
+    }
+
+    /// The usable keys, starting at `start` (modulo their number) to spread the load.
+    pub fn keys_from(&self, start: usize) -> impl Iterator<Item = &TenantAiKey> {
+        let n = self.keys.len();
+        (0..n).map(move |i| &self.keys[(start + i) % n])
+    }
+}
+
+/// The associated data that binds a sealed AI key to its tenant and id.
+pub fn ai_key_binding(tenant_id: Uuid, key_id: Uuid) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32);
+    out.extend_from_slice(tenant_id.as_bytes());
+    out.extend_from_slice(key_id.as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::tests::{tenant, user};
+    use crate::access::{Credential, Principal};
+    use crate::model::{Role, Status};
+    use crate::workspace::KeyScope;
+
+    fn key(t: &Tenant, region: Region, chat: bool, status: AiKeyStatus) -> TenantAiKey {
+        TenantAiKey {
+            id: Uuid::now_v7(),
+            tenant_id: t.id,
+            region,
+            label: "k".into(),
+            hint: "…abcd".into(),
+            sealed_secret: String::new(),
+            chat_enabled: chat,
+            status,
+            status_reason: None,
+            checked_at: None,
+            created_at: Utc::now(),
+        }
+    }
+
+    fn member(t: &Tenant, credential: Credential) -> Principal {
+        Principal {
+            user: user(Role::Member, Status::Active, Some(t)),
+            tenant: Some(t.clone()),
+            credential,
+        }
+    }
+
+    fn session() -> Credential {
+        Credential::Session {
+            session_id: Uuid::now_v7(),
+            shadow: None,
+        }
+    }
+
+    #[test]
+    fn only_ready_chat_enabled_keys_of_the_tenant_region_are_usable() {
+        let t = tenant(Status::Active);
+        let good = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        let keys = vec![
+            key(&t, Region::Aica, true, AiKeyStatus::Ready),
+            key(&t, Region::Aihk, false, AiKeyStatus::Ready),
+            key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
+            good.clone(),
+        ];
+        let scope = RunScope::authorize(&member(&t, session()), keys, true).unwrap();
+        let usable: Vec<_> = scope.keys_from(7).collect();
+        assert_eq!(usable, vec![&good]);
+    }
+
+    #[test]
+    fn refusals_come_in_the_contract_order() {
+        let mut t = tenant(Status::Active);
+        let wrong_region = vec![key(&t, Region::Aica, true, AiKeyStatus::Ready)];
+        let err = RunScope::authorize(&member(&t, session()), wrong_region.clone(), true).unwrap_err();
+        assert_eq!(err.code(), "ai_access_not_ready");
+        let err = RunScope::authorize(&member(&t, session()), vec![key(&t, Region::Aihk, true, AiKeyStatus::Ready)], false).unwrap_err();
+        assert_eq!(err.code(), "ai_access_not_ready");
+        t.ai_enabled = false;
+        let err = RunScope::authorize(&member(&t, session()), wrong_region, false).unwrap_err();
+        assert_eq!(err.code(), "ai_access_disabled");
+        let key_without_run = Credential::ApiKey {
+            key_id: Uuid::now_v7(),
+            name: "k".into(),
+            scopes: vec![KeyScope::WorkspaceRead],
+        };
+        let err = RunScope::authorize(&member(&t, key_without_run), vec![], true).unwrap_err();
+        assert_eq!(err.code(), "insufficient_scope");
+        let suspended = tenant(Status::Suspended);
+        let err = RunScope::authorize(&member(&suspended, session()), vec![], true).unwrap_err();
+        assert_eq!(err.code(), "tenant_suspended");
+    }
+
+    #[test]
+    fn keys_rotate_from_the_start_index() {
+        let t = tenant(Status::Active);
+        let keys: Vec<_> = (0..3).map(|_| key(&t, Region::Aihk, true, AiKeyStatus::Ready)).collect();
+        let scope = RunScope::authorize(&member(&t, session()), keys.clone(), true).unwrap();
+        let order: Vec<_> = scope.keys_from(1).map(|k| k.id).collect();
+        assert_eq!(order, vec![keys[1].id, keys[2].id, keys[0].id]);
+    }
+}

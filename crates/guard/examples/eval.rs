@@ -6,6 +6,8 @@
 mod guard_eval;
 
 fn main() -> anyhow::Result<()> {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "../shared/guard-corpus".to_string());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "../shared/guard-corpus".to_string());
     guard_eval::run(std::path::Path::new(&dir))
 }

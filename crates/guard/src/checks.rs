@@ -8,7 +8,11 @@ use unicode_security::MixedScript;
 
 /// Runs every native check on `text`.
 pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) {
-    let mut emit = |id: &str, start: usize, end: usize, severity: Option<Severity>, message: Option<String>| {
+    let mut emit = |id: &str,
+                    start: usize,
+                    end: usize,
+                    severity: Option<Severity>,
+                    message: Option<String>| {
         if let Some(rule) = scanner.rule_index(id) {
             hits.push(Hit {
                 rule,
@@ -85,7 +89,9 @@ pub(crate) fn make_visible(s: &str) -> String {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        let hidden = |c: char| is_tag(c) || is_bidi_control(c) || is_invisible(c) || is_variation_selector(c);
+        let hidden = |c: char| {
+            is_tag(c) || is_bidi_control(c) || is_invisible(c) || is_variation_selector(c)
+        };
         if hidden(c) {
             let mut j = i;
             while j < chars.len() && hidden(chars[j]) {
@@ -119,88 +125,109 @@ fn truncate_chars(s: &str, n: usize) -> String {
     out
 }
 
-fn unicode(text: &str, emit: &mut Emit<'_>) {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let n = chars.len();
-    let end_of = |k: usize| chars.get(k).map_or(text.len(), |&(i, _)| i);
-    let mut k = 0;
-    // Words for the homoglyph check: runs of alphanumerics and . _ - that hold a non-ASCII char.
-    let mut word_start: Option<usize> = None;
-    let mut word_non_ascii = false;
-    let mut word_ascii_alpha = false;
-    let check_word = |ws: usize, we: usize, emit: &mut Emit<'_>| {
-        let Some(word) = text.get(ws..we) else { return };
-        homoglyph(word, ws, we, emit);
-    };
-    while k < n {
-        let (pos, c) = chars[k];
-        let is_word = c.is_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if is_word {
-            if word_start.is_none() {
-                word_start = Some(pos);
-                word_non_ascii = false;
-                word_ascii_alpha = false;
-            }
-            if c.is_ascii_alphabetic() {
-                word_ascii_alpha = true;
-            } else if !c.is_ascii() {
-                word_non_ascii = true;
-            }
-        } else if let Some(ws) = word_start.take() {
-            if word_non_ascii && word_ascii_alpha {
-                check_word(ws, pos, emit);
-            }
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '.' | '_' | '-') || is_invisible(c)
+}
+
+/// The character at byte offset `i` (a char boundary) and the one before it.
+fn char_at(text: &str, i: usize) -> Option<char> {
+    text.get(i..).and_then(|t| t.chars().next())
+}
+
+fn char_before(text: &str, i: usize) -> Option<char> {
+    text.get(..i).and_then(|t| t.chars().next_back())
+}
+
+/// End of the run of characters satisfying `pred` starting at `i`.
+fn run_end(text: &str, i: usize, pred: impl Fn(char) -> bool) -> (usize, usize) {
+    let mut end = i;
+    let mut count = 0;
+    for c in text.get(i..).unwrap_or("").chars() {
+        if !pred(c) {
+            break;
         }
-        if c.is_ascii() {
-            k += 1;
-            continue;
+        end += c.len_utf8();
+        count += 1;
+    }
+    (end, count)
+}
+
+/// One pass over the non-ASCII characters (ASCII stretches are skipped in bulk).
+fn unicode(text: &str, emit: &mut Emit<'_>) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut words_checked_until = 0;
+    while i < bytes.len() {
+        match bytes
+            .get(i..)
+            .and_then(|b| b.iter().position(|&b| b >= 0x80))
+        {
+            Some(off) => i += off,
+            None => break,
+        }
+        let Some(c) = char_at(text, i) else { break };
+        if is_word_char(c) && i >= words_checked_until {
+            // The whole word around this character, once.
+            let mut ws = i;
+            while let Some(p) = char_before(text, ws) {
+                if !is_word_char(p) {
+                    break;
+                }
+                ws -= p.len_utf8();
+            }
+            let (we, _) = run_end(text, i, is_word_char);
+            words_checked_until = we;
+            if let Some(word) = text.get(ws..we) {
+                if word.bytes().any(|b| b.is_ascii_alphabetic()) {
+                    homoglyph(word, ws, we, emit);
+                }
+            }
         }
         if is_tag(c) {
-            let mut j = k;
-            while j < n && is_tag(chars[j].1) {
-                j += 1;
-            }
-            let run_len = j - k;
-            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
-            let last = chars.get(j - 1).map(|&(_, c)| c);
+            let (end, run_len) = run_end(text, i, is_tag);
+            let prev = char_before(text, i);
+            let last = char_before(text, end);
             let emoji_flag = prev == Some('\u{1F3F4}') && last == Some('\u{E007F}') && run_len <= 8;
             if !emoji_flag {
-                let decoded: String = chars[k..j]
-                    .iter()
-                    .filter_map(|&(_, c)| {
+                let decoded: String = text
+                    .get(i..end)
+                    .unwrap_or("")
+                    .chars()
+                    .filter_map(|c| {
                         let v = u32::from(c) - 0xE0000;
-                        (0x20..0x7F).contains(&v).then(|| char::from_u32(v)).flatten()
+                        (0x20..0x7F)
+                            .contains(&v)
+                            .then(|| char::from_u32(v))
+                            .flatten()
                     })
                     .collect();
                 let msg = format!(
                     "{run_len} invisible tag characters encode the hidden text \"{}\"",
                     truncate_chars(&decoded, 160)
                 );
-                emit("unicode.tag-characters", pos, end_of(j), None, Some(msg));
+                emit("unicode.tag-characters", i, end, None, Some(msg));
             }
-            k = j;
-            word_start = None;
+            i = end;
             continue;
         }
         if is_bidi_control(c) {
             emit(
                 "unicode.bidi-control",
-                pos,
-                end_of(k + 1),
+                i,
+                i + c.len_utf8(),
                 None,
-                Some(format!("Bidirectional control U+{:04X} reorders the displayed text", u32::from(c))),
+                Some(format!(
+                    "Bidirectional control U+{:04X} reorders the displayed text",
+                    u32::from(c)
+                )),
             );
-            k += 1;
+            i += c.len_utf8();
             continue;
         }
-        if is_invisible(c) && !(c == '\u{FEFF}' && pos == 0) {
-            let mut j = k;
-            while j < n && is_invisible(chars[j].1) {
-                j += 1;
-            }
-            let run_len = j - k;
-            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
-            let next = chars.get(j).map(|&(_, c)| c);
+        if is_invisible(c) && !(c == '\u{FEFF}' && i == 0) {
+            let (end, run_len) = run_end(text, i, is_invisible);
+            let prev = char_before(text, i);
+            let next = char_at(text, end);
             let ascii_word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
             let joiner_between_non_ascii = run_len == 1
                 && matches!(c, '\u{200C}' | '\u{200D}')
@@ -215,40 +242,36 @@ fn unicode(text: &str, emit: &mut Emit<'_>) {
                 let msg = format!(
                     "{run_len} invisible character(s) (U+{:04X}) {}",
                     u32::from(c),
-                    if severity == Severity::High { "split a word" } else { "next to text" }
+                    if severity == Severity::High {
+                        "split a word"
+                    } else {
+                        "next to text"
+                    }
                 );
-                emit("unicode.zero-width", pos, end_of(j), Some(severity), Some(msg));
+                emit("unicode.zero-width", i, end, Some(severity), Some(msg));
             }
-            // Invisible characters do not end a word: "Ig\u{200B}nore" stays one token.
-            k = j;
+            i = end;
             continue;
         }
         if is_variation_selector(c) {
-            let mut j = k;
-            while j < n && is_variation_selector(chars[j].1) {
-                j += 1;
-            }
-            let run_len = j - k;
-            let prev = k.checked_sub(1).and_then(|p| chars.get(p)).map(|&(_, c)| c);
+            let (end, run_len) = run_end(text, i, is_variation_selector);
+            let prev = char_before(text, i);
             let supplementary_outside_han = c >= '\u{E0100}' && !prev.is_some_and(is_han);
             if run_len >= 2 || supplementary_outside_han {
                 emit(
                     "unicode.variation-selectors",
-                    pos,
-                    end_of(j),
+                    i,
+                    end,
                     None,
-                    Some(format!("{run_len} variation selector(s) can carry hidden bytes")),
+                    Some(format!(
+                        "{run_len} variation selector(s) can carry hidden bytes"
+                    )),
                 );
             }
-            k = j;
+            i = end;
             continue;
         }
-        k += 1;
-    }
-    if let Some(ws) = word_start {
-        if word_non_ascii && word_ascii_alpha {
-            check_word(ws, text.len(), emit);
-        }
+        i += c.len_utf8();
     }
 }
 
@@ -269,7 +292,11 @@ fn homoglyph(word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
     }
     let skeleton: String = unicode_security::skeleton(&word_clean).collect();
     let host_like = word_clean.contains('.') && word_clean.chars().any(|c| c.is_alphabetic());
-    let severity = if host_like { Severity::High } else { Severity::Medium };
+    let severity = if host_like {
+        Severity::High
+    } else {
+        Severity::Medium
+    };
     let msg = format!(
         "\"{}\" mixes scripts and reads as \"{}\"",
         truncate_chars(&word_clean, 60),
@@ -320,7 +347,13 @@ fn frontmatter(text: &str, emit: &mut Emit<'_>) {
         }
     }
     if !closed {
-        emit("skill.frontmatter-missing", 0, 0, None, Some("The frontmatter block is not closed by ---".into()));
+        emit(
+            "skill.frontmatter-missing",
+            0,
+            0,
+            None,
+            Some("The frontmatter block is not closed by ---".into()),
+        );
         return;
     }
     let get = |k: &str| fields.iter().find(|f| f.0 == k);
@@ -329,7 +362,9 @@ fn frontmatter(text: &str, emit: &mut Emit<'_>) {
         Some((_, v, at)) if !unquote(v).is_empty() => {
             let name = unquote(v);
             let ok = name.len() <= 64
-                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
             if !ok {
                 emit("skill.name-invalid", *at, *at, None, None);
             }
@@ -346,23 +381,52 @@ fn frontmatter(text: &str, emit: &mut Emit<'_>) {
             .split([',', ' '])
             .map(|t| t.trim().trim_matches(['"', '\'']).to_ascii_lowercase())
             .find(|t| {
-                matches!(t.as_str(), "*" | "all" | "bash(*)" | "bash(*:*)" | "bash(:*)")
-                    || t.starts_with("bash(sudo")
+                matches!(
+                    t.as_str(),
+                    "*" | "all" | "bash(*)" | "bash(*:*)" | "bash(:*)"
+                ) || t.starts_with("bash(sudo")
                     || t.starts_with("bash(rm")
                     || t.starts_with("bash(curl")
                     || t.starts_with("bash(wget")
             });
         if let Some(t) = broad {
-            emit("skill.allowed-tools-broad", *at, *at, None, Some(format!("allowed-tools grants \"{t}\"")));
+            emit(
+                "skill.allowed-tools-broad",
+                *at,
+                *at,
+                None,
+                Some(format!("allowed-tools grants \"{t}\"")),
+            );
         }
     }
 }
 
 /// Words that make a decoded string a command or code payload.
 const PAYLOAD_WORDS: &[&str] = &[
-    "curl ", "wget ", "/bin/sh", "/bin/bash", "bash -", "sh -c", "| sh", "|sh", "| bash", "|bash",
-    "import os", "os.system", "subprocess", "exec(", "eval(", "powershell", "/dev/tcp", "nc -e",
-    "chmod +x", "invoke-expression", "iex(", "child_process", "rm -rf", "socket.",
+    "curl ",
+    "wget ",
+    "/bin/sh",
+    "/bin/bash",
+    "bash -",
+    "sh -c",
+    "| sh",
+    "|sh",
+    "| bash",
+    "|bash",
+    "import os",
+    "os.system",
+    "subprocess",
+    "exec(",
+    "eval(",
+    "powershell",
+    "/dev/tcp",
+    "nc -e",
+    "chmod +x",
+    "invoke-expression",
+    "iex(",
+    "child_process",
+    "rm -rf",
+    "socket.",
 ];
 
 fn looks_like_payload(decoded: &str) -> bool {
@@ -383,9 +447,7 @@ fn mostly_printable(bytes: &[u8]) -> bool {
 
 fn encoded_payloads(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
     let gate = |words: &[&str]| {
-        let lower_has = |w: &str| {
-            memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some()
-        };
+        let lower_has = |w: &str| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some();
         words.iter().any(|w| lower_has(w))
     };
     if gate(&["base64", "b64", "atob", "Base64", "BASE64", "B64"]) {
@@ -403,15 +465,30 @@ fn encoded_payloads(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
             let lit = m.as_str();
             let trimmed = lit.trim_end_matches('=');
             let usable = trimmed.len() - trimmed.len() % 4;
-            let candidate = if trimmed.len() % 4 == 1 { trimmed.get(..usable).unwrap_or("") } else { trimmed };
-            let Ok(decoded) = engine.decode(candidate) else { continue };
+            let candidate = if trimmed.len() % 4 == 1 {
+                trimmed.get(..usable).unwrap_or("")
+            } else {
+                trimmed
+            };
+            let Ok(decoded) = engine.decode(candidate) else {
+                continue;
+            };
             if !mostly_printable(&decoded) {
                 continue;
             }
             let s = String::from_utf8_lossy(&decoded);
             if looks_like_payload(&s) {
-                let msg = format!("Base64 literal decodes to \"{}\"", truncate_chars(&make_visible(&s), 140));
-                emit("obf.base64-shell-payload", m.start(), m.end(), None, Some(msg));
+                let msg = format!(
+                    "Base64 literal decodes to \"{}\"",
+                    truncate_chars(&make_visible(&s), 140)
+                );
+                emit(
+                    "obf.base64-shell-payload",
+                    m.start(),
+                    m.end(),
+                    None,
+                    Some(msg),
+                );
             }
         }
     }
@@ -422,15 +499,33 @@ fn encoded_payloads(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
                 .split("x")
                 .filter_map(|p| {
                     let h = p.trim_end_matches('\\');
-                    (h.len() == 2).then(|| u8::from_str_radix(h, 16).ok()).flatten()
+                    (h.len() == 2)
+                        .then(|| u8::from_str_radix(h, 16).ok())
+                        .flatten()
                 })
                 .collect();
-            let letters = bytes.iter().filter(|b| b.is_ascii_alphabetic() || **b == b' ').count();
+            let letters = bytes
+                .iter()
+                .filter(|b| b.is_ascii_alphabetic() || **b == b' ')
+                .count();
             if mostly_printable(&bytes) && letters * 10 >= bytes.len() * 7 {
                 let s = String::from_utf8_lossy(&bytes);
-                let severity = if looks_like_payload(&s) { Some(Severity::High) } else { None };
-                let msg = format!("Hex escapes decode to \"{}\"", truncate_chars(&make_visible(&s), 140));
-                emit("obf.hex-encoded-text", m.start(), m.end(), severity, Some(msg));
+                let severity = if looks_like_payload(&s) {
+                    Some(Severity::High)
+                } else {
+                    None
+                };
+                let msg = format!(
+                    "Hex escapes decode to \"{}\"",
+                    truncate_chars(&make_visible(&s), 140)
+                );
+                emit(
+                    "obf.hex-encoded-text",
+                    m.start(),
+                    m.end(),
+                    severity,
+                    Some(msg),
+                );
             }
         }
     }
@@ -463,9 +558,12 @@ fn infinite_loops(text: &str, emit: &mut Emit<'_>) {
             }
             body_lines += 1;
             let lt = l.trim();
-            if ["break", "return", "raise", "sys.exit", "exit(", "os._exit", "yield", "await ", "sleep("]
-                .iter()
-                .any(|w| lt.contains(w))
+            if [
+                "break", "return", "raise", "sys.exit", "exit(", "os._exit", "yield", "await ",
+                "sleep(",
+            ]
+            .iter()
+            .any(|w| lt.contains(w))
             {
                 exits = true;
                 break;

@@ -27,10 +27,47 @@ pub(crate) fn entropy(s: &str) -> f64 {
 
 /// Words and shapes that mark a value as a placeholder or documentation example.
 const PLACEHOLDER_MARKERS: &[&str] = &[
-    "example", "sample", "placeholder", "your", "xxxx", "dummy", "fake", "test", "changeme",
-    "change_me", "redacted", "replace", "insert", "here", "todo", "fixme", "secret", "password",
-    "token", "dead", "beef", "abcdefgh", "0123456", "1234567", "0000000", "aaaaaaa", "...", "***",
-    "<", ">", "{", "}", "$", "%s", "env", "none", "null", "demo", "mock", "foo", "bar",
+    "example",
+    "sample",
+    "placeholder",
+    "your",
+    "xxxx",
+    "dummy",
+    "fake",
+    "test",
+    "changeme",
+    "change_me",
+    "redacted",
+    "replace",
+    "insert",
+    "here",
+    "todo",
+    "fixme",
+    "secret",
+    "password",
+    "token",
+    "dead",
+    "beef",
+    "abcdefgh",
+    "0123456",
+    "1234567",
+    "0000000",
+    "aaaaaaa",
+    "...",
+    "***",
+    "<",
+    ">",
+    "{",
+    "}",
+    "$",
+    "%s",
+    "env",
+    "none",
+    "null",
+    "demo",
+    "mock",
+    "foo",
+    "bar",
 ];
 
 /// True when the value looks like a placeholder rather than a real secret.
@@ -58,7 +95,15 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
 
 /// The random part of a token (after the last known prefix separator).
 fn token_body(value: &str) -> &str {
-    for prefix in ["github_pat_", "sk-ant-", "sk-proj-", "sk-svcacct-", "sk-admin-", "sk_live_", "rk_live_"] {
+    for prefix in [
+        "github_pat_",
+        "sk-ant-",
+        "sk-proj-",
+        "sk-svcacct-",
+        "sk-admin-",
+        "sk_live_",
+        "rk_live_",
+    ] {
         if let Some(rest) = value.strip_prefix(prefix) {
             return rest;
         }
@@ -111,7 +156,9 @@ pub(crate) fn secret_generic(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
-const QUOTES: &[char] = &['"', '\'', '`', '\u{201C}', '\u{2018}', '\u{00AB}', '\u{201E}'];
+const QUOTES: &[char] = &[
+    '"', '\'', '`', '\u{201C}', '\u{2018}', '\u{00AB}', '\u{201E}',
+];
 
 /// Drops matches that are quoted (discussed, not given) or negated ("never ignore ...").
 pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
@@ -133,7 +180,21 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
         .to_ascii_lowercase();
     let negated = tail
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
-        .any(|w| matches!(w, "never" | "not" | "don't" | "dont" | "cannot" | "can't" | "won't" | "shouldn't" | "mustn't" | "no"));
+        .any(|w| {
+            matches!(
+                w,
+                "never"
+                    | "not"
+                    | "don't"
+                    | "dont"
+                    | "cannot"
+                    | "can't"
+                    | "won't"
+                    | "shouldn't"
+                    | "mustn't"
+                    | "no"
+            )
+        });
     if negated {
         Outcome::Drop
     } else {
@@ -206,16 +267,16 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
 /// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
 pub(crate) fn public_ip(ctx: &MatchCtx<'_>) -> Outcome {
     let host = ctx.value();
-    let addr: Option<std::net::Ipv4Addr> = if let Some(hex) = host
-        .strip_prefix("0x")
-        .or_else(|| host.strip_prefix("0X"))
-    {
-        u32::from_str_radix(hex, 16).ok().map(std::net::Ipv4Addr::from)
-    } else if host.contains('.') {
-        host.parse().ok()
-    } else {
-        host.parse::<u32>().ok().map(std::net::Ipv4Addr::from)
-    };
+    let addr: Option<std::net::Ipv4Addr> =
+        if let Some(hex) = host.strip_prefix("0x").or_else(|| host.strip_prefix("0X")) {
+            u32::from_str_radix(hex, 16)
+                .ok()
+                .map(std::net::Ipv4Addr::from)
+        } else if host.contains('.') {
+            host.parse().ok()
+        } else {
+            host.parse::<u32>().ok().map(std::net::Ipv4Addr::from)
+        };
     let Some(addr) = addr else {
         return Outcome::Drop;
     };
@@ -235,8 +296,23 @@ pub(crate) fn public_ip(ctx: &MatchCtx<'_>) -> Outcome {
 }
 
 const NETWORK_WORDS: &[&str] = &[
-    "curl", "wget", "http://", "https://", "requests.", "urlopen", "fetch(", "axios", "httpx",
-    "socket", "| nc", "|nc", "ncat", "scp ", "rsync ", "upload", "/dev/tcp",
+    "curl",
+    "wget",
+    "http://",
+    "https://",
+    "requests.",
+    "urlopen",
+    "fetch(",
+    "axios",
+    "httpx",
+    "socket",
+    "| nc",
+    "|nc",
+    "ncat",
+    "scp ",
+    "rsync ",
+    "upload",
+    "/dev/tcp",
 ];
 
 fn mentions_network(s: &str) -> bool {
@@ -256,12 +332,31 @@ pub(crate) fn escalate_if_network(ctx: &MatchCtx<'_>) -> Outcome {
 /// Environment iteration counts only in code that also names secrets and reaches the network.
 pub(crate) fn env_harvest_context(ctx: &MatchCtx<'_>) -> Outcome {
     let text = ctx.text;
-    let upper_secretish = ["\"KEY\"", "\"SECRET\"", "\"TOKEN\"", "\"PASSWORD\"", "'KEY'", "'SECRET'", "'TOKEN'", "'PASSWORD'", "CREDENTIAL"]
-        .iter()
-        .any(|w| text.contains(w));
-    let network = ["requests.post", "requests.put", "urlopen", "http.client", "socket.", "fetch(", "axios.post", "httpx.post"]
-        .iter()
-        .any(|w| text.contains(w));
+    let upper_secretish = [
+        "\"KEY\"",
+        "\"SECRET\"",
+        "\"TOKEN\"",
+        "\"PASSWORD\"",
+        "'KEY'",
+        "'SECRET'",
+        "'TOKEN'",
+        "'PASSWORD'",
+        "CREDENTIAL",
+    ]
+    .iter()
+    .any(|w| text.contains(w));
+    let network = [
+        "requests.post",
+        "requests.put",
+        "urlopen",
+        "http.client",
+        "socket.",
+        "fetch(",
+        "axios.post",
+        "httpx.post",
+    ]
+    .iter()
+    .any(|w| text.contains(w));
     if upper_secretish && network {
         Outcome::Keep
     } else {
@@ -280,15 +375,45 @@ pub(crate) fn hidden_comment(ctx: &MatchCtx<'_>) -> Outcome {
         .filter(|w| !w.is_empty())
         .collect();
     let has = |list: &[&str]| words.iter().any(|w| list.contains(w));
-    let addressed = has(&["ai", "assistant", "agent", "llm", "claude", "gpt", "model", "chatbot"])
-        || inner.contains("you must")
+    let addressed = has(&[
+        "ai",
+        "assistant",
+        "agent",
+        "llm",
+        "claude",
+        "gpt",
+        "model",
+        "chatbot",
+    ]) || inner.contains("you must")
         || inner.contains("you should")
         || inner.contains("you will")
         || inner.contains("you are");
     let action = has(&[
-        "ignore", "disregard", "execute", "run", "send", "upload", "exfiltrate", "read", "fetch",
-        "curl", "wget", "tell", "mention", "reveal", "delete", "instructions", "instruction",
-        "credentials", "password", "secret", "token", "download", "install", "forward", "email",
+        "ignore",
+        "disregard",
+        "execute",
+        "run",
+        "send",
+        "upload",
+        "exfiltrate",
+        "read",
+        "fetch",
+        "curl",
+        "wget",
+        "tell",
+        "mention",
+        "reveal",
+        "delete",
+        "instructions",
+        "instruction",
+        "credentials",
+        "password",
+        "secret",
+        "token",
+        "download",
+        "install",
+        "forward",
+        "email",
     ]);
     if addressed && action {
         Outcome::Keep

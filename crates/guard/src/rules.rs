@@ -137,7 +137,11 @@ const fn text_f(
     })
 }
 
-const fn secret(keywords: &'static [&'static str], pattern: &'static str, filter: Filter) -> Detector {
+const fn secret(
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    filter: Filter,
+) -> Detector {
     Detector::Regex(RegexDetector {
         scope: Scope::Line,
         keywords,
@@ -178,7 +182,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Declares a jailbreak persona or mode (\"you are now in developer mode\", \"SYSTEM OVERRIDE\", DAN).",
         remediation: "Remove the persona switch.",
         detector: line_f(
-            &["you are now", "mode", "system override", "do anything now", "jailbr"],
+            &["you are now", "developer mode", "dan mode", "god mode", "jailbreak mode", "unrestricted mode", "unfiltered mode", "system override", "do anything now", "jailbroken"],
             r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b",
             filters::not_quoted_or_negated,
         ),
@@ -278,7 +282,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells the model to hide an action or instruction from the user (\"do not tell the user\", \"keep this hidden\").",
         remediation: "A skill must not hide anything from the user it acts for.",
         detector: line(
-            &["tell", "inform", "mention", "reveal", "disclos", "notify", "alert", "let", "report", "hidden", "secret", "hide", "confidential"],
+            &["do not", "don't", "dont", "never", "without", "keep this", "keep these", "keep it", "keep that", "hide this", "hide these", "hide it", "secretly"],
             r"(?i)\b(?:do\s+not|don'?t|never|without)\s+(?:ever\s+)?(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|disclos(?:e|ing)|notify(?:ing)?|alert(?:ing)?|let(?:ting)?|report(?:ing)?)\s+(?:\S+\s+){0,6}?(?:the\s+|your\s+)?users?\b|\bkeep\s+(?:this|these|it|that)\s+(?:\w+\s+){0,2}(?:hidden|secret|confidential)\s+from\b|\bkeep\s+(?:this|these)\s+(?:behaviou?r|instructions?|steps?|actions?|requests?)\s+(?:hidden|secret)\b|\bhide\s+(?:this|these|it)\s+from\s+the\s+users?\b|\bsecretly\s+(?:send|upload|read|collect|copy|execute|run)\b",
         ),
     },
@@ -303,7 +307,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A description changes how another tool behaves or what it should always do.",
         remediation: "A tool may describe only itself.",
         detector: line(
-            &["tool"],
+            &[" tool", "\ttool"],
             r"(?i)\b(?:changes?|modif(?:y|ies)|overrides?|alters?|intercepts?|hijacks?|redefines?)\s+(?:how\s+|the\s+behaviou?r\s+of\s+)(?:the\s+)?[`'\x22]?[\w.-]+[`'\x22]?\s+tool\b|\bwhen(?:ever)?\s+(?:using|calling|you\s+(?:use|call))\s+(?:the\s+)?[`'\x22]?[\w.-]+[`'\x22]?\s+tool,?\s+(?:always|you\s+must|instead)\b",
         ),
     },
@@ -569,7 +573,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Invoke-Expression/IEX of downloaded content, or an -EncodedCommand payload.",
         remediation: "Download, verify and review the script before running it.",
         detector: line(
-            &["iex", "invoke-expression", "downloadstring", "-enc", "-e "],
+            &["iex", "invoke-expression", "powershell"],
             r"(?i)\b(?:iex|invoke-expression)\b[^\n]{0,80}\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod|net\.webclient)\b|\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]{0,160}\|\s*(?:iex|invoke-expression)\b|\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}",
         ),
     },
@@ -581,8 +585,8 @@ pub static RULES: &[RuleDef] = &[
         description: "exec/eval of the body of an HTTP response (Python requests/urllib, JavaScript fetch).",
         remediation: "Never execute code fetched at run time.",
         detector: line(
-            &["exec", "eval", "function("],
-            r"(?i)\b(?:exec|eval|Function)\s*\(\s*(?:await\s+)?(?:requests\.get|urllib\.request\.urlopen|urlopen|httpx\.get|fetch)\s*\(|\b(?:exec|eval)\s*\([^\n]{0,80}\b(?:requests\.get|urlopen|httpx\.get)\s*\([^\n]*\)\s*\.\s*(?:text|read|content)",
+            &["exec(", "eval(", "exec (", "eval ("],
+            r"(?i)\b(?:exec|eval)\s*\(\s*(?:await\s+)?(?:requests\.get|urllib\.request\.urlopen|urlopen|httpx\.get|fetch)\s*\(|\b(?:exec|eval)\s*\([^\n]{0,80}\b(?:requests\.get|urlopen|httpx\.get)\s*\([^\n]*\)\s*\.\s*(?:text|read|content)",
         ),
     },
     RuleDef {
@@ -627,7 +631,7 @@ pub static RULES: &[RuleDef] = &[
         description: "eval() or exec() applied to a variable or formatted string: arbitrary code execution if the value is attacker-influenced.",
         remediation: "Parse the input instead (ast.literal_eval, a real expression parser, a dispatch table).",
         detector: line_f(
-            &["eval", "exec"],
+            &["eval(", "exec(", "eval (", "exec ("],
             r#"\b(?:eval|exec)\s*\(\s*(?:f["']|[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?\s*[,)])"#,
             filters::not_method_call,
         ),
@@ -673,7 +677,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A SQL statement assembled with an f-string, %, + or .format(): SQL injection.",
         remediation: "Use parameterised queries.",
         detector: line(
-            &["select", "insert", "update", "delete"],
+            &["\"select", "'select", "\"insert", "'insert", "\"update", "'update", "\"delete", "'delete"],
             r#"(?i)\bf["'](?:SELECT\b[^"'\n]*\bFROM|INSERT\s+INTO|UPDATE\b[^"'\n]*\bSET|DELETE\s+FROM)\b[^"'\n]*\{[^}\n]+\}|["'](?:SELECT\b[^"'\n]*\bFROM|INSERT\s+INTO|UPDATE\b[^"'\n]*\bSET|DELETE\s+FROM)\b[^"'\n]*["']\s*(?:%\s*[\w(]|\+\s*\w|\.format\()"#,
         ),
     },
@@ -732,7 +736,7 @@ pub static RULES: &[RuleDef] = &[
         description: "rm -rf of /, /*, ~, $HOME or a system directory.",
         remediation: "Delete only paths the skill created, relative to its working directory.",
         detector: line(
-            &["rm "],
+            &["rm -", "rm  -", "rm\t-"],
             r#"(?i)\brm\s+(?:-[a-z]+\s+)*(?:-[a-z]*(?:r[a-z]*f|f[a-z]*r)[a-z]*|-r\s+-f|-f\s+-r|--recursive\s+--force|--force\s+--recursive)\s+(?:-[a-z-]+\s+)*["']?(?:/\*?|~/?\*?|\$HOME/?\*?|\$\{HOME\}/?\*?|/(?:etc|usr|var|home|bin|sbin|boot|lib|lib64|opt|root|sys|dev|System|Users|Library|Applications)/?\*?)["']?(?:\s|$|;|&|\||`|\))"#,
         ),
     },
@@ -756,7 +760,7 @@ pub static RULES: &[RuleDef] = &[
         description: "format C:, del /s /q C:\\, rd /s /q C:\\, Remove-Item -Recurse on a drive or the profile, or deleting shadow copies.",
         remediation: "Remove it.",
         detector: line(
-            &["format", "del ", "rd ", "rmdir", "remove-item", "vssadmin", "wmic"],
+            &["format c:", ":\\", "remove-item", "vssadmin", "shadowcopy"],
             r"(?i)\bformat\s+c:|\b(?:del|erase)\s+(?:/[a-z]\s+)*[a-z]:\\(?:\*|\s|$)|\b(?:rd|rmdir)\s+/s\s+/q\s+[a-z]:\\(?:\s|$)|\bremove-item\b[^\n]*-recurse\b[^\n]*(?:\b[a-z]:\\\*?(?:\s|$)|\$env:userprofile\b|\$home\b)|\bvssadmin(?:\.exe)?\s+delete\s+shadows\b|\bwmic\s+shadowcopy\s+delete\b",
         ),
     },
@@ -799,7 +803,7 @@ pub static RULES: &[RuleDef] = &[
         description: "nc/ncat -e /bin/sh, socat exec:, mkfifo pipelines into nc.",
         remediation: "Remove it.",
         detector: line(
-            &["nc ", "ncat", "netcat", "socat", "mkfifo"],
+            &["ncat", "netcat", "socat", "mkfifo", " -e", " -c", "|sh", "| sh", "|bash", "| bash", "|/bin/", "| /bin/", "|zsh", "| zsh"],
             r"(?i)\b(?:nc|ncat|netcat)\b[^\n|;]*\s-(?:e|c)\s*(?:/bin/)?(?:ba|z)?sh\b|\bsocat\b[^\n]*\bexec:|\bmkfifo\b[^\n]*\|\s*(?:nc|ncat|netcat)\b|\b(?:nc|ncat|netcat)\s+[^\n|]*\|\s*(?:/bin/)?(?:ba|z)?sh\b",
         ),
     },
@@ -904,7 +908,7 @@ pub static RULES: &[RuleDef] = &[
         description: "References a private key, cloud or registry credential file (high when the same line sends data over the network).",
         remediation: "A skill must not read the user's credentials.",
         detector: line_f(
-            &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "credentials", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
+            &[".ssh/id_", ".aws/credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
             r"(?i)\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
             filters::escalate_if_network,
         ),
@@ -917,7 +921,7 @@ pub static RULES: &[RuleDef] = &[
         description: "The whole environment ($(env), printenv, process.env, os.environ) piped or posted to a network client.",
         remediation: "Never send environment variables anywhere.",
         detector: line(
-            &["env", "printenv"],
+            &["$(env", "$( env", "$(printenv", "$(set", "env |", "env|", "printenv", "process.env", "os.environ"],
             r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*\b(?:dict\()?os\.environ\b"#,
         ),
     },
@@ -942,7 +946,7 @@ pub static RULES: &[RuleDef] = &[
         description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials.",
         remediation: "Send credentials only as authentication to the service they belong to.",
         detector: line(
-            &["post(", "put(", "post (", "put ("],
+            &[".post(", ".put(", ".post (", ".put ("],
             r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#,
         ),
     },
@@ -954,7 +958,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Credential or key files read and piped (possibly encoded) to curl/wget/nc, or uploaded with curl -d/-F/-T @file.",
         remediation: "Remove it.",
         detector: line(
-            &[".ssh", ".aws", ".gnupg", ".kube", ".docker", "/etc/shadow", "/etc/passwd", ".env", ".netrc"],
+            &["curl", "wget", "ncat", "netcat", "| nc", "|nc"],
             r#"(?i)\b(?:cat|tar|zip|base64|gzip)\b[^\n|]*(?:\.ssh\b|\.aws\b|\.gnupg\b|\.kube\b|\.docker\b|/etc/shadow|/etc/passwd|\.env\b|\.netrc\b)[^\n]*\|\s*(?:[^\n|]*\|\s*)?(?:curl|wget|nc|ncat|netcat)\b|\bcurl\b[^\n]*(?:-d|--data(?:-binary|-raw)?|-F|--form|-T|--upload-file)\s*["']?[\w-]*=?@(?:~|\$HOME)?/?[^\s]*\.(?:ssh|aws|env|netrc|kube|docker|gnupg)\b"#,
         ),
     },
@@ -1004,7 +1008,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A URL whose host is a public IPv4 literal (or a decimal/hex encoded address) instead of a name.",
         remediation: "Use the service's domain name over HTTPS.",
         detector: line_f(
-            &["://"],
+            &["://0", "://1", "://2", "://3", "://4", "://5", "://6", "://7", "://8", "://9", "@0", "@1", "@2", "@3", "@4", "@5", "@6", "@7", "@8", "@9"],
             r"(?i)\b(?:https?|ftp|tcp|udp|wss?)://(?:[^\s/@]+@)?((?:\d{1,3}\.){3}\d{1,3}|0x[0-9a-f]{8}|\d{8,10})(?::\d+)?(?:[/?#\s'\x22)`]|$)",
             filters::public_ip,
         ),

@@ -69,7 +69,9 @@ pub struct Scanner {
 
 impl std::fmt::Debug for Scanner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scanner").field("rules", &self.rules.len()).finish()
+        f.debug_struct("Scanner")
+            .field("rules", &self.rules.len())
+            .finish()
     }
 }
 
@@ -86,7 +88,10 @@ impl Scanner {
             let regex = match def.detector {
                 Detector::Regex(det) => {
                     if det.keywords.is_empty()
-                        || det.keywords.iter().any(|k| k.is_empty() || k.to_ascii_lowercase() != *k)
+                        || det
+                            .keywords
+                            .iter()
+                            .any(|k| k.is_empty() || k.to_ascii_lowercase() != *k)
                     {
                         return Err(RuleError::Keywords { id: def.id });
                     }
@@ -141,7 +146,9 @@ impl Scanner {
 
     /// The default severity of a rule.
     pub(crate) fn rule_severity(&self, rule: usize) -> Severity {
-        self.rules.get(rule).map_or(Severity::Info, |r| r.def.severity)
+        self.rules
+            .get(rule)
+            .map_or(Severity::Info, |r| r.def.severity)
     }
 
     /// Number of compiled rules.
@@ -231,8 +238,8 @@ impl Scanner {
     }
 
     fn regex_pass(&self, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) {
-        let bytes = text.as_bytes();
-        let mut last_line: Vec<usize> = vec![usize::MAX; self.rules.len()];
+        // Per rule, the end of the region already searched: a keyword inside it adds nothing.
+        let mut checked_until: Vec<usize> = vec![0; self.rules.len()];
         let mut text_rules: Vec<usize> = Vec::new();
         let mut cur_line: Option<(usize, usize)> = None;
         for m in self.keywords.find_overlapping_iter(text) {
@@ -243,24 +250,37 @@ impl Scanner {
             let (ls, le) = match cur_line {
                 Some((ls, le)) if pos >= ls && pos < le.max(ls + 1) => (ls, le),
                 _ => {
-                    let ls = memchr::memrchr(b'\n', bytes.get(..pos).unwrap_or(&[])).map_or(0, |i| i + 1);
-                    let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[])).map_or(bytes.len(), |i| pos + i);
-                    cur_line = Some((ls, le));
-                    (ls, le)
+                    let bounds = line_bounds(text, pos);
+                    cur_line = Some(bounds);
+                    bounds
                 }
             };
             for &r in rule_ids {
-                let Some(rule) = self.rules.get(r) else { continue };
-                let Some((_, det)) = &rule.regex else { continue };
+                let Some(rule) = self.rules.get(r) else {
+                    continue;
+                };
+                let Some((_, det)) = &rule.regex else {
+                    continue;
+                };
                 match det.scope {
                     Scope::Line => {
-                        if last_line.get(r) == Some(&ls) {
+                        if checked_until.get(r).is_some_and(|&u| m.end() <= u) {
                             continue;
                         }
-                        if let Some(slot) = last_line.get_mut(r) {
-                            *slot = ls;
+                        // Short lines are searched whole; very long lines (minified code) in a
+                        // window around the keyword.
+                        let (ws, we) = if le - ls <= 2 * LONG_LINE_WINDOW {
+                            (ls, le)
+                        } else {
+                            (
+                                floor_boundary(text, pos.saturating_sub(LONG_LINE_WINDOW).max(ls)),
+                                ceil_boundary(text, (m.end() + LONG_LINE_WINDOW).min(le)),
+                            )
+                        };
+                        if let Some(slot) = checked_until.get_mut(r) {
+                            *slot = we;
                         }
-                        self.run_regex(r, path, text, ls, le, hits);
+                        self.run_regex(r, path, text, ws, we, hits);
                     }
                     Scope::Text => {
                         if !text_rules.contains(&r) {
@@ -276,14 +296,26 @@ impl Scanner {
     }
 
     /// Runs rule `r` over `text[from..to]` (with look-behind context) and records its hits.
-    fn run_regex(&self, r: usize, path: Option<&str>, text: &str, from: usize, to: usize, hits: &mut Vec<Hit>) {
-        let Some(rule) = self.rules.get(r) else { return };
+    fn run_regex(
+        &self,
+        r: usize,
+        path: Option<&str>,
+        text: &str,
+        from: usize,
+        to: usize,
+        hits: &mut Vec<Hit>,
+    ) {
+        let Some(rule) = self.rules.get(r) else {
+            return;
+        };
         let Some((re, det)) = &rule.regex else { return };
         let Some(hay) = text.get(..to) else { return };
         let mut pos = from;
         let mut count = 0;
         while pos <= hay.len() && count < MAX_PER_RULE_PER_FILE {
-            let Some(caps) = re.captures_at(hay, pos) else { break };
+            let Some(caps) = re.captures_at(hay, pos) else {
+                break;
+            };
             let Some(m) = caps.get(0) else { break };
             pos = if m.end() > m.start() {
                 m.end()
@@ -339,7 +371,8 @@ impl Scanner {
             }
             let start = hit.start.min(text.len());
             if start >= counted_to {
-                let n = memchr::memchr_iter(b'\n', bytes.get(counted_to..start).unwrap_or(&[])).count();
+                let n =
+                    memchr::memchr_iter(b'\n', bytes.get(counted_to..start).unwrap_or(&[])).count();
                 line_no = line_no.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
                 counted_to = start;
             }
@@ -352,7 +385,9 @@ impl Scanner {
             }
             *n += 1;
             seen.push((hit.rule, line_no));
-            let Some(def) = RULES.get(hit.rule) else { continue };
+            let Some(def) = RULES.get(hit.rule) else {
+                continue;
+            };
             let (ls, le) = line_bounds(text, start);
             let column = text.get(ls..start).map_or(0, |s| s.chars().count()) + 1;
             let excerpt = self.excerpt(text, ls, le, start, hit.end, hit.redact);
@@ -360,7 +395,16 @@ impl Scanner {
                 rule_id: def.id.to_string(),
                 severity: hit.severity,
                 title: def.title.to_string(),
-                message: hit.message.unwrap_or_else(|| def.description.to_string()),
+                message: match hit.message {
+                    Some(m) => self
+                        .aux
+                        .redact
+                        .replace_all(&m, |c: &regex::Captures<'_>| {
+                            redacted(c.get(0).map_or("", |m| m.as_str()))
+                        })
+                        .into_owned(),
+                    None => def.description.to_string(),
+                },
                 path: path.map(str::to_string),
                 line: line_no,
                 column: u32::try_from(column).unwrap_or(u32::MAX),
@@ -371,7 +415,15 @@ impl Scanner {
     }
 
     /// A short, single-line excerpt around the match, secrets redacted, hidden characters shown.
-    fn excerpt(&self, text: &str, ls: usize, le: usize, start: usize, end: usize, redact: Option<(usize, usize)>) -> String {
+    fn excerpt(
+        &self,
+        text: &str,
+        ls: usize,
+        le: usize,
+        start: usize,
+        end: usize,
+        redact: Option<(usize, usize)>,
+    ) -> String {
         const BEFORE: usize = 60;
         const AFTER: usize = 100;
         let mut ws = start.saturating_sub(BEFORE).max(ls);
@@ -403,7 +455,9 @@ impl Scanner {
         let visible = checks::make_visible(raw.trim());
         self.aux
             .redact
-            .replace_all(&visible, |c: &regex::Captures<'_>| redacted(c.get(0).map_or("", |m| m.as_str())))
+            .replace_all(&visible, |c: &regex::Captures<'_>| {
+                redacted(c.get(0).map_or("", |m| m.as_str()))
+            })
             .into_owned()
     }
 }
@@ -421,8 +475,28 @@ pub(crate) fn line_bounds(text: &str, pos: usize) -> (usize, usize) {
     let bytes = text.as_bytes();
     let pos = pos.min(bytes.len());
     let ls = memchr::memrchr(b'\n', bytes.get(..pos).unwrap_or(&[])).map_or(0, |i| i + 1);
-    let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[])).map_or(bytes.len(), |i| pos + i);
+    let le =
+        memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[])).map_or(bytes.len(), |i| pos + i);
     (ls, le)
+}
+
+/// Bytes searched on each side of a keyword in lines longer than twice this.
+const LONG_LINE_WINDOW: usize = 1024;
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 fn next_boundary(s: &str, mut i: usize) -> usize {

@@ -45,11 +45,16 @@ const ZIP_MAGICS_B64: &[&str] = &["UEsDB", "UEsFBg", "UEsHCA"];
 
 fn is_zip(s: &str) -> bool {
     let t = s.trim_start();
-    if ZIP_MAGICS.iter().any(|m| s.as_bytes().starts_with(m) || t.as_bytes().starts_with(m)) {
+    if ZIP_MAGICS
+        .iter()
+        .any(|m| s.as_bytes().starts_with(m) || t.as_bytes().starts_with(m))
+    {
         return true;
     }
     let b64 = match t.find("base64,") {
-        Some(i) if t.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")) => t.get(i + 7..).unwrap_or(""),
+        Some(i) if t.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")) => {
+            t.get(i + 7..).unwrap_or("")
+        }
         _ => t,
     };
     ZIP_MAGICS_B64.iter().any(|m| b64.starts_with(m))
@@ -67,7 +72,9 @@ pub fn parse_target(input: &str) -> Result<Target, TargetError> {
     if !token.contains('\n') && starts_with_scheme(token) {
         // One line that starts like an absolute URL: a URL parser would accept it (inner
         // spaces get percent-encoded), so it must be the exact allowed form.
-        return github_repository(token).map_or(Err(TargetError::NotAllowed), |(owner, repo)| Ok(Target::Repository { owner, repo }));
+        return github_repository(token).map_or(Err(TargetError::NotAllowed), |(owner, repo)| {
+            Ok(Target::Repository { owner, repo })
+        });
     }
     if token.chars().any(char::is_whitespace) {
         // Several words or lines: pasted content (addresses inside it are scanned, not fetched).
@@ -83,16 +90,41 @@ pub fn parse_target(input: &str) -> Result<Target, TargetError> {
 }
 
 fn starts_with_scheme(token: &str) -> bool {
-    let Some(i) = token.find(':') else { return false };
+    let Some(i) = token.find(':') else {
+        return false;
+    };
     let scheme = &token[..i];
     let mut chars = scheme.chars();
     let shaped = chars.next().is_some_and(|c| c.is_alphabetic())
         && chars.all(|c| c.is_alphanumeric() || matches!(c, '+' | '-' | '.'));
     let known = [
-        "http", "https", "ftp", "ftps", "file", "ssh", "git", "sftp", "mailto", "data", "javascript",
-        "mcp", "sse", "ws", "wss", "tcp", "udp", "unix", "stdio", "smb", "ldap", "gopher", "dict",
+        "http",
+        "https",
+        "ftp",
+        "ftps",
+        "file",
+        "ssh",
+        "git",
+        "sftp",
+        "mailto",
+        "data",
+        "javascript",
+        "mcp",
+        "sse",
+        "ws",
+        "wss",
+        "tcp",
+        "udp",
+        "unix",
+        "stdio",
+        "smb",
+        "ldap",
+        "gopher",
+        "dict",
     ];
-    shaped && (token[i + 1..].starts_with("//") || known.contains(&scheme.to_ascii_lowercase().as_str()))
+    shaped
+        && (token[i + 1..].starts_with("//")
+            || known.contains(&scheme.to_ascii_lowercase().as_str()))
 }
 
 /// `https://github.com/OWNER/REPO`, `.../REPO/` or `.../REPO.git`, exactly.
@@ -120,7 +152,8 @@ pub fn valid_repo(repo: &str) -> bool {
     let b = repo.as_bytes();
     !b.is_empty()
         && b.len() <= 100
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
         && repo != "."
         && repo != ".."
 }
@@ -139,7 +172,13 @@ fn looks_like_address(token: &str) -> bool {
         return true;
     }
     // Scheme-relative, UNC and file paths.
-    if lower.starts_with("//") || lower.starts_with("\\\\") || lower.starts_with('/') || lower.starts_with("~/") || lower.starts_with("./") || lower.starts_with("../") {
+    if lower.starts_with("//")
+        || lower.starts_with("\\\\")
+        || lower.starts_with('/')
+        || lower.starts_with("~/")
+        || lower.starts_with("./")
+        || lower.starts_with("../")
+    {
         return true;
     }
     // user@host:path (scp-like git remotes) and user@host.
@@ -162,15 +201,23 @@ fn looks_like_address(token: &str) -> bool {
     let labels: Vec<&str> = host_no_port.split('.').collect();
     if labels.len() >= 2 {
         let tld = labels.last().copied().unwrap_or("");
-        let all_digits = labels.iter().all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
-        let tld_ok = tld.len() >= 2 && tld.chars().all(|c| c.is_alphabetic() || c == '-') || tld.starts_with("xn--");
-        let labels_ok = labels.iter().all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
+        let all_digits = labels
+            .iter()
+            .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+        let tld_ok = tld.len() >= 2 && tld.chars().all(|c| c.is_alphabetic() || c == '-')
+            || tld.starts_with("xn--");
+        let labels_ok = labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
         if all_digits || (tld_ok && labels_ok) {
             return true;
         }
     }
     // Decimal or hex encoded IPv4 (http://2130706433, 0x7f000001) without a scheme.
-    if host_no_port.starts_with("0x") && host_no_port.len() > 2 && host_no_port[2..].bytes().all(|b| b.is_ascii_hexdigit()) {
+    if host_no_port.starts_with("0x")
+        && host_no_port.len() > 2
+        && host_no_port[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    {
         return true;
     }
     false
@@ -181,18 +228,39 @@ mod tests {
     use super::*;
 
     fn repo(o: &str, r: &str) -> Result<Target, TargetError> {
-        Ok(Target::Repository { owner: o.into(), repo: r.into() })
+        Ok(Target::Repository {
+            owner: o.into(),
+            repo: r.into(),
+        })
     }
 
     #[test]
     fn accepts_exact_github_repositories() {
-        assert_eq!(parse_target("https://github.com/acme/tool"), repo("acme", "tool"));
-        assert_eq!(parse_target("https://github.com/acme/tool/"), repo("acme", "tool"));
-        assert_eq!(parse_target("https://github.com/acme/tool.git"), repo("acme", "tool"));
-        assert_eq!(parse_target("  https://github.com/a-b/c.d_e-f\n"), repo("a-b", "c.d_e-f"));
-        assert_eq!(parse_target("https://github.com/Org9/.github"), repo("Org9", ".github"));
+        assert_eq!(
+            parse_target("https://github.com/acme/tool"),
+            repo("acme", "tool")
+        );
+        assert_eq!(
+            parse_target("https://github.com/acme/tool/"),
+            repo("acme", "tool")
+        );
+        assert_eq!(
+            parse_target("https://github.com/acme/tool.git"),
+            repo("acme", "tool")
+        );
+        assert_eq!(
+            parse_target("  https://github.com/a-b/c.d_e-f\n"),
+            repo("a-b", "c.d_e-f")
+        );
+        assert_eq!(
+            parse_target("https://github.com/Org9/.github"),
+            repo("Org9", ".github")
+        );
         let long_owner = "a".repeat(39);
-        assert_eq!(parse_target(&format!("https://github.com/{long_owner}/r")), repo(&long_owner, "r"));
+        assert_eq!(
+            parse_target(&format!("https://github.com/{long_owner}/r")),
+            repo(&long_owner, "r")
+        );
     }
 
     #[test]
@@ -292,16 +360,29 @@ mod tests {
             "user@evil.com",
         ];
         for h in hostile {
-            assert_eq!(parse_target(h), Err(TargetError::NotAllowed), "{h:?} must be refused");
+            assert_eq!(
+                parse_target(h),
+                Err(TargetError::NotAllowed),
+                "{h:?} must be refused"
+            );
         }
     }
 
     #[test]
     fn refuses_archives() {
-        assert_eq!(parse_target("PK\u{3}\u{4}\u{14}\u{0}rest"), Err(TargetError::Archive));
+        assert_eq!(
+            parse_target("PK\u{3}\u{4}\u{14}\u{0}rest"),
+            Err(TargetError::Archive)
+        );
         assert_eq!(parse_target("UEsDBBQAAAAIAA=="), Err(TargetError::Archive));
-        assert_eq!(parse_target("\n  UEsDBBQAAAAIAA=="), Err(TargetError::Archive));
-        assert_eq!(parse_target("data:application/zip;base64,UEsDBBQAAAA"), Err(TargetError::Archive));
+        assert_eq!(
+            parse_target("\n  UEsDBBQAAAAIAA=="),
+            Err(TargetError::Archive)
+        );
+        assert_eq!(
+            parse_target("data:application/zip;base64,UEsDBBQAAAA"),
+            Err(TargetError::Archive)
+        );
         assert_eq!(parse_target("PK\u{5}\u{6}"), Err(TargetError::Archive));
     }
 

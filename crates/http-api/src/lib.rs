@@ -9,6 +9,7 @@ pub mod auth;
 pub mod cursor;
 pub mod error;
 pub mod extract;
+pub mod gateway;
 pub mod middleware;
 pub mod openapi;
 pub mod state;
@@ -25,6 +26,7 @@ pub use state::{AppState, HttpSettings};
 /// Wrap the app in [`request_context`] (outermost) for request ids and uniform errors.
 pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
     let limit = state.http.body_limit;
+    let chat_completions = state.http.chat_completions;
     cfg.app_data(state)
         .app_data(
             web::JsonConfig::default()
@@ -47,7 +49,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
                 .configure(system::config)
                 .configure(auth::config)
                 .configure(admin::config)
-                .configure(workspace::config),
+                .configure(workspace::config)
+                .configure(|cfg| gateway::config(cfg, chat_completions)),
         )
         .default_service(web::to(middleware::not_found));
 }

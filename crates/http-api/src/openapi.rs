@@ -3,7 +3,7 @@
 
 use utoipa::OpenApi;
 
-use crate::{admin, auth, system, workspace};
+use crate::{admin, auth, gateway, system, workspace};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -32,13 +32,48 @@ use crate::{admin, auth, system, workspace};
         admin::users::create_user,
         admin::users::patch_user,
         admin::users::assign_tenant,
+        admin::ai_keys::list_ai_keys,
+        admin::ai_keys::create_ai_key,
+        admin::ai_keys::delete_ai_key,
+        admin::diagnostics::diagnostics,
+        gateway::run::run,
+        gateway::run::chat_completions,
         workspace::overview::overview,
+        workspace::settings::get_settings,
+        workspace::settings::patch_settings,
+        workspace::activity::list_activity,
+        workspace::skills::list_skills,
+        workspace::skills::create_skill,
+        workspace::skills::get_skill,
+        workspace::skills::patch_skill,
+        workspace::skills::delete_skill,
+        workspace::memory::list_collections,
+        workspace::memory::create_collection,
+        workspace::memory::get_collection,
+        workspace::memory::patch_collection,
+        workspace::memory::delete_collection,
+        workspace::sources::list_sources,
+        workspace::sources::create_source,
+        workspace::sources::get_source,
+        workspace::sources::patch_source,
+        workspace::sources::delete_source,
+        workspace::drafts::list_drafts,
+        workspace::drafts::create_draft,
+        workspace::drafts::get_draft,
+        workspace::drafts::patch_draft,
+        workspace::drafts::delete_draft,
+        workspace::api_keys::list_api_keys,
+        workspace::api_keys::create_api_key,
+        workspace::api_keys::revoke_api_key,
+        workspace::ai_access::get_ai_access,
+        workspace::ai_access::get_guide,
     ),
     tags(
         (name = "system", description = "Health and this document"),
         (name = "auth", description = "Accounts, sign-in and sessions"),
         (name = "admin", description = "Tenants and users (platform admins)"),
         (name = "workspace", description = "The tenant's stored records"),
+        (name = "gateway", description = "Chat runs through the tenant's region gateway"),
     )
 )]
 pub struct ApiDoc;

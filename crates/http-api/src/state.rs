@@ -9,6 +9,7 @@ use ipnet::IpNet;
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
+use crate::gateway::{Gateways, RunRecorder};
 
 /// HTTP-facing settings, built once from configuration by the binary.
 #[derive(Debug, Clone)]
@@ -51,6 +52,8 @@ pub struct AppState {
     pub hash_permits: Arc<Semaphore>,
     pub policy: AccountPolicy,
     pub http: HttpSettings,
+    pub gateways: Arc<Gateways>,
+    pub recorder: RunRecorder,
 }
 
 impl AppState {
@@ -59,6 +62,8 @@ impl AppState {
         hasher: Arc<dyn PasswordHasher>,
         policy: AccountPolicy,
         http: HttpSettings,
+        gateways: Arc<Gateways>,
+        recorder: RunRecorder,
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {
@@ -67,6 +72,8 @@ impl AppState {
             hash_permits: Arc::new(Semaphore::new(cores.saturating_sub(1).max(1))),
             policy,
             http,
+            gateways,
+            recorder,
         }
     }
 

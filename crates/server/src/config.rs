@@ -12,6 +12,10 @@
 //! | `GC_BCRYPT_COST` | `12` | below 10 only with a warning (tests) |
 //! | `GC_SIGNUP` | `open` | `open` or `closed` |
 //! | `GC_CHAT_COMPLETIONS` | `false` | mount `/chat/completions` |
+//! | `GC_GATEWAY_AIHK_URL`, `GC_GATEWAY_AICA_URL` | unset (region not configured) | OpenAI-compatible base URL, e.g. `https://host/v1` |
+//! | `GC_GATEWAY_AIHK_MODEL`, `GC_GATEWAY_AICA_MODEL` | `gpt-4o-mini` | what `auto` resolves to |
+//! | `GC_GATEWAY_TIMEOUT_S` | `60` | no upstream response (or a silent stream) this long → 504 / an in-band error |
+//! | `GC_GATEWAY_CONNECT_TIMEOUT_S` | `10` | upstream connect time-out |
 //! | `GC_SESSION_IDLE_HOURS`, `GC_SESSION_MAX_DAYS` | `24`, `30` | session idle and absolute lifetime |
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
@@ -87,6 +91,18 @@ pub struct Config {
     pub signup: String,
     #[arg(long, env = "GC_CHAT_COMPLETIONS", default_value_t = false, action = clap::ArgAction::Set)]
     pub chat_completions: bool,
+    #[arg(long, env = "GC_GATEWAY_AIHK_URL")]
+    pub gateway_aihk_url: Option<String>,
+    #[arg(long, env = "GC_GATEWAY_AICA_URL")]
+    pub gateway_aica_url: Option<String>,
+    #[arg(long, env = "GC_GATEWAY_AIHK_MODEL", default_value = "gpt-4o-mini")]
+    pub gateway_aihk_model: String,
+    #[arg(long, env = "GC_GATEWAY_AICA_MODEL", default_value = "gpt-4o-mini")]
+    pub gateway_aica_model: String,
+    #[arg(long, env = "GC_GATEWAY_TIMEOUT_S", default_value_t = 60)]
+    pub gateway_timeout_s: u64,
+    #[arg(long, env = "GC_GATEWAY_CONNECT_TIMEOUT_S", default_value_t = 10)]
+    pub gateway_connect_timeout_s: u64,
     #[arg(long, env = "GC_SESSION_IDLE_HOURS", default_value_t = 24)]
     pub session_idle_hours: i64,
     #[arg(long, env = "GC_SESSION_MAX_DAYS", default_value_t = 30)]
@@ -116,6 +132,12 @@ impl Config {
             bcrypt_cost: 12,
             signup: "open".into(),
             chat_completions: false,
+            gateway_aihk_url: None,
+            gateway_aica_url: None,
+            gateway_aihk_model: "gpt-4o-mini".into(),
+            gateway_aica_model: "gpt-4o-mini".into(),
+            gateway_timeout_s: 60,
+            gateway_connect_timeout_s: 10,
             session_idle_hours: 24,
             session_max_days: 30,
             db_pool_size: None,

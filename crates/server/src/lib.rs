@@ -3,6 +3,7 @@
 
 pub mod config;
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -12,11 +13,16 @@ use actix_web::dev::ServerHandle;
 use actix_web::{middleware::from_fn, web, App, HttpServer};
 use anyhow::{bail, Context};
 use chrono::{Duration, Utc};
-use gc_auth::{BcryptHasher, MasterKey};
+use gc_auth::{BcryptHasher, MasterKey, Sealer};
 use gc_domain::accounts::{create_account, AccountPolicy, PasswordHasher, Signup};
 use gc_domain::model::Role;
 use gc_domain::ports::Store;
+use gc_domain::values::Region;
+use gc_domain::workspace::NewActivity;
+use gc_gateway::{GatewayConfig, RegionGateway};
+use gc_http_api::gateway::{Gateways, RunRecorder};
 use gc_http_api::{AppState, HttpSettings};
+use tokio::sync::mpsc;
 use gc_persistence::{DbStore, PoolOptions};
 
 pub use config::Config;
@@ -131,16 +137,61 @@ pub fn bootstrap_admin(
     Ok(())
 }
 
+/// The region gateways whose URLs are configured.
+pub fn gateways(config: &Config) -> anyhow::Result<HashMap<Region, RegionGateway>> {
+    let mut out = HashMap::new();
+    for (region, url, model) in [
+        (Region::Aihk, &config.gateway_aihk_url, &config.gateway_aihk_model),
+        (Region::Aica, &config.gateway_aica_url, &config.gateway_aica_model),
+    ] {
+        let Some(url) = url.as_deref().filter(|u| !u.trim().is_empty()) else {
+            continue;
+        };
+        let gateway = RegionGateway::new(GatewayConfig {
+            base_url: url.trim().to_owned(),
+            default_model: model.clone(),
+            timeout: std::time::Duration::from_secs(config.gateway_timeout_s.max(1)),
+            connect_timeout: std::time::Duration::from_secs(config.gateway_connect_timeout_s.max(1)),
+        })
+        .with_context(|| format!("GC_GATEWAY_{}_URL", region.as_str()))?;
+        out.insert(region, gateway);
+    }
+    Ok(out)
+}
+
+/// The sealer for upstream keys: the current master key, and older ones for opening.
+pub fn sealer(config: &Config) -> anyhow::Result<Sealer> {
+    let current = master_key(config)?;
+    let previous = config
+        .master_key_previous
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(MasterKey::from_base64)
+        .collect::<Result<Vec<_>, _>>()
+        .context("GC_MASTER_KEY_PREVIOUS")?;
+    Ok(Sealer::new(&current, &previous))
+}
+
+/// The state and the run-record writer that goes with it.
+pub struct Prepared {
+    pub state: AppState,
+    runs: mpsc::Receiver<NewActivity>,
+}
+
 /// Everything the HTTP layer needs, built from configuration.
-pub fn build_state(config: &Config) -> anyhow::Result<AppState> {
+pub fn build_state(config: &Config) -> anyhow::Result<Prepared> {
     build_state_with(config, open_store(config)?)
 }
 
 /// [`build_state`] on a store opened (and migrated) by the caller.
-pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<AppState> {
+pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepared> {
     let hasher = hasher(config)?;
     bootstrap_admin(config, &store, &hasher)?;
-    let _master = master_key(config)?;
+    let gateways = Gateways::new(gateways(config)?, sealer(config)?);
+    let (recorder, runs) = RunRecorder::channel(RUN_QUEUE);
     let policy = AccountPolicy {
         session_idle: Duration::hours(config.session_idle_hours.max(1)),
         session_absolute: Duration::days(config.session_max_days.max(1)),
@@ -153,12 +204,44 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<AppSt
         trusted_proxies: config.trusted_proxies.clone(),
         ..HttpSettings::default()
     };
-    Ok(AppState::new(
+    let state = AppState::new(
         Arc::new(store),
         Arc::new(hasher),
         policy,
         http,
-    ))
+        Arc::new(gateways),
+        recorder,
+    );
+    Ok(Prepared { state, runs })
+}
+
+/// How many run records may wait for the writer.
+const RUN_QUEUE: usize = 4096;
+
+/// Writes run records in batches on the blocking pool until every sender is gone, so the
+/// queue is flushed when the server stops.
+async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<NewActivity>) {
+    while let Some(first) = runs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 256 {
+            match runs.try_recv() {
+                Ok(a) => batch.push(a),
+                Err(_) => break,
+            }
+        }
+        let store = Arc::clone(&store);
+        let written = web::block(move || {
+            for activity in &batch {
+                if let Err(e) = store.append_activity(activity) {
+                    tracing::error!(error = %e, "could not write a run record");
+                }
+            }
+        })
+        .await;
+        if written.is_err() {
+            tracing::error!("the run-record writer could not use the blocking pool");
+        }
+    }
 }
 
 /// The OpenAPI document as committed in `docs/openapi.json`.
@@ -171,11 +254,27 @@ pub struct Running {
     pub addr: SocketAddr,
     pub handle: ServerHandle,
     pub server: actix_web::dev::Server,
+    /// The run-record writer; ends once the server has stopped and the queue is flushed.
+    pub writer: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Serves until stopped, then flushes the run-record queue.
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.server.await.context("server")?;
+        if self.writer.await.is_err() {
+            tracing::error!("the run-record writer failed");
+        }
+        Ok(())
+    }
 }
 
 /// Binds and starts the server (not yet awaited). With `handle_signals`, SIGTERM and SIGINT
 /// stop it gracefully: in-flight requests finish.
-pub fn start(config: &Config, state: AppState, handle_signals: bool) -> anyhow::Result<Running> {
+/// Must be called from within an actix (tokio) runtime.
+pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyhow::Result<Running> {
+    let Prepared { state, runs } = prepared;
+    let writer = actix_web::rt::spawn(write_runs(Arc::clone(&state.store), runs));
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         let data = data.clone();
@@ -202,6 +301,7 @@ pub fn start(config: &Config, state: AppState, handle_signals: bool) -> anyhow::
         addr,
         handle: server.handle(),
         server,
+        writer,
     })
 }
 

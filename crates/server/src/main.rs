@@ -61,7 +61,7 @@ fn serve(config: gc_server::Config) -> anyhow::Result<()> {
         let state = gc_server::build_state(&config)?;
         let running = gc_server::start(&config, state, true)?;
         tracing::info!(addr = %running.addr, "gc-server listening");
-        running.server.await.context("server")?;
+        running.wait().await?;
         tracing::info!("gc-server stopped");
         Ok(())
     })

@@ -2,6 +2,8 @@
 
 use actix_web::web;
 
+pub mod ai_keys;
+pub mod diagnostics;
 pub mod tenants;
 pub mod users;
 
@@ -14,6 +16,19 @@ pub fn config(cfg: &mut web::ServiceConfig) {
                     .route(web::post().to(tenants::create_tenant)),
             )
             .service(web::resource("/tenants/{id}").route(web::patch().to(tenants::patch_tenant)))
+            .service(
+                web::resource("/tenants/{id}/ai-keys")
+                    .route(web::get().to(ai_keys::list_ai_keys))
+                    .route(web::post().to(ai_keys::create_ai_key)),
+            )
+            .service(
+                web::resource("/tenants/{id}/ai-keys/{key_id}")
+                    .route(web::delete().to(ai_keys::delete_ai_key)),
+            )
+            .service(
+                web::resource("/ai-gateways/diagnostics")
+                    .route(web::post().to(diagnostics::diagnostics)),
+            )
             .service(
                 web::resource("/users")
                     .route(web::get().to(users::list_users))

@@ -1,0 +1,654 @@
+//! The GitHub repository fetcher (cargo feature `fetch`).
+//!
+//! Flow: `GET {api}/repos/{owner}/{repo}` must answer 200 with `"private": false` (else
+//! `NotFound`); its `default_branch` is resolved to a commit SHA with
+//! `GET {api}/repos/{owner}/{repo}/commits/{branch}` (`Accept: application/vnd.github.sha`);
+//! the tarball comes straight from `GET {codeload}/{owner}/{repo}/tar.gz/{sha}`.
+//!
+//! Architecture Invariant: no redirect is ever followed (any 3xx is `FetchError::Redirect`),
+//! and every limit is enforced on the bytes actually read, never on announced sizes: the
+//! download stops at `max_download_bytes`, decompression at `max_unpacked_bytes`, the archive at
+//! `max_files` regular files; files over `max_file_bytes` are skipped and counted. Path
+//! traversal, absolute paths, links and other non-regular entries are ignored. The whole fetch
+//! is bounded by `timeout_ms`.
+//!
+//! Caching: scan reports are cached by `(owner, repo, sha)` and repository metadata by
+//! `(owner, repo)`, both for a short time in a bounded map, so a repeated scan of an unchanged
+//! repository costs one API call (the SHA lookup) and no download.
+
+use crate::model::{Limits, ScanReport, ScanResult, TargetInfo};
+use crate::scanner::Scanner;
+use crate::target::{valid_owner, valid_repo};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, USER_AGENT};
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::Read;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a repository could not be fetched. `code()` gives the contract's error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// Missing, private, empty, or not visible (`repository_not_found`, 404).
+    #[error("repository not found or not public")]
+    NotFound,
+    /// The upstream answered with a redirect, which is never followed (`redirect_not_followed`).
+    #[error("the upstream answered with a redirect, which is not followed")]
+    Redirect,
+    /// A limit was reached while downloading or unpacking.
+    #[error("repository exceeds the {0} limit")]
+    TooLarge(&'static str),
+    /// The fetch took longer than the time-out.
+    #[error("the repository fetch timed out")]
+    Timeout,
+    /// An unexpected upstream status (rate limits are 403/429).
+    #[error("upstream answered {0}")]
+    Upstream(u16),
+    /// The tarball could not be read.
+    #[error("the repository archive is invalid")]
+    InvalidArchive,
+    /// A connection or protocol failure.
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The fetcher was configured wrongly.
+    #[error("invalid fetcher configuration: {0}")]
+    Config(String),
+}
+
+impl FetchError {
+    /// A stable error code for the HTTP layer.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FetchError::NotFound => "repository_not_found",
+            FetchError::Redirect => "redirect_not_followed",
+            FetchError::TooLarge(_) => "repository_too_large",
+            FetchError::Timeout => "upstream_timeout",
+            FetchError::Upstream(_) | FetchError::InvalidArchive | FetchError::Transport(_) => {
+                "upstream_error"
+            }
+            FetchError::Config(_) => "internal_error",
+        }
+    }
+}
+
+/// Fetcher configuration. Both base URLs are configurable for tests; plain `http` is accepted
+/// only for loopback hosts.
+#[derive(Debug, Clone)]
+pub struct FetchConfig {
+    /// GitHub REST API base, default `https://api.github.com`.
+    pub api_base: String,
+    /// Codeload base, default `https://codeload.github.com`.
+    pub codeload_base: String,
+    /// Optional token (`GC_GITHUB_TOKEN`), sent to the API only.
+    pub token: Option<String>,
+    /// The User-Agent header (GitHub requires one).
+    pub user_agent: String,
+    pub limits: Limits,
+    /// How long a scan result for one commit stays cached.
+    pub report_ttl: Duration,
+    /// How long a repository's visibility and default branch stay cached.
+    pub metadata_ttl: Duration,
+    /// Cached entries of each kind, at most.
+    pub cache_capacity: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        FetchConfig {
+            api_base: "https://api.github.com".into(),
+            codeload_base: "https://codeload.github.com".into(),
+            token: None,
+            user_agent: concat!("gc-guard/", env!("CARGO_PKG_VERSION")).into(),
+            limits: Limits::CONTRACT,
+            report_ttl: Duration::from_secs(600),
+            metadata_ttl: Duration::from_secs(300),
+            cache_capacity: 256,
+        }
+    }
+}
+
+/// The regular files of a repository snapshot.
+#[derive(Debug, Clone)]
+pub struct RepoSnapshot {
+    pub owner: String,
+    pub repo: String,
+    /// The commit SHA of the default branch that was downloaded.
+    pub sha: String,
+    /// `(path inside the repository, content)`.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Files skipped while unpacking (over the per-file limit).
+    pub skipped: u64,
+}
+
+/// A scanned repository.
+#[derive(Debug, Clone)]
+pub struct RepoScan {
+    pub owner: String,
+    pub repo: String,
+    pub sha: String,
+    pub report: ScanReport,
+    /// True when the report came from the cache.
+    pub cached: bool,
+}
+
+impl RepoScan {
+    /// The contract's result body.
+    pub fn into_result(self) -> ScanResult {
+        ScanResult::new(
+            TargetInfo::Repository {
+                owner: self.owner,
+                repo: self.repo,
+                git_ref: Some(self.sha),
+            },
+            self.report,
+        )
+    }
+}
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+struct Cached<T> {
+    at: Instant,
+    value: T,
+}
+
+#[derive(Default)]
+struct Caches {
+    reports: HashMap<(String, String, String), Cached<Arc<ScanReport>>>,
+    branches: HashMap<(String, String), Cached<String>>,
+}
+
+fn insert_bounded<K: std::hash::Hash + Eq + Clone, V>(
+    map: &mut HashMap<K, Cached<V>>,
+    key: K,
+    value: V,
+    cap: usize,
+    ttl: Duration,
+) {
+    map.retain(|_, v| v.at.elapsed() < ttl);
+    while map.len() >= cap.max(1) {
+        let Some(oldest) = map.iter().min_by_key(|(_, v)| v.at).map(|(k, _)| k.clone()) else {
+            break;
+        };
+        map.remove(&oldest);
+    }
+    map.insert(
+        key,
+        Cached {
+            at: Instant::now(),
+            value,
+        },
+    );
+}
+
+/// Downloads public GitHub repositories within the limits. Cheap to share (`Arc`).
+pub struct GitHubFetcher {
+    client: HttpsClient,
+    config: FetchConfig,
+    caches: Mutex<Caches>,
+}
+
+impl std::fmt::Debug for GitHubFetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubFetcher")
+            .field("api_base", &self.config.api_base)
+            .field("codeload_base", &self.config.codeload_base)
+            .finish()
+    }
+}
+
+fn check_base(name: &str, base: &str) -> Result<String, FetchError> {
+    let base = base.trim_end_matches('/');
+    let uri: hyper::Uri = base
+        .parse()
+        .map_err(|_| FetchError::Config(format!("{name} is not a URL")))?;
+    let host = uri.host().unwrap_or("");
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1") => {}
+        _ => {
+            return Err(FetchError::Config(format!(
+                "{name} must be https (http only on loopback)"
+            )))
+        }
+    }
+    if uri.query().is_some() {
+        return Err(FetchError::Config(format!("{name} must not have a query")));
+    }
+    Ok(base.to_string())
+}
+
+/// Percent-encodes a branch name for a URL path (keeps `/`).
+fn encode_ref(r: &str) -> String {
+    let mut out = String::with_capacity(r.len());
+    for b in r.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn is_sha(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+impl GitHubFetcher {
+    /// Builds the client (rustls with the webpki roots, HTTP/1.1, no redirects).
+    pub fn new(mut config: FetchConfig) -> Result<GitHubFetcher, FetchError> {
+        config.api_base = check_base("api base", &config.api_base)?;
+        config.codeload_base = check_base("codeload base", &config.codeload_base)?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(5)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| FetchError::Config(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        Ok(GitHubFetcher {
+            client,
+            config,
+            caches: Mutex::new(Caches::default()),
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Fetches and scans a repository, answering from the cache when the default branch still
+    /// points at a commit scanned within `report_ttl`.
+    pub async fn scan_repository(
+        &self,
+        scanner: Arc<Scanner>,
+        owner: &str,
+        repo: &str,
+    ) -> Result<RepoScan, FetchError> {
+        let started = Instant::now();
+        let limits = self.config.limits;
+        let work = async {
+            let (owner, repo) = validated(owner, repo)?;
+            let sha = self.head_sha(&owner, &repo).await?;
+            let key = (
+                owner.to_ascii_lowercase(),
+                repo.to_ascii_lowercase(),
+                sha.clone(),
+            );
+            if let Some(report) = self.cached_report(&key) {
+                return Ok(RepoScan {
+                    owner,
+                    repo,
+                    sha,
+                    report: (*report).clone(),
+                    cached: true,
+                });
+            }
+            let tarball = self.download_tarball(&owner, &repo, &sha).await?;
+            let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, FetchError> {
+                let (files, skipped) = unpack(&tarball, &limits)?;
+                let mut report = scanner.scan_files_with(
+                    files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
+                    &limits,
+                );
+                report.stats.files_skipped += skipped;
+                Ok(report)
+            })
+            .await
+            .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))??;
+            if let Ok(mut caches) = self.caches.lock() {
+                let (cap, ttl) = (self.config.cache_capacity, self.config.report_ttl);
+                insert_bounded(&mut caches.reports, key, Arc::new(report.clone()), cap, ttl);
+            }
+            Ok(RepoScan {
+                owner,
+                repo,
+                sha,
+                report,
+                cached: false,
+            })
+        };
+        let mut scan = tokio::time::timeout(limits.timeout(), work)
+            .await
+            .map_err(|_| FetchError::Timeout)??;
+        scan.report.stats.duration_ms =
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(scan)
+    }
+
+    /// Downloads and unpacks the default branch of a repository (no scan, no report cache).
+    pub async fn fetch_repository(
+        &self,
+        owner: &str,
+        repo: &str,
+    ) -> Result<RepoSnapshot, FetchError> {
+        let limits = self.config.limits;
+        let work = async {
+            let (owner, repo) = validated(owner, repo)?;
+            let sha = self.head_sha(&owner, &repo).await?;
+            let tarball = self.download_tarball(&owner, &repo, &sha).await?;
+            let (files, skipped) = tokio::task::spawn_blocking(move || unpack(&tarball, &limits))
+                .await
+                .map_err(|e| FetchError::Transport(format!("unpack task failed: {e}")))??;
+            Ok(RepoSnapshot {
+                owner,
+                repo,
+                sha,
+                files,
+                skipped,
+            })
+        };
+        tokio::time::timeout(limits.timeout(), work)
+            .await
+            .map_err(|_| FetchError::Timeout)?
+    }
+
+    fn cached_report(&self, key: &(String, String, String)) -> Option<Arc<ScanReport>> {
+        let caches = self.caches.lock().ok()?;
+        caches
+            .reports
+            .get(key)
+            .filter(|c| c.at.elapsed() < self.config.report_ttl)
+            .map(|c| Arc::clone(&c.value))
+    }
+
+    /// The default branch's commit SHA (metadata cached for `metadata_ttl`).
+    async fn head_sha(&self, owner: &str, repo: &str) -> Result<String, FetchError> {
+        let key = (owner.to_ascii_lowercase(), repo.to_ascii_lowercase());
+        let cached = self.caches.lock().ok().and_then(|c| {
+            c.branches
+                .get(&key)
+                .filter(|b| b.at.elapsed() < self.config.metadata_ttl)
+                .map(|b| b.value.clone())
+        });
+        let branch = match cached {
+            Some(b) => b,
+            None => {
+                let branch = self.default_branch(owner, repo).await?;
+                if let Ok(mut caches) = self.caches.lock() {
+                    let (cap, ttl) = (self.config.cache_capacity, self.config.metadata_ttl);
+                    insert_bounded(&mut caches.branches, key, branch.clone(), cap, ttl);
+                }
+                branch
+            }
+        };
+        let url = format!(
+            "{}/repos/{owner}/{repo}/commits/{}",
+            self.config.api_base,
+            encode_ref(&branch)
+        );
+        let (status, body) = self
+            .get(&url, "application/vnd.github.sha", true, 4096)
+            .await?;
+        match status.as_u16() {
+            200 => {}
+            404 | 409 | 410 | 422 | 451 => return Err(FetchError::NotFound),
+            s => return Err(FetchError::Upstream(s)),
+        }
+        let sha = String::from_utf8_lossy(&body).trim().to_ascii_lowercase();
+        if is_sha(&sha) {
+            Ok(sha)
+        } else {
+            Err(FetchError::Upstream(502))
+        }
+    }
+
+    async fn default_branch(&self, owner: &str, repo: &str) -> Result<String, FetchError> {
+        let url = format!("{}/repos/{owner}/{repo}", self.config.api_base);
+        let (status, body) = self
+            .get(&url, "application/vnd.github+json", true, 1 << 20)
+            .await?;
+        match status.as_u16() {
+            200 => {}
+            404 | 410 | 451 => return Err(FetchError::NotFound),
+            s => return Err(FetchError::Upstream(s)),
+        }
+        let meta: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|_| FetchError::Upstream(502))?;
+        if meta.get("private") != Some(&serde_json::Value::Bool(false)) {
+            return Err(FetchError::NotFound);
+        }
+        if meta
+            .get("visibility")
+            .and_then(|v| v.as_str())
+            .is_some_and(|v| v != "public")
+        {
+            return Err(FetchError::NotFound);
+        }
+        let branch = meta
+            .get("default_branch")
+            .and_then(|b| b.as_str())
+            .unwrap_or("");
+        if branch.is_empty()
+            || branch.len() > 255
+            || branch.chars().any(|c| c.is_control() || c == ' ')
+        {
+            return Err(FetchError::Upstream(502));
+        }
+        Ok(branch.to_string())
+    }
+
+    async fn download_tarball(
+        &self,
+        owner: &str,
+        repo: &str,
+        sha: &str,
+    ) -> Result<Vec<u8>, FetchError> {
+        let url = format!("{}/{owner}/{repo}/tar.gz/{sha}", self.config.codeload_base);
+        let max = self.config.limits.max_download_bytes;
+        let (status, body) = self.get(&url, "application/x-gzip", false, max).await?;
+        match status.as_u16() {
+            200 => Ok(body),
+            404 | 410 | 451 => Err(FetchError::NotFound),
+            s => Err(FetchError::Upstream(s)),
+        }
+    }
+
+    /// One GET; 3xx is an error; the body is read up to `max` bytes (more is `TooLarge`).
+    async fn get(
+        &self,
+        url: &str,
+        accept: &str,
+        api: bool,
+        max: u64,
+    ) -> Result<(StatusCode, Vec<u8>), FetchError> {
+        let mut req = Request::get(url)
+            .header(USER_AGENT, &self.config.user_agent)
+            .header(ACCEPT, accept);
+        if api {
+            req = req.header("X-GitHub-Api-Version", "2022-11-28");
+            if let Some(token) = &self.config.token {
+                let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| FetchError::Config("token is not a valid header value".into()))?;
+                value.set_sensitive(true);
+                req = req.header(AUTHORIZATION, value);
+            }
+        }
+        let req = req
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| FetchError::Transport(e.to_string()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| FetchError::Transport(e.to_string()))?;
+        let status = resp.status();
+        if status.is_redirection() {
+            return Err(FetchError::Redirect);
+        }
+        if !status.is_success() {
+            return Ok((status, Vec::new()));
+        }
+        let mut body = resp.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| FetchError::Transport(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if (buf.len() + data.len()) as u64 > max {
+                    return Err(FetchError::TooLarge(if api {
+                        "metadata"
+                    } else {
+                        "download"
+                    }));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok((status, buf))
+    }
+}
+
+fn validated(owner: &str, repo: &str) -> Result<(String, String), FetchError> {
+    if valid_owner(owner) && valid_repo(repo) {
+        Ok((owner.to_string(), repo.to_string()))
+    } else {
+        Err(FetchError::NotFound)
+    }
+}
+
+/// Stops reading after `remaining` bytes and records that the cap was hit.
+struct CappedReader<R> {
+    inner: R,
+    remaining: u64,
+    exceeded: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.remaining == 0 {
+            // Probe one byte: a stream that ends exactly at the cap is fine.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => {
+                    self.exceeded.set(true);
+                    Err(std::io::Error::other("unpacked size limit reached"))
+                }
+            };
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let slice = buf.get_mut(..want).unwrap_or(&mut []);
+        let n = self.inner.read(slice)?;
+        self.remaining = self.remaining.saturating_sub(n as u64);
+        Ok(n)
+    }
+}
+
+/// The path of an archive entry inside the repository: the leading `{repo}-{sha}/` folder is
+/// removed; `None` for traversal, absolute or empty paths.
+fn entry_path(raw: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(raw).ok()?;
+    if s.starts_with('/') || s.contains('\\') || s.contains('\0') {
+        return None;
+    }
+    let mut parts = s.split('/').filter(|p| !p.is_empty() && *p != ".");
+    parts.next()?; // the top-level folder
+    let rest: Vec<&str> = parts.collect();
+    if rest.is_empty() || rest.contains(&"..") {
+        return None;
+    }
+    Some(rest.join("/"))
+}
+
+/// Unpacks a `.tar.gz` within the limits: `(files, skipped)`.
+pub fn unpack(
+    tarball: &[u8],
+    limits: &Limits,
+) -> Result<(Vec<(String, Vec<u8>)>, u64), FetchError> {
+    let exceeded = Rc::new(Cell::new(false));
+    let reader = CappedReader {
+        inner: flate2::read::GzDecoder::new(tarball),
+        remaining: limits.max_unpacked_bytes,
+        exceeded: Rc::clone(&exceeded),
+    };
+    let mut archive = tar::Archive::new(reader);
+    let mut files = Vec::new();
+    let mut skipped = 0u64;
+    let mut count = 0u64;
+    let fail = |exceeded: &Rc<Cell<bool>>| {
+        if exceeded.get() {
+            FetchError::TooLarge("unpacked size")
+        } else {
+            FetchError::InvalidArchive
+        }
+    };
+    let entries = archive.entries().map_err(|_| fail(&exceeded))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|_| fail(&exceeded))?;
+        let kind = entry.header().entry_type();
+        if !(kind.is_file() || kind == tar::EntryType::Continuous) {
+            continue;
+        }
+        let Some(path) = entry_path(&entry.path_bytes()) else {
+            continue;
+        };
+        count += 1;
+        if count > limits.max_files {
+            return Err(FetchError::TooLarge("file count"));
+        }
+        let mut data = Vec::new();
+        (&mut entry)
+            .take(limits.max_file_bytes + 1)
+            .read_to_end(&mut data)
+            .map_err(|_| fail(&exceeded))?;
+        if data.len() as u64 > limits.max_file_bytes {
+            skipped += 1;
+            continue;
+        }
+        files.push((path, data));
+    }
+    if exceeded.get() {
+        return Err(FetchError::TooLarge("unpacked size"));
+    }
+    Ok((files, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths() {
+        assert_eq!(
+            entry_path(b"repo-abc/SKILL.md").as_deref(),
+            Some("SKILL.md")
+        );
+        assert_eq!(entry_path(b"repo-abc/a/./b.py").as_deref(), Some("a/b.py"));
+        assert_eq!(entry_path(b"repo-abc/../../etc/passwd"), None);
+        assert_eq!(entry_path(b"/etc/passwd"), None);
+        assert_eq!(entry_path(b"repo-abc/"), None);
+        assert_eq!(entry_path(b"repo-abc/a\\..\\b"), None);
+    }
+
+    #[test]
+    fn refs_and_shas() {
+        assert_eq!(encode_ref("feature/x y#?"), "feature/x%20y%23%3F");
+        assert!(is_sha(&"a".repeat(40)));
+        assert!(!is_sha("main"));
+    }
+
+    #[test]
+    fn bases_must_be_https_or_loopback_http() {
+        assert!(check_base("api", "https://api.github.com/").is_ok());
+        assert!(check_base("api", "http://127.0.0.1:8080").is_ok());
+        assert!(check_base("api", "http://example.com").is_err());
+        assert!(check_base("api", "ftp://example.com").is_err());
+    }
+}

@@ -1,0 +1,194 @@
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use gc_domain::gateway::{ai_key_binding, AiKeyStatus, TenantAiKey};
+use gc_domain::model::new_id;
+use gc_domain::values::{text, Region};
+use gc_domain::DomainError;
+use gc_gateway::{KeyStatus, ProbeResult, RegionGateway, Secret};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+
+/// An upstream key as administrators see it: never the secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AiKeyView {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    /// `AIHK` or `AICA`.
+    pub region: &'static str,
+    pub label: String,
+    /// The last four characters of the secret.
+    pub hint: String,
+    pub chat_enabled: bool,
+    /// `ready` or `not_ready`.
+    #[schema(value_type = String)]
+    pub status: AiKeyStatus,
+    pub status_reason: Option<String>,
+    pub checked_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<TenantAiKey> for AiKeyView {
+    fn from(k: TenantAiKey) -> Self {
+        Self {
+            id: k.id,
+            tenant_id: k.tenant_id,
+            region: k.region.as_str(),
+            label: k.label,
+            hint: k.hint,
+            chat_enabled: k.chat_enabled,
+            status: k.status,
+            status_reason: k.status_reason,
+            checked_at: k.checked_at,
+            created_at: k.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AiKeyList {
+    pub data: Vec<AiKeyView>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAiKeyBody {
+    /// `AIHK` or `AICA`: the only region this key is ever used in.
+    pub region: String,
+    /// The upstream provider key. Sealed at rest, never returned or logged.
+    pub secret: String,
+    pub label: Option<String>,
+    /// Default true.
+    pub chat_enabled: Option<bool>,
+}
+
+/// The outcome of checking a key against its region's gateway.
+pub async fn check_key(gateway: Option<&RegionGateway>, region: Region, secret: &Secret) -> (AiKeyStatus, Option<String>, ProbeResult) {
+    let Some(gateway) = gateway else {
+        let probe = ProbeResult {
+            reachable: false,
+            status_code: None,
+            latency_ms: 0,
+            outcome: KeyStatus::NotReady,
+            reason: Some(format!("the {} gateway is not configured", region.as_str())),
+        };
+        return (AiKeyStatus::NotReady, probe.reason.clone(), probe);
+    };
+    let probe = gateway.probe(secret).await;
+    let status = match probe.outcome {
+        KeyStatus::Ready => AiKeyStatus::Ready,
+        KeyStatus::NotReady => AiKeyStatus::NotReady,
+    };
+    let reason = match status {
+        AiKeyStatus::Ready => None,
+        AiKeyStatus::NotReady => Some(
+            probe
+                .reason
+                .clone()
+                .unwrap_or_else(|| "the gateway did not accept the key".into()),
+        ),
+    };
+    (status, reason, probe)
+}
+
+fn hint_of(secret: &str) -> String {
+    let tail: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    format!("…{tail}")
+}
+
+/// Adds an upstream key to a tenant. It is checked against its region's gateway at once
+/// (`GET {base}/models`): `ready` when accepted, else `not_ready` with a reason.
+#[utoipa::path(post, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin", request_body = CreateAiKeyBody,
+    params(("id" = Uuid, Path, description = "Tenant id")),
+    responses((status = 201, body = AiKeyView), (status = 404, description = "no such tenant"),
+        (status = 422, description = "validation_failed")))]
+pub async fn create_ai_key(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    tenant_id: web::Path<Uuid>,
+    body: web::Json<CreateAiKeyBody>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let tenant_id = tenant_id.into_inner();
+    let body = body.into_inner();
+    let region = Region::parse("region", &body.region)?;
+    let secret = body.secret.trim().to_owned();
+    if secret.is_empty() || secret.len() > 1024 || secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(DomainError::invalid("secret", "must be 1 to 1024 visible characters").into());
+    }
+    let label = text("label", body.label.as_deref().unwrap_or(""), 0, 100)?;
+    state
+        .db(move |store| store.find_tenant(tenant_id)?.ok_or(DomainError::NotFound("tenant")))
+        .await?;
+    let id = new_id();
+    let sealed = state
+        .gateways
+        .sealer()
+        .seal(&secret, &ai_key_binding(tenant_id, id))
+        .map_err(|e| DomainError::Internal(format!("sealing failed: {e}")))?;
+    let hint = hint_of(&secret);
+    let secret = Secret::new(secret);
+    let (status, reason, _) = check_key(state.gateways.region(region), region, &secret).await;
+    let now = Utc::now();
+    let key = TenantAiKey {
+        id,
+        tenant_id,
+        region,
+        label,
+        hint,
+        sealed_secret: sealed,
+        chat_enabled: body.chat_enabled.unwrap_or(true),
+        status,
+        status_reason: reason,
+        checked_at: Some(now),
+        created_at: now,
+    };
+    let key = state.db(move |store| store.insert_ai_key(&key)).await?;
+    Ok(HttpResponse::Created().json(AiKeyView::from(key)))
+}
+
+/// The tenant's upstream keys (never their secrets).
+#[utoipa::path(get, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin",
+    params(("id" = Uuid, Path, description = "Tenant id")),
+    responses((status = 200, body = AiKeyList), (status = 404, description = "no such tenant")))]
+pub async fn list_ai_keys(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    tenant_id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let tenant_id = tenant_id.into_inner();
+    let keys = state
+        .db(move |store| {
+            store.find_tenant(tenant_id)?.ok_or(DomainError::NotFound("tenant"))?;
+            store.list_ai_keys(Some(tenant_id))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(AiKeyList {
+        data: keys.into_iter().map(AiKeyView::from).collect(),
+    }))
+}
+
+/// Deletes an upstream key; it is unusable from the next request on.
+#[utoipa::path(delete, path = "/api/v1/admin/tenants/{id}/ai-keys/{keyId}", tag = "admin",
+    params(("id" = Uuid, Path, description = "Tenant id"), ("keyId" = Uuid, Path, description = "Key id")),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "not_found")))]
+pub async fn delete_ai_key(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    path: web::Path<(Uuid, Uuid)>,
+) -> Result<HttpResponse, ApiError> {
+    p.require_admin()?;
+    let (tenant_id, key_id) = path.into_inner();
+    let deleted = state
+        .db(move |store| store.delete_ai_key(tenant_id, key_id))
+        .await?;
+    if !deleted {
+        return Err(DomainError::NotFound("AI key").into());
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,257 @@
+//! The shared core of the record routes: skills, memory collections, memory sources and
+//! drafts are one generic stored record (`RecordKind` + a JSON map of fields validated by
+//! `gc_domain::records`). The per-family modules hold the routes and their OpenAPI
+//! annotations and call into here.
+//!
+//! A record's JSON is `{id, version, created_at, updated_at, created_by, ...fields}`, plus
+//! `collection_id` for memory sources. GET of one record sends `ETag: "<version>"`; PATCH
+//! honours `If-Match: "<version>"` with 409 `version_conflict` when it is stale.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use gc_domain::access::{Principal, WriteScope};
+use gc_domain::model::new_id;
+use gc_domain::records::{validate_create, validate_patch};
+use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Record, RecordKind};
+use gc_domain::DomainError;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::cursor::{self, ListQuery};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A record body as sent by the client: any JSON object, checked field by field by the domain.
+pub type Fields = web::Json<Map<String, Value>>;
+
+/// How many times a PATCH without `If-Match` re-reads and re-applies itself when a
+/// concurrent writer got in between its read and its write.
+const PATCH_ATTEMPTS: usize = 3;
+
+/// The JSON of a stored record.
+pub fn record_json(r: &Record) -> Value {
+    let mut out = Map::new();
+    out.insert("id".into(), json!(r.id));
+    out.insert("version".into(), json!(r.version));
+    out.insert("created_at".into(), json!(r.created_at));
+    out.insert("updated_at".into(), json!(r.updated_at));
+    out.insert("created_by".into(), json!(r.created_by));
+    if r.kind == RecordKind::MemorySource {
+        out.insert("collection_id".into(), json!(r.parent_id));
+    }
+    for (name, value) in &r.fields {
+        out.entry(name.clone()).or_insert_with(|| value.clone());
+    }
+    Value::Object(out)
+}
+
+/// The strong entity tag of a version: `"3"`.
+pub fn etag(version: i64) -> String {
+    format!("\"{version}\"")
+}
+
+/// The version named by `If-Match`: `"3"` (also `W/"3"` or a bare `3`); `None` when the header
+/// is absent or `*`. Anything else is a 400, never silently ignored.
+pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
+    let Some(raw) = req.headers().get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::bad_request(
+            "invalid_if_match",
+            "If-Match must be the record's ETag, a version in double quotes such as \"3\"",
+        )
+    };
+    let raw = raw.to_str().map_err(|_| bad())?.trim();
+    if raw == "*" {
+        return Ok(None);
+    }
+    let tag = raw.strip_prefix("W/").unwrap_or(raw);
+    let tag = tag
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(tag);
+    tag.parse::<i64>().map(Some).map_err(|_| bad())
+}
+
+/// `200 OK` with the record and its ETag.
+fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
+    res.insert_header((header::ETAG, etag(r.version)))
+        .json(record_json(r))
+}
+
+/// The activity line of a record write, e.g. `skill.create` with the record as target.
+fn activity(scope: &WriteScope, kind: RecordKind, verb: &str, r: &Record) -> NewActivity {
+    let label = r
+        .fields
+        .get("name")
+        .or_else(|| r.fields.get("title"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut detail = json!({ "name": label });
+    if let (Some(parent), Some(obj)) = (r.parent_id, detail.as_object_mut()) {
+        obj.insert("collection_id".into(), json!(parent));
+    }
+    NewActivity {
+        id: new_id(),
+        tenant_id: scope.tenant_id(),
+        at: Utc::now(),
+        actor: scope.actor().clone(),
+        action: format!("{}.{verb}", kind.as_str()),
+        target: Some(ActivityTarget {
+            kind: kind.as_str().to_owned(),
+            id: r.id,
+        }),
+        detail,
+    }
+}
+
+fn not_found(kind: RecordKind) -> ApiError {
+    DomainError::NotFound(kind.noun()).into()
+}
+
+/// `GET` of a list: newest first, `?limit=&cursor=`.
+pub async fn list(
+    state: web::Data<AppState>,
+    p: Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let page = query.page()?;
+    let page = state
+        .db(move |store| store.list_records(&scope, kind, parent, &page))
+        .await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "data": page.items.iter().map(record_json).collect::<Vec<_>>(),
+        "next_cursor": page.next.map(cursor::encode),
+    })))
+}
+
+/// `POST`: validates, stores version 1 and its activity line; 201 with the record.
+pub async fn create(
+    state: web::Data<AppState>,
+    p: Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    body: Fields,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let fields = validate_create(kind, &body)?;
+    let now = Utc::now();
+    let record = Record {
+        id: new_id(),
+        kind,
+        parent_id: parent,
+        version: 1,
+        fields,
+        created_at: now,
+        updated_at: now,
+        // The member, also when a key acts for them (the feed names the key).
+        created_by: p.user.id,
+    };
+    let stored = state
+        .db(move |store| {
+            let line = activity(&scope, kind, "create", &record);
+            store.insert_record(&scope, &record, &line)
+        })
+        .await?;
+    Ok(with_etag(HttpResponse::Created(), &stored))
+}
+
+/// `GET` of one record, with its ETag.
+pub async fn get(
+    state: web::Data<AppState>,
+    p: Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let record = state
+        .db(move |store| store.find_record(&scope, kind, parent, id))
+        .await?
+        .ok_or_else(|| not_found(kind))?;
+    Ok(with_etag(HttpResponse::Ok(), &record))
+}
+
+/// `PATCH`: merges the given fields over the stored ones and bumps the version.
+pub async fn patch(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    p: Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+    body: Fields,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let expected = if_match(&req)?;
+    let input = body.into_inner();
+    let updated = state
+        .db(move |store| {
+            let read = scope.as_read();
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let current = store
+                    .find_record(&read, kind, parent, id)?
+                    .ok_or(DomainError::NotFound(kind.noun()))?;
+                if let Some(expected) = expected {
+                    if expected != current.version {
+                        return Err(DomainError::VersionConflict { expected });
+                    }
+                }
+                let fields = validate_patch(kind, &input, &current.fields)?;
+                let line = activity(&scope, kind, "update", &current);
+                // Without `If-Match` the write is still conditional on the version just read,
+                // so a concurrent change is re-read and merged rather than overwritten.
+                match store.update_record(
+                    &scope,
+                    kind,
+                    parent,
+                    id,
+                    Some(expected.unwrap_or(current.version)),
+                    &fields,
+                    Utc::now(),
+                    &line,
+                ) {
+                    Err(DomainError::VersionConflict { .. })
+                        if expected.is_none() && attempt < PATCH_ATTEMPTS =>
+                    {
+                        continue
+                    }
+                    other => return other?.ok_or(DomainError::NotFound(kind.noun())),
+                }
+            }
+        })
+        .await?;
+    Ok(with_etag(HttpResponse::Ok(), &updated))
+}
+
+/// `DELETE`: 204; a collection takes its sources with it. A second delete is a 404.
+pub async fn delete(
+    state: web::Data<AppState>,
+    p: Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let deleted = state
+        .db(move |store| {
+            let Some(current) = store.find_record(&scope.as_read(), kind, parent, id)? else {
+                return Ok(false);
+            };
+            let line = activity(&scope, kind, "delete", &current);
+            store.delete_record(&scope, kind, parent, id, &line)
+        })
+        .await?;
+    if deleted {
+        Ok(HttpResponse::NoContent().finish())
+    } else {
+        Err(not_found(kind))
+    }
+}

@@ -1,0 +1,136 @@
+//! `/workspace/settings`: one versioned settings object per tenant.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use gc_domain::model::new_id;
+use gc_domain::records::{settings_with_defaults, validate_settings};
+use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Settings};
+use gc_domain::DomainError;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+
+use super::records::{etag, if_match, Fields};
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+
+/// The settings fields; PATCH takes any subset. `null` resets a field to its default.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SettingsInput {
+    /// Up to 100 characters; default "".
+    pub display_name: Option<String>,
+    /// Up to 1000 characters; default "".
+    pub description: Option<String>,
+    /// Up to 100 characters; default "auto".
+    pub default_model: Option<String>,
+    /// An IANA time zone name such as `Asia/Hong_Kong`; default `UTC`.
+    pub timezone: Option<String>,
+}
+
+/// The tenant's settings. `version` is 0 until they are first written.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SettingsView {
+    pub display_name: String,
+    pub description: String,
+    pub default_model: String,
+    pub timezone: String,
+    pub version: i64,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+fn settings_json(s: &Settings) -> Value {
+    let mut out = settings_with_defaults(&s.fields);
+    out.insert("version".into(), json!(s.version));
+    out.insert("updated_at".into(), json!(s.updated_at));
+    Value::Object(out)
+}
+
+fn respond(s: &Settings) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, etag(s.version)))
+        .json(settings_json(s))
+}
+
+/// The tenant's settings, every field present, with the version as `ETag`.
+#[utoipa::path(get, path = "/api/v1/workspace/settings", tag = "workspace",
+    responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 401, description = "unauthenticated"),
+        (status = 403, description = "insufficient_scope or a member refusal")))]
+pub async fn get_settings(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let s = state.db(move |store| store.settings(&scope)).await?;
+    Ok(respond(&s))
+}
+
+/// Changes some settings; `If-Match: "<version>"` makes it conditional.
+#[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body = SettingsInput,
+    params(("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
+    responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
+        (status = 409, description = "version_conflict"),
+        (status = 422, description = "validation_failed (e.g. an unknown timezone) or unknown_field")))]
+pub async fn patch_settings(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    Auth(p): Auth,
+    body: Fields,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let expected = if_match(&req)?;
+    let input: Map<String, Value> = body.into_inner();
+    let s = state
+        .db(move |store| {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let current = store.settings(&scope.as_read())?;
+                if let Some(expected) = expected {
+                    if expected != current.version {
+                        return Err(DomainError::VersionConflict { expected });
+                    }
+                }
+                // Merge over the defaults, so fields never written keep their defaults
+                // (`default_model` stays `auto`) rather than becoming empty.
+                let mut fields =
+                    validate_settings(&input, &settings_with_defaults(&current.fields))?;
+                // An empty (or reset) default model means the default, `auto`.
+                if fields.get("default_model").and_then(Value::as_str) == Some("") {
+                    fields.insert("default_model".into(), json!("auto"));
+                }
+                let changed: Vec<&String> = input.keys().collect();
+                let line = NewActivity {
+                    id: new_id(),
+                    tenant_id: scope.tenant_id(),
+                    at: Utc::now(),
+                    actor: scope.actor().clone(),
+                    action: "settings.update".into(),
+                    target: Some(ActivityTarget {
+                        kind: "settings".into(),
+                        id: scope.tenant_id(),
+                    }),
+                    detail: json!({ "fields": changed }),
+                };
+                match store.update_settings(
+                    &scope,
+                    Some(expected.unwrap_or(current.version)),
+                    &fields,
+                    Utc::now(),
+                    &line,
+                ) {
+                    Err(DomainError::VersionConflict { .. })
+                        if expected.is_none() && attempt < 3 =>
+                    {
+                        continue
+                    }
+                    other => return other,
+                }
+            }
+        })
+        .await?;
+    Ok(respond(&s))
+}

@@ -1,0 +1,117 @@
+//! `/workspace/skills`: SKILL.md texts, stored and returned, never executed.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use gc_domain::workspace::RecordKind;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::records::{self, Fields};
+use crate::cursor::ListQuery;
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::state::AppState;
+
+const KIND: RecordKind = RecordKind::Skill;
+
+/// The fields of a skill. On create `name` and `content` are required; PATCH takes any subset.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillInput {
+    /// 1 to 100 characters.
+    pub name: String,
+    /// Up to 1000 characters; default "".
+    pub description: Option<String>,
+    /// SKILL.md text, up to 256 KiB.
+    pub content: String,
+    /// Up to 32 tags of 1 to 50 characters; duplicates collapse; default [].
+    pub tags: Option<Vec<String>>,
+}
+
+/// A stored skill.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Skill {
+    pub id: Uuid,
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub created_by: Uuid,
+    pub name: String,
+    pub description: String,
+    pub content: String,
+    pub tags: Vec<String>,
+}
+
+/// A page of skills.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SkillList {
+    pub data: Vec<Skill>,
+    pub next_cursor: Option<String>,
+}
+
+/// The tenant's skills, newest first.
+#[utoipa::path(get, path = "/api/v1/workspace/skills", tag = "workspace", params(ListQuery),
+    responses((status = 200, body = SkillList), (status = 401, description = "unauthenticated"),
+        (status = 403, description = "insufficient_scope or a member refusal")))]
+pub async fn list_skills(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    records::list(state, p, KIND, None, query).await
+}
+
+/// Stores a skill (version 1).
+#[utoipa::path(post, path = "/api/v1/workspace/skills", tag = "workspace", request_body = SkillInput,
+    responses((status = 201, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
+        (status = 422, description = "validation_failed or unknown_field")))]
+pub async fn create_skill(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    body: Fields,
+) -> Result<HttpResponse, ApiError> {
+    records::create(state, p, KIND, None, body).await
+}
+
+/// One skill, with its version as `ETag`.
+#[utoipa::path(get, path = "/api/v1/workspace/skills/{id}", tag = "workspace",
+    params(("id" = Uuid, Path, description = "Skill id")),
+    responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 404, description = "not_found (also for another tenant's skill)")))]
+pub async fn get_skill(
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+    Auth(p): Auth,
+) -> Result<HttpResponse, ApiError> {
+    records::get(state, p, KIND, None, id.into_inner()).await
+}
+
+/// Changes some fields of a skill; `If-Match: "<version>"` makes it conditional.
+#[utoipa::path(patch, path = "/api/v1/workspace/skills/{id}", tag = "workspace", request_body = SkillInput,
+    params(("id" = Uuid, Path, description = "Skill id"),
+        ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
+    responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 404, description = "not_found"), (status = 409, description = "version_conflict"),
+        (status = 422, description = "validation_failed or unknown_field")))]
+pub async fn patch_skill(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<Uuid>,
+    Auth(p): Auth,
+    body: Fields,
+) -> Result<HttpResponse, ApiError> {
+    records::patch(state, req, p, KIND, None, id.into_inner(), body).await
+}
+
+/// Deletes a skill.
+#[utoipa::path(delete, path = "/api/v1/workspace/skills/{id}", tag = "workspace",
+    params(("id" = Uuid, Path, description = "Skill id")),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "not_found")))]
+pub async fn delete_skill(
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+    Auth(p): Auth,
+) -> Result<HttpResponse, ApiError> {
+    records::delete(state, p, KIND, None, id.into_inner()).await
+}
