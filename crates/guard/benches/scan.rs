@@ -98,7 +98,10 @@ fn corpus(target: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let scanner = Scanner::new().expect("rules compile");
+    let scanner = match Scanner::new() {
+        Ok(s) => s,
+        Err(e) => panic!("rules must compile: {e}"),
+    };
     let text = corpus(10 * 1024 * 1024);
     let mut g = c.benchmark_group("scan");
     g.sample_size(10);

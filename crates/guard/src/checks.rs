@@ -547,6 +547,16 @@ fn infinite_loops(text: &str, emit: &mut Emit<'_>) {
             continue;
         }
         let base = indent_of(line);
+        // A loop directly inside `try:` usually ends by an exception (EOFError, StopIteration).
+        let enclosing = text
+            .get(..ls)
+            .unwrap_or("")
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty() && indent_of(l) < base);
+        if enclosing.is_some_and(|l| l.trim() == "try:") {
+            continue;
+        }
         let mut exits = false;
         let mut body_lines = 0;
         for l in text.get(le..).unwrap_or("").lines().skip(1) {

@@ -114,6 +114,9 @@ impl Default for FetchConfig {
     }
 }
 
+/// `(path inside the repository, content)` of regular files.
+pub type RepoFiles = Vec<(String, Vec<u8>)>;
+
 /// The regular files of a repository snapshot.
 #[derive(Debug, Clone)]
 pub struct RepoSnapshot {
@@ -122,7 +125,7 @@ pub struct RepoSnapshot {
     /// The commit SHA of the default branch that was downloaded.
     pub sha: String,
     /// `(path inside the repository, content)`.
-    pub files: Vec<(String, Vec<u8>)>,
+    pub files: RepoFiles,
     /// Files skipped while unpacking (over the per-file limit).
     pub skipped: u64,
 }
@@ -568,10 +571,7 @@ fn entry_path(raw: &[u8]) -> Option<String> {
 }
 
 /// Unpacks a `.tar.gz` within the limits: `(files, skipped)`.
-pub fn unpack(
-    tarball: &[u8],
-    limits: &Limits,
-) -> Result<(Vec<(String, Vec<u8>)>, u64), FetchError> {
+pub fn unpack(tarball: &[u8], limits: &Limits) -> Result<(RepoFiles, u64), FetchError> {
     let exceeded = Rc::new(Cell::new(false));
     let reader = CappedReader {
         inner: flate2::read::GzDecoder::new(tarball),

@@ -331,7 +331,6 @@ mod tests {
             "https://example.com/mcp",
             "http://localhost:3000/sse",
             "stdio:npx",
-            "https://github.com/acme/to ol",
             "https://github.com/acme/tool extra words",
             "file:///etc/passwd please",
             // Host names and IP literals without a scheme.

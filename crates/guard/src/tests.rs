@@ -221,7 +221,7 @@ fn cases() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
             t(&["echo a | grep :"])),
         ("resource.infinite-loop",
             t(&["def f():\n    while True:\n        work()\n"]),
-            t(&["def f():\n    while True:\n        if done():\n            break\n", "def g():\n    while True:\n        time.sleep(1)\n"])),
+            t(&["def f():\n    while True:\n        if done():\n            break\n", "def g():\n    while True:\n        time.sleep(1)\n", "try:\n    while True:\n        img.seek(n)\n        n += 1\nexcept EOFError:\n    pass\n"])),
         ("destructive.rm-root-home",
             t(&["To reset, run `rm -rf ~/` then reinstall.", "rm -rf /", "sudo rm -rf --no-preserve-root /", "rm -fr $HOME", "rm -r -f /etc"]),
             t(&["rm -rf ./build", "rm -rf ./target ./dist", "rm -rf /tmp/skill-cache", "rm -rf ~/.cache/myskill", "rm -rf \"$TMPDIR/x\""])),

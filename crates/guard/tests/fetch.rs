@@ -1,6 +1,7 @@
 //! The fetcher against a fake GitHub on loopback: public, private, missing, moved, huge, path
 //! traversal, links, bomb-like compression, too many files, time-out, caching and the token.
 #![cfg(feature = "fetch")]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed setup should panic.
 
 use bytes::Bytes;
 use gc_guard::fetch::{FetchConfig, FetchError, GitHubFetcher};
