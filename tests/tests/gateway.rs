@@ -33,7 +33,10 @@ impl Setup {
             )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
-        assert!(!r.text.contains(secret), "the secret must never be returned");
+        assert!(
+            !r.text.contains(secret),
+            "the secret must never be returned"
+        );
         r.body
     }
 
@@ -42,7 +45,11 @@ impl Setup {
     }
 }
 
-async fn setup(backend: Backend, label: &str, tweak: impl FnOnce(&mut gc_server::Config)) -> Option<Setup> {
+async fn setup(
+    backend: Backend,
+    label: &str,
+    tweak: impl FnOnce(&mut gc_server::Config),
+) -> Option<Setup> {
     let (_, hk) = MockUpstream::start().await.unwrap();
     let (_, ca) = MockUpstream::start().await.unwrap();
     let (hk_url, ca_url) = (hk.base_url(), ca.base_url());
@@ -56,7 +63,14 @@ async fn setup(backend: Backend, label: &str, tweak: impl FnOnce(&mut gc_server:
     let admin = app.admin().await;
     let tenant = app.tenant(&admin, "Acme", "AIHK").await;
     let member = app.member_of(&admin, &tenant).await;
-    Some(Setup { app, hk, ca, admin, tenant, member })
+    Some(Setup {
+        app,
+        hk,
+        ca,
+        admin,
+        tenant,
+        member,
+    })
 }
 
 macro_rules! gateway_tests {
@@ -331,17 +345,28 @@ gateway_tests! {
 
 #[actix_web::test]
 async fn a_region_without_a_gateway_is_not_ready() {
-    let Some(s) = setup(Backend::Sqlite, "no_gateway", |c| c.gateway_aihk_url = None).await else { return };
+    let Some(s) = setup(Backend::Sqlite, "no_gateway", |c| c.gateway_aihk_url = None).await else {
+        return;
+    };
     let key = s.add_key("AIHK", SECRET, true).await;
     assert_eq!(key["status"], "not_ready");
-    assert_error(&s.member.post("/run", s.chat()).await, 403, "ai_access_not_ready");
-    let d = s.admin.post("/admin/ai-gateways/diagnostics", json!({"region": "AIHK"})).await;
+    assert_error(
+        &s.member.post("/run", s.chat()).await,
+        403,
+        "ai_access_not_ready",
+    );
+    let d = s
+        .admin
+        .post("/admin/ai-gateways/diagnostics", json!({"region": "AIHK"}))
+        .await;
     assert_eq!(d.body["gateways"][0]["configured"], false);
 }
 
 #[actix_web::test]
 async fn upstream_keys_are_unreadable_in_the_database_file() {
-    let Some(s) = setup(Backend::Sqlite, "sealed_keys", |_| {}).await else { return };
+    let Some(s) = setup(Backend::Sqlite, "sealed_keys", |_| {}).await else {
+        return;
+    };
     s.add_key("AIHK", SECRET, true).await;
     assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
     let url = s.app.config.database_url.clone();
@@ -353,28 +378,52 @@ async fn upstream_keys_are_unreadable_in_the_database_file() {
         bytes.extend(wal);
     }
     let needle = SECRET.as_bytes();
-    assert!(!bytes.windows(needle.len()).any(|w| w == needle), "the secret is in the database file");
+    assert!(
+        !bytes.windows(needle.len()).any(|w| w == needle),
+        "the secret is in the database file"
+    );
     drop(db);
 }
 
 #[actix_web::test]
 async fn chat_completions_speaks_openai_when_enabled() {
-    let Some(s) = setup(Backend::Sqlite, "chat_completions", |c| c.chat_completions = true).await else { return };
+    let Some(s) = setup(Backend::Sqlite, "chat_completions", |c| {
+        c.chat_completions = true
+    })
+    .await
+    else {
+        return;
+    };
     s.add_key("AIHK", SECRET, true).await;
-    let key = s.member.post("/workspace/api-keys", json!({"name": "sdk", "scopes": ["run"]})).await;
+    let key = s
+        .member
+        .post(
+            "/workspace/api-keys",
+            json!({"name": "sdk", "scopes": ["run"]}),
+        )
+        .await;
     let sdk = s.member.with_key(key.body["key"].as_str().unwrap());
     let r = sdk.post("/chat/completions", s.chat()).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["object"], "chat.completion");
     // Errors carry OpenAI's type and param.
-    let r = sdk.post("/chat/completions", json!({"messages": [], "model": "auto"})).await;
+    let r = sdk
+        .post(
+            "/chat/completions",
+            json!({"messages": [], "model": "auto"}),
+        )
+        .await;
     assert_eq!(r.status, 422);
     assert_eq!(r.body["error"]["type"], "invalid_request_error");
     assert_eq!(r.body["error"]["param"], "messages");
     let anon = s.app.anon().post("/chat/completions", s.chat()).await;
     assert_eq!(anon.status, 401);
     assert_eq!(anon.body["error"]["type"], "authentication_error");
-    let bad = s.member.with_key("gc_notavalidkey").post("/chat/completions", s.chat()).await;
+    let bad = s
+        .member
+        .with_key("gc_notavalidkey")
+        .post("/chat/completions", s.chat())
+        .await;
     assert_eq!(bad.body["error"]["code"], "invalid_api_key");
 }
 
@@ -383,13 +432,27 @@ async fn chat_completions_speaks_openai_when_enabled() {
 #[actix_web::test]
 async fn an_openai_client_library_can_use_chat_completions() {
     use async_openai::config::OpenAIConfig;
-    use async_openai::types::chat::{ChatCompletionRequestUserMessageArgs, CreateChatCompletionRequestArgs};
+    use async_openai::types::chat::{
+        ChatCompletionRequestUserMessageArgs, CreateChatCompletionRequestArgs,
+    };
     use futures_util::StreamExt;
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(s) = setup(Backend::Sqlite, "async_openai", |c| c.chat_completions = true).await else { return };
+    let Some(s) = setup(Backend::Sqlite, "async_openai", |c| {
+        c.chat_completions = true
+    })
+    .await
+    else {
+        return;
+    };
     s.add_key("AIHK", SECRET, true).await;
-    let key = s.member.post("/workspace/api-keys", json!({"name": "sdk", "scopes": ["run"]})).await;
+    let key = s
+        .member
+        .post(
+            "/workspace/api-keys",
+            json!({"name": "sdk", "scopes": ["run"]}),
+        )
+        .await;
     let config = OpenAIConfig::new()
         .with_api_base(format!("{}/api/v1", s.app.base))
         .with_api_key(key.body["key"].as_str().unwrap());
@@ -397,14 +460,26 @@ async fn an_openai_client_library_can_use_chat_completions() {
     let request = CreateChatCompletionRequestArgs::default()
         .model("auto")
         .max_completion_tokens(16u32)
-        .messages([ChatCompletionRequestUserMessageArgs::default().content("hello").build().unwrap().into()])
+        .messages([ChatCompletionRequestUserMessageArgs::default()
+            .content("hello")
+            .build()
+            .unwrap()
+            .into()])
         .build()
         .unwrap();
-    let response = client.chat().create(request.clone()).await.expect("a plain completion");
+    let response = client
+        .chat()
+        .create(request.clone())
+        .await
+        .expect("a plain completion");
     assert!(!response.choices.is_empty());
     assert_eq!(response.model, "gpt-4o-mini");
 
-    let mut stream = client.chat().create_stream(request).await.expect("a stream");
+    let mut stream = client
+        .chat()
+        .create_stream(request)
+        .await
+        .expect("a stream");
     let mut text = String::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.expect("a chunk");
@@ -415,15 +490,29 @@ async fn an_openai_client_library_can_use_chat_completions() {
     assert_eq!(text, "chunk-0 chunk-1 chunk-2 ");
 
     // A key without the run scope is refused in a shape the client understands.
-    let reader = s.member.post("/workspace/api-keys", json!({"name": "r", "scopes": ["workspace:read"]})).await;
+    let reader = s
+        .member
+        .post(
+            "/workspace/api-keys",
+            json!({"name": "r", "scopes": ["workspace:read"]}),
+        )
+        .await;
     let config = OpenAIConfig::new()
         .with_api_base(format!("{}/api/v1", s.app.base))
         .with_api_key(reader.body["key"].as_str().unwrap());
     let refused = async_openai::Client::with_config(config)
         .chat()
-        .create(CreateChatCompletionRequestArgs::default().model("auto")
-            .messages([ChatCompletionRequestUserMessageArgs::default().content("x").build().unwrap().into()])
-            .build().unwrap())
+        .create(
+            CreateChatCompletionRequestArgs::default()
+                .model("auto")
+                .messages([ChatCompletionRequestUserMessageArgs::default()
+                    .content("x")
+                    .build()
+                    .unwrap()
+                    .into()])
+                .build()
+                .unwrap(),
+        )
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("run"), "{refused}");

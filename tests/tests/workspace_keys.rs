@@ -13,7 +13,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -35,23 +39,46 @@ fn well_formed_unknown_key() -> String {
 }
 
 async fn create_key(member: &Actor, name: &str, scopes: &[&str]) -> (String, String) {
-    let r = member.post("/workspace/api-keys", json!({"name": name, "scopes": scopes})).await;
+    let r = member
+        .post(
+            "/workspace/api-keys",
+            json!({"name": name, "scopes": scopes}),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    (r.body["id"].as_str().unwrap().to_owned(), r.body["key"].as_str().unwrap().to_owned())
+    (
+        r.body["id"].as_str().unwrap().to_owned(),
+        r.body["key"].as_str().unwrap().to_owned(),
+    )
 }
 
 /// Builds one of each record so every item route has a target; returns the item paths.
 async fn fixtures(m: &Actor) -> (String, String, String, String) {
-    let skill = m.post("/workspace/skills", json!({"name": "s", "content": "c"})).await;
+    let skill = m
+        .post("/workspace/skills", json!({"name": "s", "content": "c"}))
+        .await;
     let coll = m.post("/workspace/memory", json!({"name": "c"})).await;
     let cid = coll.body["id"].as_str().unwrap().to_owned();
-    let src = m.post(&format!("/workspace/memory/{cid}/sources"), json!({"title": "t", "kind": "text", "content": "x"})).await;
-    let draft = m.post("/workspace/drafts/agents", json!({"name": "a"})).await;
+    let src = m
+        .post(
+            &format!("/workspace/memory/{cid}/sources"),
+            json!({"title": "t", "kind": "text", "content": "x"}),
+        )
+        .await;
+    let draft = m
+        .post("/workspace/drafts/agents", json!({"name": "a"}))
+        .await;
     (
         format!("/workspace/skills/{}", skill.body["id"].as_str().unwrap()),
         format!("/workspace/memory/{cid}"),
-        format!("/workspace/memory/{cid}/sources/{}", src.body["id"].as_str().unwrap()),
-        format!("/workspace/drafts/agents/{}", draft.body["id"].as_str().unwrap()),
+        format!(
+            "/workspace/memory/{cid}/sources/{}",
+            src.body["id"].as_str().unwrap()
+        ),
+        format!(
+            "/workspace/drafts/agents/{}",
+            draft.body["id"].as_str().unwrap()
+        ),
     )
 }
 
@@ -326,5 +353,10 @@ fn chrono_in(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
 }

@@ -34,7 +34,13 @@ async fn families(member: &Actor) -> Vec<Family> {
         Family {
             path: "/workspace/skills".into(),
             name_field: "name",
-            create: |n| named("name", n, json!({"content": "# Skill\nDo things.", "tags": ["a", "a", "b"]})),
+            create: |n| {
+                named(
+                    "name",
+                    n,
+                    json!({"content": "# Skill\nDo things.", "tags": ["a", "a", "b"]}),
+                )
+            },
             missing: json!({"name": "no content"}),
             wrong_type: json!({"name": "x", "content": "x", "tags": "not-a-list"}),
         },
@@ -48,7 +54,13 @@ async fn families(member: &Actor) -> Vec<Family> {
         Family {
             path: format!("/workspace/memory/{cid}/sources"),
             name_field: "title",
-            create: |n| named("title", n, json!({"kind": "url", "content": "https://example.com/never-fetched"})),
+            create: |n| {
+                named(
+                    "title",
+                    n,
+                    json!({"kind": "url", "content": "https://example.com/never-fetched"}),
+                )
+            },
             missing: json!({"title": "t", "kind": "text"}),
             wrong_type: json!({"title": "t", "kind": "pdf", "content": ""}),
         },

@@ -14,7 +14,18 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         exec(guard)?;
     }
     let mut build = cargo();
-    build.args(["build", "--release", "-p", "gc-server", "-p", "gc-tests", "--bin", "gc-server", "--bin", "gc-bench"]);
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "gc-server",
+        "-p",
+        "gc-tests",
+        "--bin",
+        "gc-server",
+        "--bin",
+        "gc-bench",
+    ]);
     exec(build)?;
     let mut bench = std::process::Command::new(root.join("target/release/gc-bench"));
     bench.arg(root.join("target/release/gc-server"));

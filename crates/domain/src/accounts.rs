@@ -205,8 +205,14 @@ pub fn authenticate_key(
     let ctx = store
         .key_context(key_hash)?
         .ok_or(DomainError::InvalidApiKey)?;
-    if !ctx.key.is_usable_at(now) || ctx.key.tenant_id != ctx.user.tenant_id.unwrap_or_default() {
-        // A key belongs to the tenant it was made in; a member moved elsewhere loses it.
+    // A key belongs to the tenant it was made in: a member moved to another tenant loses it
+    // (401). An unassigned or suspended member keeps a valid key that the scope functions then
+    // refuse with `member_unassigned` / `member_suspended` (403), as for sessions.
+    let moved = ctx
+        .user
+        .tenant_id
+        .is_some_and(|tenant| tenant != ctx.key.tenant_id);
+    if !ctx.key.is_usable_at(now) || moved {
         return Err(DomainError::InvalidApiKey);
     }
     if ctx

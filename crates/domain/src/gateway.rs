@@ -234,9 +234,15 @@ mod tests {
     fn refusals_come_in_the_contract_order() {
         let mut t = tenant(Status::Active);
         let wrong_region = vec![key(&t, Region::Aica, true, AiKeyStatus::Ready)];
-        let err = RunScope::authorize(&member(&t, session()), wrong_region.clone(), true).unwrap_err();
+        let err =
+            RunScope::authorize(&member(&t, session()), wrong_region.clone(), true).unwrap_err();
         assert_eq!(err.code(), "ai_access_not_ready");
-        let err = RunScope::authorize(&member(&t, session()), vec![key(&t, Region::Aihk, true, AiKeyStatus::Ready)], false).unwrap_err();
+        let err = RunScope::authorize(
+            &member(&t, session()),
+            vec![key(&t, Region::Aihk, true, AiKeyStatus::Ready)],
+            false,
+        )
+        .unwrap_err();
         assert_eq!(err.code(), "ai_access_not_ready");
         t.ai_enabled = false;
         let err = RunScope::authorize(&member(&t, session()), wrong_region, false).unwrap_err();
@@ -256,7 +262,9 @@ mod tests {
     #[test]
     fn keys_rotate_from_the_start_index() {
         let t = tenant(Status::Active);
-        let keys: Vec<_> = (0..3).map(|_| key(&t, Region::Aihk, true, AiKeyStatus::Ready)).collect();
+        let keys: Vec<_> = (0..3)
+            .map(|_| key(&t, Region::Aihk, true, AiKeyStatus::Ready))
+            .collect();
         let scope = RunScope::authorize(&member(&t, session()), keys.clone(), true).unwrap();
         let order: Vec<_> = scope.keys_from(1).map(|k| k.id).collect();
         assert_eq!(order, vec![keys[1].id, keys[2].id, keys[0].id]);

@@ -7,6 +7,12 @@ use uuid::Uuid;
 use crate::error::{DomainError, DomainResult};
 use crate::values::{Email, Region};
 
+/// The current time at the millisecond precision timestamps are stored with.
+pub fn now_millis() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+}
+
 /// A new identifier: UUID v7, so identifiers sort by creation time.
 pub fn new_id() -> Uuid {
     Uuid::now_v7()

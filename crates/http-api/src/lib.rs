@@ -10,6 +10,7 @@ pub mod cursor;
 pub mod error;
 pub mod extract;
 pub mod gateway;
+pub mod guard;
 pub mod middleware;
 pub mod openapi;
 pub mod state;
@@ -50,6 +51,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
                 .configure(auth::config)
                 .configure(admin::config)
                 .configure(workspace::config)
+                .configure(guard::config)
                 .configure(|cfg| gateway::config(cfg, chat_completions)),
         )
         .default_service(web::to(middleware::not_found));

@@ -40,6 +40,10 @@ pub async fn request_context(
         .filter(|v| sane(v))
         .map_or_else(|| Uuid::now_v7().to_string(), str::to_owned);
     req.extensions_mut().insert(RequestId(id.clone()));
+    let started = std::time::Instant::now();
+    let method = req.method().clone();
+    // The path only: query strings and headers are never logged.
+    let path = req.path().to_owned();
 
     let res = match next.call(req).await {
         Ok(res) => res.map_into_boxed_body(),
@@ -74,6 +78,14 @@ pub async fn request_context(
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut().insert(REQUEST_ID, v);
     }
+    tracing::info!(
+        request_id = %id,
+        method = %method,
+        path = %path,
+        status = res.status().as_u16(),
+        latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request"
+    );
     let shadow = res.request().extensions().get::<ShadowTenant>().copied();
     if let Some(ShadowTenant(tenant)) = shadow {
         if let Ok(v) = HeaderValue::from_str(&tenant.to_string()) {

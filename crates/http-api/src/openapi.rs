@@ -3,7 +3,7 @@
 
 use utoipa::OpenApi;
 
-use crate::{admin, auth, gateway, system, workspace};
+use crate::{admin, auth, gateway, guard, system, workspace};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -38,6 +38,8 @@ use crate::{admin, auth, gateway, system, workspace};
         admin::diagnostics::diagnostics,
         gateway::run::run,
         gateway::run::chat_completions,
+        guard::scan::describe,
+        guard::scan::scan,
         workspace::overview::overview,
         workspace::settings::get_settings,
         workspace::settings::patch_settings,
@@ -74,6 +76,7 @@ use crate::{admin, auth, gateway, system, workspace};
         (name = "admin", description = "Tenants and users (platform admins)"),
         (name = "workspace", description = "The tenant's stored records"),
         (name = "gateway", description = "Chat runs through the tenant's region gateway"),
+        (name = "guard", description = "The agent-skill scanner"),
     )
 )]
 pub struct ApiDoc;

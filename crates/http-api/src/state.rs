@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
 use crate::gateway::{Gateways, RunRecorder};
+use crate::guard::GuardService;
 
 /// HTTP-facing settings, built once from configuration by the binary.
 #[derive(Debug, Clone)]
@@ -53,7 +54,9 @@ pub struct AppState {
     pub policy: AccountPolicy,
     pub http: HttpSettings,
     pub gateways: Arc<Gateways>,
+    /// Queue of activity lines written off the request path (runs, scans).
     pub recorder: RunRecorder,
+    pub guard: Arc<GuardService>,
 }
 
 impl AppState {
@@ -64,6 +67,7 @@ impl AppState {
         http: HttpSettings,
         gateways: Arc<Gateways>,
         recorder: RunRecorder,
+        guard: Arc<GuardService>,
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self {
@@ -74,6 +78,7 @@ impl AppState {
             http,
             gateways,
             recorder,
+            guard,
         }
     }
 

@@ -16,6 +16,9 @@
 //! | `GC_GATEWAY_AIHK_MODEL`, `GC_GATEWAY_AICA_MODEL` | `gpt-4o-mini` | what `auto` resolves to |
 //! | `GC_GATEWAY_TIMEOUT_S` | `60` | no upstream response (or a silent stream) this long → 504 / an in-band error |
 //! | `GC_GATEWAY_CONNECT_TIMEOUT_S` | `10` | upstream connect time-out |
+//! | `GC_GITHUB_API_URL`, `GC_GITHUB_CODELOAD_URL` | `https://api.github.com`, `https://codeload.github.com` | Guard repository fetch |
+//! | `GC_GITHUB_TOKEN` | unset | optional read-only token for the GitHub API rate limit |
+//! | `GC_GUARD_ANON_PER_MIN` | `30` | anonymous Guard scans per minute per client IP |
 //! | `GC_SESSION_IDLE_HOURS`, `GC_SESSION_MAX_DAYS` | `24`, `30` | session idle and absolute lifetime |
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
@@ -45,6 +48,12 @@ pub enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// The Guard scanner on local files: `guard scan [--format text|json|sarif] PATH|-`.
+    Guard {
+        /// `scan`, then its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Administration from the command line.
     Admin {
         #[command(subcommand)]
@@ -103,6 +112,22 @@ pub struct Config {
     pub gateway_timeout_s: u64,
     #[arg(long, env = "GC_GATEWAY_CONNECT_TIMEOUT_S", default_value_t = 10)]
     pub gateway_connect_timeout_s: u64,
+    #[arg(
+        long,
+        env = "GC_GITHUB_API_URL",
+        default_value = "https://api.github.com"
+    )]
+    pub github_api_url: String,
+    #[arg(
+        long,
+        env = "GC_GITHUB_CODELOAD_URL",
+        default_value = "https://codeload.github.com"
+    )]
+    pub github_codeload_url: String,
+    #[arg(long, env = "GC_GITHUB_TOKEN", hide_env_values = true)]
+    pub github_token: Option<String>,
+    #[arg(long, env = "GC_GUARD_ANON_PER_MIN", default_value_t = 30)]
+    pub guard_anon_per_min: u32,
     #[arg(long, env = "GC_SESSION_IDLE_HOURS", default_value_t = 24)]
     pub session_idle_hours: i64,
     #[arg(long, env = "GC_SESSION_MAX_DAYS", default_value_t = 30)]
@@ -138,6 +163,10 @@ impl Config {
             gateway_aica_model: "gpt-4o-mini".into(),
             gateway_timeout_s: 60,
             gateway_connect_timeout_s: 10,
+            github_api_url: "https://api.github.com".into(),
+            github_codeload_url: "https://codeload.github.com".into(),
+            github_token: None,
+            guard_anon_per_min: 30,
             session_idle_hours: 24,
             session_max_days: 30,
             db_pool_size: None,

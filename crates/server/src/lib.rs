@@ -20,10 +20,12 @@ use gc_domain::ports::Store;
 use gc_domain::values::Region;
 use gc_domain::workspace::NewActivity;
 use gc_gateway::{GatewayConfig, RegionGateway};
+use gc_guard::fetch::{FetchConfig, GitHubFetcher};
 use gc_http_api::gateway::{Gateways, RunRecorder};
+use gc_http_api::guard::GuardService;
 use gc_http_api::{AppState, HttpSettings};
-use tokio::sync::mpsc;
 use gc_persistence::{DbStore, PoolOptions};
+use tokio::sync::mpsc;
 
 pub use config::Config;
 
@@ -141,8 +143,16 @@ pub fn bootstrap_admin(
 pub fn gateways(config: &Config) -> anyhow::Result<HashMap<Region, RegionGateway>> {
     let mut out = HashMap::new();
     for (region, url, model) in [
-        (Region::Aihk, &config.gateway_aihk_url, &config.gateway_aihk_model),
-        (Region::Aica, &config.gateway_aica_url, &config.gateway_aica_model),
+        (
+            Region::Aihk,
+            &config.gateway_aihk_url,
+            &config.gateway_aihk_model,
+        ),
+        (
+            Region::Aica,
+            &config.gateway_aica_url,
+            &config.gateway_aica_model,
+        ),
     ] {
         let Some(url) = url.as_deref().filter(|u| !u.trim().is_empty()) else {
             continue;
@@ -151,7 +161,9 @@ pub fn gateways(config: &Config) -> anyhow::Result<HashMap<Region, RegionGateway
             base_url: url.trim().to_owned(),
             default_model: model.clone(),
             timeout: std::time::Duration::from_secs(config.gateway_timeout_s.max(1)),
-            connect_timeout: std::time::Duration::from_secs(config.gateway_connect_timeout_s.max(1)),
+            connect_timeout: std::time::Duration::from_secs(
+                config.gateway_connect_timeout_s.max(1),
+            ),
         })
         .with_context(|| format!("GC_GATEWAY_{}_URL", region.as_str()))?;
         out.insert(region, gateway);
@@ -173,6 +185,23 @@ pub fn sealer(config: &Config) -> anyhow::Result<Sealer> {
         .collect::<Result<Vec<_>, _>>()
         .context("GC_MASTER_KEY_PREVIOUS")?;
     Ok(Sealer::new(&current, &previous))
+}
+
+/// The Guard: compiled rules, the GitHub fetcher and the anonymous throttle.
+pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
+    let scanner = gc_guard::Scanner::new().context("compiling the Guard rules")?;
+    let fetcher = GitHubFetcher::new(FetchConfig {
+        api_base: config.github_api_url.trim_end_matches('/').to_owned(),
+        codeload_base: config.github_codeload_url.trim_end_matches('/').to_owned(),
+        token: config.github_token.clone().filter(|t| !t.trim().is_empty()),
+        ..FetchConfig::default()
+    })
+    .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
+    Ok(GuardService::new(
+        scanner,
+        fetcher,
+        config.guard_anon_per_min,
+    ))
 }
 
 /// The state and the run-record writer that goes with it.
@@ -211,6 +240,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         http,
         Arc::new(gateways),
         recorder,
+        Arc::new(guard(config)?),
     );
     Ok(Prepared { state, runs })
 }
@@ -310,7 +340,9 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
 pub fn init_tracing(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = if config.log_format == "json" {
         builder.json().try_init()
     } else {

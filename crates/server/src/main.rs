@@ -14,6 +14,16 @@ fn main() -> anyhow::Result<()> {
     gc_server::init_tracing(&cli.config);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
+        Command::Guard { args } => {
+            let rest = match args.split_first() {
+                Some((first, rest)) if first == "scan" => rest,
+                _ => {
+                    eprintln!("usage: gc-server guard scan [--format text|json|sarif] PATH|-");
+                    std::process::exit(2);
+                }
+            };
+            std::process::exit(gc_guard::cli::main(rest));
+        }
         Command::Migrate => {
             let store = gc_server::open_store(&cli.config)?;
             println!("database at the current schema ({})", store.backend());

@@ -67,7 +67,11 @@ pub struct CreateAiKeyBody {
 }
 
 /// The outcome of checking a key against its region's gateway.
-pub async fn check_key(gateway: Option<&RegionGateway>, region: Region, secret: &Secret) -> (AiKeyStatus, Option<String>, ProbeResult) {
+pub async fn check_key(
+    gateway: Option<&RegionGateway>,
+    region: Region,
+    secret: &Secret,
+) -> (AiKeyStatus, Option<String>, ProbeResult) {
     let Some(gateway) = gateway else {
         let probe = ProbeResult {
             reachable: false,
@@ -96,7 +100,14 @@ pub async fn check_key(gateway: Option<&RegionGateway>, region: Region, secret: 
 }
 
 fn hint_of(secret: &str) -> String {
-    let tail: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: String = secret
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     format!("…{tail}")
 }
 
@@ -117,12 +128,19 @@ pub async fn create_ai_key(
     let body = body.into_inner();
     let region = Region::parse("region", &body.region)?;
     let secret = body.secret.trim().to_owned();
-    if secret.is_empty() || secret.len() > 1024 || secret.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if secret.is_empty()
+        || secret.len() > 1024
+        || secret.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
         return Err(DomainError::invalid("secret", "must be 1 to 1024 visible characters").into());
     }
     let label = text("label", body.label.as_deref().unwrap_or(""), 0, 100)?;
     state
-        .db(move |store| store.find_tenant(tenant_id)?.ok_or(DomainError::NotFound("tenant")))
+        .db(move |store| {
+            store
+                .find_tenant(tenant_id)?
+                .ok_or(DomainError::NotFound("tenant"))
+        })
         .await?;
     let id = new_id();
     let sealed = state
@@ -164,7 +182,9 @@ pub async fn list_ai_keys(
     let tenant_id = tenant_id.into_inner();
     let keys = state
         .db(move |store| {
-            store.find_tenant(tenant_id)?.ok_or(DomainError::NotFound("tenant"))?;
+            store
+                .find_tenant(tenant_id)?
+                .ok_or(DomainError::NotFound("tenant"))?;
             store.list_ai_keys(Some(tenant_id))
         })
         .await?;

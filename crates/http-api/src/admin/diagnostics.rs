@@ -58,8 +58,15 @@ pub async fn diagnostics(
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
     let body = body.into_inner();
-    let only = body.region.as_deref().map(|r| Region::parse("region", r)).transpose()?;
-    let regions: Vec<Region> = Region::ALL.into_iter().filter(|r| only.is_none_or(|o| o == *r)).collect();
+    let only = body
+        .region
+        .as_deref()
+        .map(|r| Region::parse("region", r))
+        .transpose()?;
+    let regions: Vec<Region> = Region::ALL
+        .into_iter()
+        .filter(|r| only.is_none_or(|o| o == *r))
+        .collect();
 
     let mut gateways = Vec::new();
     for region in &regions {
@@ -97,7 +104,12 @@ pub async fn diagnostics(
             .open(&key.sealed_secret, &ai_key_binding(key.tenant_id, key.id));
         let (status, reason) = match opened {
             Ok(secret) => {
-                let (s, r, _) = check_key(state.gateways.region(key.region), key.region, &Secret::new(secret)).await;
+                let (s, r, _) = check_key(
+                    state.gateways.region(key.region),
+                    key.region,
+                    &Secret::new(secret),
+                )
+                .await;
                 (s, r)
             }
             Err(_) => (
@@ -117,5 +129,8 @@ pub async fn diagnostics(
             status_reason: reason,
         });
     }
-    Ok(HttpResponse::Ok().json(Diagnostics { gateways, keys: out }))
+    Ok(HttpResponse::Ok().json(Diagnostics {
+        gateways,
+        keys: out,
+    }))
 }

@@ -1,5 +1,4 @@
 use actix_web::{web, HttpResponse};
-use chrono::Utc;
 use gc_domain::access::AdminScope;
 use gc_domain::model::new_id;
 use gc_domain::workspace::{ActivityTarget, NewActivity};
@@ -37,7 +36,8 @@ pub async fn ip_admin(
     let target = body.tenant_id;
     let (tenant, since) = state
         .db(move |store| {
-            let now = Utc::now();
+            // Stored timestamps keep milliseconds: answer with the value that is stored.
+            let now = gc_domain::model::now_millis();
             let entry = |tenant_id: Uuid, action: &str| NewActivity {
                 id: new_id(),
                 tenant_id,

@@ -32,7 +32,10 @@ pub fn validate_body(body: &Value) -> Result<Map<String, Value>, DomainError> {
         .and_then(Value::as_array)
         .ok_or_else(|| DomainError::invalid("messages", "must be a non-empty array"))?;
     if messages.is_empty() {
-        return Err(DomainError::invalid("messages", "must be a non-empty array"));
+        return Err(DomainError::invalid(
+            "messages",
+            "must be a non-empty array",
+        ));
     }
     for (i, m) in messages.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
@@ -56,14 +59,25 @@ pub fn validate_body(body: &Value) -> Result<Map<String, Value>, DomainError> {
     match map.get("model") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {}
-        Some(_) => return Err(DomainError::invalid("model", "must be a model name or \"auto\"")),
+        Some(_) => {
+            return Err(DomainError::invalid(
+                "model",
+                "must be a model name or \"auto\"",
+            ))
+        }
     }
-    if map.get("stream").is_some_and(|s| !s.is_boolean() && !s.is_null()) {
+    if map
+        .get("stream")
+        .is_some_and(|s| !s.is_boolean() && !s.is_null())
+    {
         return Err(DomainError::invalid("stream", "must be a boolean"));
     }
     if let Some(t) = map.get("max_tokens").filter(|t| !t.is_null()) {
-        if !t.as_u64().is_some_and(|n| n >= 1) {
-            return Err(DomainError::invalid("max_tokens", "must be a positive integer"));
+        if t.as_u64().is_none_or(|n| n < 1) {
+            return Err(DomainError::invalid(
+                "max_tokens",
+                "must be a positive integer",
+            ));
         }
     }
     Ok(map.clone())
@@ -120,7 +134,9 @@ async fn pipeline(
     let configured = gateways.region(tenant.region).is_some();
     let keys = if tenant.ai_enabled && configured {
         let (tenant_id, region) = (tenant.id, tenant.region);
-        state.db(move |store| store.usable_ai_keys(tenant_id, region)).await?
+        state
+            .db(move |store| store.usable_ai_keys(tenant_id, region))
+            .await?
     } else {
         Vec::new()
     };
@@ -138,7 +154,12 @@ async fn pipeline(
             Ok(s) => Secret::new(s),
             Err(e) => {
                 tracing::error!(key_id = %key.id, error = %e, "an AI key does not open with the master key");
-                mark_not_ready(&state, key.id, "the key cannot be decrypted with the current master key").await;
+                mark_not_ready(
+                    &state,
+                    key.id,
+                    "the key cannot be decrypted with the current master key",
+                )
+                .await;
                 continue;
             }
         };
@@ -159,7 +180,8 @@ async fn pipeline(
             }
             Ok(ChatOutcome::Stream(run)) => {
                 let recorder = state.recorder.clone();
-                let run = run.with_on_finish(move |report| recorder.record(template.activity(&report)));
+                let run =
+                    run.with_on_finish(move |report| recorder.record(template.activity(&report)));
                 return Ok(HttpResponse::Ok()
                     .insert_header((CONTENT_TYPE, "text/event-stream"))
                     .insert_header((CACHE_CONTROL, "no-cache"))
@@ -192,7 +214,9 @@ async fn pipeline(
 
 async fn mark_not_ready(state: &AppState, key_id: uuid::Uuid, reason: &'static str) {
     let result = state
-        .db(move |store| store.set_ai_key_status(key_id, AiKeyStatus::NotReady, Some(reason), Utc::now()))
+        .db(move |store| {
+            store.set_ai_key_status(key_id, AiKeyStatus::NotReady, Some(reason), Utc::now())
+        })
         .await;
     if let Err(e) = result {
         tracing::error!(key_id = %key_id, error = %e, "could not mark an AI key not ready");
@@ -266,7 +290,10 @@ mod tests {
         for field in PROVIDER_FIELDS {
             let mut b = ok.clone();
             b[field] = json!("x");
-            assert_eq!(validate_body(&b).unwrap_err().code(), "provider_not_allowed");
+            assert_eq!(
+                validate_body(&b).unwrap_err().code(),
+                "provider_not_allowed"
+            );
         }
         for bad in [
             json!({"messages": []}),
@@ -278,7 +305,11 @@ mod tests {
             json!({"messages": [{"role": "user", "content": "x"}], "model": 3}),
             json!([1]),
         ] {
-            assert_eq!(validate_body(&bad).unwrap_err().code(), "validation_failed", "{bad}");
+            assert_eq!(
+                validate_body(&bad).unwrap_err().code(),
+                "validation_failed",
+                "{bad}"
+            );
         }
     }
 }

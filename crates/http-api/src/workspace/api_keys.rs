@@ -118,7 +118,10 @@ pub async fn create_api_key(
         Some(raw) => {
             let at = DateTime::parse_from_rfc3339(raw)
                 .map_err(|_| {
-                    DomainError::invalid("expires_at", "must be an RFC 3339 time such as 2030-01-01T00:00:00Z")
+                    DomainError::invalid(
+                        "expires_at",
+                        "must be an RFC 3339 time such as 2030-01-01T00:00:00Z",
+                    )
                 })?
                 .with_timezone(&Utc);
             if at <= now {

@@ -75,7 +75,7 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
     tag.parse::<i64>().map(Some).map_err(|_| bad())
 }
 
-/// `200 OK` with the record and its ETag.
+/// The record as the body of `res`, with its ETag.
 fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
     res.insert_header((header::ETAG, etag(r.version)))
         .json(record_json(r))
@@ -205,7 +205,12 @@ pub async fn patch(
                     }
                 }
                 let fields = validate_patch(kind, &input, &current.fields)?;
-                let line = activity(&scope, kind, "update", &current);
+                // The feed names the record as it is after the change.
+                let after = Record {
+                    fields: fields.clone(),
+                    ..current
+                };
+                let line = activity(&scope, kind, "update", &after);
                 // Without `If-Match` the write is still conditional on the version just read,
                 // so a concurrent change is re-read and merged rather than overwritten.
                 match store.update_record(
@@ -213,7 +218,7 @@ pub async fn patch(
                     kind,
                     parent,
                     id,
-                    Some(expected.unwrap_or(current.version)),
+                    Some(expected.unwrap_or(after.version)),
                     &fields,
                     Utc::now(),
                     &line,

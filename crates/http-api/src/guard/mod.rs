@@ -1,0 +1,54 @@
+//! `/guard/scan`: the skill scanner over HTTP, with or without credentials.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use actix_web::web;
+use gc_guard::fetch::GitHubFetcher;
+use gc_guard::Scanner;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+pub mod scan;
+
+/// The scanner, the GitHub fetcher and the anonymous throttle, shared by every worker.
+pub struct GuardService {
+    pub scanner: Arc<Scanner>,
+    pub fetcher: GitHubFetcher,
+    anonymous: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+impl GuardService {
+    /// `anonymous_per_minute` scans per client IP for callers without credentials.
+    pub fn new(scanner: Scanner, fetcher: GitHubFetcher, anonymous_per_minute: u32) -> Self {
+        let per_minute = NonZeroU32::new(anonymous_per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
+        Self {
+            scanner: Arc::new(scanner),
+            fetcher,
+            anonymous: RateLimiter::keyed(Quota::per_minute(per_minute)),
+        }
+    }
+
+    /// `Err(seconds to wait)` when this IP has used its anonymous allowance.
+    pub fn admit_anonymous(&self, ip: IpAddr) -> Result<(), u64> {
+        // Forget idle IPs now and then so the table stays small under churn.
+        if self.anonymous.len() > 10_000 {
+            self.anonymous.retain_recent();
+        }
+        self.anonymous.check_key(&ip).map_err(|not_until| {
+            not_until
+                .wait_time_from(DefaultClock::default().now())
+                .as_secs()
+                .max(1)
+        })
+    }
+}
+
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/guard/scan")
+            .route(web::get().to(scan::describe))
+            .route(web::post().to(scan::scan)),
+    );
+}

@@ -1,0 +1,180 @@
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use gc_domain::model::new_id;
+use gc_domain::workspace::{KeyScope, NewActivity};
+use gc_domain::DomainError;
+use gc_guard::fetch::FetchError;
+use gc_guard::{parse_target, sarif, ScanResult, Target, TargetError, TargetInfo};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::error::ApiError;
+use crate::extract::{client_ip, MaybeAuth};
+use crate::state::AppState;
+
+/// Modes, limits and rules of the scanner.
+#[utoipa::path(get, path = "/api/v1/guard/scan", tag = "guard",
+    responses((status = 200, description = "{modes: [\"skill\"], limits: {...}, rules: [{id, severity, title}]}")))]
+pub async fn describe() -> HttpResponse {
+    HttpResponse::Ok().json(gc_guard::guard_info())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScanBody {
+    /// Pasted content, or exactly `https://github.com/OWNER/REPO` (optional trailing `/` or `.git`).
+    pub target: String,
+    /// Only `skill`.
+    pub mode: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ScanQuery {
+    /// `json` (default) or `sarif` (SARIF 2.1.0).
+    pub format: Option<String>,
+}
+
+fn target_error(e: TargetError) -> ApiError {
+    match e {
+        TargetError::NotAllowed => ApiError::unprocessable(
+            "target_not_allowed",
+            "target: only pasted content or exactly https://github.com/OWNER/REPO is accepted",
+        ),
+        TargetError::Archive => ApiError::unprocessable(
+            "archive_not_accepted",
+            "target: ZIP archives are not accepted; paste the files' text instead",
+        ),
+        TargetError::Empty => DomainError::invalid("target", "must not be empty").into(),
+    }
+}
+
+fn fetch_error(e: &FetchError) -> ApiError {
+    let (status, message) = match e {
+        FetchError::NotFound => (StatusCode::NOT_FOUND, "no such public repository".to_owned()),
+        FetchError::Redirect => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the code host answered with a redirect, which is never followed (was the repository moved or renamed?)".to_owned(),
+        ),
+        FetchError::TooLarge(what) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the repository is over the scan limits: {what}"),
+        ),
+        FetchError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "the repository download took too long".to_owned()),
+        FetchError::Upstream(status) => (
+            StatusCode::BAD_GATEWAY,
+            format!("the code host answered {status}"),
+        ),
+        FetchError::InvalidArchive => (StatusCode::BAD_GATEWAY, "the repository archive is not readable".to_owned()),
+        FetchError::Transport(_) => (StatusCode::BAD_GATEWAY, "the code host could not be reached".to_owned()),
+        FetchError::Config(cause) => {
+            tracing::error!(cause = %cause, "guard fetcher misconfigured");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error".to_owned())
+        }
+    };
+    ApiError::new(status, e.code(), message)
+}
+
+/// Scans pasted content or an exact public GitHub repository for dangerous agent-skill
+/// content. Works without credentials (throttled per client IP); with a session or a key
+/// (scope `guard:scan`) the scan is recorded in the tenant's activity feed.
+#[utoipa::path(post, path = "/api/v1/guard/scan", tag = "guard", request_body = ScanBody, params(ScanQuery),
+    responses((status = 200, description = "{verdict, mode, target, findings, stats}, or SARIF 2.1.0 with ?format=sarif"),
+        (status = 404, description = "repository_not_found"),
+        (status = 422, description = "unsupported_mode, target_not_allowed, archive_not_accepted, redirect_not_followed, repository_too_large"),
+        (status = 429, description = "rate_limited (anonymous)"), (status = 502, description = "upstream_error"),
+        (status = 504, description = "upstream_timeout")))]
+pub async fn scan(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    MaybeAuth(principal): MaybeAuth,
+    query: web::Query<ScanQuery>,
+    body: web::Json<ScanBody>,
+) -> Result<HttpResponse, ApiError> {
+    let sarif_out = match query.format.as_deref() {
+        None | Some("json") => false,
+        Some("sarif") => true,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "format must be json or sarif",
+            ))
+        }
+    };
+    // Who is scanning: a tenant's member or key (recorded), or an anonymous caller (throttled).
+    let scope = match &principal {
+        None => {
+            let ip = client_ip(&req, &state).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+            if let Err(wait) = state.guard.admit_anonymous(ip) {
+                return Err(ApiError::from(DomainError::RateLimited {
+                    retry_after_secs: wait,
+                }));
+            }
+            None
+        }
+        Some(p) => match p.read_scope(KeyScope::GuardScan) {
+            Ok(scope) if !scope.is_shadow() => Some(scope),
+            Ok(_) => None,
+            // A platform admin without a tenant scans unrecorded.
+            Err(DomainError::MemberUnassigned) if p.user.is_platform_admin() => None,
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let body = body.into_inner();
+    if body.mode != gc_guard::MODE_SKILL {
+        return Err(ApiError::unprocessable(
+            "unsupported_mode",
+            "mode: only \"skill\" is supported",
+        ));
+    }
+    let target = parse_target(&body.target).map_err(target_error)?;
+    let guard = state.guard.clone();
+    let result: ScanResult = match target {
+        Target::Content(text) => {
+            let scanner = guard.scanner.clone();
+            let report = web::block(move || scanner.scan_content(&text)).await?;
+            ScanResult::new(TargetInfo::Content, report)
+        }
+        Target::Repository { owner, repo } => guard
+            .fetcher
+            .scan_repository(guard.scanner.clone(), &owner, &repo)
+            .await
+            .map_err(|e| fetch_error(&e))?
+            .into_result(),
+    };
+    if let Some(scope) = scope {
+        let (kind, owner, repo) = match &result.target {
+            TargetInfo::Content => ("content", None, None),
+            TargetInfo::Repository { owner, repo, .. } => {
+                ("repository", Some(owner.clone()), Some(repo.clone()))
+            }
+        };
+        state.recorder.record(NewActivity {
+            id: new_id(),
+            tenant_id: scope.tenant_id(),
+            at: Utc::now(),
+            actor: scope.actor().clone(),
+            action: "guard.scan".into(),
+            target: None,
+            detail: json!({
+                "target": kind,
+                "owner": owner,
+                "repo": repo,
+                "verdict": result.verdict,
+                "findings": result.findings.len(),
+            }),
+        });
+    }
+    if sarif_out {
+        let report = gc_guard::ScanReport {
+            findings: result.findings,
+            stats: result.stats,
+        };
+        return Ok(HttpResponse::Ok()
+            .content_type("application/sarif+json")
+            .json(sarif::to_sarif(&report, &result.target)));
+    }
+    Ok(HttpResponse::Ok().json(result))
+}

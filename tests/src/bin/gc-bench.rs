@@ -1,0 +1,441 @@
+//! `gc-bench`: the HTTP benchmarks behind `cargo xtask bench`.
+//!
+//! It starts the release `gc-server` binary as a child process on a fresh SQLite database,
+//! a zero-delay mock upstream and a bare actix handler in this process, and reports figures as
+//! ratios against baselines measured in the same run. Nothing here asserts on time.
+//!
+//! Usage: `gc-bench <path to gc-server> [--seconds N]`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gc_gateway::mock::MockUpstream;
+use serde_json::{json, Value};
+
+const ADMIN: &str = "bench-admin@gc.test";
+const PASSWORD: &str = "bench-password-123";
+
+struct Stats {
+    latencies_us: Vec<u64>,
+    errors: usize,
+    elapsed: Duration,
+}
+
+impl Stats {
+    fn pct(&self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_us[i] as f64 / 1000.0
+    }
+    fn rate(&self) -> f64 {
+        self.latencies_us.len() as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// `conns` tasks send requests back to back for `secs`.
+async fn load<F>(conns: usize, secs: f64, make: F) -> Stats
+where
+    F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let make = Arc::clone(&make);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                match make().send().await {
+                    Ok(res) => {
+                        let ok = res.status().is_success();
+                        let _ = res.bytes().await;
+                        if ok {
+                            lat.push(t.elapsed().as_micros() as u64);
+                        } else {
+                            errors += 1;
+                        }
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut latencies_us = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.unwrap();
+        latencies_us.extend(l);
+        errors += e;
+    }
+    latencies_us.sort_unstable();
+    Stats {
+        latencies_us,
+        errors,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server {
+    let mut cmd = Command::new(bin);
+    cmd.env("GC_DATABASE_URL", format!("sqlite://{db}"))
+        .env("GC_BIND", format!("127.0.0.1:{port}"))
+        .env("GC_LOG", "warn")
+        .env("GC_BOOTSTRAP_ADMIN_EMAIL", ADMIN)
+        .env("GC_BOOTSTRAP_ADMIN_PASSWORD", PASSWORD)
+        .env(
+            "GC_MASTER_KEY",
+            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(g) = gateway {
+        cmd.env("GC_GATEWAY_AIHK_URL", g);
+    }
+    Server {
+        child: cmd.spawn().expect("gc-server starts"),
+        base: format!("http://127.0.0.1:{port}/api/v1"),
+    }
+}
+
+async fn wait_healthy(client: &reqwest::Client, base: &str) -> Duration {
+    let t = Instant::now();
+    loop {
+        if let Ok(r) = client.get(format!("{base}/health")).send().await {
+            if r.status().is_success() {
+                return t.elapsed();
+            }
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "server did not come up"
+        );
+    }
+}
+
+async fn signin(client: &reqwest::Client, base: &str, email: &str) -> String {
+    let r = client
+        .post(format!("{base}/auth/signin"))
+        .json(&json!({"email": email, "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("gc_session="))
+        .map(|v| v.split(';').next().unwrap().to_owned())
+        .expect("session cookie");
+    format!("gc_session={cookie}")
+}
+
+async fn post(client: &reqwest::Client, url: String, cookie: &str, body: Value) -> Value {
+    let r = client
+        .post(url)
+        .header("cookie", cookie)
+        .header("origin", "http://127.0.0.1:8080")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.json().await.unwrap()
+}
+
+fn bare_actix(port: u16) {
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            actix_web::HttpServer::new(|| {
+                actix_web::App::new().route(
+                    "/skills",
+                    actix_web::web::get().to(|| async {
+                        actix_web::HttpResponse::Ok().json(json!({"data": [], "next_cursor": null}))
+                    }),
+                )
+            })
+            .workers(2)
+            .bind(("127.0.0.1", port))
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        });
+    });
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = args
+        .get(1)
+        .expect("usage: gc-bench <gc-server> [--seconds N]")
+        .clone();
+    let secs: f64 = args
+        .iter()
+        .position(|a| a == "--seconds")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4.0);
+    let dir = std::env::temp_dir().join(format!("gc-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("gc.db").display().to_string();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
+
+    // Mock upstream (zero delay) and the bare handler baseline.
+    let (_, mock) = MockUpstream::start_for_bench().await.unwrap();
+    let bare_port = free_port();
+    bare_actix(bare_port);
+
+    println!("# gc-bench ({secs} s per measurement, 2 cores shared by load generator, server and mock)\n");
+
+    // 1. Start-up to first answered health check on an existing SQLite database.
+    {
+        let port = free_port();
+        let s = spawn_server(&bin, &db, port, None);
+        wait_healthy(&client, &s.base).await;
+        drop(s);
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let port = free_port();
+            let t = Instant::now();
+            let s = spawn_server(&bin, &db, port, None);
+            wait_healthy(&client, &s.base).await;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            drop(s);
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        println!("## Start-up\n\nstart to first answered health check, existing SQLite database, 7 runs: median {:.1} ms, max {:.1} ms (target < 150 ms)\n", times[3], times[6]);
+    }
+
+    let port = free_port();
+    let server = spawn_server(&bin, &db, port, Some(&mock.base_url()));
+    let base = server.base.clone();
+    wait_healthy(&client, &base).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle_rss = rss_kib(server.child.id());
+
+    // Set-up through the API.
+    let admin = signin(&client, &base, ADMIN).await;
+    let tenant = post(
+        &client,
+        format!("{base}/admin/tenants"),
+        &admin,
+        json!({"name": "Bench", "region": "AIHK", "ai_enabled": true}),
+    )
+    .await;
+    let tid = tenant["id"].as_str().unwrap().to_owned();
+    post(
+        &client,
+        format!("{base}/admin/users"),
+        &admin,
+        json!({"email": "member@gc.test", "name": "M", "password": PASSWORD, "tenant_id": tid}),
+    )
+    .await;
+    post(
+        &client,
+        format!("{base}/admin/tenants/{tid}/ai-keys"),
+        &admin,
+        json!({"region": "AIHK", "secret": "sk-bench-0001", "chat_enabled": true}),
+    )
+    .await;
+    let member = signin(&client, &base, "member@gc.test").await;
+    let key = post(
+        &client,
+        format!("{base}/workspace/api-keys"),
+        &member,
+        json!({"name": "bench", "scopes": ["workspace:read", "run"]}),
+    )
+    .await;
+    let key = key["key"].as_str().unwrap().to_owned();
+    for i in 0..50 {
+        post(
+            &client,
+            format!("{base}/workspace/skills"),
+            &member,
+            json!({"name": format!("skill {i}"), "content": "# Skill\nDo a thing.\n".repeat(10)}),
+        )
+        .await;
+    }
+
+    // 2. Health p99 while 32 sign-ins run at once (bcrypt cost 12).
+    {
+        let c = client.clone();
+        let b = base.clone();
+        let quiet = load(1, secs, move || c.get(format!("{b}/health"))).await;
+        let c = client.clone();
+        let b = base.clone();
+        let signins = tokio::spawn(load(32, secs + 1.0, move || {
+            c.post(format!("{b}/auth/signin"))
+                .json(&json!({"email": "member@gc.test", "password": PASSWORD}))
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let c = client.clone();
+        let b = base.clone();
+        let busy = load(1, secs, move || c.get(format!("{b}/health"))).await;
+        let s = signins.await.unwrap();
+        println!("## Health while 32 sign-ins run\n");
+        println!("| | p50 ms | p99 ms | requests |\n|---|---|---|---|");
+        println!(
+            "| `GET /health` alone | {:.2} | {:.2} | {} |",
+            quiet.pct(0.5),
+            quiet.pct(0.99),
+            quiet.latencies_us.len()
+        );
+        println!(
+            "| `GET /health` during 32 concurrent sign-ins | {:.2} | {:.2} | {} |",
+            busy.pct(0.5),
+            busy.pct(0.99),
+            busy.latencies_us.len()
+        );
+        println!(
+            "| the sign-ins themselves | {:.1} | {:.1} | {} ({:.1}/s, {} errors) |\n",
+            s.pct(0.5),
+            s.pct(0.99),
+            s.latencies_us.len(),
+            s.rate(),
+            s.errors
+        );
+        println!("target: health p99 under 5 ms during the sign-ins\n");
+    }
+
+    // 3. Key-authenticated GET /workspace/skills (50 records) vs a bare actix handler, 16 connections.
+    {
+        let c = client.clone();
+        let bare = load(16, secs, move || {
+            c.get(format!("http://127.0.0.1:{bare_port}/skills"))
+        })
+        .await;
+        let c = client.clone();
+        let b = base.clone();
+        let k = key.clone();
+        let skills = load(16, secs, move || {
+            c.get(format!("{b}/workspace/skills")).bearer_auth(&k)
+        })
+        .await;
+        // Made-up keys with a bad checksum: refused before any database query.
+        let c = client.clone();
+        let b = base.clone();
+        let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let fake = load(16, secs, move || {
+            let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            c.get(format!("{b}/workspace/skills"))
+                .bearer_auth(format!("gc_{:043}{:06}", i, 0))
+        })
+        .await;
+        println!("## Key-authenticated reads (16 connections)\n");
+        println!("| | requests/s | p50 ms | p99 ms |\n|---|---|---|---|");
+        println!(
+            "| bare actix handler (baseline) | {:.0} | {:.2} | {:.2} |",
+            bare.rate(),
+            bare.pct(0.5),
+            bare.pct(0.99)
+        );
+        println!(
+            "| `GET /workspace/skills` (50 records, Bearer key, SQLite) | {:.0} | {:.2} | {:.2} |",
+            skills.rate(),
+            skills.pct(0.5),
+            skills.pct(0.99)
+        );
+        println!(
+            "\nratio to the bare handler: {:.2} (target ≥ 0.5)\n",
+            skills.rate() / bare.rate()
+        );
+        // Errors are the expected 401s here.
+        let rejected = fake.errors as f64 / fake.elapsed.as_secs_f64();
+        println!("made-up keys (bad checksum, 401 without a database query): {rejected:.0} rejections/s, {:.2} of the bare handler's rate\n", rejected / bare.rate());
+    }
+
+    // 4. The gateway: the mock called directly vs the same request through /run.
+    {
+        println!("## Gateway overhead (zero-delay mock upstream, Bearer key, tenant lookup and key decryption on)\n");
+        println!("| concurrency | direct p50 ms | direct p99 ms | direct req/s | /run p50 ms | /run p99 ms | /run req/s | added p99 ms | rate ratio |");
+        println!("|---|---|---|---|---|---|---|---|---|");
+        let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
+        for conns in [1usize, 16, 64] {
+            let c = client.clone();
+            let m = mock.base_url();
+            let b1 = body.clone();
+            let direct = load(conns, secs, move || {
+                c.post(format!("{m}/chat/completions"))
+                    .bearer_auth("sk-bench-0001")
+                    .json(&b1)
+            })
+            .await;
+            let c = client.clone();
+            let b = base.clone();
+            let k = key.clone();
+            let b2 = body.clone();
+            let through = load(conns, secs, move || {
+                c.post(format!("{b}/run")).bearer_auth(&k).json(&b2)
+            })
+            .await;
+            println!(
+                "| {conns} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.2} |",
+                direct.pct(0.5),
+                direct.pct(0.99),
+                direct.rate(),
+                through.pct(0.5),
+                through.pct(0.99),
+                through.rate(),
+                through.pct(0.99) - direct.pct(0.99),
+                through.rate() / direct.rate()
+            );
+            if through.errors > 0 {
+                println!("\n({} errors through /run at {conns})\n", through.errors);
+            }
+        }
+        println!();
+    }
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_rss = rss_kib(server.child.id());
+    println!("## Memory\n\nserver RSS idle after start: {:.1} MiB; after all of the above: {:.1} MiB (target: idle < 20 MiB, flat under load)\n",
+        idle_rss as f64 / 1024.0, after_rss as f64 / 1024.0);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
