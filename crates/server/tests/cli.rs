@@ -178,7 +178,7 @@ async fn sigterm_stops_gracefully_and_lets_in_flight_requests_finish() {
     .await
     .unwrap();
     let tid = tenant["id"].as_str().unwrap();
-    post(&format!("/admin/users"), serde_json::json!({"email": "m@example.com", "name": "M", "password": "member-password-1", "tenant_id": tid})).await.unwrap();
+    post("/admin/users", serde_json::json!({"email": "m@example.com", "name": "M", "password": "member-password-1", "tenant_id": tid})).await.unwrap();
     post(
         &format!("/admin/tenants/{tid}/ai-keys"),
         serde_json::json!({"region": "AIHK", "secret": "sk-x-0001"}),
