@@ -298,8 +298,8 @@ both_backends! {
         assert_eq!(back.status, 200);
         assert!(!back.text.contains("globex only"));
         admin.patch(&format!("{user}/tenant"), json!({"tenant_id": null})).await;
-        let r = key.get("/workspace/skills").await;
-        assert!(r.status == 401 || r.status == 403, "{}", r.text);
+        // An unassigned member's key is refused like the member's session.
+        assert_error(&key.get("/workspace/skills").await, 403, "member_unassigned");
     }
 
     async fn made_up_expired_and_malformed_keys_are_refused(app: TestApp) {

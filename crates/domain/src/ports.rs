@@ -161,6 +161,8 @@ pub trait WorkspaceRepo {
     ) -> DomainResult<Page<Activity>>;
     /// Appends an activity line on its own (runs, scans): the tenant id is in `activity`.
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()>;
+    /// Appends several activity lines in one transaction (the run-record writer's batches).
+    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()>;
 }
 
 pub trait ApiKeyRepo {

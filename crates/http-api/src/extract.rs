@@ -70,37 +70,111 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
-    let state = state_of(&req)?;
-    let principal = match presented(&req)? {
-        Presented::Nothing => return Ok(None),
+/// Credentials that passed every check that needs no database: the key's checksum, the
+/// token's shape, the Origin of cookie writes. Only their SHA-256 is kept.
+#[derive(Debug, Clone)]
+enum Checked {
+    Key(String),
+    Session(String),
+}
+
+fn check(req: &HttpRequest, state: &AppState) -> Result<Option<Checked>, ApiError> {
+    match presented(req)? {
+        Presented::Nothing => Ok(None),
         Presented::Bearer(key) => {
             // A made-up key fails its checksum here and costs no query.
             if !checksum_ok(&key) {
                 return Err(DomainError::InvalidApiKey.into());
             }
-            let hash = sha256_hex(&key);
-            let policy = state.policy;
-            state
-                .db(move |store| authenticate_key(store, &policy, &hash, Utc::now()))
-                .await?
+            Ok(Some(Checked::Key(sha256_hex(&key))))
         }
         Presented::Cookie(token) => {
             if !SessionToken::looks_valid(&token) {
                 return Err(DomainError::Unauthenticated.into());
             }
-            check_origin(&req, &state)?;
-            let hash = sha256_hex(&token);
-            let policy = state.policy;
-            state
-                .db(move |store| authenticate_session(store, &policy, &hash, Utc::now()))
-                .await?
+            check_origin(req, state)?;
+            Ok(Some(Checked::Session(sha256_hex(&token))))
         }
-    };
+    }
+}
+
+/// Turns checked credentials into a `Principal` (synchronous: runs on the blocking pool).
+fn resolve(
+    store: &dyn gc_domain::ports::Store,
+    policy: &gc_domain::accounts::AccountPolicy,
+    checked: &Checked,
+) -> gc_domain::DomainResult<Principal> {
+    match checked {
+        Checked::Key(hash) => authenticate_key(store, policy, hash, Utc::now()),
+        Checked::Session(hash) => authenticate_session(store, policy, hash, Utc::now()),
+    }
+}
+
+fn mark_shadow(req: &HttpRequest, principal: &Principal) {
     if let Some((tenant, _)) = principal.shadow() {
         req.extensions_mut().insert(ShadowTenant(tenant.id));
     }
+}
+
+async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
+    let state = state_of(&req)?;
+    let Some(checked) = check(&req, &state)? else {
+        return Ok(None);
+    };
+    let policy = state.policy;
+    let principal = state
+        .db(move |store| resolve(store, &policy, &checked))
+        .await?;
+    mark_shadow(&req, &principal);
     Ok(Some(principal))
+}
+
+/// Credentials checked without the database, for handlers on a hot path that authenticate and
+/// do their storage work in one trip to the blocking pool ([`Caller::db`]).
+pub struct Caller {
+    req: HttpRequest,
+    checked: Checked,
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready((|| {
+            let state = state_of(req)?;
+            let checked = check(req, &state)?.ok_or(DomainError::Unauthenticated)?;
+            Ok(Caller {
+                req: req.clone(),
+                checked,
+            })
+        })())
+    }
+}
+
+impl Caller {
+    /// Authenticates and runs `work` with the principal, in one blocking call.
+    pub async fn db<T, F>(self, state: &AppState, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn gc_domain::ports::Store, &Principal) -> gc_domain::DomainResult<T>
+            + Send
+            + 'static,
+    {
+        let policy = state.policy;
+        let checked = self.checked;
+        let (principal, out) = state
+            .db(move |store| {
+                let principal = resolve(store, &policy, &checked)?;
+                // A refusal inside `work` still needs the Shadow header: hand the principal
+                // back either way.
+                let out = work(store, &principal);
+                Ok((principal, out))
+            })
+            .await?;
+        mark_shadow(&self.req, &principal);
+        Ok(out?)
+    }
 }
 
 /// An authenticated caller (session or workspace key); 401 without valid credentials.

@@ -111,7 +111,8 @@ impl ManageConnection for DbConnectionManager {
 struct SqlitePragmas;
 
 const SQLITE_PRAGMAS: &str =
-    "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = FULL;";
+    "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = FULL; \
+     PRAGMA cache_size = -1024;";
 
 impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqlitePragmas {
     fn on_acquire(&self, conn: &mut DbConnection) -> Result<(), diesel::r2d2::Error> {
@@ -196,6 +197,9 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
     let backend = target.backend();
     let manager = DbConnectionManager { target };
     let mut builder = Pool::builder()
+        // A SQLite file cannot drop a connection the way a server can: skip the `SELECT 1`
+        // on every checkout there; PostgreSQL connections are still tested.
+        .test_on_check_out(backend == "postgres")
         .max_size(if memory { 1 } else { opts.max_size.max(1) })
         .min_idle(Some(if memory { 1 } else { 0 }))
         .connection_timeout(opts.connection_timeout)

@@ -22,6 +22,7 @@
 //! | `GC_SESSION_IDLE_HOURS`, `GC_SESSION_MAX_DAYS` | `24`, `30` | session idle and absolute lifetime |
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
+//! | `GC_BLOCKING_THREADS` | `4` | threads per worker for database and bcrypt work |
 //! | `GC_LOG` | `info` | tracing filter; `GC_LOG_FORMAT=json` for JSON lines |
 
 use std::net::SocketAddr;
@@ -136,6 +137,8 @@ pub struct Config {
     pub db_pool_size: Option<u32>,
     #[arg(long, env = "GC_WORKERS")]
     pub workers: Option<usize>,
+    #[arg(long, env = "GC_BLOCKING_THREADS", default_value_t = 4)]
+    pub blocking_threads: usize,
     #[arg(long, env = "GC_LOG", default_value = "info")]
     pub log: String,
     #[arg(long, env = "GC_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -171,6 +174,7 @@ impl Config {
             session_max_days: 30,
             db_pool_size: None,
             workers: None,
+            blocking_threads: 4,
             log: "info".into(),
             log_format: "text".into(),
         }

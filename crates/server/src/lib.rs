@@ -187,9 +187,8 @@ pub fn sealer(config: &Config) -> anyhow::Result<Sealer> {
     Ok(Sealer::new(&current, &previous))
 }
 
-/// The Guard: compiled rules, the GitHub fetcher and the anonymous throttle.
+/// The Guard: the GitHub fetcher and the anonymous throttle (rules compile on first scan).
 pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
-    let scanner = gc_guard::Scanner::new().context("compiling the Guard rules")?;
     let fetcher = GitHubFetcher::new(FetchConfig {
         api_base: config.github_api_url.trim_end_matches('/').to_owned(),
         codeload_base: config.github_codeload_url.trim_end_matches('/').to_owned(),
@@ -197,11 +196,7 @@ pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
         ..FetchConfig::default()
     })
     .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
-    Ok(GuardService::new(
-        scanner,
-        fetcher,
-        config.guard_anon_per_min,
-    ))
+    Ok(GuardService::new(fetcher, config.guard_anon_per_min))
 }
 
 /// The state and the run-record writer that goes with it.
@@ -248,31 +243,42 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
 /// How many run records may wait for the writer.
 const RUN_QUEUE: usize = 4096;
 
-/// Writes run records in batches on the blocking pool until every sender is gone, so the
-/// queue is flushed when the server stops.
+/// Writes run records in batches, one transaction each, on the blocking pool until every
+/// sender is gone, so the queue is flushed when the server stops. After the first record of a
+/// batch it waits up to [`RUN_BATCH_WINDOW`] for more, so a busy gateway costs a few commits a
+/// second rather than one per run.
 async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<NewActivity>) {
     while let Some(first) = runs.recv().await {
         let mut batch = vec![first];
-        while batch.len() < 256 {
-            match runs.try_recv() {
-                Ok(a) => batch.push(a),
-                Err(_) => break,
+        let window = tokio::time::sleep(RUN_BATCH_WINDOW);
+        tokio::pin!(window);
+        while batch.len() < RUN_BATCH_MAX {
+            tokio::select! {
+                next = runs.recv() => match next {
+                    Some(a) => batch.push(a),
+                    None => break,
+                },
+                () = &mut window => break,
             }
         }
         let store = Arc::clone(&store);
-        let written = web::block(move || {
-            for activity in &batch {
-                if let Err(e) = store.append_activity(activity) {
-                    tracing::error!(error = %e, "could not write a run record");
-                }
-            }
-        })
-        .await;
-        if written.is_err() {
-            tracing::error!("the run-record writer could not use the blocking pool");
+        let count = batch.len();
+        let written = web::block(move || store.append_activities(&batch)).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, count, "could not write run records"),
+            Err(_) => tracing::error!(
+                count,
+                "the run-record writer could not use the blocking pool"
+            ),
         }
     }
 }
+
+/// How long the writer gathers records into one transaction.
+const RUN_BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
+/// The most records in one transaction.
+const RUN_BATCH_MAX: usize = 512;
 
 /// The OpenAPI document as committed in `docs/openapi.json`.
 pub fn openapi_document() -> String {
@@ -313,6 +319,9 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
             .configure(move |cfg| gc_http_api::configure(cfg, data))
     })
     .shutdown_timeout(30)
+    // Few blocking threads per worker: database work waits for a pooled connection anyway,
+    // and every extra thread costs memory (stacks, allocator arenas).
+    .worker_max_blocking_threads(config.blocking_threads.max(1))
     .bind(config.bind)
     .with_context(|| format!("binding {}", config.bind))?;
     if let Some(workers) = config.workers {

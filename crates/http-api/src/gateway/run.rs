@@ -12,7 +12,7 @@ use gc_gateway::{ChatOutcome, RunReport, Secret, UpstreamError};
 use serde_json::{json, Map, Value};
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::Caller;
 use crate::state::AppState;
 
 /// Fields that would let a caller pick where the request goes: never accepted.
@@ -101,10 +101,10 @@ fn upstream_error(e: &UpstreamError) -> ApiError {
         (status = 502, description = "upstream_error"), (status = 504, description = "upstream_timeout")))]
 pub async fn run(
     state: web::Data<AppState>,
-    auth: Auth,
+    caller: Caller,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(state, auth, body.into_inner(), "/run").await
+    pipeline(state, caller, body.into_inner(), "/run").await
 }
 
 /// `POST /chat/completions`: the same pipeline for OpenAI SDKs (mounted when enabled).
@@ -114,33 +114,39 @@ pub async fn run(
         (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)")))]
 pub async fn chat_completions(
     state: web::Data<AppState>,
-    auth: Auth,
+    caller: Caller,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(state, auth, body.into_inner(), "/chat/completions").await
+    pipeline(state, caller, body.into_inner(), "/chat/completions").await
 }
 
 async fn pipeline(
     state: web::Data<AppState>,
-    Auth(p): Auth,
+    caller: Caller,
     body: Value,
     route: &'static str,
 ) -> Result<HttpResponse, ApiError> {
-    // The member rules and the key scope first, then the body, then AI access.
-    let tenant = RunScope::caller_tenant(&p)?;
-    let body = validate_body(&body)?;
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let gateways = state.gateways.clone();
-    let configured = gateways.region(tenant.region).is_some();
-    let keys = if tenant.ai_enabled && configured {
-        let (tenant_id, region) = (tenant.id, tenant.region);
-        state
-            .db(move |store| store.usable_ai_keys(tenant_id, region))
-            .await?
-    } else {
-        Vec::new()
-    };
-    let scope = RunScope::authorize(&p, keys, configured)?;
+    let configured: Vec<gc_domain::values::Region> = gc_domain::values::Region::ALL
+        .into_iter()
+        .filter(|r| gateways.region(*r).is_some())
+        .collect();
+    // One trip to the database: authenticate, apply the member rules and the key scope, check
+    // the body, then load the region's usable keys and decide.
+    let (scope, body) = caller
+        .db(&state, move |store, p| {
+            let tenant = RunScope::caller_tenant(p)?;
+            let body = validate_body(&body)?;
+            let configured = configured.contains(&tenant.region);
+            let keys = if tenant.ai_enabled && configured {
+                store.usable_ai_keys(tenant.id, tenant.region)?
+            } else {
+                Vec::new()
+            };
+            Ok((RunScope::authorize(p, keys, configured)?, body))
+        })
+        .await?;
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let gateway = gateways
         .region(scope.region())
         .ok_or_else(|| DomainError::AiAccessNotReady("the gateway is not configured".into()))?

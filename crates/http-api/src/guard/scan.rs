@@ -51,6 +51,10 @@ fn target_error(e: TargetError) -> ApiError {
     }
 }
 
+fn rule_error(e: gc_guard::RuleError) -> ApiError {
+    DomainError::Internal(format!("the Guard rules do not compile: {e}")).into()
+}
+
 fn fetch_error(e: &FetchError) -> ApiError {
     let (status, message) = match e {
         FetchError::NotFound => (StatusCode::NOT_FOUND, "no such public repository".to_owned()),
@@ -133,16 +137,22 @@ pub async fn scan(
     let guard = state.guard.clone();
     let result: ScanResult = match target {
         Target::Content(text) => {
-            let scanner = guard.scanner.clone();
-            let report = web::block(move || scanner.scan_content(&text)).await?;
+            let g = guard.clone();
+            let report = web::block(move || g.scanner().map(|s| s.scan_content(&text)))
+                .await?
+                .map_err(rule_error)?;
             ScanResult::new(TargetInfo::Content, report)
         }
-        Target::Repository { owner, repo } => guard
-            .fetcher
-            .scan_repository(guard.scanner.clone(), &owner, &repo)
-            .await
-            .map_err(|e| fetch_error(&e))?
-            .into_result(),
+        Target::Repository { owner, repo } => {
+            let g = guard.clone();
+            let scanner = web::block(move || g.scanner()).await?.map_err(rule_error)?;
+            guard
+                .fetcher
+                .scan_repository(scanner, &owner, &repo)
+                .await
+                .map_err(|e| fetch_error(&e))?
+                .into_result()
+        }
     };
     if let Some(scope) = scope {
         let (kind, owner, repo) = match &result.target {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Caller};
 use crate::state::AppState;
 
 /// The `{kind}` path segment: `agents`, `workflows` or `apps`. Anything else fails path
@@ -69,10 +69,10 @@ pub struct DraftList {
 pub async fn list_drafts(
     state: web::Data<AppState>,
     kind: web::Path<DraftKind>,
-    Auth(p): Auth,
+    caller: Caller,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    records::list(state, p, kind.0, None, query).await
+    records::list(state, caller, kind.0, None, query).await
 }
 
 /// Stores a draft (version 1).

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Caller};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemoryCollection;
@@ -50,10 +50,10 @@ pub struct MemoryCollectionList {
         (status = 403, description = "insufficient_scope or a member refusal")))]
 pub async fn list_collections(
     state: web::Data<AppState>,
-    Auth(p): Auth,
+    caller: Caller,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    records::list(state, p, KIND, None, query).await
+    records::list(state, caller, KIND, None, query).await
 }
 
 /// Stores a memory collection (version 1).

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use crate::cursor::{self, ListQuery};
 use crate::error::ApiError;
+use crate::extract::Caller;
 use crate::state::AppState;
 
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
@@ -29,21 +30,45 @@ pub type Fields = web::Json<Map<String, Value>>;
 /// concurrent writer got in between its read and its write.
 const PATCH_ATTEMPTS: usize = 3;
 
-/// The JSON of a stored record.
-pub fn record_json(r: &Record) -> Value {
-    let mut out = Map::new();
-    out.insert("id".into(), json!(r.id));
-    out.insert("version".into(), json!(r.version));
-    out.insert("created_at".into(), json!(r.created_at));
-    out.insert("updated_at".into(), json!(r.updated_at));
-    out.insert("created_by".into(), json!(r.created_by));
-    if r.kind == RecordKind::MemorySource {
-        out.insert("collection_id".into(), json!(r.parent_id));
+/// The JSON of a stored record, serialised straight from the record (no copy of its
+/// fields): `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
+pub struct RecordJson<'a>(pub &'a Record);
+
+impl serde::Serialize for RecordJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        const META: [&str; 6] = [
+            "id",
+            "version",
+            "created_at",
+            "updated_at",
+            "created_by",
+            "collection_id",
+        ];
+        let r = self.0;
+        let source = r.kind == RecordKind::MemorySource;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("id", &r.id)?;
+        map.serialize_entry("version", &r.version)?;
+        map.serialize_entry("created_at", &r.created_at)?;
+        map.serialize_entry("updated_at", &r.updated_at)?;
+        map.serialize_entry("created_by", &r.created_by)?;
+        if source {
+            map.serialize_entry("collection_id", &r.parent_id)?;
+        }
+        // Validated fields never use these names; skip them anyway so keys stay unique.
+        for (name, value) in r.fields.iter().filter(|(n, _)| !META.contains(&n.as_str())) {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
     }
-    for (name, value) in &r.fields {
-        out.entry(name.clone()).or_insert_with(|| value.clone());
-    }
-    Value::Object(out)
+}
+
+/// A page of records: `{data, next_cursor}`.
+#[derive(serde::Serialize)]
+struct RecordPage<'a> {
+    data: Vec<RecordJson<'a>>,
+    next_cursor: Option<String>,
 }
 
 /// The strong entity tag of a version: `"3"`.
@@ -78,7 +103,7 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
 /// The record as the body of `res`, with its ETag.
 fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
     res.insert_header((header::ETAG, etag(r.version)))
-        .json(record_json(r))
+        .json(RecordJson(r))
 }
 
 /// The activity line of a record write, e.g. `skill.create` with the record as target.
@@ -111,23 +136,26 @@ fn not_found(kind: RecordKind) -> ApiError {
     DomainError::NotFound(kind.noun()).into()
 }
 
-/// `GET` of a list: newest first, `?limit=&cursor=`.
+/// `GET` of a list: newest first, `?limit=&cursor=`. Authentication and the query share one
+/// trip to the blocking pool.
 pub async fn list(
     state: web::Data<AppState>,
-    p: Principal,
+    caller: Caller,
     kind: RecordKind,
     parent: Option<Uuid>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
     let page = query.page()?;
-    let page = state
-        .db(move |store| store.list_records(&scope, kind, parent, &page))
+    let page = caller
+        .db(&state, move |store, p| {
+            let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+            store.list_records(&scope, kind, parent, &page)
+        })
         .await?;
-    Ok(HttpResponse::Ok().json(json!({
-        "data": page.items.iter().map(record_json).collect::<Vec<_>>(),
-        "next_cursor": page.next.map(cursor::encode),
-    })))
+    Ok(HttpResponse::Ok().json(RecordPage {
+        data: page.items.iter().map(RecordJson).collect(),
+        next_cursor: page.next.map(cursor::encode),
+    }))
 }
 
 /// `POST`: validates, stores version 1 and its activity line; 201 with the record.

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Caller};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::Skill;
@@ -55,10 +55,10 @@ pub struct SkillList {
         (status = 403, description = "insufficient_scope or a member refusal")))]
 pub async fn list_skills(
     state: web::Data<AppState>,
-    Auth(p): Auth,
+    caller: Caller,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    records::list(state, p, KIND, None, query).await
+    records::list(state, caller, KIND, None, query).await
 }
 
 /// Stores a skill (version 1).

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Caller};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemorySource;
@@ -58,10 +58,10 @@ pub struct MemorySourceList {
 pub async fn list_sources(
     state: web::Data<AppState>,
     collection: web::Path<Uuid>,
-    Auth(p): Auth,
+    caller: Caller,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    records::list(state, p, KIND, Some(collection.into_inner()), query).await
+    records::list(state, caller, KIND, Some(collection.into_inner()), query).await
 }
 
 /// Adds a source to a collection (version 1).

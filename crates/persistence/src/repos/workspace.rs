@@ -120,21 +120,21 @@ impl WorkspaceRepo for DbStore {
             // A source list through a collection id of another tenant (or no collection at
             // all) is not found, never an empty list.
             check_parent(conn, &tenant_id, kind, parent_id.as_deref())?;
-            let mut query = records::table
+            // Static (not boxed) queries, so diesel keeps them prepared. Ids are lower-case
+            // hex and hyphens, so "~" sorts after every id: "no cursor" is `id < "~"`.
+            let before = page.before().map_or_else(|| "~".to_owned(), text);
+            let base = records::table
                 .filter(records::tenant_id.eq(&tenant_id))
                 .filter(records::kind.eq(kind.as_str()))
+                .filter(records::id.lt(before))
                 .select(RecordRow::as_select())
                 .order(records::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            query = match &parent_id {
-                Some(parent_id) => query.filter(records::parent_id.eq(parent_id)),
-                None => query.filter(records::parent_id.is_null()),
-            };
-            if let Some(before) = page.before() {
-                query = query.filter(records::id.lt(text(before)));
+                .limit(fetch_limit(page));
+            match &parent_id {
+                Some(parent_id) => base.filter(records::parent_id.eq(parent_id)).load(conn),
+                None => base.filter(records::parent_id.is_null()).load(conn),
             }
-            query.load(conn).map_err(|e| db_error("list_records", e))
+            .map_err(|e| db_error("list_records", e))
         })?;
         let records = rows
             .into_iter()
@@ -287,6 +287,12 @@ impl WorkspaceRepo for DbStore {
             let keys = api_keys::table
                 .filter(api_keys::tenant_id.eq(&tenant_id))
                 .filter(api_keys::revoked_at.is_null())
+                // Expired keys no longer count as keys of the workspace.
+                .filter(
+                    api_keys::expires_at
+                        .is_null()
+                        .or(api_keys::expires_at.gt(ms(chrono::Utc::now()))),
+                )
                 .select(count_star())
                 .first::<i64>(conn)
                 .map_err(|e| db_error("record_counts", e))?;
@@ -396,6 +402,19 @@ impl WorkspaceRepo for DbStore {
     }
 
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
-        self.read(|conn| append(conn, "append_activity", activity, activity.tenant_id))
+        self.write("append_activity", |conn| {
+            append(conn, "append_activity", activity, activity.tenant_id)
+        })
+    }
+
+    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
+        if activities.is_empty() {
+            return Ok(());
+        }
+        self.write("append_activities", |conn| {
+            activities
+                .iter()
+                .try_for_each(|a| append(conn, "append_activities", a, a.tenant_id))
+        })
     }
 }
