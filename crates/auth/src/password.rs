@@ -14,16 +14,31 @@ const MAX_BYTES: usize = 72;
 /// bcrypt at a configured cost. Slow by design: call it on a blocking pool.
 pub struct BcryptHasher {
     cost: u32,
-    dummy: String,
+    /// Made on first use (it takes as long as a real hash; start-up should not wait for it).
+    dummy: std::sync::OnceLock<String>,
 }
 
 impl BcryptHasher {
     pub fn new(cost: u32) -> Result<Self, bcrypt::BcryptError> {
-        let mut random = [0u8; 24];
-        rand::rng().fill_bytes(&mut random);
-        let filler: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let dummy = bcrypt::hash(filler, cost)?;
-        Ok(Self { cost, dummy })
+        // Check the cost now, on a cheap input, so a bad configuration fails at start.
+        if !(4..=31).contains(&cost) {
+            return Err(bcrypt::BcryptError::CostNotAllowed(cost));
+        }
+        Ok(Self {
+            cost,
+            dummy: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn dummy(&self) -> &str {
+        self.dummy.get_or_init(|| {
+            let mut random = [0u8; 24];
+            rand::rng().fill_bytes(&mut random);
+            let filler: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            // The cost was checked in `new`; should hashing still fail, a malformed hash makes
+            // every verification against it fail, which is the safe side.
+            bcrypt::hash(filler, self.cost).unwrap_or_default()
+        })
     }
 
     pub fn cost(&self) -> u32 {
@@ -47,14 +62,14 @@ impl PasswordHasher for BcryptHasher {
         // Over-long passwords can never have been stored; verify against the dummy anyway so
         // the answer takes as long as any other.
         if password.len() > MAX_BYTES {
-            let _ = bcrypt::verify(b"", &self.dummy);
+            let _ = bcrypt::verify(b"", self.dummy());
             return false;
         }
         bcrypt::verify(password, hash).unwrap_or(false)
     }
 
     fn dummy_hash(&self) -> &str {
-        &self.dummy
+        self.dummy()
     }
 }
 

@@ -135,6 +135,20 @@ impl r2d2::HandleError<diesel::r2d2::Error> for PoolErrorLogger {
     }
 }
 
+/// Runs one diesel expression on the concrete connection of either backend. Queries on the
+/// hot path (credential lookups, record lists) use it: through the `MultiConnection` enum
+/// diesel rebuilds and re-prepares the SQL on every call, on the concrete connection it keeps
+/// the prepared statement.
+macro_rules! on_backend {
+    ($conn:expr, |$c:ident| $body:expr) => {
+        match $conn {
+            $crate::store::DbConnection::Sqlite($c) => $body,
+            $crate::store::DbConnection::Pg($c) => $body,
+        }
+    };
+}
+pub(crate) use on_backend;
+
 /// Pool settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolOptions {

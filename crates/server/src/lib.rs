@@ -228,9 +228,16 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         trusted_proxies: config.trusted_proxies.clone(),
         ..HttpSettings::default()
     };
+    let hasher = Arc::new(hasher);
+    // The dummy hash for unknown emails costs as much as a real one: make it in the
+    // background so start-up does not wait for it.
+    let warm = Arc::clone(&hasher);
+    std::thread::spawn(move || {
+        warm.dummy_hash();
+    });
     let state = AppState::new(
         Arc::new(store),
-        Arc::new(hasher),
+        hasher,
         policy,
         http,
         Arc::new(gateways),

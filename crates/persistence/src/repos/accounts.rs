@@ -287,7 +287,7 @@ impl SessionRepo for DbStore {
         self.read(|conn| {
             // One query for the session, its user and the user's tenant; a second only for a
             // session in a Shadow view (platform admins).
-            let found = sessions::table
+            let found = crate::store::on_backend!(&mut *conn, |c| sessions::table
                 .inner_join(users::table)
                 .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
                 .filter(sessions::token_hash.eq(token_hash))
@@ -296,9 +296,9 @@ impl SessionRepo for DbStore {
                     UserRow::as_select(),
                     Option::<TenantRow>::as_select(),
                 ))
-                .first::<(SessionRow, UserRow, Option<TenantRow>)>(conn)
-                .optional()
-                .map_err(|e| db_error("session_context", e))?;
+                .first::<(SessionRow, UserRow, Option<TenantRow>)>(c))
+            .optional()
+            .map_err(|e| db_error("session_context", e))?;
             let Some((session, user, tenant)) = found else {
                 return Ok(None);
             };

@@ -98,15 +98,16 @@ impl AiKeyRepo for DbStore {
 
     fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>> {
         let rows = self.read(|conn| {
-            tenant_ai_keys::table
-                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
+            let tenant_id = text(tenant_id);
+            crate::store::on_backend!(conn, |c| tenant_ai_keys::table
+                .filter(tenant_ai_keys::tenant_id.eq(&tenant_id))
                 .filter(tenant_ai_keys::region.eq(region.as_str()))
                 .filter(tenant_ai_keys::status.eq(AiKeyStatus::Ready.as_str()))
                 .filter(tenant_ai_keys::chat_enabled.eq(true))
                 .select(AiKeyRow::as_select())
                 .order(tenant_ai_keys::id.desc())
-                .load(conn)
-                .map_err(|e| db_error("usable_ai_keys", e))
+                .load(c))
+            .map_err(|e| db_error("usable_ai_keys", e))
         })?;
         to_domain(rows)
     }

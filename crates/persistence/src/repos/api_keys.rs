@@ -94,7 +94,7 @@ impl ApiKeyRepo for DbStore {
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
         let found = self.read(|conn| {
             // One query: the key, the member it acts for and the member's tenant.
-            api_keys::table
+            crate::store::on_backend!(conn, |c| api_keys::table
                 .inner_join(users::table)
                 .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
                 .filter(api_keys::key_hash.eq(key_hash))
@@ -103,9 +103,9 @@ impl ApiKeyRepo for DbStore {
                     UserRow::as_select(),
                     Option::<TenantRow>::as_select(),
                 ))
-                .first::<(ApiKeyRow, UserRow, Option<TenantRow>)>(conn)
-                .optional()
-                .map_err(|e| db_error("key_context", e))
+                .first::<(ApiKeyRow, UserRow, Option<TenantRow>)>(c))
+            .optional()
+            .map_err(|e| db_error("key_context", e))
         })?;
         let Some((key, user, tenant)) = found else {
             return Ok(None);

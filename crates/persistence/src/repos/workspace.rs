@@ -123,16 +123,25 @@ impl WorkspaceRepo for DbStore {
             // Static (not boxed) queries, so diesel keeps them prepared. Ids are lower-case
             // hex and hyphens, so "~" sorts after every id: "no cursor" is `id < "~"`.
             let before = page.before().map_or_else(|| "~".to_owned(), text);
-            let base = records::table
-                .filter(records::tenant_id.eq(&tenant_id))
-                .filter(records::kind.eq(kind.as_str()))
-                .filter(records::id.lt(before))
-                .select(RecordRow::as_select())
-                .order(records::id.desc())
-                .limit(fetch_limit(page));
             match &parent_id {
-                Some(parent_id) => base.filter(records::parent_id.eq(parent_id)).load(conn),
-                None => base.filter(records::parent_id.is_null()).load(conn),
+                Some(parent_id) => crate::store::on_backend!(conn, |c| records::table
+                    .filter(records::tenant_id.eq(&tenant_id))
+                    .filter(records::kind.eq(kind.as_str()))
+                    .filter(records::id.lt(&before))
+                    .filter(records::parent_id.eq(parent_id))
+                    .select(RecordRow::as_select())
+                    .order(records::id.desc())
+                    .limit(fetch_limit(page))
+                    .load(c)),
+                None => crate::store::on_backend!(conn, |c| records::table
+                    .filter(records::tenant_id.eq(&tenant_id))
+                    .filter(records::kind.eq(kind.as_str()))
+                    .filter(records::id.lt(&before))
+                    .filter(records::parent_id.is_null())
+                    .select(RecordRow::as_select())
+                    .order(records::id.desc())
+                    .limit(fetch_limit(page))
+                    .load(c)),
             }
             .map_err(|e| db_error("list_records", e))
         })?;
