@@ -105,6 +105,9 @@ both_backends! {
         assert_error(&zed.get("/workspace").await, 403, "member_unassigned");
         assert_error(&admin.patch(&format!("/admin/users/{id}/tenant"), json!({"tenant_id": "0190f0f0-0000-7000-8000-000000000000"})).await, 422, "validation_failed");
         assert_error(&admin.patch("/admin/users/0190f0f0-0000-7000-8000-000000000000", json!({"name": "N"})).await, 404, "not_found");
+        // The tenant must be named: null unassigns, a missing field is a mistake.
+        assert_error(&admin.patch(&format!("/admin/users/{id}/tenant"), json!({})).await, 422, "validation_failed");
+        assert_error(&admin.post("/auth/ip-admin", json!({})).await, 422, "validation_failed");
 
         // Rename and promote.
         let r = admin.patch(&format!("/admin/users/{id}"), json!({"name": "Zed Z", "role": "platform_admin"})).await;

@@ -262,3 +262,13 @@ pub fn user_agent(req: &HttpRequest) -> String {
         .take(256)
         .collect()
 }
+
+/// For a body field that must be present but may be `null`: missing → `None`, `null` →
+/// `Some(None)`. Use with `#[serde(default, deserialize_with = "crate::extract::nullable")]`.
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
+}

@@ -131,8 +131,10 @@ pub async fn patch_user(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssignTenantBody {
-    /// The tenant to assign; null makes the user unassigned.
-    pub tenant_id: Option<Uuid>,
+    /// The tenant to assign; null makes the user unassigned. Required.
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<Uuid>)]
+    pub tenant_id: Option<Option<Uuid>>,
 }
 
 /// Assigns a user to a tenant, or with null unassigns it.
@@ -147,7 +149,9 @@ pub async fn assign_tenant(
     body: web::Json<AssignTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let tenant_id = body.tenant_id;
+    let tenant_id = body.tenant_id.ok_or_else(|| {
+        gc_domain::DomainError::invalid("tenant_id", "is required (null unassigns the user)")
+    })?;
     let id = id.into_inner();
     let user = state
         .db(move |store| admin::assign_tenant(store, &p, id, tenant_id))

@@ -16,8 +16,10 @@ use crate::views::AccountView;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IpAdminBody {
-    /// The tenant whose Shadow support view to enter; null leaves the view.
-    pub tenant_id: Option<Uuid>,
+    /// The tenant whose Shadow support view to enter; null leaves the view. Required.
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<Uuid>)]
+    pub tenant_id: Option<Option<Uuid>>,
 }
 
 /// A platform admin enters (or leaves) the visible, read-only Shadow support view of a
@@ -33,7 +35,9 @@ pub async fn ip_admin(
     let admin = AdminScope::from_principal(&p)?;
     let session_id = p.require_session()?;
     let current = p.shadow().map(|(t, _)| t.id);
-    let target = body.tenant_id;
+    let target = body.tenant_id.ok_or_else(|| {
+        DomainError::invalid("tenant_id", "is required (null leaves the Shadow view)")
+    })?;
     let (tenant, since) = state
         .db(move |store| {
             // Stored timestamps keep milliseconds: answer with the value that is stored.
