@@ -56,6 +56,34 @@ both_backends! {
         assert_error(&r, 422, "validation_failed");
     }
 
+    async fn refused_callers_hear_401_or_403_before_any_complaint_about_the_body(app: TestApp) {
+        let admin = app.admin().await;
+        let acme = app.tenant(&admin, "Acme", "AIHK").await;
+        let member = app.member_of(&admin, &acme).await;
+        let key = member.post("/workspace/api-keys", json!({"name": "r", "scopes": ["workspace:read"]})).await;
+        let reader = member.with_key(key.body["key"].as_str().unwrap());
+        // A key where only a session may go, with an incomplete body.
+        assert_error(&reader.post("/workspace/api-keys", json!({"name": "x"})).await, 403, "session_required");
+        // A key without the write scope, with a body that is not even JSON.
+        let r = reader.send(reader.request(Method::POST, "/workspace/skills").header("content-type", "application/json").body("{oops")).await;
+        assert_error(&r, 403, "insufficient_scope");
+        let r = reader.send(reader.request(Method::POST, "/run").header("content-type", "text/plain").body("hi")).await;
+        assert_error(&r, 403, "insufficient_scope");
+        // A revoked key with a malformed body.
+        let id = key.body["id"].as_str().unwrap();
+        assert_eq!(member.delete(&format!("/workspace/api-keys/{id}")).await.status, 204);
+        let r = reader.send(reader.request(Method::PATCH, "/workspace/settings").header("content-type", "application/json").body("[")).await;
+        assert_error(&r, 401, "invalid_api_key");
+        // The Shadow view refuses writes whatever the body.
+        admin.post("/auth/ip-admin", json!({"tenant_id": acme["id"]})).await;
+        assert_error(&admin.send(admin.request(Method::POST, "/workspace/skills")).await, 403, "shadow_read_only");
+        // A member (not an admin) on an admin route with a wrong body.
+        assert_error(&member.post("/admin/tenants", json!({"nope": 1})).await, 403, "admin_required");
+        // A valid caller still gets the body's own errors.
+        let r = member.send(member.request(Method::POST, "/workspace/skills").header("content-type", "application/json").body("{oops")).await;
+        assert_error(&r, 400, "invalid_json");
+    }
+
     async fn the_openapi_document_lists_every_route(app: TestApp) {
         let r = app.anon().get("/openapi.json").await;
         assert_eq!(r.status, 200);

@@ -272,3 +272,33 @@ where
 {
     <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
 }
+
+/// A JSON body whose refusal (400, 413, 415, 422) is held back until the handler asks for it.
+///
+/// actix polls a handler's extractors together and answers with the first error that is
+/// ready; a body error is ready at once while credentials still wait for the database. Handlers
+/// take `Body<T>` and call [`Body::into_inner`] after their authorisation checks, so a caller
+/// who may not write at all hears 401/403, not a complaint about the body.
+pub struct Body<T>(Result<T, ApiError>);
+
+impl<T> Body<T> {
+    pub fn into_inner(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let json = web::Json::<T>::from_request(req, payload);
+        Box::pin(async move {
+            Ok(Body(json.await.map(web::Json::into_inner).map_err(|e| {
+                e.as_error::<ApiError>()
+                    .cloned()
+                    .unwrap_or_else(|| ApiError::bad_request("invalid_body", e.to_string()))
+            })))
+        })
+    }
+}

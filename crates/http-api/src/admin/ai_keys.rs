@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 
 /// An upstream key as administrators see it: never the secret.
@@ -121,11 +121,11 @@ pub async fn create_ai_key(
     state: web::Data<AppState>,
     Auth(p): Auth,
     tenant_id: web::Path<Uuid>,
-    body: web::Json<CreateAiKeyBody>,
+    body: Body<CreateAiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
     let tenant_id = tenant_id.into_inner();
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let region = Region::parse("region", &body.region)?;
     let secret = body.secret.trim().to_owned();
     if secret.is_empty()

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::ai_keys::check_key;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -54,10 +54,10 @@ pub struct Diagnostics {
 pub async fn diagnostics(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<DiagnosticsBody>,
+    body: Body<DiagnosticsBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let only = body
         .region
         .as_deref()

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 use crate::views::{ListBody, TenantView};
 
@@ -56,10 +56,10 @@ pub struct CreateTenantBody {
 pub async fn create_tenant(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<CreateTenantBody>,
+    body: Body<CreateTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let region = Region::parse("region", &body.region)?;
     let view = state
         .db(move |store| {
@@ -98,10 +98,10 @@ pub async fn patch_tenant(
     state: web::Data<AppState>,
     Auth(p): Auth,
     id: web::Path<Uuid>,
-    body: web::Json<PatchTenantBody>,
+    body: Body<PatchTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let patch = TenantPatch {
         name: body.name.as_deref().map(tenant_name).transpose()?,
         status: body

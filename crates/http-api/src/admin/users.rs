@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 use crate::views::{ListBody, UserView};
 
@@ -66,10 +66,10 @@ pub struct CreateUserBody {
 pub async fn create_user(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<CreateUserBody>,
+    body: Body<CreateUserBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
     let role = body
         .role
@@ -104,10 +104,10 @@ pub async fn patch_user(
     state: web::Data<AppState>,
     Auth(p): Auth,
     id: web::Path<Uuid>,
-    body: web::Json<PatchUserBody>,
+    body: Body<PatchUserBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let patch = UserPatch {
         name: body.name.as_deref().map(person_name).transpose()?,
         role: body
@@ -146,10 +146,10 @@ pub async fn assign_tenant(
     state: web::Data<AppState>,
     Auth(p): Auth,
     id: web::Path<Uuid>,
-    body: web::Json<AssignTenantBody>,
+    body: Body<AssignTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let tenant_id = body.tenant_id.ok_or_else(|| {
+    let tenant_id = body.into_inner()?.tenant_id.ok_or_else(|| {
         gc_domain::DomainError::invalid("tenant_id", "is required (null unassigns the user)")
     })?;
     let id = id.into_inner();

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -22,10 +22,10 @@ pub struct ChangePasswordBody {
 pub async fn change_password(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<ChangePasswordBody>,
+    body: Body<ChangePasswordBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     state
         .with_hasher(move |store, hasher| {
             accounts::change_password(store, hasher, &p, &body.current_password, body.new_password)

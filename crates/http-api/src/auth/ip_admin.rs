@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 use crate::views::AccountView;
 
@@ -30,12 +30,12 @@ pub struct IpAdminBody {
 pub async fn ip_admin(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<IpAdminBody>,
+    body: Body<IpAdminBody>,
 ) -> Result<HttpResponse, ApiError> {
     let admin = AdminScope::from_principal(&p)?;
     let session_id = p.require_session()?;
     let current = p.shadow().map(|(t, _)| t.id);
-    let target = body.tenant_id.ok_or_else(|| {
+    let target = body.into_inner()?.tenant_id.ok_or_else(|| {
         DomainError::invalid("tenant_id", "is required (null leaves the Shadow view)")
     })?;
     let (tenant, since) = state

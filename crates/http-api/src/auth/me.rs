@@ -6,7 +6,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 use crate::views::AccountView;
 
@@ -32,11 +32,16 @@ pub struct PatchMeBody {
 pub async fn patch_me(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<PatchMeBody>,
+    body: Body<PatchMeBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
     let patch = UserPatch {
-        name: body.name.as_deref().map(person_name).transpose()?,
+        name: body
+            .into_inner()?
+            .name
+            .as_deref()
+            .map(person_name)
+            .transpose()?,
         ..UserPatch::default()
     };
     let id = p.user.id;

@@ -12,7 +12,7 @@ use gc_gateway::{ChatOutcome, RunReport, Secret, UpstreamError};
 use serde_json::{json, Map, Value};
 
 use crate::error::ApiError;
-use crate::extract::Caller;
+use crate::extract::{Body, Caller};
 use crate::state::AppState;
 
 /// Fields that would let a caller pick where the request goes: never accepted.
@@ -102,7 +102,7 @@ fn upstream_error(e: &UpstreamError) -> ApiError {
 pub async fn run(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<Value>,
+    body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
     pipeline(state, caller, body.into_inner(), "/run").await
 }
@@ -115,7 +115,7 @@ pub async fn run(
 pub async fn chat_completions(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<Value>,
+    body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
     pipeline(state, caller, body.into_inner(), "/chat/completions").await
 }
@@ -123,7 +123,7 @@ pub async fn chat_completions(
 async fn pipeline(
     state: web::Data<AppState>,
     caller: Caller,
-    body: Value,
+    body: Result<Value, ApiError>,
     route: &'static str,
 ) -> Result<HttpResponse, ApiError> {
     let gateways = state.gateways.clone();
@@ -133,19 +133,24 @@ async fn pipeline(
         .collect();
     // One trip to the database: authenticate, apply the member rules and the key scope, check
     // the body, then load the region's usable keys and decide.
-    let (scope, body) = caller
+    let decided = caller
         .db(&state, move |store, p| {
             let tenant = RunScope::caller_tenant(p)?;
-            let body = validate_body(&body)?;
+            // The body is judged only once the caller may run at all.
+            let body = match body.and_then(|b| validate_body(&b).map_err(ApiError::from)) {
+                Ok(body) => body,
+                Err(e) => return Ok(Err(e)),
+            };
             let configured = configured.contains(&tenant.region);
             let keys = if tenant.ai_enabled && configured {
                 store.usable_ai_keys(tenant.id, tenant.region)?
             } else {
                 Vec::new()
             };
-            Ok((RunScope::authorize(p, keys, configured)?, body))
+            Ok(Ok((RunScope::authorize(p, keys, configured)?, body)))
         })
         .await?;
+    let (scope, body) = decided?;
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let gateway = gateways
         .region(scope.region())

@@ -11,7 +11,7 @@ use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
-use crate::extract::{client_ip, MaybeAuth};
+use crate::extract::{client_ip, Body, MaybeAuth};
 use crate::state::AppState;
 
 /// Modes, limits and rules of the scanner.
@@ -95,7 +95,7 @@ pub async fn scan(
     req: HttpRequest,
     MaybeAuth(principal): MaybeAuth,
     query: web::Query<ScanQuery>,
-    body: web::Json<ScanBody>,
+    body: Body<ScanBody>,
 ) -> Result<HttpResponse, ApiError> {
     let sarif_out = match query.format.as_deref() {
         None | Some("json") => false,
@@ -126,7 +126,7 @@ pub async fn scan(
             Err(e) => return Err(e.into()),
         },
     };
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     if body.mode != gc_guard::MODE_SKILL {
         return Err(ApiError::unprocessable(
             "unsupported_mode",

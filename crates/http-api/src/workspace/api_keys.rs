@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Body};
 use crate::state::AppState;
 use crate::views::ListBody;
 
@@ -97,10 +97,10 @@ pub async fn list_api_keys(
 pub async fn create_api_key(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    body: web::Json<CreateApiKeyBody>,
+    body: Body<CreateApiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.key_management_scope()?;
-    let body = body.into_inner();
+    let body = body.into_inner()?;
     let name = text("name", &body.name, 1, 100)?;
     if body.scopes.is_empty() {
         return Err(DomainError::invalid("scopes", "must name at least one scope").into());

@@ -24,7 +24,7 @@ use crate::extract::Caller;
 use crate::state::AppState;
 
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
-pub type Fields = web::Json<Map<String, Value>>;
+pub type Fields = crate::extract::Body<Map<String, Value>>;
 
 /// How many times a PATCH without `If-Match` re-reads and re-applies itself when a
 /// concurrent writer got in between its read and its write.
@@ -167,7 +167,7 @@ pub async fn create(
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let fields = validate_create(kind, &body)?;
+    let fields = validate_create(kind, &body.into_inner()?)?;
     let now = Utc::now();
     let record = Record {
         id: new_id(),
@@ -217,7 +217,7 @@ pub async fn patch(
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
-    let input = body.into_inner();
+    let input = body.into_inner()?;
     let updated = state
         .db(move |store| {
             let read = scope.as_read();

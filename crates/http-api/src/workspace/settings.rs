@@ -82,7 +82,7 @@ pub async fn patch_settings(
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
-    let input: Map<String, Value> = body.into_inner();
+    let input: Map<String, Value> = body.into_inner()?;
     let s = state
         .db(move |store| {
             let mut attempt = 0;

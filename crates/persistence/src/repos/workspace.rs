@@ -189,7 +189,15 @@ impl WorkspaceRepo for DbStore {
             diesel::insert_into(records::table)
                 .values(&row)
                 .execute(conn)
-                .map_err(|e| db_error("insert_record", e))?;
+                .map_err(|e| match e {
+                    // The collection was deleted after `check_parent` read it (PostgreSQL
+                    // writers run concurrently): the parent is gone.
+                    diesel::result::Error::DatabaseError(
+                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
+                        _,
+                    ) if row.parent_id.is_some() => DomainError::NotFound(COLLECTION),
+                    e => db_error("insert_record", e),
+                })?;
             append(conn, "insert_record", activity, tenant)
         })?;
         row.into_domain()
@@ -233,10 +241,11 @@ impl WorkspaceRepo for DbStore {
             }
             .map_err(|e| db_error("update_record", e))?;
             if n == 0 {
-                return match expected_version {
-                    Some(expected) => Err(DomainError::VersionConflict { expected }),
-                    // Deleted between the read and the update.
-                    None => Ok(None),
+                // Deleted between the read and the update: not found, whatever the version.
+                let exists = load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?;
+                return match (expected_version, exists) {
+                    (Some(expected), Some(_)) => Err(DomainError::VersionConflict { expected }),
+                    _ => Ok(None),
                 };
             }
             append(conn, "update_record", activity, tenant)?;
