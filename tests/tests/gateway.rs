@@ -321,7 +321,8 @@ gateway_tests! {
     async fn diagnostics_recheck_keys_and_redact_secrets(s) {
         let key = s.add_key("AIHK", SECRET, true).await;
         s.hk.reject_key(SECRET);
-        let r = s.admin.post("/admin/ai-gateways/diagnostics", json!({})).await;
+        // No body at all is the same as {}.
+        let r = s.admin.send(s.admin.request(Method::POST, "/admin/ai-gateways/diagnostics")).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert!(!r.text.contains(SECRET));
         let gws = r.body["gateways"].as_array().unwrap();
@@ -335,6 +336,8 @@ gateway_tests! {
         assert_eq!(r.body["keys"][0]["status"], "ready");
         assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
         assert_error(&s.member.post("/admin/ai-gateways/diagnostics", json!({})).await, 403, "admin_required");
+        assert_error(&s.admin.post("/admin/ai-gateways/diagnostics", json!({"region": "EU"})).await, 422, "validation_failed");
+        assert_error(&s.admin.post("/admin/ai-gateways/diagnostics", json!({"regions": []})).await, 422, "unknown_field");
     }
 
     async fn chat_completions_is_not_mounted_by_default(s) {

@@ -48,16 +48,31 @@ pub struct Diagnostics {
 }
 
 /// Checks each region's gateway and re-checks keys, updating their status. Secrets never
-/// appear in the output.
+/// appear in the output. The body is optional: none at all means `{}`.
 #[utoipa::path(post, path = "/api/v1/admin/ai-gateways/diagnostics", tag = "admin", request_body = DiagnosticsBody,
     responses((status = 200, body = Diagnostics), (status = 403, description = "admin_required")))]
 pub async fn diagnostics(
     state: web::Data<AppState>,
+    req: actix_web::HttpRequest,
     Auth(p): Auth,
     body: Body<DiagnosticsBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let body = body.into_inner()?;
+    let empty = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .is_none_or(|v| v.as_bytes() == b"0")
+        && !req
+            .headers()
+            .contains_key(actix_web::http::header::TRANSFER_ENCODING);
+    let body = if empty {
+        DiagnosticsBody {
+            region: None,
+            tenant_id: None,
+        }
+    } else {
+        body.into_inner()?
+    };
     let only = body
         .region
         .as_deref()
