@@ -24,10 +24,13 @@ pub(crate) fn append(
     line: &NewActivity,
     tenant_id: Uuid,
 ) -> DomainResult<()> {
-    diesel::insert_into(activity::table)
-        .values(ActivityRow::from_domain(line, tenant_id))
-        .execute(conn)
-        .map_err(|e| db_error(op, e))?;
+    let row = ActivityRow::from_domain(line, tenant_id);
+    // On the concrete connection the prepared insert is reused: the run-record writer appends
+    // thousands of lines a second under load.
+    crate::store::on_backend!(conn, |c| diesel::insert_into(activity::table)
+        .values(&row)
+        .execute(c))
+    .map_err(|e| db_error(op, e))?;
     Ok(())
 }
 
