@@ -74,6 +74,11 @@ both_backends! {
         assert_eq!(member.delete(&format!("/workspace/api-keys/{id}")).await.status, 204);
         let r = reader.send(reader.request(Method::PATCH, "/workspace/settings").header("content-type", "application/json").body("[")).await;
         assert_error(&r, 401, "invalid_api_key");
+        assert_error(&reader.get("/workspace/skills?limit=abc").await, 401, "invalid_api_key");
+        assert_error(&reader.get("/workspace/activity?cursor=%%%").await, 401, "invalid_api_key");
+        assert_error(&member.get("/admin/users?limit=0").await, 403, "admin_required");
+        assert_error(&member.get("/workspace/skills?limit=abc").await, 400, "invalid_query");
+        assert_error(&member.get("/workspace/skills?colour=red").await, 400, "invalid_query");
         // The Shadow view refuses writes whatever the body.
         admin.post("/auth/ip-admin", json!({"tenant_id": acme["id"]})).await;
         assert_error(&admin.send(admin.request(Method::POST, "/workspace/skills")).await, 403, "shadow_read_only");

@@ -302,3 +302,27 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
         })
     }
 }
+
+/// A query string whose refusal (400) is held back until the handler asks for it, for the
+/// same reason as [`Body`]: refused credentials answer first.
+pub struct Query<T>(Result<T, ApiError>);
+
+impl<T> Query<T> {
+    pub fn into_inner(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
+
+impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Query<T> {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let parsed = web::Query::<T>::from_query(req.query_string())
+            .map(web::Query::into_inner)
+            .map_err(|e| {
+                ApiError::bad_request("invalid_query", format!("the query string is invalid: {e}"))
+            });
+        std::future::ready(Ok(Query(parsed)))
+    }
+}

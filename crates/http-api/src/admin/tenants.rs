@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Body};
+use crate::extract::{Auth, Body, Query};
 use crate::state::AppState;
 use crate::views::{ListBody, TenantView};
 
@@ -19,10 +19,10 @@ use crate::views::{ListBody, TenantView};
 pub async fn list_tenants(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let page = query.page()?;
+    let page = query.into_inner()?.page()?;
     let body = state
         .db(move |store| {
             let page = store.list_tenants(&page)?;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Body};
+use crate::extract::{Auth, Body, Query};
 use crate::state::AppState;
 use crate::views::{ListBody, UserView};
 
@@ -31,10 +31,10 @@ pub struct UserListQuery {
 pub async fn list_users(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    query: web::Query<UserListQuery>,
+    query: Query<UserListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_admin()?;
-    let query = query.into_inner();
+    let query = query.into_inner()?;
     let page: PageRequest = ListQuery {
         limit: query.limit,
         cursor: query.cursor,

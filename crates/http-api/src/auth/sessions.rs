@@ -5,7 +5,7 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Query};
 use crate::state::AppState;
 use crate::views::{SessionList, SessionView};
 
@@ -40,11 +40,11 @@ pub struct DeleteSessionsQuery {
 pub async fn delete_sessions(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    query: web::Query<DeleteSessionsQuery>,
+    query: Query<DeleteSessionsQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let current = p.require_session()?;
     let user_id = p.user.id;
-    match query.id {
+    match query.into_inner()?.id {
         Some(id) => {
             let deleted = state
                 .db(move |store| store.delete_session(user_id, id))

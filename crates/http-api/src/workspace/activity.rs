@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::Auth;
+use crate::extract::{Auth, Query};
 use crate::state::AppState;
 use crate::views::ListBody;
 
@@ -72,10 +72,10 @@ impl From<Activity> for ActivityView {
 pub async fn list_activity(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    let page = query.page()?;
+    let page = query.into_inner()?.page()?;
     let page = state
         .db(move |store| store.list_activity(&scope, &page))
         .await?;

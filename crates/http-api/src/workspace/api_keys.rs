@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Body};
+use crate::extract::{Auth, Body, Query};
 use crate::state::AppState;
 use crate::views::ListBody;
 
@@ -79,10 +79,10 @@ pub struct CreateApiKeyBody {
 pub async fn list_api_keys(
     state: web::Data<AppState>,
     Auth(p): Auth,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let scope = p.key_listing_scope()?;
-    let page = query.page()?;
+    let page = query.into_inner()?.page()?;
     let page = state
         .db(move |store| store.list_api_keys(&scope, &page))
         .await?;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Caller};
+use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
 
 /// The `{kind}` path segment: `agents`, `workflows` or `apps`. Anything else fails path
@@ -70,7 +70,7 @@ pub async fn list_drafts(
     state: web::Data<AppState>,
     kind: web::Path<DraftKind>,
     caller: Caller,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     records::list(state, caller, kind.0, None, query).await
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Caller};
+use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemoryCollection;
@@ -51,7 +51,7 @@ pub struct MemoryCollectionList {
 pub async fn list_collections(
     state: web::Data<AppState>,
     caller: Caller,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     records::list(state, caller, KIND, None, query).await
 }

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::cursor::{self, ListQuery};
 use crate::error::ApiError;
-use crate::extract::Caller;
+use crate::extract::{Caller, Query};
 use crate::state::AppState;
 
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
@@ -143,15 +143,19 @@ pub async fn list(
     caller: Caller,
     kind: RecordKind,
     parent: Option<Uuid>,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let page = query.page()?;
+    let page = query.into_inner().and_then(|q| q.page());
     let page = caller
         .db(&state, move |store, p| {
             let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-            store.list_records(&scope, kind, parent, &page)
+            // A bad query string is reported only to a caller who may read at all.
+            match page {
+                Ok(page) => store.list_records(&scope, kind, parent, &page).map(Ok),
+                Err(e) => Ok(Err(e)),
+            }
         })
-        .await?;
+        .await??;
     Ok(HttpResponse::Ok().json(RecordPage {
         data: page.items.iter().map(RecordJson).collect(),
         next_cursor: page.next.map(cursor::encode),

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Caller};
+use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::Skill;
@@ -56,7 +56,7 @@ pub struct SkillList {
 pub async fn list_skills(
     state: web::Data<AppState>,
     caller: Caller,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     records::list(state, caller, KIND, None, query).await
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::records::{self, Fields};
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Caller};
+use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemorySource;
@@ -59,7 +59,7 @@ pub async fn list_sources(
     state: web::Data<AppState>,
     collection: web::Path<Uuid>,
     caller: Caller,
-    query: web::Query<ListQuery>,
+    query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     records::list(state, caller, KIND, Some(collection.into_inner()), query).await
 }
