@@ -221,3 +221,66 @@ async fn closed_signup_is_refused() {
     let r = read(signup(&app, "x@example.com").await).await;
     assert_error(&r, 403, "signup_disabled");
 }
+
+/// A session unused for longer than the idle time-out is refused, on both databases.
+#[actix_web::test]
+async fn an_idle_session_expires() {
+    use gc_domain::ports::SessionRepo;
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(app) = TestApp::start(backend, "idle_session").await else {
+            continue;
+        };
+        let admin = app.admin().await;
+        assert_eq!(admin.get("/auth/me").await.status, 200);
+        let sessions = admin.get("/auth/sessions").await;
+        let id: uuid::Uuid = sessions.body["data"][0]["id"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Another process (a second node) sees the same database: make the session 25 hours idle.
+        let store = gc_server::open_store(&app.config).unwrap();
+        store
+            .touch_session(id, chrono::Utc::now() - chrono::Duration::hours(25))
+            .unwrap();
+        assert_error(&admin.get("/auth/me").await, 401, "unauthenticated");
+        // A fresh sign-in works.
+        assert_eq!(app.admin().await.get("/auth/me").await.status, 200);
+    }
+}
+
+/// Behind https the session cookie is `Secure`, and writes must come from that origin.
+#[actix_web::test]
+async fn an_https_origin_makes_cookies_secure() {
+    let Some(app) = TestApp::start_with(Backend::Sqlite, "https_origin", |c| {
+        c.public_origin = "https://gc.example".into()
+    })
+    .await
+    else {
+        return;
+    };
+    let res = signup(&app, "sec@example.com").await;
+    let set_cookie = res
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(set_cookie.contains("Secure"), "{set_cookie}");
+    let cookie = session_cookie(&res).unwrap();
+    let patch = |origin: &'static str| {
+        app.client
+            .patch(app.url("/auth/me"))
+            .header("cookie", format!("gc_session={cookie}"))
+            .header("origin", origin)
+            .json(&json!({"name": "S"}))
+            .send()
+    };
+    assert_error(
+        &read(patch("http://127.0.0.1:8080").await.unwrap()).await,
+        403,
+        "origin_mismatch",
+    );
+    assert_eq!(patch("https://gc.example").await.unwrap().status(), 200);
+}

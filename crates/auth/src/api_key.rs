@@ -46,15 +46,14 @@ impl std::fmt::Debug for ApiKeySecret {
 
 /// `gc_…` plus the last four characters of a key.
 pub fn hint_of(key: &str) -> String {
-    let tail: String = key
-        .chars()
-        .rev()
-        .take(4)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    format!("{KEY_PREFIX}…{tail}")
+    format!("{KEY_PREFIX}{}", secret_hint(key))
+}
+
+/// `…` plus the last four characters of a secret: all a list may show of it.
+pub fn secret_hint(secret: &str) -> String {
+    let skip = secret.chars().count().saturating_sub(4);
+    let tail: String = secret.chars().skip(skip).collect();
+    format!("…{tail}")
 }
 
 /// True when `raw` is shaped like a key and its checksum matches. Costs no I/O.

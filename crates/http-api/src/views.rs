@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use gc_domain::access::Principal;
 use gc_domain::gateway::AiAccess;
-use gc_domain::model::{Role, Session, Status, Tenant, User};
+use gc_domain::model::{Session, Tenant, User};
 use gc_domain::page::Page;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -195,13 +195,4 @@ impl SessionView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionList {
     pub data: Vec<SessionView>,
-}
-
-/// Kept for the schema: roles and statuses as strings.
-pub fn role_str(r: Role) -> &'static str {
-    r.as_str()
-}
-
-pub fn status_str(s: Status) -> &'static str {
-    s.as_str()
 }

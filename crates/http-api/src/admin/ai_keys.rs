@@ -99,18 +99,6 @@ pub async fn check_key(
     (status, reason, probe)
 }
 
-fn hint_of(secret: &str) -> String {
-    let tail: String = secret
-        .chars()
-        .rev()
-        .take(4)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    format!("…{tail}")
-}
-
 /// Adds an upstream key to a tenant. It is checked against its region's gateway at once
 /// (`GET {base}/models`): `ready` when accepted, else `not_ready` with a reason.
 #[utoipa::path(post, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin", request_body = CreateAiKeyBody,
@@ -148,7 +136,7 @@ pub async fn create_ai_key(
         .sealer()
         .seal(&secret, &ai_key_binding(tenant_id, id))
         .map_err(|e| DomainError::Internal(format!("sealing failed: {e}")))?;
-    let hint = hint_of(&secret);
+    let hint = gc_auth::api_key::secret_hint(&secret);
     let secret = Secret::new(secret);
     let (status, reason, _) = check_key(state.gateways.region(region), region, &secret).await;
     let now = Utc::now();
