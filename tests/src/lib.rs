@@ -249,6 +249,24 @@ impl Reply {
 }
 
 impl Actor {
+    /// Creates a workspace key with these scopes (through this actor's session) and returns the
+    /// secret.
+    pub async fn new_key(&self, scopes: &[&str]) -> String {
+        let r = self
+            .post(
+                "/workspace/api-keys",
+                json!({"name": format!("k{}", unique()), "scopes": scopes}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body["key"].as_str().unwrap().to_owned()
+    }
+
+    /// The same person acting through a new workspace key with these scopes.
+    pub async fn keyed(&self, scopes: &[&str]) -> Actor {
+        self.with_key(&self.new_key(scopes).await)
+    }
+
     /// The same person with a workspace key instead of the cookie.
     pub fn with_key(&self, key: &str) -> Actor {
         Actor {

@@ -278,12 +278,9 @@ gateway_tests! {
 
     async fn keys_and_scopes_on_run(s) {
         s.add_key("AIHK", SECRET, true).await;
-        let run_key = s.member.post("/workspace/api-keys", json!({"name": "ci", "scopes": ["run"]})).await;
-        assert_eq!(run_key.status, 201, "{}", run_key.text);
-        let runner = s.member.with_key(run_key.body["key"].as_str().unwrap());
+        let runner = s.member.keyed(&["run"]).await;
         assert_eq!(runner.post("/run", s.chat()).await.status, 200);
-        let read_key = s.member.post("/workspace/api-keys", json!({"name": "r", "scopes": ["workspace:read"]})).await;
-        let reader = s.member.with_key(read_key.body["key"].as_str().unwrap());
+        let reader = s.member.keyed(&["workspace:read"]).await;
         assert_error(&reader.post("/run", s.chat()).await, 403, "insufficient_scope");
         // The Shadow view never runs.
         s.admin.post("/auth/ip-admin", json!({"tenant_id": s.tenant["id"]})).await;
@@ -398,14 +395,7 @@ async fn chat_completions_speaks_openai_when_enabled() {
         return;
     };
     s.add_key("AIHK", SECRET, true).await;
-    let key = s
-        .member
-        .post(
-            "/workspace/api-keys",
-            json!({"name": "sdk", "scopes": ["run"]}),
-        )
-        .await;
-    let sdk = s.member.with_key(key.body["key"].as_str().unwrap());
+    let sdk = s.member.keyed(&["run"]).await;
     let r = sdk.post("/chat/completions", s.chat()).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["object"], "chat.completion");
@@ -449,16 +439,9 @@ async fn an_openai_client_library_can_use_chat_completions() {
         return;
     };
     s.add_key("AIHK", SECRET, true).await;
-    let key = s
-        .member
-        .post(
-            "/workspace/api-keys",
-            json!({"name": "sdk", "scopes": ["run"]}),
-        )
-        .await;
     let config = OpenAIConfig::new()
         .with_api_base(format!("{}/api/v1", s.app.base))
-        .with_api_key(key.body["key"].as_str().unwrap());
+        .with_api_key(s.member.new_key(&["run"]).await);
     let client = async_openai::Client::with_config(config);
     let request = CreateChatCompletionRequestArgs::default()
         .model("auto")
@@ -493,16 +476,9 @@ async fn an_openai_client_library_can_use_chat_completions() {
     assert_eq!(text, "chunk-0 chunk-1 chunk-2 ");
 
     // A key without the run scope is refused in a shape the client understands.
-    let reader = s
-        .member
-        .post(
-            "/workspace/api-keys",
-            json!({"name": "r", "scopes": ["workspace:read"]}),
-        )
-        .await;
     let config = OpenAIConfig::new()
         .with_api_base(format!("{}/api/v1", s.app.base))
-        .with_api_key(reader.body["key"].as_str().unwrap());
+        .with_api_key(s.member.new_key(&["workspace:read"]).await);
     let refused = async_openai::Client::with_config(config)
         .chat()
         .create(

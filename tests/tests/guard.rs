@@ -208,11 +208,9 @@ guard_tests! {
         let member = app.member_of(&admin, &tenant).await;
         let r = member.post("/guard/scan", scan("rm -rf / --no-preserve-root")).await;
         assert_eq!(r.status, 200);
-        let key = member.post("/workspace/api-keys", json!({"name": "g", "scopes": ["guard:scan"]})).await;
-        let scanner = member.with_key(key.body["key"].as_str().unwrap());
+        let scanner = member.keyed(&["guard:scan"]).await;
         assert_eq!(scanner.post("/guard/scan", scan("hello")).await.status, 200);
-        let reader = member.post("/workspace/api-keys", json!({"name": "r", "scopes": ["workspace:read"]})).await;
-        let reader = member.with_key(reader.body["key"].as_str().unwrap());
+        let reader = member.keyed(&["workspace:read"]).await;
         assert_error(&reader.post("/guard/scan", scan("hello")).await, 403, "insufficient_scope");
         assert_error(&member.with_key("gc_madeup").post("/guard/scan", scan("hello")).await, 401, "invalid_api_key");
         let mut scans = Vec::new();

@@ -41,18 +41,8 @@ pub async fn request_context(
         .map_or_else(|| Uuid::now_v7().to_string(), str::to_owned);
     req.extensions_mut().insert(RequestId(id.clone()));
     let started = std::time::Instant::now();
-    let method = req.method().clone();
-    // The path only: query strings and headers are never logged.
-    let path = req.path().to_owned();
 
-    let res = match next.call(req).await {
-        Ok(res) => res.map_into_boxed_body(),
-        // An error that escaped as `Err` (from a middleware or the router) becomes a response
-        // here so it gets the same body.
-        Err(err) => {
-            return Err(err);
-        }
-    };
+    let res = next.call(req).await?.map_into_boxed_body();
 
     let status = res.status();
     let mut res = if status.as_u16() >= 400 {
@@ -78,10 +68,11 @@ pub async fn request_context(
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut().insert(REQUEST_ID, v);
     }
+    // The path only: query strings and headers are never logged.
     tracing::info!(
         request_id = %id,
-        method = %method,
-        path = %path,
+        method = %res.request().method(),
+        path = %res.request().path(),
         status = res.status().as_u16(),
         latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "request"
