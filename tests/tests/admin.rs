@@ -162,4 +162,47 @@ both_backends! {
         }
         assert_eq!(member.get("/workspace").await.status, 200);
     }
+
+    async fn a_suspended_admin_keeps_no_admin_power(app: TestApp) {
+        let admin = app.admin().await;
+        let t = app.tenant(&admin, "Acme", "AIHK").await;
+        let email = format!("a{}@gc.test", unique());
+        let made = admin.post("/admin/users", json!({"email": email, "name": "Second", "password": PASSWORD, "role": "platform_admin"})).await;
+        assert_eq!(made.status, 201, "{}", made.text);
+        let second = app.signin(&email, PASSWORD).await;
+        assert_eq!(second.get("/admin/users").await.status, 200);
+        let r = admin.patch(&format!("/admin/users/{}", second.id), json!({"status": "suspended"})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        // With its existing session, every admin power is refused, un-suspending itself too.
+        assert_error(&second.get("/admin/users").await, 403, "member_suspended");
+        assert_error(&second.get("/admin/tenants").await, 403, "member_suspended");
+        let new_admin = json!({"email": format!("b{}@gc.test", unique()), "name": "X", "password": PASSWORD, "role": "platform_admin"});
+        assert_error(&second.post("/admin/users", new_admin).await, 403, "member_suspended");
+        assert_error(&second.patch(&format!("/admin/users/{}", second.id), json!({"status": "active"})).await, 403, "member_suspended");
+        assert_error(&second.post("/auth/ip-admin", json!({"tenant_id": t["id"]})).await, 403, "member_suspended");
+        // Its own account stays usable, as for a suspended member.
+        assert_eq!(second.get("/auth/me").await.status, 200);
+        assert_eq!(second.get("/auth/sessions").await.status, 200);
+        // A fresh sign-in gives no more.
+        let again = app.signin(&email, PASSWORD).await;
+        assert_error(&again.get("/admin/users").await, 403, "member_suspended");
+    }
+
+    async fn moving_a_member_revokes_the_keys_made_in_the_old_tenant(app: TestApp) {
+        let admin = app.admin().await;
+        let a = app.tenant(&admin, "A", "AIHK").await;
+        let b = app.tenant(&admin, "B", "AIHK").await;
+        let member = app.member_of(&admin, &a).await;
+        let key = member.new_key(&["workspace:read"]).await;
+        assert_eq!(member.with_key(&key).get("/workspace/skills").await.status, 200);
+        // A -> B -> A: the key made in A stays revoked.
+        let r = admin.patch(&format!("/admin/users/{}/tenant", member.id), json!({"tenant_id": b["id"]})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let r = admin.patch(&format!("/admin/users/{}/tenant", member.id), json!({"tenant_id": a["id"]})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_error(&member.with_key(&key).get("/workspace/skills").await, 401, "invalid_api_key");
+        let feed = member.get("/workspace/activity").await;
+        let revoked = feed.body["data"].as_array().unwrap().iter().any(|l| l["action"] == "api_key.revoked" && l["detail"]["reason"] == "membership_changed");
+        assert!(revoked, "{}", feed.text);
+    }
 }

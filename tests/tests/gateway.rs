@@ -218,7 +218,16 @@ gateway_tests! {
             let r = s.member.post("/run", s.chat()).await;
             assert_eq!(r.status, 200, "{}", r.text);
         }
-        let keys = s.admin.get(&format!("/admin/tenants/{}/ai-keys", s.tenant_id())).await;
+        // The verdict is written off the request path by the run writer: wait for it.
+        let mut keys = s.admin.get(&format!("/admin/tenants/{}/ai-keys", s.tenant_id())).await;
+        for _ in 0..50 {
+            let marked = keys.body["data"].as_array().unwrap().iter().any(|k| k["id"] == first["id"] && k["status"] == "not_ready");
+            if marked {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            keys = s.admin.get(&format!("/admin/tenants/{}/ai-keys", s.tenant_id())).await;
+        }
         let status = |id: &Value| keys.body["data"].as_array().unwrap().iter().find(|k| k["id"] == *id).unwrap()["status"].clone();
         assert_eq!(status(&first["id"]), "not_ready");
         assert_eq!(status(&second["id"]), "ready");
@@ -227,7 +236,16 @@ gateway_tests! {
         let r = s.member.post("/run", s.chat()).await;
         assert_error(&r, 502, "upstream_error");
         assert!(!r.text.contains(SECRET_2) && !r.text.contains(SECRET));
-        assert_error(&s.member.post("/run", s.chat()).await, 403, "ai_access_not_ready");
+        // The verdicts land off the request path; then no key is left.
+        let mut r = s.member.post("/run", s.chat()).await;
+        for _ in 0..50 {
+            if r.status == 403 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            r = s.member.post("/run", s.chat()).await;
+        }
+        assert_error(&r, 403, "ai_access_not_ready");
     }
 
     async fn load_is_spread_over_ready_keys(s) {
@@ -250,11 +268,23 @@ gateway_tests! {
         assert_error(&s.member.post("/run", s.chat()).await, 502, "upstream_error");
         s.hk.push_behavior(Behavior::Hang);
         assert_error(&s.member.post("/run", s.chat()).await, 504, "upstream_timeout");
-        // A 400 from the upstream (say, a bad model) is the upstream's error, not a key problem.
+        // A 400 from the upstream (say, a bad model) is the caller's error, with its status.
         s.hk.push_behavior(Behavior::status(400, "no such model"));
         let r = s.member.post("/run", s.chat()).await;
-        assert_error(&r, 502, "upstream_error");
+        assert_error(&r, 400, "upstream_rejected");
         assert!(r.text.contains("no such model"), "{}", r.text);
+        // A 403 "no access to model" is the caller's too: the key stays ready (only a 401
+        // proves a key bad), and a run-scoped caller cannot switch the tenant's AI off.
+        s.hk.push_behavior(Behavior::status(403, "no access to model"));
+        assert_error(&s.member.post("/run", s.chat()).await, 403, "upstream_rejected");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let keys = s.admin.get(&format!("/admin/tenants/{}/ai-keys", s.tenant_id())).await;
+        assert_eq!(keys.body["data"][0]["status"], "ready", "{}", keys.text);
+        // A 429 keeps its status and tells the client when to come back.
+        s.hk.push_behavior(Behavior::openai_error(429, "slow down", Some("rate_limit"), Some("rate_limited")).with_header("retry-after", "7"));
+        let r = s.member.post("/run", s.chat()).await;
+        assert_error(&r, 429, "upstream_rate_limited");
+        assert_eq!(r.headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("7"));
         // Still usable afterwards.
         assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
     }

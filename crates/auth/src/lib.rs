@@ -6,10 +6,12 @@
 
 pub mod api_key;
 pub mod password;
+pub mod ports;
 pub mod seal;
 pub mod token;
 
 pub use api_key::{ApiKeySecret, KEY_PREFIX};
 pub use password::BcryptHasher;
+pub use ports::Credentials;
 pub use seal::{MasterKey, SealError, Sealer};
 pub use token::{sha256_hex, SessionToken};

@@ -30,14 +30,45 @@ pub enum Credential {
 
 /// An authenticated caller: the account, its tenant as loaded for this request, and the
 /// credential used.
+///
+/// Architecture Invariant: the fields are private and the only constructor is crate-private,
+/// called by the domain's authentication (`services::accounts`) after it looked the
+/// credential up. No other crate can forge a caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub user: User,
-    pub tenant: Option<Tenant>,
-    pub credential: Credential,
+    user: User,
+    tenant: Option<Tenant>,
+    credential: Credential,
 }
 
 impl Principal {
+    pub(crate) fn new(user: User, tenant: Option<Tenant>, credential: Credential) -> Self {
+        Self {
+            user,
+            tenant,
+            credential,
+        }
+    }
+
+    /// The account, as loaded for this request.
+    pub fn user(&self) -> &User {
+        &self.user
+    }
+
+    /// The account's tenant, as loaded for this request (whatever its state).
+    pub fn tenant(&self) -> Option<&Tenant> {
+        self.tenant.as_ref()
+    }
+
+    pub fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
+    /// True for an active (not suspended) platform admin.
+    fn is_active_admin(&self) -> bool {
+        self.user.is_platform_admin() && self.user.status == Status::Active
+    }
+
     pub fn session_id(&self) -> Option<Uuid> {
         match &self.credential {
             Credential::Session { session_id, .. } => Some(*session_id),
@@ -45,12 +76,13 @@ impl Principal {
         }
     }
 
-    /// The Shadow view this caller is in, if it is a platform admin's session in one.
+    /// The Shadow view this caller is in, if it is an active platform admin's session in one.
+    /// A demoted or suspended admin's view is ignored.
     pub fn shadow(&self) -> Option<&(Tenant, DateTime<Utc>)> {
         match &self.credential {
             Credential::Session {
                 shadow: Some(view), ..
-            } if self.user.is_platform_admin() => Some(view),
+            } if self.is_active_admin() => Some(view),
             _ => None,
         }
     }
@@ -60,14 +92,24 @@ impl Principal {
         self.session_id().ok_or(DomainError::SessionRequired)
     }
 
-    /// Refuses anyone but a platform admin's session.
-    pub fn require_admin(&self) -> DomainResult<()> {
+    /// The proof for every administration port: an active platform admin's session. Refusals,
+    /// in order: an API key (`session_required`), not an admin (`admin_required`), a suspended
+    /// admin (`member_suspended`).
+    pub fn admin_scope(&self) -> DomainResult<AdminScope> {
         self.require_session()?;
-        if self.user.is_platform_admin() {
-            Ok(())
-        } else {
-            Err(DomainError::AdminRequired)
+        if !self.user.is_platform_admin() {
+            return Err(DomainError::AdminRequired);
         }
+        if self.user.status != Status::Active {
+            return Err(DomainError::MemberSuspended);
+        }
+        Ok(AdminScope {
+            actor: Actor {
+                kind: ActorKind::Admin,
+                id: self.user.id,
+                label: self.user.email.as_str().to_owned(),
+            },
+        })
     }
 
     /// The activity-feed actor for this caller.
@@ -219,27 +261,21 @@ impl WriteScope {
     }
 }
 
-/// Scope for writing a platform-level activity line into a tenant's feed (Shadow entry and
-/// exit). Only an admin's session can make one.
+/// Proof that the holder is an active platform admin's session: every administration port
+/// method takes one. Made only by [`Principal::admin_scope`].
 #[derive(Debug, Clone)]
 pub struct AdminScope {
     actor: Actor,
 }
 
 impl AdminScope {
-    pub fn from_principal(p: &Principal) -> DomainResult<Self> {
-        p.require_admin()?;
-        Ok(Self {
-            actor: Actor {
-                kind: ActorKind::Admin,
-                id: p.user.id,
-                label: p.user.email.as_str().to_owned(),
-            },
-        })
-    }
-
     pub fn actor(&self) -> &Actor {
         &self.actor
+    }
+
+    /// The admin's user id.
+    pub fn admin_id(&self) -> Uuid {
+        self.actor.id
     }
 }
 
@@ -273,7 +309,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn session(user: User, tenant: Option<Tenant>, shadow: Option<Tenant>) -> Principal {
+    pub fn session(user: User, tenant: Option<Tenant>, shadow: Option<Tenant>) -> Principal {
         Principal {
             user,
             tenant,
@@ -401,6 +437,43 @@ pub(crate) mod tests {
             p.key_management_scope().unwrap_err().code(),
             "session_required"
         );
-        assert_eq!(p.require_admin().unwrap_err().code(), "session_required");
+        assert_eq!(p.admin_scope().unwrap_err().code(), "session_required");
+    }
+
+    #[test]
+    fn only_an_active_admin_session_gets_the_admin_scope() {
+        let t = tenant(Status::Active);
+        let admin = session(user(Role::PlatformAdmin, Status::Active, None), None, None);
+        assert_eq!(admin.admin_scope().unwrap().admin_id(), admin.user().id);
+        let suspended = session(
+            user(Role::PlatformAdmin, Status::Suspended, None),
+            None,
+            None,
+        );
+        assert_eq!(
+            suspended.admin_scope().unwrap_err().code(),
+            "member_suspended"
+        );
+        let member = session(
+            user(Role::Member, Status::Active, Some(&t)),
+            Some(t.clone()),
+            None,
+        );
+        assert_eq!(member.admin_scope().unwrap_err().code(), "admin_required");
+    }
+
+    #[test]
+    fn a_suspended_admin_loses_its_shadow_view() {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::PlatformAdmin, Status::Suspended, None),
+            None,
+            Some(t),
+        );
+        assert!(p.shadow().is_none());
+        assert_eq!(
+            p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
+            "member_suspended"
+        );
     }
 }

@@ -6,7 +6,9 @@ use chrono::{DateTime, Duration, Utc};
 use crate::access::{Credential, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::model::{new_id, NewUser, Role, Session, User};
-use crate::ports::Store;
+use crate::ports::{
+    ApiKeyRepo, CredentialCodec, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
+};
 use crate::values::{text, Email, Password};
 
 /// Hashes and verifies passwords. Implemented with bcrypt in `gc-auth`; slow by design, so
@@ -69,8 +71,8 @@ impl Signup {
 
 /// Creates an unassigned member (or, for the admin command, an account with `role` and
 /// `tenant_id`).
-pub fn create_account(
-    store: &dyn Store,
+pub fn create_account<P: UserRepo + TenantRepo + ?Sized>(
+    store: &P,
     hasher: &dyn PasswordHasher,
     signup: &Signup,
     role: Role,
@@ -97,10 +99,37 @@ pub fn create_account(
     })
 }
 
-/// Checks an email and password. The throttle is read before bcrypt runs, so a locked account
-/// costs no hashing; unknown emails are verified against a dummy hash.
-pub fn verify_signin(
-    store: &dyn Store,
+/// The throttle key of an email: trimmed and lower-cased, like `Email` values.
+fn throttle_key(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
+/// Reserves one password check for `email` (at most `policy.max_failures` per
+/// `policy.failure_window`, whatever the concurrency and however many nodes), or refuses with
+/// `too_many_attempts` and the seconds until the oldest attempt leaves the window.
+pub fn reserve_password_check<P: SigninThrottleRepo + ?Sized>(
+    store: &P,
+    policy: &AccountPolicy,
+    email: &str,
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    let since = now - policy.failure_window;
+    match store.reserve_attempt(&throttle_key(email), since, now, policy.max_failures)? {
+        Reservation::Reserved => Ok(()),
+        Reservation::Locked { oldest } => {
+            let retry = (oldest + policy.failure_window - now).num_seconds().max(1);
+            Err(DomainError::TooManyAttempts {
+                retry_after_secs: u64::try_from(retry).unwrap_or(1),
+            })
+        }
+    }
+}
+
+/// Checks an email and password. An attempt is reserved in the database before bcrypt runs,
+/// so a locked account costs no hashing and concurrent requests cannot overrun the limit; a
+/// right password forgets the attempts. Unknown emails are verified against a dummy hash.
+pub fn verify_signin<P: UserRepo + SigninThrottleRepo + ?Sized>(
+    store: &P,
     hasher: &dyn PasswordHasher,
     policy: &AccountPolicy,
     email: &str,
@@ -108,15 +137,7 @@ pub fn verify_signin(
     now: DateTime<Utc>,
 ) -> DomainResult<User> {
     // An unparseable email is treated like an unknown one: same answer, same work.
-    let key = email.trim().to_lowercase();
-    let since = now - policy.failure_window;
-    if store.count_failures_since(&key, since)? >= policy.max_failures {
-        let oldest = store.oldest_failure_since(&key, since)?.unwrap_or(now);
-        let retry = (oldest + policy.failure_window - now).num_seconds().max(1);
-        return Err(DomainError::TooManyAttempts {
-            retry_after_secs: u64::try_from(retry).unwrap_or(1),
-        });
-    }
+    reserve_password_check(store, policy, email, now)?;
     let user = match Email::parse("email", email) {
         Ok(email) => store.find_user_by_email(&email)?,
         Err(_) => None,
@@ -127,19 +148,16 @@ pub fn verify_signin(
     let matches = hasher.verify(password, hash);
     match user {
         Some(user) if matches => {
-            store.clear_failures(&key)?;
+            store.clear_failures(&throttle_key(email))?;
             Ok(user)
         }
-        _ => {
-            store.record_failure(&key, now)?;
-            Err(DomainError::InvalidCredentials)
-        }
+        _ => Err(DomainError::InvalidCredentials),
     }
 }
 
 /// Stores a new session for `user` with the hash of a fresh token.
-pub fn open_session(
-    store: &dyn Store,
+pub fn open_session<P: SessionRepo + ?Sized>(
+    store: &P,
     policy: &AccountPolicy,
     user: &User,
     token_hash: String,
@@ -164,8 +182,8 @@ pub fn open_session(
 
 /// Turns a session token hash into a `Principal`. Member state is loaded fresh on every call,
 /// so a suspension takes effect at the next request on every node.
-pub fn authenticate_session(
-    store: &dyn Store,
+pub fn authenticate_session<P: SessionRepo + ?Sized>(
+    store: &P,
     policy: &AccountPolicy,
     token_hash: &str,
     now: DateTime<Utc>,
@@ -184,20 +202,20 @@ pub fn authenticate_session(
         (Some(tenant), Some(since)) if ctx.user.is_platform_admin() => Some((tenant, since)),
         _ => None,
     };
-    Ok(Principal {
-        credential: Credential::Session {
+    Ok(Principal::new(
+        ctx.user,
+        ctx.tenant,
+        Credential::Session {
             session_id: session.id,
             shadow,
         },
-        user: ctx.user,
-        tenant: ctx.tenant,
-    })
+    ))
 }
 
 /// Turns an API-key hash into a `Principal`. Revoked and expired keys are refused; the member
 /// rules are applied later by the scope functions, exactly as for sessions.
-pub fn authenticate_key(
-    store: &dyn Store,
+pub fn authenticate_key<P: ApiKeyRepo + ?Sized>(
+    store: &P,
     policy: &AccountPolicy,
     key_hash: &str,
     now: DateTime<Utc>,
@@ -222,35 +240,176 @@ pub fn authenticate_key(
     {
         store.touch_api_key(ctx.key.id, now)?;
     }
-    Ok(Principal {
-        credential: Credential::ApiKey {
+    Ok(Principal::new(
+        ctx.user,
+        ctx.tenant,
+        Credential::ApiKey {
             key_id: ctx.key.id,
             name: ctx.key.name.clone(),
             scopes: ctx.key.scopes.clone(),
         },
-        user: ctx.user,
-        tenant: ctx.tenant,
-    })
+    ))
 }
 
-/// Changes the caller's password and revokes every other session of the account.
-pub fn change_password(
-    store: &dyn Store,
+/// Changes the caller's password and revokes every other session of the account. The check
+/// of `current` counts toward the same attempt limit as sign-in.
+pub fn change_password<P: UserRepo + SigninThrottleRepo + ?Sized>(
+    store: &P,
     hasher: &dyn PasswordHasher,
+    policy: &AccountPolicy,
     principal: &Principal,
     current: &str,
     new: String,
+    now: DateTime<Utc>,
 ) -> DomainResult<()> {
     let session_id = principal.require_session()?;
     let new = Password::parse("new_password", new)?;
-    if !hasher.verify(current, &principal.user.password_hash) {
+    let email = principal.user().email.as_str();
+    reserve_password_check(store, policy, email, now)?;
+    if !hasher.verify(current, &principal.user().password_hash) {
         return Err(DomainError::invalid(
             "current_password",
             "does not match the current password",
         ));
     }
+    store.clear_failures(&throttle_key(email))?;
     let hash = hasher.hash(&new)?;
-    store.change_password(principal.user.id, &hash, Some(session_id))
+    store.change_password(principal.user().id, &hash, Some(session_id))
+}
+
+/// A credential that passed every check that needs no database (the key's checksum, the
+/// token's shape); only its hash is kept. Made by [`check_credential`].
+#[derive(Debug, Clone)]
+pub struct CheckedCredential(Checked);
+
+#[derive(Debug, Clone)]
+enum Checked {
+    Key(String),
+    Session(String),
+}
+
+/// A credential as the client presented it.
+#[derive(Debug, Clone, Copy)]
+pub enum Presented<'a> {
+    Bearer(&'a str),
+    SessionToken(&'a str),
+}
+
+/// Checks a presented credential's shape without the database: a made-up key fails its
+/// checksum here and costs no query (`invalid_api_key`; `unauthenticated` for a token).
+pub fn check_credential(
+    codec: &dyn CredentialCodec,
+    presented: Presented<'_>,
+) -> DomainResult<CheckedCredential> {
+    match presented {
+        Presented::Bearer(raw) => codec
+            .api_key_hash(raw)
+            .map(|h| CheckedCredential(Checked::Key(h)))
+            .ok_or(DomainError::InvalidApiKey),
+        Presented::SessionToken(raw) => codec
+            .session_hash(raw)
+            .map(|h| CheckedCredential(Checked::Session(h)))
+            .ok_or(DomainError::Unauthenticated),
+    }
+}
+
+/// Turns a checked credential into a `Principal`: the domain's one way to make one.
+pub fn authenticate<P: SessionRepo + ApiKeyRepo + ?Sized>(
+    store: &P,
+    policy: &AccountPolicy,
+    checked: &CheckedCredential,
+    now: DateTime<Utc>,
+) -> DomainResult<Principal> {
+    match &checked.0 {
+        Checked::Key(hash) => authenticate_key(store, policy, hash, now),
+        Checked::Session(hash) => authenticate_session(store, policy, hash, now),
+    }
+}
+
+/// Signs in: checks the password under the attempt limit and opens a session with the hash
+/// of a fresh token. Returns the user and its tenant.
+#[allow(clippy::too_many_arguments)]
+pub fn sign_in<P: UserRepo + TenantRepo + SessionRepo + SigninThrottleRepo + ?Sized>(
+    store: &P,
+    hasher: &dyn PasswordHasher,
+    policy: &AccountPolicy,
+    email: &str,
+    password: &str,
+    token_hash: String,
+    meta: &ClientMeta,
+    now: DateTime<Utc>,
+) -> DomainResult<(User, Option<crate::model::Tenant>)> {
+    let user = verify_signin(store, hasher, policy, email, password, now)?;
+    open_session(store, policy, &user, token_hash, meta, now)?;
+    let tenant = match user.tenant_id {
+        Some(id) => store.find_tenant(id)?,
+        None => None,
+    };
+    Ok((user, tenant))
+}
+
+/// Signs up an unassigned member (when sign-up is open) and opens its first session.
+#[allow(clippy::too_many_arguments)]
+pub fn sign_up<P: UserRepo + TenantRepo + SessionRepo + ?Sized>(
+    store: &P,
+    hasher: &dyn PasswordHasher,
+    policy: &AccountPolicy,
+    open: bool,
+    signup: &Signup,
+    token_hash: String,
+    meta: &ClientMeta,
+    now: DateTime<Utc>,
+) -> DomainResult<User> {
+    if !open {
+        return Err(DomainError::SignupDisabled);
+    }
+    let user = create_account(store, hasher, signup, Role::Member, None, now)?;
+    open_session(store, policy, &user, token_hash, meta, now)?;
+    Ok(user)
+}
+
+/// The caller's own sessions, newest first (sessions only).
+pub fn list_sessions<P: SessionRepo + ?Sized>(
+    store: &P,
+    principal: &Principal,
+) -> DomainResult<Vec<Session>> {
+    principal.require_session()?;
+    store.list_sessions(principal.user().id)
+}
+
+/// Revokes one of the caller's sessions (`None`: every one but the current session).
+pub fn revoke_sessions<P: SessionRepo + ?Sized>(
+    store: &P,
+    principal: &Principal,
+    only: Option<uuid::Uuid>,
+) -> DomainResult<()> {
+    let current = principal.require_session()?;
+    let user_id = principal.user().id;
+    match only {
+        Some(id) if !store.delete_session(user_id, id)? => Err(DomainError::NotFound("session")),
+        Some(_) => Ok(()),
+        None => store.delete_other_sessions(user_id, current).map(|_| ()),
+    }
+}
+
+/// Ends the caller's current session.
+pub fn sign_out<P: SessionRepo + ?Sized>(store: &P, principal: &Principal) -> DomainResult<()> {
+    let current = principal.require_session()?;
+    store.delete_session(principal.user().id, current)?;
+    Ok(())
+}
+
+/// Renames the caller (sessions only).
+pub fn rename<P: UserRepo + ?Sized>(
+    store: &P,
+    principal: &Principal,
+    name: Option<&str>,
+) -> DomainResult<User> {
+    principal.require_session()?;
+    let name = name.map(crate::admin::person_name).transpose()?;
+    store
+        .rename_user(principal.user().id, name.as_deref())?
+        .ok_or(DomainError::Unauthenticated)
 }
 
 #[cfg(test)]
@@ -275,5 +434,138 @@ mod tests {
         assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "password"));
         let e = Signup::parse("ann@example.com", "x".repeat(12), " ").unwrap_err();
         assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "name"));
+    }
+
+    use crate::fakes::Fake;
+
+    struct Plain;
+
+    impl PasswordHasher for Plain {
+        fn hash(&self, password: &Password) -> DomainResult<String> {
+            Ok(format!("h:{}", password.expose()))
+        }
+        fn verify(&self, password: &str, hash: &str) -> bool {
+            hash == format!("h:{password}")
+        }
+        fn dummy_hash(&self) -> &str {
+            "h:\u{0}"
+        }
+    }
+
+    fn ann(store: &Fake) -> User {
+        let mut user = crate::access::tests::user(Role::Member, crate::model::Status::Active, None);
+        user.password_hash = "h:right-password".into();
+        store.users.lock().unwrap().push(user.clone());
+        user
+    }
+
+    #[test]
+    fn the_sixth_check_in_the_window_is_refused_before_the_password_is_checked() {
+        let store = Fake::default();
+        ann(&store);
+        let policy = AccountPolicy::default();
+        let t0 = Utc::now();
+        for i in 0..5 {
+            let at = t0 + Duration::minutes(i);
+            let e = verify_signin(&store, &Plain, &policy, "Ann@Example.com", "wrong", at);
+            assert_eq!(e.unwrap_err().code(), "invalid_credentials");
+        }
+        // Even the right password is not checked now; Retry-After counts from the oldest.
+        let at = t0 + Duration::minutes(5);
+        match verify_signin(
+            &store,
+            &Plain,
+            &policy,
+            "ann@example.com",
+            "right-password",
+            at,
+        ) {
+            Err(DomainError::TooManyAttempts { retry_after_secs }) => {
+                assert_eq!(retry_after_secs, 10 * 60)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(store.attempts.lock().unwrap().len(), 5);
+        // Once the oldest attempt leaves the window, one more check is admitted; a right
+        // password forgets every attempt.
+        let later = t0 + Duration::minutes(15) + Duration::seconds(1);
+        assert!(verify_signin(
+            &store,
+            &Plain,
+            &policy,
+            "ann@example.com",
+            "right-password",
+            later
+        )
+        .is_ok());
+        assert!(store.attempts.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn change_password_counts_toward_the_same_limit() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let p = Principal::new(
+            user,
+            None,
+            Credential::Session {
+                session_id: new_id(),
+                shadow: None,
+            },
+        );
+        let policy = AccountPolicy::default();
+        let now = Utc::now();
+        for _ in 0..5 {
+            let e = change_password(&store, &Plain, &policy, &p, "wrong", "x".repeat(12), now);
+            assert_eq!(e.unwrap_err().code(), "validation_failed");
+        }
+        let e = change_password(
+            &store,
+            &Plain,
+            &policy,
+            &p,
+            "right-password",
+            "x".repeat(12),
+            now,
+        );
+        assert_eq!(e.unwrap_err().code(), "too_many_attempts");
+        assert_eq!(*store.passwords_changed.lock().unwrap(), 0);
+        // A locked sign-in locks change-password too, and the other way round: one count.
+        let e = verify_signin(
+            &store,
+            &Plain,
+            &policy,
+            "ann@example.com",
+            "right-password",
+            now,
+        );
+        assert_eq!(e.unwrap_err().code(), "too_many_attempts");
+    }
+
+    #[test]
+    fn a_right_current_password_changes_it() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let p = Principal::new(
+            user,
+            None,
+            Credential::Session {
+                session_id: new_id(),
+                shadow: None,
+            },
+        );
+        let policy = AccountPolicy::default();
+        change_password(
+            &store,
+            &Plain,
+            &policy,
+            &p,
+            "right-password",
+            "y".repeat(12),
+            Utc::now(),
+        )
+        .unwrap();
+        assert_eq!(*store.passwords_changed.lock().unwrap(), 1);
+        assert!(store.attempts.lock().unwrap().is_empty());
     }
 }

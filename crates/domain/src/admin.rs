@@ -1,14 +1,23 @@
-//! Administration of tenants and users by platform admins.
+//! Administration of tenants, users and tenant AI keys by platform admins.
+//!
+//! Every function starts from a `Principal` and asks it for an `AdminScope` (an active
+//! platform admin's session) before it touches a port; every administration port method
+//! takes that scope, so an operation without the check does not compile.
 
 use chrono::{DateTime, Utc};
+use serde_json::json;
 use uuid::Uuid;
 
-use crate::access::Principal;
+use crate::access::{AdminScope, Principal};
+use crate::accounts::{create_account, PasswordHasher, Signup};
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::AiAccess;
-use crate::model::{new_id, Status, Tenant, TenantPatch, User, UserPatch};
-use crate::ports::Store;
+use crate::gateway::{ai_key_binding, AiAccess, AiKeyStatus, KeyVerdict, TenantAiKey};
+use crate::model::{new_id, Role, Status, Tenant, TenantPatch, User, UserPatch};
+use crate::page::{Page, PageRequest};
+use crate::ports::{AiKeyRepo, KeySealer, SessionRepo, TenantRepo, UserRepo};
+use crate::secret::SecretString;
 use crate::values::{text, Region};
+use crate::workspace::{ActivityTarget, NewActivity};
 
 /// Validates a tenant name.
 pub fn tenant_name(raw: &str) -> DomainResult<String> {
@@ -20,71 +29,371 @@ pub fn person_name(raw: &str) -> DomainResult<String> {
     text("name", raw, 1, 100)
 }
 
-pub fn create_tenant(
-    store: &dyn Store,
+/// A tenant with its AI access, as admins see it.
+pub type TenantWithAccess = (Tenant, AiAccess);
+
+fn with_access<P: AiKeyRepo + ?Sized>(store: &P, t: Tenant) -> DomainResult<TenantWithAccess> {
+    let access = ai_access(store, &t)?;
+    Ok((t, access))
+}
+
+pub fn list_tenants<P: TenantRepo + AiKeyRepo + ?Sized>(
+    store: &P,
+    admin: &Principal,
+    page: &PageRequest,
+) -> DomainResult<Page<TenantWithAccess>> {
+    let scope = admin.admin_scope()?;
+    let page = store.list_tenants(&scope, page)?;
+    let mut data = Vec::with_capacity(page.items.len());
+    for t in page.items {
+        data.push(with_access(store, t)?);
+    }
+    Ok(Page {
+        items: data,
+        next: page.next,
+    })
+}
+
+pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
+    store: &P,
     admin: &Principal,
     name: &str,
     region: Region,
     ai_enabled: bool,
     now: DateTime<Utc>,
-) -> DomainResult<Tenant> {
-    admin.require_admin()?;
-    store.insert_tenant(&Tenant {
-        id: new_id(),
-        name: tenant_name(name)?,
-        status: Status::Active,
-        region,
-        ai_enabled,
-        created_at: now,
-    })
+) -> DomainResult<TenantWithAccess> {
+    let scope = admin.admin_scope()?;
+    let t = store.insert_tenant(
+        &scope,
+        &Tenant {
+            id: new_id(),
+            name: tenant_name(name)?,
+            status: Status::Active,
+            region,
+            ai_enabled,
+            created_at: now,
+        },
+    )?;
+    with_access(store, t)
 }
 
-pub fn update_tenant(
-    store: &dyn Store,
+pub fn update_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
+    store: &P,
     admin: &Principal,
     id: Uuid,
     patch: &TenantPatch,
-) -> DomainResult<Tenant> {
-    admin.require_admin()?;
-    store
-        .update_tenant(id, patch)?
-        .ok_or(DomainError::NotFound("tenant"))
+) -> DomainResult<TenantWithAccess> {
+    let scope = admin.admin_scope()?;
+    let t = store
+        .update_tenant(&scope, id, patch)?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    with_access(store, t)
 }
 
-pub fn update_user(
-    store: &dyn Store,
+pub fn list_users<P: UserRepo + ?Sized>(
+    store: &P,
+    admin: &Principal,
+    tenant_id: Option<Uuid>,
+    page: &PageRequest,
+) -> DomainResult<Page<User>> {
+    let scope = admin.admin_scope()?;
+    store.list_users(&scope, tenant_id, page)
+}
+
+/// Creates an account with a role, optionally in a tenant.
+pub fn create_user<P: UserRepo + TenantRepo + ?Sized>(
+    store: &P,
+    hasher: &dyn PasswordHasher,
+    admin: &Principal,
+    signup: &Signup,
+    role: Role,
+    tenant_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> DomainResult<User> {
+    admin.admin_scope()?;
+    create_account(store, hasher, signup, role, tenant_id, now)
+}
+
+pub fn update_user<P: UserRepo + ?Sized>(
+    store: &P,
     admin: &Principal,
     id: Uuid,
     patch: &UserPatch,
 ) -> DomainResult<User> {
-    admin.require_admin()?;
+    let scope = admin.admin_scope()?;
     store
-        .update_user(id, patch)?
+        .update_user(&scope, id, patch)?
         .ok_or(DomainError::NotFound("user"))
 }
 
-pub fn assign_tenant(
-    store: &dyn Store,
+/// How many times a move re-reads the member when a concurrent move got in between.
+const MOVE_ATTEMPTS: usize = 3;
+
+/// Assigns a member to a tenant, or with `None` unassigns it. Leaving a tenant revokes the
+/// keys the member made there, with an `api_key.revoked` line (detail `membership_changed`)
+/// in that tenant's feed, in the same transaction (decision record 0005).
+pub fn assign_tenant<P: UserRepo + TenantRepo + ?Sized>(
+    store: &P,
     admin: &Principal,
     id: Uuid,
     tenant_id: Option<Uuid>,
+    now: DateTime<Utc>,
 ) -> DomainResult<User> {
-    admin.require_admin()?;
+    let scope = admin.admin_scope()?;
     if let Some(tenant_id) = tenant_id {
         if store.find_tenant(tenant_id)?.is_none() {
             return Err(DomainError::invalid("tenant_id", "no such tenant"));
         }
     }
-    store
-        .assign_tenant(id, tenant_id)?
-        .ok_or(DomainError::NotFound("user"))
+    for _ in 0..MOVE_ATTEMPTS {
+        let user = store.find_user(id)?.ok_or(DomainError::NotFound("user"))?;
+        if user.tenant_id == tenant_id {
+            return Ok(user);
+        }
+        let left = user.tenant_id.map(|from| {
+            NewActivity::admin(
+                &scope,
+                from,
+                now,
+                "api_key.revoked",
+                Some(ActivityTarget {
+                    kind: "member".into(),
+                    id: user.id,
+                }),
+                json!({"reason": "membership_changed", "member_email": user.email.as_str()}),
+            )
+        });
+        match store.move_member(&scope, id, user.tenant_id, tenant_id, now, left.as_ref()) {
+            Ok(Some(user)) => return Ok(user),
+            Ok(None) => continue,
+            Err(DomainError::NotFound("tenant")) => {
+                return Err(DomainError::invalid("tenant_id", "no such tenant"))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(DomainError::Unavailable {
+        retry_after_secs: 1,
+    })
 }
 
 /// The AI access of a tenant, computed from its keys.
-pub fn ai_access(store: &dyn Store, tenant: &Tenant) -> DomainResult<AiAccess> {
+pub fn ai_access<P: AiKeyRepo + ?Sized>(store: &P, tenant: &Tenant) -> DomainResult<AiAccess> {
     if !tenant.ai_enabled {
         return Ok(AiAccess::Disabled);
     }
     let keys = store.usable_ai_keys(tenant.id, tenant.region)?;
     Ok(AiAccess::of(tenant, &keys))
+}
+
+/// A validated new AI key, sealed, waiting for its first check against the gateway.
+#[derive(Debug)]
+pub struct NewAiKeyPlan {
+    scope: AdminScope,
+    key: TenantAiKey,
+    secret: SecretString,
+}
+
+impl NewAiKeyPlan {
+    pub fn region(&self) -> Region {
+        self.key.region
+    }
+
+    pub fn secret(&self) -> &SecretString {
+        &self.secret
+    }
+}
+
+/// Checks and seals a new tenant AI key (not stored yet: it is probed first).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_ai_key<P: TenantRepo + ?Sized>(
+    store: &P,
+    sealer: &dyn KeySealer,
+    admin: &Principal,
+    tenant_id: Uuid,
+    region: &str,
+    secret: &str,
+    label: Option<&str>,
+    chat_enabled: bool,
+    now: DateTime<Utc>,
+) -> DomainResult<NewAiKeyPlan> {
+    let scope = admin.admin_scope()?;
+    let region = Region::parse("region", region)?;
+    let secret = secret.trim();
+    if secret.is_empty()
+        || secret.len() > 1024
+        || secret.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(DomainError::invalid(
+            "secret",
+            "must be 1 to 1024 visible characters",
+        ));
+    }
+    let label = text("label", label.unwrap_or(""), 0, 100)?;
+    store
+        .find_tenant(tenant_id)?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    let id = new_id();
+    let secret = SecretString::new(secret);
+    let sealed = sealer.seal(secret.expose(), &ai_key_binding(tenant_id, id))?;
+    Ok(NewAiKeyPlan {
+        scope,
+        key: TenantAiKey {
+            id,
+            tenant_id,
+            region,
+            label,
+            hint: secret.hint(),
+            sealed_secret: sealed,
+            chat_enabled,
+            status: AiKeyStatus::NotReady,
+            status_reason: None,
+            checked_at: Some(now),
+            created_at: now,
+        },
+        secret,
+    })
+}
+
+/// Stores a planned key with the status its first check gave.
+pub fn store_ai_key<P: AiKeyRepo + ?Sized>(
+    store: &P,
+    plan: NewAiKeyPlan,
+    status: AiKeyStatus,
+    reason: Option<String>,
+) -> DomainResult<TenantAiKey> {
+    let mut key = plan.key;
+    key.status = status;
+    key.status_reason = reason;
+    store.insert_ai_key(&plan.scope, &key)
+}
+
+pub fn list_ai_keys<P: TenantRepo + AiKeyRepo + ?Sized>(
+    store: &P,
+    admin: &Principal,
+    tenant_id: Uuid,
+) -> DomainResult<Vec<TenantAiKey>> {
+    let scope = admin.admin_scope()?;
+    store
+        .find_tenant(tenant_id)?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    store.list_ai_keys(&scope, Some(tenant_id))
+}
+
+pub fn delete_ai_key<P: AiKeyRepo + ?Sized>(
+    store: &P,
+    admin: &Principal,
+    tenant_id: Uuid,
+    key_id: Uuid,
+) -> DomainResult<()> {
+    let scope = admin.admin_scope()?;
+    if store.delete_ai_key(&scope, tenant_id, key_id)? {
+        Ok(())
+    } else {
+        Err(DomainError::NotFound("AI key"))
+    }
+}
+
+/// A key to re-check in a diagnosis, opened (or `None` when it does not open).
+#[derive(Debug)]
+pub struct KeyToCheck {
+    pub key: TenantAiKey,
+    pub secret: Option<SecretString>,
+}
+
+/// The keys a diagnosis re-checks: every key (or one tenant's) of the given regions.
+pub fn keys_to_diagnose<P: AiKeyRepo + ?Sized>(
+    store: &P,
+    sealer: &dyn KeySealer,
+    admin: &Principal,
+    tenant_id: Option<Uuid>,
+    regions: &[Region],
+) -> DomainResult<(AdminScope, Vec<KeyToCheck>)> {
+    let scope = admin.admin_scope()?;
+    let keys = store
+        .list_ai_keys(&scope, tenant_id)?
+        .into_iter()
+        .filter(|k| regions.contains(&k.region))
+        .map(|key| {
+            let secret = sealer.open(&key.sealed_secret, &ai_key_binding(key.tenant_id, key.id));
+            KeyToCheck { key, secret }
+        })
+        .collect();
+    Ok((scope, keys))
+}
+
+/// Stores the statuses a diagnosis found.
+pub fn record_diagnosis<P: AiKeyRepo + ?Sized>(
+    store: &P,
+    scope: &AdminScope,
+    results: &[(TenantAiKey, AiKeyStatus, Option<String>)],
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    for (key, status, reason) in results {
+        store.set_ai_key_status(&KeyVerdict::diagnosed(
+            scope,
+            key,
+            *status,
+            reason.clone(),
+            now,
+        ))?;
+    }
+    Ok(())
+}
+
+/// Enters (`Some`) or leaves (`None`) a tenant's Shadow view on the admin's session, with
+/// `shadow.enter` / `shadow.exit` lines in the tenants' feeds. Returns the tenant viewed now
+/// and since when.
+pub fn set_shadow<P: SessionRepo + TenantRepo + ?Sized>(
+    store: &P,
+    admin: &Principal,
+    target: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> DomainResult<Option<(Tenant, DateTime<Utc>)>> {
+    let scope = admin.admin_scope()?;
+    let session_id = admin.require_session()?;
+    let current = admin.shadow().map(|(t, since)| (t.id, *since));
+    let entry = |tenant_id: Uuid, action: &str| {
+        NewActivity::admin(
+            &scope,
+            tenant_id,
+            now,
+            action,
+            Some(ActivityTarget {
+                kind: "tenant".into(),
+                id: tenant_id,
+            }),
+            json!({"admin_email": scope.actor().label}),
+        )
+    };
+    let old = current.map(|(id, _)| id);
+    match target {
+        Some(tenant_id) => {
+            let tenant = store
+                .find_tenant(tenant_id)?
+                .ok_or(DomainError::NotFound("tenant"))?;
+            if let Some(old) = old.filter(|old| *old != tenant_id) {
+                store.set_shadow(session_id, None, &entry(old, "shadow.exit"))?;
+            }
+            // Re-entering the view one is already in keeps its original `since`.
+            let since = match current {
+                Some((id, since)) if id == tenant_id => since,
+                _ => {
+                    store.set_shadow(
+                        session_id,
+                        Some((tenant_id, now)),
+                        &entry(tenant_id, "shadow.enter"),
+                    )?;
+                    now
+                }
+            };
+            Ok(Some((tenant, since)))
+        }
+        None => {
+            if let Some(old) = old {
+                store.set_shadow(session_id, None, &entry(old, "shadow.exit"))?;
+            }
+            Ok(None)
+        }
+    }
 }

@@ -82,7 +82,8 @@ impl AiAccess {
 
 /// Proof that a caller may run a chat request now: an active member (or a key with the `run`
 /// scope) of a tenant whose AI access is ready, with the tenant's usable keys — each ready,
-/// chat-enabled and locked to the tenant's region. Made only by [`RunScope::authorize`].
+/// chat-enabled and locked to the tenant's region. Made only by [`RunScope::authorize`], which
+/// loads the keys itself.
 #[derive(Debug, Clone)]
 pub struct RunScope {
     tenant: Tenant,
@@ -93,12 +94,11 @@ pub struct RunScope {
 impl RunScope {
     /// Applies the refusals in the contract's order: the member rules (and no Shadow view, and
     /// the `run` scope for keys), then `ai_access_disabled`, then `ai_access_not_ready` (also
-    /// when the region has no gateway configured). `keys` are the tenant's candidates; any that
-    /// is not ready, not chat-enabled or of another region is dropped here whatever the caller
-    /// passed.
-    pub fn authorize(
+    /// when the region has no gateway configured). The keys come from `ports`; any that is not
+    /// ready, not chat-enabled or of another region is dropped here whatever the port answers.
+    pub fn authorize<P: crate::ports::AiKeyRepo + ?Sized>(
         principal: &crate::access::Principal,
-        keys: Vec<TenantAiKey>,
+        ports: &P,
         gateway_configured: bool,
     ) -> crate::DomainResult<Self> {
         use crate::DomainError;
@@ -112,7 +112,8 @@ impl RunScope {
                 tenant.region.as_str()
             )));
         }
-        let keys: Vec<TenantAiKey> = keys
+        let keys: Vec<TenantAiKey> = ports
+            .usable_ai_keys(tenant.id, tenant.region)?
             .into_iter()
             .filter(|k| {
                 k.tenant_id == tenant.id
@@ -136,9 +137,11 @@ impl RunScope {
 
     /// The first half of [`RunScope::authorize`]: the key's `run` scope, no Shadow view, and
     /// the member rules. Returns the caller's active tenant.
-    pub fn caller_tenant(principal: &crate::access::Principal) -> crate::DomainResult<Tenant> {
+    pub(crate) fn caller_tenant(
+        principal: &crate::access::Principal,
+    ) -> crate::DomainResult<Tenant> {
         use crate::DomainError;
-        if let crate::access::Credential::ApiKey { scopes, .. } = &principal.credential {
+        if let crate::access::Credential::ApiKey { scopes, .. } = principal.credential() {
             if !scopes.contains(&crate::workspace::KeyScope::Run) {
                 return Err(DomainError::InsufficientScope("run"));
             }
@@ -168,6 +171,73 @@ impl RunScope {
     }
 }
 
+/// A judgement of one AI key's status, the only thing `AiKeyRepo::set_ai_key_status` stores.
+/// Made only inside the domain: by a run that got an upstream 401 for the key (never ready),
+/// or by an admin's diagnosis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyVerdict {
+    key_id: Uuid,
+    tenant_id: Uuid,
+    status: AiKeyStatus,
+    reason: Option<String>,
+    at: DateTime<Utc>,
+}
+
+impl KeyVerdict {
+    /// A run proved the key bad (or it does not open): `not_ready` with `reason`.
+    pub(crate) fn rejected(
+        scope: &RunScope,
+        key: &TenantAiKey,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> Option<Self> {
+        (key.tenant_id == scope.tenant.id).then(|| Self {
+            key_id: key.id,
+            tenant_id: key.tenant_id,
+            status: AiKeyStatus::NotReady,
+            reason: Some(reason.to_owned()),
+            at,
+        })
+    }
+
+    /// An admin's diagnosis of the key.
+    pub(crate) fn diagnosed(
+        _scope: &crate::access::AdminScope,
+        key: &TenantAiKey,
+        status: AiKeyStatus,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            key_id: key.id,
+            tenant_id: key.tenant_id,
+            status,
+            reason,
+            at,
+        }
+    }
+
+    pub fn key_id(&self) -> Uuid {
+        self.key_id
+    }
+
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    pub fn status(&self) -> AiKeyStatus {
+        self.status
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    pub fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+}
+
 /// The associated data that binds a sealed AI key to its tenant and id.
 pub fn ai_key_binding(tenant_id: Uuid, key_id: Uuid) -> Vec<u8> {
     let mut out = Vec::with_capacity(32);
@@ -177,14 +247,15 @@ pub fn ai_key_binding(tenant_id: Uuid, key_id: Uuid) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::access::tests::{tenant, user};
     use crate::access::{Credential, Principal};
+    use crate::fakes::Fake;
     use crate::model::{Role, Status};
     use crate::workspace::KeyScope;
 
-    fn key(t: &Tenant, region: Region, chat: bool, status: AiKeyStatus) -> TenantAiKey {
+    pub(crate) fn key(t: &Tenant, region: Region, chat: bool, status: AiKeyStatus) -> TenantAiKey {
         TenantAiKey {
             id: Uuid::now_v7(),
             tenant_id: t.id,
@@ -200,15 +271,15 @@ mod tests {
         }
     }
 
-    fn member(t: &Tenant, credential: Credential) -> Principal {
-        Principal {
-            user: user(Role::Member, Status::Active, Some(t)),
-            tenant: Some(t.clone()),
+    pub(crate) fn member(t: &Tenant, credential: Credential) -> Principal {
+        Principal::new(
+            user(Role::Member, Status::Active, Some(t)),
+            Some(t.clone()),
             credential,
-        }
+        )
     }
 
-    fn session() -> Credential {
+    pub(crate) fn session() -> Credential {
         Credential::Session {
             session_id: Uuid::now_v7(),
             shadow: None,
@@ -225,7 +296,8 @@ mod tests {
             key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
             good.clone(),
         ];
-        let scope = RunScope::authorize(&member(&t, session()), keys, true).unwrap();
+        let scope =
+            RunScope::authorize(&member(&t, session()), &Fake::with_keys(keys), true).unwrap();
         let usable: Vec<_> = scope.keys_from(7).collect();
         assert_eq!(usable, vec![&good]);
     }
@@ -234,28 +306,39 @@ mod tests {
     fn refusals_come_in_the_contract_order() {
         let mut t = tenant(Status::Active);
         let wrong_region = vec![key(&t, Region::Aica, true, AiKeyStatus::Ready)];
-        let err =
-            RunScope::authorize(&member(&t, session()), wrong_region.clone(), true).unwrap_err();
+        let err = RunScope::authorize(
+            &member(&t, session()),
+            &Fake::with_keys(wrong_region.clone()),
+            true,
+        )
+        .unwrap_err();
         assert_eq!(err.code(), "ai_access_not_ready");
         let err = RunScope::authorize(
             &member(&t, session()),
-            vec![key(&t, Region::Aihk, true, AiKeyStatus::Ready)],
+            &Fake::with_keys(vec![key(&t, Region::Aihk, true, AiKeyStatus::Ready)]),
             false,
         )
         .unwrap_err();
         assert_eq!(err.code(), "ai_access_not_ready");
         t.ai_enabled = false;
-        let err = RunScope::authorize(&member(&t, session()), wrong_region, false).unwrap_err();
+        let err = RunScope::authorize(
+            &member(&t, session()),
+            &Fake::with_keys(wrong_region),
+            false,
+        )
+        .unwrap_err();
         assert_eq!(err.code(), "ai_access_disabled");
         let key_without_run = Credential::ApiKey {
             key_id: Uuid::now_v7(),
             name: "k".into(),
             scopes: vec![KeyScope::WorkspaceRead],
         };
-        let err = RunScope::authorize(&member(&t, key_without_run), vec![], true).unwrap_err();
+        let err =
+            RunScope::authorize(&member(&t, key_without_run), &Fake::default(), true).unwrap_err();
         assert_eq!(err.code(), "insufficient_scope");
         let suspended = tenant(Status::Suspended);
-        let err = RunScope::authorize(&member(&suspended, session()), vec![], true).unwrap_err();
+        let err = RunScope::authorize(&member(&suspended, session()), &Fake::default(), true)
+            .unwrap_err();
         assert_eq!(err.code(), "tenant_suspended");
     }
 
@@ -265,7 +348,9 @@ mod tests {
         let keys: Vec<_> = (0..3)
             .map(|_| key(&t, Region::Aihk, true, AiKeyStatus::Ready))
             .collect();
-        let scope = RunScope::authorize(&member(&t, session()), keys.clone(), true).unwrap();
+        let scope =
+            RunScope::authorize(&member(&t, session()), &Fake::with_keys(keys.clone()), true)
+                .unwrap();
         let order: Vec<_> = scope.keys_from(1).map(|k| k.id).collect();
         assert_eq!(order, vec![keys[1].id, keys[2].id, keys[0].id]);
     }

@@ -8,11 +8,15 @@ pub mod access;
 pub mod accounts;
 pub mod admin;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod fakes;
 pub mod gateway;
 pub mod model;
 pub mod page;
 pub mod ports;
 pub mod records;
+pub mod runs;
+pub mod secret;
 pub mod values;
 pub mod workspace;
 

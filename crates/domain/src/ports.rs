@@ -1,17 +1,20 @@
-//! Ports: what the domain needs from storage. Adapters in `gc-persistence` implement them.
+//! Ports: what the domain needs from the outside world. Adapters implement them: storage in
+//! `gc-persistence`, credentials and sealing in `gc-auth`, upstream calls in `gc-gateway`.
 //!
-//! The ports are synchronous (diesel is); callers run them on a blocking pool. Each method is
-//! one unit of work: it runs in one transaction where it writes more than one row, and every
-//! workspace write appends its activity line in that same transaction. Workspace methods take a
-//! `TenantScope` or `WriteScope` and filter every query by its tenant id.
+//! The storage ports are synchronous (diesel is); callers run them on a blocking pool. Each
+//! method is one unit of work: it runs in one transaction where it writes more than one row,
+//! and every workspace write appends its activity line in that same transaction. Workspace
+//! methods take a `TenantScope` or `WriteScope` and filter every query by its tenant id; every
+//! administration method takes an `AdminScope`; AI-key status is written only as a
+//! `KeyVerdict`, which only a `RunScope` or an `AdminScope` can make.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::access::{TenantScope, WriteScope};
+use crate::access::{AdminScope, TenantScope, WriteScope};
 use crate::error::DomainResult;
-use crate::gateway::{AiKeyStatus, NewTenantAiKey, TenantAiKey};
+use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
 use crate::values::{Email, Region};
@@ -25,10 +28,33 @@ pub trait UserRepo {
     fn find_user(&self, id: Uuid) -> DomainResult<Option<User>>;
     fn find_user_by_email(&self, email: &Email) -> DomainResult<Option<User>>;
     /// Newest first, optionally only one tenant's members.
-    fn list_users(&self, tenant_id: Option<Uuid>, page: &PageRequest) -> DomainResult<Page<User>>;
-    fn update_user(&self, id: Uuid, patch: &UserPatch) -> DomainResult<Option<User>>;
-    /// Assigns (or with `None` unassigns) a tenant; `NotFound("tenant")` if it does not exist.
-    fn assign_tenant(&self, id: Uuid, tenant_id: Option<Uuid>) -> DomainResult<Option<User>>;
+    fn list_users(
+        &self,
+        scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+        page: &PageRequest,
+    ) -> DomainResult<Page<User>>;
+    fn update_user(
+        &self,
+        scope: &AdminScope,
+        id: Uuid,
+        patch: &UserPatch,
+    ) -> DomainResult<Option<User>>;
+    /// Moves a member from tenant `from` to `to` (either may be `None`), in one transaction:
+    /// only if the member is still in `from` (else `Ok(None)`: it changed meanwhile); when
+    /// `from` is a tenant, every unrevoked key the member made there is revoked at `at` and
+    /// `left` is appended to that tenant's feed. `NotFound("tenant")` if `to` does not exist.
+    fn move_member(
+        &self,
+        scope: &AdminScope,
+        id: Uuid,
+        from: Option<Uuid>,
+        to: Option<Uuid>,
+        at: DateTime<Utc>,
+        left: Option<&NewActivity>,
+    ) -> DomainResult<Option<User>>;
+    /// Sets a user's own display name (`None` leaves it); `Ok(None)` when the user is gone.
+    fn rename_user(&self, id: Uuid, name: Option<&str>) -> DomainResult<Option<User>>;
     /// Stores a new password hash and, in the same transaction, deletes every session of the
     /// user except `keep`.
     fn change_password(
@@ -42,10 +68,15 @@ pub trait UserRepo {
 }
 
 pub trait TenantRepo {
-    fn insert_tenant(&self, tenant: &Tenant) -> DomainResult<Tenant>;
+    fn insert_tenant(&self, scope: &AdminScope, tenant: &Tenant) -> DomainResult<Tenant>;
     fn find_tenant(&self, id: Uuid) -> DomainResult<Option<Tenant>>;
-    fn list_tenants(&self, page: &PageRequest) -> DomainResult<Page<Tenant>>;
-    fn update_tenant(&self, id: Uuid, patch: &TenantPatch) -> DomainResult<Option<Tenant>>;
+    fn list_tenants(&self, scope: &AdminScope, page: &PageRequest) -> DomainResult<Page<Tenant>>;
+    fn update_tenant(
+        &self,
+        scope: &AdminScope,
+        id: Uuid,
+        patch: &TenantPatch,
+    ) -> DomainResult<Option<Tenant>>;
 }
 
 pub trait SessionRepo {
@@ -84,17 +115,30 @@ pub trait SessionRepo {
     ) -> DomainResult<()>;
 }
 
-/// Failed sign-ins, counted in the database so every node sees the same count.
+/// The answer of [`SigninThrottleRepo::reserve_attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// An attempt was recorded; the password may be checked once.
+    Reserved,
+    /// `max` attempts were already recorded since `since`; the oldest at this time.
+    Locked { oldest: DateTime<Utc> },
+}
+
+/// Password attempts, kept in the database so every node sees the same count.
 pub trait SigninThrottleRepo {
-    fn count_failures_since(&self, email: &str, since: DateTime<Utc>) -> DomainResult<u64>;
-    /// The time of the oldest failure since `since` (to compute `Retry-After`).
-    fn oldest_failure_since(
+    /// Atomically, serialised per key across every node: when fewer than `max` attempts for
+    /// `key` are recorded since `since`, records one at `at` and answers `Reserved`; else
+    /// answers `Locked`. The attempt is reserved *before* the password is checked, so any
+    /// number of concurrent requests admits at most `max` checks.
+    fn reserve_attempt(
         &self,
-        email: &str,
+        key: &str,
         since: DateTime<Utc>,
-    ) -> DomainResult<Option<DateTime<Utc>>>;
-    fn record_failure(&self, email: &str, at: DateTime<Utc>) -> DomainResult<()>;
-    fn clear_failures(&self, email: &str) -> DomainResult<()>;
+        at: DateTime<Utc>,
+        max: u64,
+    ) -> DomainResult<Reservation>;
+    /// The password was right: forgets every recorded attempt for `key`.
+    fn clear_failures(&self, key: &str) -> DomainResult<()>;
 }
 
 pub trait WorkspaceRepo {
@@ -188,17 +232,15 @@ pub trait ApiKeyRepo {
 }
 
 pub trait AiKeyRepo {
-    fn insert_ai_key(&self, key: &NewTenantAiKey) -> DomainResult<TenantAiKey>;
-    fn list_ai_keys(&self, tenant_id: Option<Uuid>) -> DomainResult<Vec<TenantAiKey>>;
-    fn find_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<Option<TenantAiKey>>;
-    fn delete_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<bool>;
-    fn set_ai_key_status(
+    fn insert_ai_key(&self, scope: &AdminScope, key: &NewTenantAiKey) -> DomainResult<TenantAiKey>;
+    fn list_ai_keys(
         &self,
-        id: Uuid,
-        status: AiKeyStatus,
-        reason: Option<&str>,
-        checked_at: DateTime<Utc>,
-    ) -> DomainResult<()>;
+        scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+    ) -> DomainResult<Vec<TenantAiKey>>;
+    fn delete_ai_key(&self, scope: &AdminScope, tenant_id: Uuid, id: Uuid) -> DomainResult<bool>;
+    /// Stores a key's status as judged by a run (a 401 from the upstream) or a diagnosis.
+    fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()>;
     /// Keys of this tenant and region that are ready and chat-enabled.
     fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>>;
 }
@@ -237,4 +279,25 @@ impl<T> Store for T where
         + Sync
         + 'static
 {
+}
+
+/// Makes and checks credentials. Implemented in `gc-auth` (random tokens, CRC32-checked
+/// `gc_` keys, SHA-256). Checks here need no database: a malformed credential costs no query.
+pub trait CredentialCodec: Send + Sync {
+    /// A fresh session token for the client, and the hash to store.
+    fn new_session_token(&self) -> (crate::secret::SecretString, String);
+    /// A fresh workspace API key for the client, its stored hash and its display hint.
+    fn new_api_key(&self) -> (crate::secret::SecretString, String, String);
+    /// The hash to look up for a presented session token, or `None` when its shape is wrong.
+    fn session_hash(&self, raw: &str) -> Option<String>;
+    /// The hash to look up for a presented API key, or `None` when its checksum fails.
+    fn api_key_hash(&self, raw: &str) -> Option<String>;
+}
+
+/// Seals upstream AI keys at rest. Implemented in `gc-auth` (AES-256-GCM under the master
+/// key, bound to the key's tenant and id).
+pub trait KeySealer: Send + Sync {
+    fn seal(&self, plaintext: &str, binding: &[u8]) -> DomainResult<String>;
+    /// `None` when the sealed value does not open with any configured master key.
+    fn open(&self, sealed: &str, binding: &[u8]) -> Option<crate::secret::SecretString>;
 }

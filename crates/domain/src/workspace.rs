@@ -230,13 +230,105 @@ pub struct Activity {
 }
 
 /// An activity line to append, in the same transaction as the write it describes.
+///
+/// Architecture Invariant: an activity line is made only from a scope — a `WriteScope` (the
+/// tenant's own writes), an `AdminScope` (Shadow entry and exit, membership changes), a
+/// `RunScope` (runs) or a `TenantScope` (Guard scans by a signed-in caller) — so no port can
+/// be handed a line for a tenant its caller was not proven to act for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewActivity {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub at: DateTime<Utc>,
-    pub actor: Actor,
-    pub action: String,
-    pub target: Option<ActivityTarget>,
-    pub detail: Value,
+    id: Uuid,
+    tenant_id: Uuid,
+    at: DateTime<Utc>,
+    actor: Actor,
+    action: String,
+    target: Option<ActivityTarget>,
+    detail: Value,
+}
+
+impl NewActivity {
+    fn make(
+        tenant_id: Uuid,
+        actor: &Actor,
+        at: DateTime<Utc>,
+        action: &str,
+        target: Option<ActivityTarget>,
+        detail: Value,
+    ) -> Self {
+        Self {
+            id: crate::model::new_id(),
+            tenant_id,
+            at,
+            actor: actor.clone(),
+            action: action.to_owned(),
+            target,
+            detail,
+        }
+    }
+
+    /// A line for a write of the scope's tenant.
+    pub fn write(
+        scope: &crate::access::WriteScope,
+        at: DateTime<Utc>,
+        action: &str,
+        target: Option<ActivityTarget>,
+        detail: Value,
+    ) -> Self {
+        Self::make(scope.tenant_id(), scope.actor(), at, action, target, detail)
+    }
+
+    /// A line an active platform admin writes into a tenant's feed.
+    pub fn admin(
+        scope: &crate::access::AdminScope,
+        tenant_id: Uuid,
+        at: DateTime<Utc>,
+        action: &str,
+        target: Option<ActivityTarget>,
+        detail: Value,
+    ) -> Self {
+        Self::make(tenant_id, scope.actor(), at, action, target, detail)
+    }
+
+    /// A line read-scoped callers leave (a Guard scan by a member or key).
+    pub fn read(
+        scope: &crate::access::TenantScope,
+        at: DateTime<Utc>,
+        action: &str,
+        detail: Value,
+    ) -> Self {
+        Self::make(scope.tenant_id(), scope.actor(), at, action, None, detail)
+    }
+
+    /// A run record.
+    pub fn run(scope: &crate::gateway::RunScope, at: DateTime<Utc>, detail: Value) -> Self {
+        Self::make(scope.tenant().id, scope.actor(), at, "run", None, detail)
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant_id
+    }
+
+    pub fn at(&self) -> DateTime<Utc> {
+        self.at
+    }
+
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    pub fn action(&self) -> &str {
+        &self.action
+    }
+
+    pub fn target(&self) -> Option<&ActivityTarget> {
+        self.target.as_ref()
+    }
+
+    pub fn detail(&self) -> &Value {
+        &self.detail
+    }
 }

@@ -17,9 +17,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{describe_chain, GatewayError, UpstreamError};
+use crate::error::{describe_chain, retry_after, ErrorDetails, GatewayError, UpstreamError};
 use crate::report::{RunReport, RunStatus, Usage};
-use crate::secret::{redact_and_truncate, Secret};
+use crate::secret::{contains_key, redact_verbatim, sanitize_upstream, Secret};
 use crate::sse::RunStream;
 
 /// The largest non-streamed completion accepted from an upstream.
@@ -27,7 +27,9 @@ const MAX_COMPLETION_BYTES: usize = 16 * 1024 * 1024;
 /// The largest error body read to extract the upstream's message.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Upstream messages kept in errors are cut to this many characters.
-const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
+/// Model names taken from an upstream answer are cut to this many characters.
+pub(crate) const MAX_MODEL_CHARS: usize = 200;
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -55,10 +57,11 @@ pub struct ProbeResult {
     pub status_code: Option<u16>,
     /// Time until the response headers (or the failure).
     pub latency_ms: u64,
-    /// `ready` when the gateway accepted the key (2xx). For [`RegionGateway::check_reachable`]:
-    /// `ready` when the gateway is reachable.
+    /// `ready` when the gateway accepted the key (2xx, or 403: see [`RegionGateway::probe`]).
+    /// For [`RegionGateway::check_reachable`]: `ready` when the gateway is reachable.
     pub outcome: KeyStatus,
-    /// Why the outcome is `not_ready` (never contains the key).
+    /// Why the outcome is `not_ready`, or a caveat on a `ready` one (a 403 on `/models`).
+    /// Built by gc, never the upstream's text, never the key.
     pub reason: Option<String>,
 }
 
@@ -95,11 +98,12 @@ pub enum ChatOutcome {
 /// A non-streamed completion.
 #[derive(Debug, Clone)]
 pub struct Completion {
-    /// The upstream's body, byte for byte (a JSON object with `choices`).
+    /// The upstream's body, byte for byte (a JSON object with `choices`), except that the
+    /// key, should it appear verbatim (any letter case), is replaced by `[redacted]`.
     pub body: Bytes,
     /// The completion's `usage`, when present.
     pub usage: Option<Usage>,
-    /// The model the upstream reported, else the model that was requested.
+    /// The model the upstream reported (sanitised), else the model that was requested.
     pub model: String,
     /// The upstream's (2xx) status.
     pub status: u16,
@@ -192,29 +196,42 @@ fn elapsed_ms(since: Instant) -> u64 {
 
 fn transport_error(err: &hyper_util::client::legacy::Error, secret: Option<&Secret>) -> String {
     let text = describe_chain(err);
-    redact_and_truncate(&text, secret, MAX_MESSAGE_CHARS)
+    sanitize_upstream(&text, secret, MAX_MESSAGE_CHARS)
 }
 
-/// The upstream's message from an error body: `error.message`, `error` (a string),
-/// `message` or `detail`, else the body's text, else the status' reason phrase.
-fn upstream_message(status: StatusCode, body: &[u8], secret: Option<&Secret>) -> String {
-    let from_json = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
-        let pick = |v: &Value| v.as_str().map(str::to_owned);
-        v.get("error")
-            .and_then(|e| e.get("message").and_then(pick).or_else(|| pick(e)))
-            .or_else(|| v.get("message").and_then(pick))
-            .or_else(|| v.get("detail").and_then(pick))
-    });
-    let text = match from_json {
-        Some(m) => m,
-        None => String::from_utf8_lossy(body).trim().to_owned(),
-    };
-    let text = if text.is_empty() {
-        status.canonical_reason().unwrap_or("no message").to_owned()
-    } else {
-        text
-    };
-    redact_and_truncate(&text, secret, MAX_MESSAGE_CHARS)
+/// Rebuilds a non-2xx answer as an error: 401 → [`UpstreamError::KeyRejected`] (the only
+/// status that proves the key bad); any other status → [`UpstreamError::Status`] with the
+/// upstream's checked `code` / `type`, its sanitised message (else the reason phrase) and,
+/// for 429 / 503, its `Retry-After`.
+fn status_error(
+    status: StatusCode,
+    headers: &http::HeaderMap,
+    body: &[u8],
+    secret: Option<&Secret>,
+) -> UpstreamError {
+    let details = ErrorDetails::parse(body, secret, MAX_MESSAGE_CHARS);
+    let message = details
+        .message
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("no message").to_owned());
+    if status == StatusCode::UNAUTHORIZED {
+        return UpstreamError::KeyRejected {
+            status: status.as_u16(),
+            message,
+        };
+    }
+    let retry_after_secs =
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            retry_after(headers, std::time::SystemTime::now())
+        } else {
+            None
+        };
+    UpstreamError::Status {
+        status: status.as_u16(),
+        code: details.code,
+        kind: details.kind,
+        message,
+        retry_after_secs,
+    }
 }
 
 /// Reads a whole body up to `limit` bytes.
@@ -296,8 +313,17 @@ impl RegionGateway {
     }
 
     /// Checks a key: `GET {base}/models` with `Authorization: Bearer <secret>`.
-    /// 2xx → `ready`; 401/403 → `not_ready` "rejected by gateway"; another status →
-    /// `not_ready` naming it; no answer in time or a transport error → not reachable.
+    ///
+    /// Keys are judged by proof:
+    /// - 2xx → `ready`;
+    /// - 401 → `not_ready` "rejected by gateway (status 401)": the only answer that proves
+    ///   the key bad;
+    /// - 403 → `ready`, with a `reason` caveat: the gateway authenticated the key but does not
+    ///   let it list models. That says nothing against the key (per-model access is decided
+    ///   on each chat call, whose 403 is passed on to the client), so it stays usable;
+    /// - another status (404, 429, 5xx, ...) → `not_ready` "gateway answered status N": the
+    ///   gateway could not confirm the key, which does not call it invalid either;
+    /// - no answer in time or a transport error → not reachable, `not_ready`.
     pub async fn probe(&self, secret: &Secret) -> ProbeResult {
         let Some(auth) = bearer(secret) else {
             return ProbeResult {
@@ -313,10 +339,19 @@ impl RegionGateway {
             Ok(status) => {
                 let (outcome, reason) = if status.is_success() {
                     (KeyStatus::Ready, None)
-                } else if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+                } else if status == StatusCode::UNAUTHORIZED {
                     (
                         KeyStatus::NotReady,
                         Some(format!("rejected by gateway (status {})", status.as_u16())),
+                    )
+                } else if status == StatusCode::FORBIDDEN {
+                    (
+                        KeyStatus::Ready,
+                        Some(
+                            "gateway accepted the key but refused to list models (status 403); \
+                             model access is checked on each run"
+                                .to_owned(),
+                        ),
                     )
                 } else {
                     (
@@ -414,8 +449,9 @@ impl RegionGateway {
     /// the default model when it is missing or `auto`, and for `stream: true` asks for usage
     /// (`stream_options.include_usage`), keeping every other field.
     ///
-    /// Errors are failures before anything reached the client: 401/403 →
-    /// [`UpstreamError::KeyRejected`], another non-2xx → [`UpstreamError::Status`], a 2xx
+    /// Errors are failures before anything reached the client: 401 →
+    /// [`UpstreamError::KeyRejected`], another non-2xx (403 included) →
+    /// [`UpstreamError::Status`] rebuilt from the upstream's error body, a 2xx
     /// that is not a completion (or not an event stream when streaming) →
     /// [`UpstreamError::InvalidResponse`], no response in time →
     /// [`UpstreamError::Timeout`], connection failures → [`UpstreamError::Transport`].
@@ -460,22 +496,14 @@ impl RegionGateway {
 
         let status = resp.status();
         if !status.is_success() {
+            let (parts, body) = resp.into_parts();
             // The message is best effort: a slow or broken error body still yields the status.
-            let bytes = tokio::time::timeout_at(
-                deadline,
-                read_body(resp.into_body(), MAX_ERROR_BODY_BYTES),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-            let message = upstream_message(status, &bytes, Some(secret));
-            let status = status.as_u16();
-            return Err(if status == 401 || status == 403 {
-                UpstreamError::KeyRejected { status, message }
-            } else {
-                UpstreamError::Status { status, message }
-            });
+            let bytes = tokio::time::timeout_at(deadline, read_body(body, MAX_ERROR_BODY_BYTES))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            return Err(status_error(status, &parts.headers, &bytes, Some(secret)));
         }
 
         if stream {
@@ -488,7 +516,7 @@ impl RegionGateway {
             if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
                 return Err(UpstreamError::InvalidResponse(format!(
                     "expected an event stream, got {}",
-                    redact_and_truncate(&content_type, Some(secret), 100)
+                    sanitize_upstream(&content_type, Some(secret), 100)
                 )));
             }
             return Ok(ChatOutcome::Stream(RunStream::new(
@@ -496,6 +524,7 @@ impl RegionGateway {
                 started,
                 self.inner.timeout,
                 model,
+                secret.clone(),
             )));
         }
 
@@ -507,7 +536,7 @@ impl RegionGateway {
         {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Err(UpstreamError::Transport(m))) => {
-                return Err(UpstreamError::Transport(redact_and_truncate(
+                return Err(UpstreamError::Transport(sanitize_upstream(
                     &m,
                     Some(secret),
                     MAX_MESSAGE_CHARS,
@@ -517,16 +546,27 @@ impl RegionGateway {
             Ok(Ok(bytes)) => bytes,
         };
         let peek: CompletionPeek = serde_json::from_slice(&bytes).map_err(|_| {
-            let snippet = redact_and_truncate(&String::from_utf8_lossy(&bytes), Some(secret), 80);
+            let head = &bytes[..bytes.len().min(4096)];
+            let snippet = sanitize_upstream(&String::from_utf8_lossy(head), Some(secret), 80);
             UpstreamError::InvalidResponse(format!("not a chat completion: {snippet:?}"))
         })?;
         let usage = peek
             .usage
             .and_then(|u| serde_json::from_value::<Usage>(u).ok());
+        // The completion is the model's output and goes out as it is, but never with the key.
+        let bytes = if contains_key(&bytes, secret.expose()) {
+            Bytes::from(redact_verbatim(&bytes, secret.expose()))
+        } else {
+            bytes
+        };
+        let upstream_model = peek
+            .model
+            .map(|m| sanitize_upstream(&m, Some(secret), MAX_MODEL_CHARS))
+            .filter(|m| !m.is_empty());
         Ok(ChatOutcome::Complete(Completion {
             body: bytes,
             usage,
-            model: peek.model.filter(|m| !m.is_empty()).unwrap_or(model),
+            model: upstream_model.unwrap_or(model),
             status: status.as_u16(),
             latency_ms: elapsed_ms(started),
         }))
@@ -651,22 +691,48 @@ mod tests {
     }
 
     #[test]
-    fn upstream_message_is_extracted_and_redacted() {
-        let secret = Secret::new("sk-live-123456");
+    fn status_errors_are_rebuilt_and_only_401_rejects_the_key() {
+        let secret = Secret::new("Zq8live123456abc");
+        let headers = http::HeaderMap::new();
         let body =
-            br#"{"error":{"message":"Incorrect API key provided: sk-live-123456","type":"x"}}"#;
-        let m = upstream_message(StatusCode::UNAUTHORIZED, body, Some(&secret));
-        assert_eq!(m, "Incorrect API key provided: [redacted]");
-        let m = upstream_message(StatusCode::BAD_GATEWAY, b"", Some(&secret));
-        assert_eq!(m, "Bad Gateway");
-        let m = upstream_message(StatusCode::BAD_REQUEST, b"{\"message\":\"nope\"}", None);
-        assert_eq!(m, "nope");
-        let long = "x".repeat(1000);
-        assert!(
-            upstream_message(StatusCode::BAD_REQUEST, long.as_bytes(), None)
-                .chars()
-                .count()
-                <= 301
+            br#"{"error":{"message":"Incorrect API key provided: Zq8live123456abc","type":"x"}}"#;
+        let e = status_error(StatusCode::UNAUTHORIZED, &headers, body, Some(&secret));
+        assert_eq!(
+            e,
+            UpstreamError::KeyRejected {
+                status: 401,
+                message: "Incorrect API key provided: [redacted]".into()
+            }
         );
+        let e = status_error(StatusCode::FORBIDDEN, &headers, body, Some(&secret));
+        assert_eq!(e.upstream_status(), Some(403));
+        assert_eq!(e.client_status(), Some(403));
+        assert!(!e.is_key_rejected());
+        assert_eq!(
+            e.upstream_message(),
+            Some("Incorrect API key provided: [redacted]")
+        );
+        let e = status_error(StatusCode::BAD_GATEWAY, &headers, b"", Some(&secret));
+        assert_eq!(e.upstream_message(), Some("Bad Gateway"));
+        let e = status_error(
+            StatusCode::BAD_REQUEST,
+            &headers,
+            b"{\"message\":\"nope\"}",
+            None,
+        );
+        assert_eq!(e.upstream_message(), Some("nope"));
+        let long = "x".repeat(1000);
+        let e = status_error(StatusCode::BAD_REQUEST, &headers, long.as_bytes(), None);
+        assert!(e.upstream_message().unwrap().chars().count() <= MAX_MESSAGE_CHARS + 1);
+        // Retry-After only for 429 and 503.
+        let mut headers = http::HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("3"));
+        for (status, want) in [(429, Some(3)), (503, Some(3)), (500, None), (403, None)] {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(
+                status_error(status, &headers, b"", None).retry_after_secs(),
+                want
+            );
+        }
     }
 }

@@ -29,12 +29,21 @@
 //! # Secrets
 //!
 //! Upstream keys are passed as [`Secret`] (redacted `Debug`/`Display`). The key only ever
-//! goes into the (sensitive-flagged) `Authorization` header; every message built from an
-//! upstream answer has the key redacted, so no [`UpstreamError`] or [`ProbeResult`] can
-//! carry it.
+//! goes into the (sensitive-flagged) `Authorization` header. Every string derived from an
+//! upstream answer goes through [`sanitize_upstream`], which removes the key in any form
+//! (any letter case, split, hex, base64 at any alignment) and anything token-like, so no
+//! [`UpstreamError`], [`ProbeResult`], [`RunReport`] or in-band error frame can carry it.
+//! Upstream errors are rebuilt by gc (status, checked `code` / `type`, sanitised message),
+//! never passed through; content passed through verbatim has the key (any letter case)
+//! replaced.
+//!
+//! Only an upstream 401 proves a key bad ([`UpstreamError::KeyRejected`]); a 403, 404, 429
+//! and the like are [`UpstreamError::Status`], whose status
+//! [`UpstreamError::client_status`] passes on to the client.
 
 mod error;
 mod gateway;
+mod port;
 mod report;
 mod secret;
 mod sse;
@@ -44,6 +53,7 @@ pub mod mock;
 
 pub use error::{GatewayError, UpstreamError};
 pub use gateway::{ChatOutcome, Completion, GatewayConfig, KeyStatus, ProbeResult, RegionGateway};
+pub use port::{domain_report, failure, Gateways};
 pub use report::{RunReport, RunStatus, Usage};
-pub use secret::Secret;
+pub use secret::{sanitize_upstream, Secret, MIN_FORM_KEY_BYTES};
 pub use sse::RunStream;

@@ -35,6 +35,12 @@
 //! `"chunk-1 "`, ...), a usage chunk (`prompt_tokens` 5, `completion_tokens` = chunks) and
 //! `data: [DONE]`; completions report usage 5/7/12. The model echoes the request's `model`.
 //!
+//! Hostile upstreams: `Answer` (any status, headers and body, e.g. an OpenAI error with
+//! `Retry-After`), `StreamError` (an error event mid-stream, as `data:` JSON or as
+//! `event: error`) and `StreamEchoKey` (the key inside the model's content). Their bodies may
+//! hold `{key}`, replaced by the request's bearer key rendered as a [`KeyForm`] (upper case,
+//! base64 at any alignment, hex, split into pieces, ...), JSON-escaped.
+//!
 //! # Observing
 //!
 //! [`MockHandle::requests`] (recorded unless started with [`MockUpstream::start_for_bench`]
@@ -87,9 +93,173 @@ pub enum Behavior {
     Hang,
     /// 200 `application/json` whose body is not a completion.
     Garbage,
+    /// This status, these extra headers and this (JSON) body, in which `{key}` becomes the
+    /// bearer key rendered as `echo` (JSON-escaped).
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+        echo: KeyForm,
+    },
+    /// An event stream of `after` content chunks, then the error event `data` (`{key}`
+    /// rendered as `echo`), preceded by an `event: error` line when `named`, then more content
+    /// and `[DONE]` (which a gateway must not pass on after the error).
+    StreamError {
+        after: usize,
+        data: String,
+        named: bool,
+        echo: KeyForm,
+    },
+    /// A 2-chunk stream whose first content is `"your key: {key}"` (`{key}` as `echo`).
+    StreamEchoKey { echo: KeyForm },
+}
+
+/// How the mock writes the request's key into a `{key}` placeholder.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum KeyForm {
+    /// As it is.
+    #[default]
+    Exact,
+    /// In upper case.
+    Upper,
+    /// In lower case.
+    Lower,
+    /// `base64(prefix + key + suffix)`; the prefix length sets the byte alignment.
+    Base64 {
+        prefix: String,
+        suffix: String,
+        url_safe: bool,
+        padded: bool,
+    },
+    /// Hex of the key's bytes.
+    Hex { upper: bool },
+    /// Pieces of `size` bytes joined by `sep` (e.g. `" "`, `"\n"`, `"\" + \""`, `","`).
+    Split { size: usize, sep: String },
+}
+
+impl KeyForm {
+    /// The key in this form.
+    pub fn render(&self, key: &str) -> String {
+        match self {
+            KeyForm::Exact => key.to_owned(),
+            KeyForm::Upper => key.to_ascii_uppercase(),
+            KeyForm::Lower => key.to_ascii_lowercase(),
+            KeyForm::Base64 {
+                prefix,
+                suffix,
+                url_safe,
+                padded,
+            } => {
+                let data = format!("{prefix}{key}{suffix}");
+                let encoded = crate::secret::base64_encode(data.as_bytes(), *url_safe);
+                if *padded {
+                    encoded
+                } else {
+                    encoded.trim_end_matches('=').to_owned()
+                }
+            }
+            KeyForm::Hex { upper } => {
+                let hex = crate::secret::hex_encode(key.as_bytes());
+                if *upper {
+                    hex.to_ascii_uppercase()
+                } else {
+                    hex
+                }
+            }
+            KeyForm::Split { size, sep } => key
+                .as_bytes()
+                .chunks((*size).max(1))
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect::<Vec<_>>()
+                .join(sep),
+        }
+    }
+
+    /// One of each form: every case, base64 (standard and URL-safe, padded or not) at the three
+    /// byte alignments, hex, and splits by space, newline, `+`, comma and JSON concatenation.
+    pub fn all() -> Vec<KeyForm> {
+        let mut forms = vec![
+            KeyForm::Exact,
+            KeyForm::Upper,
+            KeyForm::Lower,
+            KeyForm::Hex { upper: false },
+            KeyForm::Hex { upper: true },
+        ];
+        for (prefix, suffix) in [("", ""), ("a", "!"), ("ab", "?>"), ("Bearer ", "")] {
+            for (url_safe, padded) in [(false, true), (false, false), (true, true), (true, false)] {
+                forms.push(KeyForm::Base64 {
+                    prefix: prefix.into(),
+                    suffix: suffix.into(),
+                    url_safe,
+                    padded,
+                });
+            }
+        }
+        for (size, sep) in [
+            (4, " "),
+            (5, "\n"),
+            (6, "+"),
+            (7, ","),
+            (8, "\" + \""),
+            (3, "\",\""),
+        ] {
+            forms.push(KeyForm::Split {
+                size,
+                sep: sep.into(),
+            });
+        }
+        forms
+    }
+}
+
+/// `text` with `{key}` replaced by `key` in `form`, JSON-escaped (for JSON string bodies).
+fn fill_key(text: &str, key: &str, form: &KeyForm) -> String {
+    if !text.contains("{key}") {
+        return text.to_owned();
+    }
+    let rendered = Value::String(form.render(key)).to_string();
+    let escaped = &rendered[1..rendered.len() - 1];
+    text.replace("{key}", escaped)
 }
 
 impl Behavior {
+    /// `Answer` with an OpenAI-shaped error body (`{"error": {"message", "type", "code"}}`);
+    /// `{key}` in `message` is the key as it is (see [`Behavior::echoing`]).
+    pub fn openai_error(
+        status: u16,
+        message: &str,
+        kind: Option<&str>,
+        code: Option<&str>,
+    ) -> Self {
+        let body =
+            json!({"error": {"message": message, "type": kind, "code": code, "param": null}});
+        Behavior::Answer {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+            echo: KeyForm::Exact,
+        }
+    }
+
+    /// Adds a response header to an `Answer` (other behaviours are unchanged).
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        if let Behavior::Answer { headers, .. } = &mut self {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    /// Sets how `{key}` is rendered in an `Answer`, `StreamError` or `StreamEchoKey`.
+    pub fn echoing(mut self, form: KeyForm) -> Self {
+        match &mut self {
+            Behavior::Answer { echo, .. }
+            | Behavior::StreamError { echo, .. }
+            | Behavior::StreamEchoKey { echo } => *echo = form,
+            _ => {}
+        }
+        self
+    }
+
     /// `Status` with an OpenAI-shaped error body carrying `message`.
     pub fn status(status: u16, message: &str) -> Self {
         let body = json!({"error": {"message": message, "type": "mock_error", "code": null}});
@@ -414,12 +584,25 @@ async fn serve_connection(socket: TcpStream, shared: Arc<Shared>) {
 }
 
 fn simple_response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+    response_with_headers(status, content_type, &[], body)
+}
+
+fn response_with_headers(
+    status: u16,
+    content_type: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n",
         reason(status),
         body.len()
-    )
-    .into_bytes();
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
     out.extend_from_slice(body);
     out
 }
@@ -492,8 +675,39 @@ async fn respond(
         .pop_front()
         .unwrap_or_else(|| lock(&shared.default).clone());
 
+    let key = key.unwrap_or("");
     let plan = match behavior {
         Behavior::Auto if wants_stream => StreamPlan::new(3, Duration::ZERO, false, Ending::Done),
+        Behavior::Answer {
+            status,
+            headers,
+            body,
+            echo,
+        } => {
+            let body = fill_key(&body, key, &echo);
+            let response =
+                response_with_headers(status, "application/json", &headers, body.as_bytes());
+            return wr.write_all(&response).await.is_ok();
+        }
+        Behavior::StreamError {
+            after,
+            data,
+            named,
+            echo,
+        } => StreamPlan::new(
+            after,
+            Duration::ZERO,
+            false,
+            Ending::Error {
+                data: fill_key(&data, key, &echo),
+                named,
+            },
+        ),
+        Behavior::StreamEchoKey { echo } => {
+            let mut plan = StreamPlan::new(2, Duration::ZERO, false, Ending::Done);
+            plan.first_content = Some(fill_key("your key: {key}", key, &echo));
+            plan
+        }
         Behavior::Auto | Behavior::Complete => {
             let response = simple_response(200, "application/json", completion(&model).as_bytes());
             return wr.write_all(&response).await.is_ok();
@@ -582,12 +796,16 @@ fn completion(model: &str) -> String {
     .to_string()
 }
 
-#[derive(Clone, Copy)]
 enum Ending {
     Done,
     NoDone,
     Break,
     Hang,
+    /// This error event (JSON text), optionally `event: error`, then a chunk and `[DONE]`.
+    Error {
+        data: String,
+        named: bool,
+    },
 }
 
 struct StreamPlan {
@@ -595,6 +813,8 @@ struct StreamPlan {
     delay: Duration,
     gated: bool,
     ending: Ending,
+    /// The (JSON-escaped) content of the first chunk instead of `chunk-0 `.
+    first_content: Option<String>,
 }
 
 impl StreamPlan {
@@ -604,6 +824,7 @@ impl StreamPlan {
             delay,
             gated,
             ending,
+            first_content: None,
         }
     }
 }
@@ -644,8 +865,12 @@ async fn send_stream(
                 }
             }
         }
+        let content = match (&plan.first_content, i) {
+            (Some(c), 0) => c.clone(),
+            _ => format!("chunk-{i} "),
+        };
         let event = format!(
-            r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[{{"index":0,"delta":{{"content":"chunk-{i} "}},"finish_reason":null}}],"usage":null}}"#
+            r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}],"usage":null}}"#
         );
         chunk_frame(&mut out, &event);
         if !batch {
@@ -656,7 +881,22 @@ async fn send_stream(
         }
         shared.chunks_sent.fetch_add(1, Ordering::SeqCst);
     }
-    match plan.ending {
+    match &plan.ending {
+        Ending::Error { data, named } => {
+            let mut event = Vec::new();
+            if *named {
+                event.extend_from_slice(b"event: error\n");
+            }
+            event.extend_from_slice(format!("data: {data}\n\n").as_bytes());
+            event.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":\"after the error\"}}]}\n\ndata: [DONE]\n\n");
+            out.extend_from_slice(format!("{:x}\r\n", event.len()).as_bytes());
+            out.extend_from_slice(&event);
+            out.extend_from_slice(b"\r\n0\r\n\r\n");
+            if wr.write_all(&out).await.is_err() {
+                return StreamEnd::WriteFailed;
+            }
+            return StreamEnd::Finished;
+        }
         Ending::Break => {
             // Half a chunk, then the connection goes away without the terminating chunk.
             out.extend_from_slice(b"40\r\ndata: {\"trunc");

@@ -4,12 +4,22 @@
 //! The upstream body is parsed incrementally, line by line; only the current, incomplete
 //! line and event are held back. Each upstream `data:` event goes out as `data: ...\n\n` in
 //! the same poll that received its last byte (comments, `event:`, `id:` and `retry:` lines are
-//! dropped). The stream ends exactly one way:
+//! dropped). Content events are the model's output and pass unchanged, except that the key,
+//! should it appear verbatim (any letter case), is replaced by `[redacted]`.
+//!
+//! The stream ends exactly one way:
 //!
 //! - the upstream sends `data: [DONE]` → `data: [DONE]\n\n`, end (status `ok`);
 //! - the upstream body breaks, ends without `[DONE]` or is silent longer than the time-out →
 //!   one `data: {"error": {"code", "message", "type"}}\n\n` frame, `data: [DONE]\n\n`, end
 //!   (status `error`);
+//! - the upstream sends an error event (an `event: error`, or a `data:` event whose JSON has a
+//!   non-null `error`) → its text is **not** forwarded: gc sends its own frame
+//!   `data: {"error": {"code": "upstream_error", "type": "upstream_error", "message",
+//!   "upstream_status"?, "upstream_code"?, "upstream_type"?}}\n\n` rebuilt from the event's
+//!   status, code and type (short identifiers only) and its sanitised message
+//!   ([`crate::sanitize_upstream`]), then `data: [DONE]\n\n`, and ends, dropping the upstream
+//!   body (status `error`);
 //! - the stream is dropped first (the client went away) → the upstream body is dropped, which
 //!   closes that upstream connection and so cancels the request (status `cancelled`).
 
@@ -26,8 +36,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Sleep;
 
-use crate::error::describe_chain;
+use crate::error::{describe_chain, ErrorDetails};
+use crate::gateway::{MAX_MESSAGE_CHARS, MAX_MODEL_CHARS};
 use crate::report::{RunReport, RunStatus, Usage};
+use crate::secret::{contains_key, redact_verbatim, sanitize_upstream, Secret};
 
 /// Largest single line or event accepted from an upstream stream.
 const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
@@ -73,8 +85,21 @@ struct RunState {
     usage: Option<Usage>,
     model: String,
     model_from_upstream: bool,
-    upstream_error_event: bool,
+    /// The upstream's error event, rebuilt; nothing is passed on after it.
+    upstream_error: Option<ErrorDetails>,
     done: bool,
+    /// The key, to keep it out of everything passed on (never printed: `Secret`'s `Debug`).
+    secret: Secret,
+}
+
+/// How feeding a piece of the upstream body left the run.
+enum Fed {
+    /// Still streaming.
+    More,
+    /// The upstream sent `[DONE]`.
+    Done,
+    /// The upstream sent an error event.
+    UpstreamError(ErrorDetails),
 }
 
 impl fmt::Debug for RunStream {
@@ -92,6 +117,7 @@ impl RunStream {
         started: Instant,
         idle_timeout: Duration,
         model: String,
+        secret: Secret,
     ) -> Self {
         Self {
             body: Some(body),
@@ -104,8 +130,9 @@ impl RunStream {
                 usage: None,
                 model,
                 model_from_upstream: false,
-                upstream_error_event: false,
+                upstream_error: None,
                 done: false,
+                secret,
             },
             out: BytesMut::with_capacity(4096),
             phase: Phase::Streaming,
@@ -156,10 +183,43 @@ impl RunStream {
 
     /// Ends the stream with an in-band error frame then `[DONE]`; drops the upstream body.
     fn fail(&mut self, code: &'static str, message: String) -> Bytes {
+        let message = sanitize_upstream(&message, Some(&self.run.secret), MAX_MESSAGE_CHARS);
+        self.fail_with(code, message, serde_json::Map::new())
+    }
+
+    /// Ends the stream with gc's own frame for an upstream error event.
+    fn fail_upstream(&mut self, details: ErrorDetails) -> Bytes {
+        let mut extra = serde_json::Map::new();
+        if let Some(status) = details.status {
+            extra.insert("upstream_status".into(), status.into());
+        }
+        if let Some(code) = details.code {
+            extra.insert("upstream_code".into(), code.into());
+        }
+        if let Some(kind) = details.kind {
+            extra.insert("upstream_type".into(), kind.into());
+        }
+        let message = match details.message {
+            Some(m) => format!("the upstream reported an error: {m}"),
+            None => "the upstream reported an error".to_owned(),
+        };
+        self.fail_with("upstream_error", message, extra)
+    }
+
+    /// Writes the error frame (`message` already sanitised) and `[DONE]`; ends.
+    fn fail_with(
+        &mut self,
+        code: &'static str,
+        message: String,
+        extra: serde_json::Map<String, Value>,
+    ) -> Bytes {
         self.body = None;
-        let frame = serde_json::json!({
-            "error": { "code": code, "message": message, "type": code }
-        });
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), code.into());
+        error.insert("message".into(), message.clone().into());
+        error.insert("type".into(), code.into());
+        error.extend(extra);
+        let frame = serde_json::json!({ "error": error });
         self.out.put_slice(b"data: ");
         // Serialising a `Value` into a buffer cannot fail.
         let _ = serde_json::to_writer((&mut self.out).writer(), &frame);
@@ -177,39 +237,65 @@ impl RunStream {
         self.phase = Phase::Ended;
         let grace = tokio::time::Instant::now() + DRAIN_GRACE.min(self.idle_timeout);
         self.idle.as_mut().reset(grace);
-        let status = if self.run.upstream_error_event {
-            RunStatus::Error
-        } else {
-            RunStatus::Ok
-        };
-        self.finish(status, None);
+        self.finish(RunStatus::Ok, None);
         self.out.split().freeze()
     }
 
-    /// Passes the complete events of `data` into `out`; true once `[DONE]` was seen.
-    fn feed(&mut self, data: &[u8]) -> Result<bool, String> {
+    /// Passes the complete events of `data` into `out`.
+    fn feed(&mut self, data: &[u8]) -> Result<Fed, String> {
         let Self {
             parser, run, out, ..
         } = self;
-        parser.feed(data, |event| run.on_event(event, out))?;
-        Ok(run.done)
+        parser.feed(data, |kind, event| run.on_event(kind, event, out))?;
+        Ok(run.fed())
     }
 }
 
 impl RunState {
-    fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
-        if self.done {
+    /// Where the run stands after the events fed so far.
+    fn fed(&mut self) -> Fed {
+        if let Some(details) = self.upstream_error.take() {
+            // Later events are ignored: `done` stops `on_event`.
+            self.done = true;
+            Fed::UpstreamError(details)
+        } else if self.done {
+            Fed::Done
+        } else {
+            Fed::More
+        }
+    }
+
+    /// One complete upstream event: `kind` is its `event:` type (empty when none).
+    fn on_event(&mut self, kind: &[u8], data: &[u8], out: &mut BytesMut) {
+        if self.done || self.upstream_error.is_some() {
+            return;
+        }
+        if kind.eq_ignore_ascii_case(b"error") {
+            self.upstream_error = Some(ErrorDetails::parse(
+                data,
+                Some(&self.secret),
+                MAX_MESSAGE_CHARS,
+            ));
             return;
         }
         if data == b"[DONE]" {
             self.done = true;
             return;
         }
+        if self.inspect(data) {
+            return;
+        }
         if self.ttft_ms.is_none() {
             self.ttft_ms =
                 Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
         }
-        self.inspect(data);
+        let redacted;
+        let data = if contains_key(data, self.secret.expose()) {
+            redacted = redact_verbatim(data, self.secret.expose());
+            &redacted[..]
+        } else {
+            data
+        };
         for line in data.split(|b| *b == b'\n') {
             out.put_slice(b"data: ");
             out.put_slice(line);
@@ -219,13 +305,14 @@ impl RunState {
     }
 
     /// Reads the model, usage and errors out of a chunk, parsing JSON only when the chunk can
-    /// carry something new (the first chunk with a model, a non-null usage, an error).
-    fn inspect(&mut self, data: &[u8]) {
+    /// carry something new (the first chunk with a model, a non-null usage, an error). True
+    /// when the chunk is an upstream error event (kept in `upstream_error`, not passed on).
+    fn inspect(&mut self, data: &[u8]) -> bool {
         let wants_model = !self.model_from_upstream && find(data, b"\"model\"").is_some();
         let has_usage = non_null_field(data, b"\"usage\"");
         let has_error = non_null_field(data, b"\"error\"");
         if !(wants_model || has_usage || has_error) {
-            return;
+            return false;
         }
         #[derive(Deserialize)]
         struct ChunkPeek {
@@ -237,12 +324,23 @@ impl RunState {
             error: Option<Value>,
         }
         let Ok(peek) = serde_json::from_slice::<ChunkPeek>(data) else {
-            return;
+            return false;
         };
+        if peek.error.as_ref().is_some_and(|e| !e.is_null()) {
+            self.upstream_error = Some(ErrorDetails::parse(
+                data,
+                Some(&self.secret),
+                MAX_MESSAGE_CHARS,
+            ));
+            return true;
+        }
         if let Some(model) = peek.model.filter(|m| !m.is_empty()) {
             if !self.model_from_upstream {
-                self.model = model;
-                self.model_from_upstream = true;
+                let model = sanitize_upstream(&model, Some(&self.secret), MAX_MODEL_CHARS);
+                if !model.is_empty() {
+                    self.model = model;
+                    self.model_from_upstream = true;
+                }
             }
         }
         if let Some(usage) = peek
@@ -251,9 +349,7 @@ impl RunState {
         {
             self.usage = Some(usage);
         }
-        if peek.error.is_some_and(|e| !e.is_null()) {
-            self.upstream_error_event = true;
-        }
+        false
     }
 }
 
@@ -307,11 +403,14 @@ impl Stream for RunStream {
                         continue; // trailers
                     };
                     match this.feed(&data) {
-                        Ok(true) => return Poll::Ready(Some(Ok(this.complete()))),
-                        Ok(false) if !this.out.is_empty() => {
+                        Ok(Fed::Done) => return Poll::Ready(Some(Ok(this.complete()))),
+                        Ok(Fed::UpstreamError(details)) => {
+                            return Poll::Ready(Some(Ok(this.fail_upstream(details))))
+                        }
+                        Ok(Fed::More) if !this.out.is_empty() => {
                             return Poll::Ready(Some(Ok(this.out.split().freeze())))
                         }
-                        Ok(false) => continue,
+                        Ok(Fed::More) => continue,
                         Err(message) => {
                             return Poll::Ready(Some(Ok(this.fail("upstream_error", message))))
                         }
@@ -326,10 +425,16 @@ impl Stream for RunStream {
                     let Self {
                         parser, run, out, ..
                     } = &mut *this;
-                    parser.finish(|event| run.on_event(event, out));
-                    if this.run.done {
-                        this.body = None;
-                        return Poll::Ready(Some(Ok(this.complete())));
+                    parser.finish(|kind, event| run.on_event(kind, event, out));
+                    match this.run.fed() {
+                        Fed::Done => {
+                            this.body = None;
+                            return Poll::Ready(Some(Ok(this.complete())));
+                        }
+                        Fed::UpstreamError(details) => {
+                            return Poll::Ready(Some(Ok(this.fail_upstream(details))));
+                        }
+                        Fed::More => {}
                     }
                     let message = "upstream stream ended without [DONE]".to_owned();
                     return Poll::Ready(Some(Ok(this.fail("upstream_error", message))));
@@ -383,17 +488,23 @@ impl Drop for RunStream {
     }
 }
 
-/// An incremental `text/event-stream` parser: complete events' `data` are handed out, the
-/// current line and event are kept.
+/// An incremental `text/event-stream` parser: complete events' type (`event:`, empty when
+/// none) and `data` are handed out, the current line and event are kept. An event is
+/// dispatched when it has data, or when its type is `error` (even without data).
 #[derive(Default)]
 struct EventParser {
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
+    kind: Vec<u8>,
 }
 
 impl EventParser {
-    fn feed(&mut self, mut chunk: &[u8], mut on_event: impl FnMut(&[u8])) -> Result<(), String> {
+    fn feed(
+        &mut self,
+        mut chunk: &[u8],
+        mut on_event: impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), String> {
         while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
             let (head, tail) = chunk.split_at(pos);
             chunk = &tail[1..];
@@ -417,7 +528,7 @@ impl EventParser {
     }
 
     /// At the end of the body: treats an unterminated last line and event as complete.
-    fn finish(&mut self, mut on_event: impl FnMut(&[u8])) {
+    fn finish(&mut self, mut on_event: impl FnMut(&[u8], &[u8])) {
         let line = std::mem::take(&mut self.line);
         if !line.is_empty() {
             let _ = self.line_done(&line, &mut on_event);
@@ -425,14 +536,25 @@ impl EventParser {
         let _ = self.line_done(b"", &mut on_event);
     }
 
-    fn line_done(&mut self, line: &[u8], on_event: &mut impl FnMut(&[u8])) -> Result<(), String> {
+    fn line_done(
+        &mut self,
+        line: &[u8],
+        on_event: &mut impl FnMut(&[u8], &[u8]),
+    ) -> Result<(), String> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
-            if self.has_data {
-                on_event(&self.data);
+            if self.has_data || self.kind.eq_ignore_ascii_case(b"error") {
+                on_event(&self.kind, &self.data);
                 self.data.clear();
                 self.has_data = false;
             }
+            self.kind.clear();
+            return Ok(());
+        }
+        if let Some(value) = line.strip_prefix(b"event:") {
+            let value = value.strip_prefix(b" ").unwrap_or(value);
+            self.kind.clear();
+            self.kind.extend_from_slice(&value[..value.len().min(64)]);
             return Ok(());
         }
         if let Some(value) = line.strip_prefix(b"data:") {
@@ -448,7 +570,7 @@ impl EventParser {
                 ));
             }
         }
-        // Comments (`:`), `event:`, `id:` and `retry:` are not passed on.
+        // Comments (`:`), `id:` and `retry:` are not passed on.
         Ok(())
     }
 }
@@ -458,13 +580,105 @@ mod tests {
     use super::*;
 
     fn events(chunks: &[&[u8]]) -> Vec<String> {
+        typed_events(chunks).into_iter().map(|(_, d)| d).collect()
+    }
+
+    fn typed_events(chunks: &[&[u8]]) -> Vec<(String, String)> {
         let mut p = EventParser::default();
         let mut got = Vec::new();
         for c in chunks {
-            p.feed(c, |e| got.push(String::from_utf8_lossy(e).into_owned()))
-                .unwrap();
+            p.feed(c, |k, e| {
+                got.push((
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(e).into_owned(),
+                ))
+            })
+            .unwrap();
         }
         got
+    }
+
+    #[test]
+    fn event_types_are_kept_per_event() {
+        assert_eq!(
+            typed_events(&[
+                b"event: error\ndata: {}\n\ndata: x\n\nevent: ping\n\nevent: error\n\n"
+            ]),
+            vec![
+                ("error".to_owned(), "{}".to_owned()),
+                (String::new(), "x".to_owned()),
+                ("error".to_owned(), String::new()),
+            ]
+        );
+    }
+
+    fn run_state(secret: &str) -> RunState {
+        RunState {
+            started: Instant::now(),
+            ttft_ms: None,
+            usage: None,
+            model: "requested".into(),
+            model_from_upstream: false,
+            upstream_error: None,
+            done: false,
+            secret: Secret::new(secret),
+        }
+    }
+
+    #[test]
+    fn upstream_error_events_are_caught_not_passed_on() {
+        let key = "sk-test-0123456789abcdef";
+        for (kind, data) in [
+            (&b""[..], &br#"{"error":{"message":"boom sk-test-0123456789abcdef","type":"server_error","code":"overloaded","status":503}}"#[..]),
+            (b"error", br#"{"message":"boom sk-test-0123456789abcdef","type":"server_error","code":"overloaded","status":503}"#),
+        ] {
+            let mut run = run_state(key);
+            let mut out = BytesMut::new();
+            run.on_event(b"", br#"{"choices":[{"delta":{"content":"a"}}]}"#, &mut out);
+            run.on_event(kind, data, &mut out);
+            run.on_event(b"", br#"{"choices":[{"delta":{"content":"after"}}]}"#, &mut out);
+            let text = String::from_utf8(out.to_vec()).unwrap();
+            assert_eq!(text.matches("data: ").count(), 1, "{text}");
+            assert!(!text.contains("boom") && !text.contains("after"), "{text}");
+            let Fed::UpstreamError(d) = run.fed() else {
+                panic!("no upstream error");
+            };
+            assert_eq!(d.message.as_deref(), Some("boom [redacted]"));
+            assert_eq!(d.code.as_deref(), Some("overloaded"));
+            assert_eq!(d.kind.as_deref(), Some("server_error"));
+            assert_eq!(d.status, Some(503));
+            assert!(matches!(run.fed(), Fed::Done));
+        }
+        // `"error": null` is not an error.
+        let mut run = run_state(key);
+        let mut out = BytesMut::new();
+        run.on_event(b"", br#"{"choices":[],"error":null}"#, &mut out);
+        assert!(matches!(run.fed(), Fed::More));
+        assert_eq!(out.len(), br#"data: {"choices":[],"error":null}"#.len() + 2);
+    }
+
+    #[test]
+    fn the_key_in_content_is_redacted() {
+        let key = "sk-test-0123456789abcdef";
+        let mut run = run_state(key);
+        let mut out = BytesMut::new();
+        run.on_event(
+            b"",
+            br#"{"choices":[{"delta":{"content":"k=SK-TEST-0123456789ABCDEF and sk-test-0123456789abcdef"}}]}"#,
+            &mut out,
+        );
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert_eq!(
+            text,
+            "data: {\"choices\":[{\"delta\":{\"content\":\"k=[redacted] and [redacted]\"}}]}\n\n"
+        );
+        // The model name is sanitised too.
+        run.on_event(
+            b"",
+            br#"{"model":"sk-test-0123456789abcdef","choices":[]}"#,
+            &mut out,
+        );
+        assert_eq!(run.model, "[redacted]");
     }
 
     #[test]
@@ -486,9 +700,10 @@ mod tests {
     fn finish_accepts_an_unterminated_last_event() {
         let mut p = EventParser::default();
         let mut got = Vec::new();
-        p.feed(b"data: [DONE]", |e| got.push(e.to_vec())).unwrap();
+        p.feed(b"data: [DONE]", |_, e| got.push(e.to_vec()))
+            .unwrap();
         assert!(got.is_empty());
-        p.finish(|e| got.push(e.to_vec()));
+        p.finish(|_, e| got.push(e.to_vec()));
         assert_eq!(got, vec![b"[DONE]".to_vec()]);
     }
 
@@ -505,23 +720,20 @@ mod tests {
 
     #[test]
     fn run_state_reads_model_and_usage() {
-        let mut run = RunState {
-            started: Instant::now(),
-            ttft_ms: None,
-            usage: None,
-            model: "requested".into(),
-            model_from_upstream: false,
-            upstream_error_event: false,
-            done: false,
-        };
+        let mut run = run_state("sk-unused-key-000");
         let mut out = BytesMut::new();
-        run.on_event(br#"{"model":"real","choices":[],"usage":null}"#, &mut out);
         run.on_event(
+            b"",
+            br#"{"model":"real","choices":[],"usage":null}"#,
+            &mut out,
+        );
+        run.on_event(
+            b"",
             br#"{"model":"real","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#,
             &mut out,
         );
-        run.on_event(b"[DONE]", &mut out);
-        run.on_event(b"after", &mut out);
+        run.on_event(b"", b"[DONE]", &mut out);
+        run.on_event(b"", b"after", &mut out);
         assert_eq!(run.model, "real");
         assert_eq!(
             run.usage,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use gc_gateway::mock::{Behavior, MockHandle, MockUpstream};
+use gc_gateway::mock::{Behavior, KeyForm, MockHandle, MockUpstream};
 use gc_gateway::{
     ChatOutcome, GatewayConfig, KeyStatus, RegionGateway, RunReport, RunStatus, RunStream, Secret,
     UpstreamError, Usage,
@@ -101,6 +101,79 @@ fn assert_no_secret(err: &UpstreamError) {
         !format!("{err:?}").contains(KEY),
         "Debug leaks the key: {err:?}"
     );
+    assert_no_key_in_any_form(&format!("{err}"));
+    assert_no_key_in_any_form(&format!("{err:?}"));
+}
+
+/// Base64 (standard or URL-safe, padded), written independently of the crate's encoder.
+fn b64(data: &[u8], url_safe: bool) -> String {
+    let table: Vec<char> = if url_safe {
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    }
+    .chars()
+    .collect();
+    let mut bits = String::new();
+    for b in data {
+        bits.push_str(&format!("{b:08b}"));
+    }
+    while bits.len() % 6 != 0 {
+        bits.push('0');
+    }
+    let mut out: String = bits
+        .as_bytes()
+        .chunks(6)
+        .map(|c| table[usize::from_str_radix(std::str::from_utf8(c).unwrap(), 2).unwrap()])
+        .collect();
+    while out.len() % 4 != 0 {
+        out.push('=');
+    }
+    out
+}
+
+/// Fails when `text` holds the key in any form: any case, split by non-alphanumerics, hex,
+/// or base64 (the characters that depend only on the key, at each of the 3 alignments).
+fn assert_no_key_in_any_form(text: &str) {
+    let key = KEY.to_ascii_lowercase();
+    let lower = text.to_ascii_lowercase();
+    assert!(!lower.contains(&key), "the key (any case) in {text:?}");
+    let squeezed: String = lower
+        .replace("\\n", " ")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    assert!(!squeezed.contains(&key), "the key (split) in {text:?}");
+    let hex: String = KEY.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(!squeezed.contains(&hex), "the key (hex) in {text:?}");
+    let b64_squeezed: String = text
+        .replace("\\n", " ")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "+/-_=".contains(*c))
+        .collect();
+    for offset in 0..3 {
+        for url_safe in [false, true] {
+            let mut data = vec![b'x'; offset];
+            data.extend_from_slice(KEY.as_bytes());
+            let encoded = b64(&data, url_safe);
+            let core = &encoded[(8 * offset).div_ceil(6)..(8 * (offset + KEY.len())) / 6];
+            assert!(
+                !b64_squeezed.contains(core),
+                "the key (base64 at {offset}) in {text:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_any_form_check_sees_every_form() {
+    // The check itself must catch what the mock can send, or the tests below prove nothing.
+    for form in KeyForm::all() {
+        let text = format!("message: {} end", form.render(KEY));
+        let caught = std::panic::catch_unwind(|| assert_no_key_in_any_form(&text));
+        assert!(caught.is_err(), "{form:?} not caught in {text:?}");
+    }
+    assert_no_key_in_any_form("message: [redacted] end");
 }
 
 #[tokio::test]
@@ -257,15 +330,171 @@ async fn upstream_401_is_key_rejected_without_the_key() {
         assert_no_secret(&err);
     }
     mock.accept_key(KEY);
+    // A 403 does not prove the key bad: it is a status error, passed on to the client.
     mock.push_behavior(Behavior::status(403, "forbidden for you"));
     let err = chat(&gw, messages()).await.unwrap_err();
     assert_eq!(
         err,
-        UpstreamError::KeyRejected {
+        UpstreamError::Status {
             status: 403,
-            message: "forbidden for you".into()
+            code: None,
+            kind: Some("mock_error".into()),
+            message: "forbidden for you".into(),
+            retry_after_secs: None,
         }
     );
+    assert!(!err.is_key_rejected());
+    assert_eq!(err.client_status(), Some(403));
+}
+
+#[tokio::test]
+async fn only_a_401_rejects_the_key_and_other_statuses_are_rebuilt() {
+    let (mock, gw) = setup().await;
+    // 401 in any body: the key is rejected.
+    mock.push_behavior(Behavior::openai_error(
+        401,
+        "Incorrect API key provided: {key}",
+        Some("invalid_request_error"),
+        Some("invalid_api_key"),
+    ));
+    let err = chat(&gw, messages()).await.unwrap_err();
+    assert!(err.is_key_rejected(), "{err:?}");
+    assert_eq!(err.upstream_status(), Some(401));
+    assert_eq!(err.client_status(), None);
+    assert_no_secret(&err);
+
+    // 403 "no access to model", 404, 429 with Retry-After, 503 with an HTTP date, 422, 400.
+    let cases = [
+        (
+            403,
+            "You do not have access to model gpt-x (key {key})",
+            Some("invalid_request_error"),
+            Some("model_not_found"),
+            None,
+            None,
+        ),
+        (
+            404,
+            "The model `gpt-x` does not exist",
+            Some("invalid_request_error"),
+            Some("model_not_found"),
+            None,
+            None,
+        ),
+        (
+            429,
+            "Rate limit reached for {key} on requests per min",
+            Some("requests"),
+            Some("rate_limit_exceeded"),
+            Some("17"),
+            Some(17),
+        ),
+        (422, "Unprocessable: {key}", None, None, Some("5"), None),
+        (
+            400,
+            "bad request",
+            Some("invalid_request_error"),
+            Some("context_length_exceeded"),
+            None,
+            None,
+        ),
+    ];
+    for (status, message, kind, code, retry, want_retry) in cases {
+        for body in [messages(), stream_body()] {
+            let mut b = Behavior::openai_error(status, message, kind, code);
+            if let Some(r) = retry {
+                b = b.with_header("Retry-After", r);
+            }
+            mock.push_behavior(b);
+            let err = chat(&gw, body).await.unwrap_err();
+            let UpstreamError::Status {
+                status: got,
+                code: got_code,
+                kind: got_kind,
+                message: got_message,
+                retry_after_secs,
+            } = &err
+            else {
+                panic!("{status}: {err:?}");
+            };
+            assert_eq!(*got, status);
+            assert_eq!(got_code.as_deref(), code);
+            assert_eq!(got_kind.as_deref(), kind);
+            assert_eq!(*retry_after_secs, want_retry, "{status}");
+            assert_eq!(err.retry_after_secs(), want_retry);
+            assert!(!err.is_key_rejected());
+            assert_eq!(err.client_status(), Some(status));
+            assert_eq!(err.upstream_status(), Some(status));
+            assert_eq!(err.code(), "upstream_error");
+            if message.contains("{key}") {
+                assert!(got_message.contains("[redacted]"), "{got_message}");
+            } else {
+                assert_eq!(got_message, message);
+            }
+            assert_no_secret(&err);
+        }
+    }
+
+    // 503 with an HTTP-date Retry-After (in the past: 0 s), 500 without: no client status.
+    mock.push_behavior(
+        Behavior::openai_error(503, "overloaded", Some("server_error"), None)
+            .with_header("Retry-After", "Thu, 01 Jan 1970 00:00:10 GMT"),
+    );
+    let err = chat(&gw, messages()).await.unwrap_err();
+    assert_eq!(
+        (
+            err.upstream_status(),
+            err.retry_after_secs(),
+            err.client_status()
+        ),
+        (Some(503), Some(0), None)
+    );
+    // A code or type that is not a short identifier, or that is the key, is dropped.
+    mock.push_behavior(Behavior::Answer {
+        status: 403,
+        headers: vec![],
+        body: r#"{"error":{"message":"no","type":"has spaces here","code":"{key}"}}"#.into(),
+        echo: KeyForm::Exact,
+    });
+    let err = chat(&gw, messages()).await.unwrap_err();
+    assert_eq!((err.upstream_code(), err.upstream_type()), (None, None));
+    assert_no_secret(&err);
+}
+
+#[tokio::test]
+async fn upstream_errors_never_carry_the_key_in_any_form() {
+    let (mock, gw) = setup().await;
+    for form in KeyForm::all() {
+        for status in [401, 403, 404, 429, 500] {
+            mock.push_behavior(
+                Behavior::openai_error(
+                    status,
+                    "Incorrect API key provided: {key}. Other: {key}",
+                    Some("invalid_request_error"),
+                    Some("invalid_api_key"),
+                )
+                .echoing(form.clone()),
+            );
+            let err = chat(&gw, messages()).await.unwrap_err();
+            assert_eq!(err.upstream_status(), Some(status), "{form:?}");
+            assert_eq!(err.is_key_rejected(), status == 401);
+            assert_no_secret(&err);
+            let message = err.upstream_message().unwrap();
+            assert!(
+                message.starts_with("Incorrect API key provided: "),
+                "{form:?}: {message}"
+            );
+        }
+        // A plain-text body echoing the key.
+        mock.push_behavior(Behavior::Answer {
+            status: 502,
+            headers: vec![],
+            body: "gateway error for {key}".into(),
+            echo: form.clone(),
+        });
+        let err = chat(&gw, messages()).await.unwrap_err();
+        assert_no_secret(&err);
+    }
 }
 
 #[tokio::test]
@@ -280,9 +509,13 @@ async fn upstream_500_is_a_status_error_with_its_message() {
         err,
         UpstreamError::Status {
             status: 500,
-            message: "internal failure for [redacted]".into()
+            code: None,
+            kind: Some("mock_error".into()),
+            message: "internal failure for [redacted]".into(),
+            retry_after_secs: None,
         }
     );
+    assert_eq!(err.client_status(), None);
     assert_no_secret(&err);
     mock.push_behavior(Behavior::Status {
         status: 429,
@@ -293,10 +526,20 @@ async fn upstream_500_is_a_status_error_with_its_message() {
         err,
         UpstreamError::Status {
             status: 429,
-            message: "slow down".into()
+            code: None,
+            kind: None,
+            message: "slow down".into(),
+            retry_after_secs: None,
         }
     );
     assert_eq!(err.code(), "upstream_error");
+    // An HTML error page is not passed on as a message.
+    mock.push_behavior(Behavior::Status {
+        status: 502,
+        body: "<html><body><h1>502 Bad Gateway</h1></body></html>".into(),
+    });
+    let err = chat(&gw, messages()).await.unwrap_err();
+    assert_eq!(err.upstream_message(), Some("Bad Gateway"));
 }
 
 #[tokio::test]
@@ -533,6 +776,23 @@ async fn probe_reports_ready_not_ready_and_unreachable() {
         .contains("rejected by gateway"));
     mock.accept_key(KEY);
 
+    // A 403 on /models does not prove the key bad: ready, with a caveat.
+    mock.set_models_status(Some(403));
+    let forbidden = gw.probe(&secret()).await;
+    assert_eq!(
+        (
+            forbidden.reachable,
+            forbidden.status_code,
+            forbidden.outcome
+        ),
+        (true, Some(403), KeyStatus::Ready)
+    );
+    let caveat = forbidden.reason.unwrap();
+    assert!(
+        caveat.contains("403") && !caveat.contains("rejected"),
+        "{caveat}"
+    );
+
     mock.set_models_status(Some(503));
     let broken = gw.probe(&secret()).await;
     assert_eq!(
@@ -582,4 +842,113 @@ async fn a_probe_times_out_as_unreachable() {
     let p = gw.probe(&secret()).await;
     assert!(!p.reachable);
     assert!(p.reason.unwrap().contains("did not answer"));
+}
+
+/// The frames of a stream whose upstream sends an error event; checks the contract.
+async fn error_event_stream(gw: &RegionGateway) -> (Vec<String>, RunReport) {
+    let (s, report) = open_stream(gw, stream_body()).await;
+    let text = collect(s).await;
+    assert_no_key_in_any_form(&text);
+    assert!(!text.contains("after the error"), "{text}");
+    let events = payloads(&text);
+    assert_eq!(
+        events.iter().filter(|p| *p == "[DONE]").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let errors = events.iter().filter(|p| p.contains("\"error\"")).count();
+    assert_eq!(errors, 1, "{text}");
+    let report = report.await.unwrap();
+    assert_no_key_in_any_form(&format!("{report:?}"));
+    (events, report)
+}
+
+#[tokio::test]
+async fn stream_error_events_are_rebuilt_not_forwarded() {
+    let (mock, gw) = setup().await;
+    let upstream_event = r#"{"error":{"message":"Rate limit for key {key}: retry later","type":"rate_limit_error","code":"rate_limit_exceeded","status":429,"param":null,"internal":"sk-internal-secret-value"}}"#;
+    for named in [false, true] {
+        for form in KeyForm::all() {
+            // `event: error` carries the error object itself, or the OpenAI wrapper.
+            mock.push_behavior(Behavior::StreamError {
+                after: 2,
+                data: upstream_event.into(),
+                named,
+                echo: form.clone(),
+            });
+            let (events, report) = error_event_stream(&gw).await;
+            assert_eq!(events.len(), 4, "{events:?}");
+            assert!(events[0].contains("chunk-0") && events[1].contains("chunk-1"));
+            let frame: Value = serde_json::from_str(&events[2]).unwrap();
+            let e = &frame["error"];
+            assert_eq!(e["code"], "upstream_error", "{frame}");
+            assert_eq!(e["type"], "upstream_error");
+            assert_eq!(e["upstream_status"], 429);
+            assert_eq!(e["upstream_code"], "rate_limit_exceeded");
+            assert_eq!(e["upstream_type"], "rate_limit_error");
+            let message = e["message"].as_str().unwrap();
+            assert!(
+                message.contains("Rate limit for key [redacted]"),
+                "{form:?}: {message}"
+            );
+            assert!(e.get("internal").is_none() && e.get("param").is_none());
+            assert!(!events[2].contains("sk-internal"));
+            assert_eq!(report.status, RunStatus::Error);
+            assert_eq!(report.error_code.as_deref(), Some("upstream_error"));
+            assert_eq!(report.usage, None);
+        }
+    }
+    // An `event: error` whose data is no JSON at all (or empty), right away.
+    for data in ["upstream exploded with {key}", ""] {
+        mock.push_behavior(Behavior::StreamError {
+            after: 0,
+            data: data.into(),
+            named: true,
+            echo: KeyForm::Upper,
+        });
+        let (events, _) = error_event_stream(&gw).await;
+        assert_eq!(events.len(), 2, "{events:?}");
+        let frame: Value = serde_json::from_str(&events[0]).unwrap();
+        assert_eq!(frame["error"]["code"], "upstream_error");
+        assert!(frame["error"].get("upstream_status").is_none());
+    }
+}
+
+#[tokio::test]
+async fn the_key_in_streamed_or_completed_content_is_redacted() {
+    let (mock, gw) = setup().await;
+    for form in [KeyForm::Exact, KeyForm::Upper, KeyForm::Lower] {
+        mock.push_behavior(Behavior::StreamEchoKey { echo: form });
+        let (s, report) = open_stream(&gw, stream_body()).await;
+        let text = collect(s).await;
+        assert!(
+            !text
+                .to_ascii_lowercase()
+                .contains(&KEY.to_ascii_lowercase()),
+            "{text}"
+        );
+        let events = payloads(&text);
+        let first: Value = serde_json::from_str(&events[0]).unwrap();
+        assert_eq!(
+            first["choices"][0]["delta"]["content"],
+            "your key: [redacted]"
+        );
+        assert!(events[1].contains("chunk-1"));
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        assert_eq!(report.await.unwrap().status, RunStatus::Ok);
+    }
+    // A non-streamed completion echoing the key.
+    mock.push_behavior(Behavior::Answer {
+        status: 200,
+        headers: vec![],
+        body: r#"{"choices":[{"message":{"role":"assistant","content":"k={key}"}}],"model":"m"}"#
+            .into(),
+        echo: KeyForm::Upper,
+    });
+    let ChatOutcome::Complete(c) = chat(&gw, messages()).await.unwrap() else {
+        panic!("expected a completion");
+    };
+    let body: Value = serde_json::from_slice(&c.body).unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], "k=[redacted]");
 }

@@ -8,10 +8,8 @@ use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use chrono::Utc;
 use futures_util::future::LocalBoxFuture;
-use gc_auth::api_key::checksum_ok;
-use gc_auth::{sha256_hex, SessionToken};
 use gc_domain::access::Principal;
-use gc_domain::accounts::{authenticate_key, authenticate_session};
+use gc_domain::accounts::{self, check_credential, CheckedCredential, Presented as Shown};
 use gc_domain::DomainError;
 
 use crate::error::ApiError;
@@ -71,29 +69,21 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
 }
 
 /// Credentials that passed every check that needs no database: the key's checksum, the
-/// token's shape, the Origin of cookie writes. Only their SHA-256 is kept.
-#[derive(Debug, Clone)]
-enum Checked {
-    Key(String),
-    Session(String),
-}
+/// token's shape (both judged by the domain), the Origin of cookie writes.
+type Checked = CheckedCredential;
 
 fn check(req: &HttpRequest, state: &AppState) -> Result<Option<Checked>, ApiError> {
     match presented(req)? {
         Presented::Nothing => Ok(None),
-        Presented::Bearer(key) => {
-            // A made-up key fails its checksum here and costs no query.
-            if !checksum_ok(&key) {
-                return Err(DomainError::InvalidApiKey.into());
-            }
-            Ok(Some(Checked::Key(sha256_hex(&key))))
-        }
+        Presented::Bearer(key) => Ok(Some(check_credential(
+            state.credentials.as_ref(),
+            Shown::Bearer(&key),
+        )?)),
         Presented::Cookie(token) => {
-            if !SessionToken::looks_valid(&token) {
-                return Err(DomainError::Unauthenticated.into());
-            }
+            let checked =
+                check_credential(state.credentials.as_ref(), Shown::SessionToken(&token))?;
             check_origin(req, state)?;
-            Ok(Some(Checked::Session(sha256_hex(&token))))
+            Ok(Some(checked))
         }
     }
 }
@@ -104,10 +94,7 @@ fn resolve(
     policy: &gc_domain::accounts::AccountPolicy,
     checked: &Checked,
 ) -> gc_domain::DomainResult<Principal> {
-    match checked {
-        Checked::Key(hash) => authenticate_key(store, policy, hash, Utc::now()),
-        Checked::Session(hash) => authenticate_session(store, policy, hash, Utc::now()),
-    }
+    accounts::authenticate(store, policy, checked, Utc::now())
 }
 
 fn mark_shadow(req: &HttpRequest, principal: &Principal) {

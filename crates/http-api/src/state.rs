@@ -1,15 +1,19 @@
-//! What every handler shares: the store, the password hasher and the HTTP settings.
+//! What every handler shares: the ports the domain's services run on, the run orchestration
+//! and the HTTP settings. Handlers reach storage only through domain functions that take the
+//! ports (`AppState::db` hands them over), never by calling a port themselves.
 
 use std::sync::Arc;
 
 use gc_domain::accounts::{AccountPolicy, PasswordHasher};
-use gc_domain::ports::Store;
+use gc_domain::ports::{CredentialCodec, KeySealer, Store};
+use gc_domain::runs::Runs;
 use gc_domain::DomainResult;
+use gc_gateway::Gateways;
 use ipnet::IpNet;
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
-use crate::gateway::{Gateways, RunRecorder};
+use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
 
 /// HTTP-facing settings, built once from configuration by the binary.
@@ -44,42 +48,63 @@ impl Default for HttpSettings {
     }
 }
 
+/// The adapters the domain's services need, built by the binary.
+#[derive(Clone)]
+pub struct Adapters {
+    pub store: Arc<dyn Store>,
+    pub hasher: Arc<dyn PasswordHasher>,
+    pub credentials: Arc<dyn CredentialCodec>,
+    pub sealer: Arc<dyn KeySealer>,
+    pub gateways: Arc<Gateways>,
+}
+
 /// Shared application state.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub hasher: Arc<dyn PasswordHasher>,
+    store: Arc<dyn Store>,
+    hasher: Arc<dyn PasswordHasher>,
+    pub(crate) credentials: Arc<dyn CredentialCodec>,
+    pub(crate) sealer: Arc<dyn KeySealer>,
     /// Bounds concurrent bcrypt work so it never takes every core from the event loop.
-    pub hash_permits: Arc<Semaphore>,
+    hash_permits: Arc<Semaphore>,
     pub policy: AccountPolicy,
     pub http: HttpSettings,
-    pub gateways: Arc<Gateways>,
-    /// Queue of activity lines written off the request path (runs, scans).
-    pub recorder: RunRecorder,
+    /// The run orchestration over the region gateways.
+    pub(crate) runs: Arc<Runs<Gateways>>,
+    /// Queue of activity lines and key verdicts written off the request path (runs, scans).
+    pub(crate) recorder: RunRecorder,
     pub guard: Arc<GuardService>,
 }
 
 impl AppState {
     pub fn new(
-        store: Arc<dyn Store>,
-        hasher: Arc<dyn PasswordHasher>,
+        adapters: Adapters,
         policy: AccountPolicy,
         http: HttpSettings,
-        gateways: Arc<Gateways>,
         recorder: RunRecorder,
         guard: Arc<GuardService>,
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let runs = Arc::new(Runs::new(
+            Arc::clone(&adapters.gateways),
+            Arc::new(recorder.clone()),
+        ));
         Self {
-            store,
-            hasher,
+            store: adapters.store,
+            hasher: adapters.hasher,
+            credentials: adapters.credentials,
+            sealer: adapters.sealer,
             hash_permits: Arc::new(Semaphore::new(cores.saturating_sub(1).max(1))),
             policy,
             http,
-            gateways,
+            runs,
             recorder,
             guard,
         }
+    }
+
+    pub(crate) fn gateways(&self) -> &Gateways {
+        self.runs.upstream()
     }
 
     /// Runs synchronous storage work on the blocking pool.

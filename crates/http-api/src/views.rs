@@ -104,7 +104,7 @@ impl AccountView {
     }
 
     pub fn of(p: &Principal) -> Self {
-        Self::new(&p.user, p.tenant.as_ref(), p.shadow())
+        Self::new(p.user(), p.tenant(), p.shadow())
     }
 }
 

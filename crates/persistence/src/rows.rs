@@ -228,16 +228,16 @@ impl ActivityRow {
     /// The row of `a`, in the feed of `tenant_id`.
     pub fn from_domain(a: &NewActivity, tenant_id: Uuid) -> Self {
         Self {
-            id: text(a.id),
+            id: text(a.id()),
             tenant_id: text(tenant_id),
-            at: ms(a.at),
-            actor_kind: a.actor.kind.as_str().to_owned(),
-            actor_id: text(a.actor.id),
-            actor_label: a.actor.label.clone(),
-            action: a.action.clone(),
-            target_kind: a.target.as_ref().map(|t| t.kind.clone()),
-            target_id: a.target.as_ref().map(|t| text(t.id)),
-            detail: a.detail.to_string(),
+            at: ms(a.at()),
+            actor_kind: a.actor().kind.as_str().to_owned(),
+            actor_id: text(a.actor().id),
+            actor_label: a.actor().label.clone(),
+            action: a.action().to_owned(),
+            target_kind: a.target().map(|t| t.kind.clone()),
+            target_id: a.target().map(|t| text(t.id)),
+            detail: a.detail().to_string(),
         }
     }
 

@@ -23,6 +23,7 @@ on_both_backends!(
     sessions_list_delete_and_expire,
     change_password_revokes_other_sessions,
     throttle_counts_failures_per_email,
+    throttle_holds_under_concurrency,
     records_crud_with_versions_and_activity,
     records_of_another_tenant_are_not_found,
     sources_only_through_their_own_collection,
@@ -128,7 +129,11 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
 
     let first = db
         .store
-        .list_users(Some(t.id), &PageRequest::new(Some(2), None).unwrap())
+        .list_users(
+            &some_admin(&db.store),
+            Some(t.id),
+            &PageRequest::new(Some(2), None).unwrap(),
+        )
         .unwrap();
     assert_eq!(
         first.items.iter().map(|u| u.id).collect::<Vec<_>>(),
@@ -137,7 +142,11 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     assert_eq!(first.next, Some(ids[1]));
     let second = db
         .store
-        .list_users(Some(t.id), &PageRequest::new(Some(2), first.next).unwrap())
+        .list_users(
+            &some_admin(&db.store),
+            Some(t.id),
+            &PageRequest::new(Some(2), first.next).unwrap(),
+        )
         .unwrap();
     assert_eq!(
         second.items.iter().map(|u| u.id).collect::<Vec<_>>(),
@@ -145,7 +154,11 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     );
     let third = db
         .store
-        .list_users(Some(t.id), &PageRequest::new(Some(2), second.next).unwrap())
+        .list_users(
+            &some_admin(&db.store),
+            Some(t.id),
+            &PageRequest::new(Some(2), second.next).unwrap(),
+        )
         .unwrap();
     assert_eq!(
         third.items.iter().map(|u| u.id).collect::<Vec<_>>(),
@@ -153,8 +166,18 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     );
     assert_eq!(third.next, None);
 
-    let all = db.store.list_users(None, &PageRequest::first()).unwrap();
-    assert_eq!(all.items.len(), 7);
+    let all = db
+        .store
+        .list_users(&some_admin(&db.store), None, &PageRequest::first())
+        .unwrap();
+    // The fixtures' admins (who made the tenants) are listed too; the members are all here.
+    assert_eq!(
+        all.items
+            .iter()
+            .filter(|u| u.role == gc_domain::model::Role::Member)
+            .count(),
+        7
+    );
     assert!(all.items.windows(2).all(|w| w[0].id > w[1].id));
     assert_eq!(all.next, None);
 }
@@ -165,6 +188,7 @@ fn users_update_and_assign_tenant(db: &Db) {
     let updated = db
         .store
         .update_user(
+            &some_admin(&db.store),
             u.id,
             &UserPatch {
                 name: Some("Bobby".into()),
@@ -179,22 +203,48 @@ fn users_update_and_assign_tenant(db: &Db) {
         ("Bobby", Role::PlatformAdmin, Status::Suspended)
     );
     assert_eq!(
-        db.store.update_user(u.id, &UserPatch::default()).unwrap(),
+        db.store
+            .update_user(&some_admin(&db.store), u.id, &UserPatch::default())
+            .unwrap(),
         Some(updated.clone())
     );
     assert_eq!(
         db.store
-            .update_user(gc_domain::model::new_id(), &UserPatch::default())
+            .update_user(
+                &some_admin(&db.store),
+                gc_domain::model::new_id(),
+                &UserPatch::default()
+            )
             .unwrap(),
         None
     );
-    assert_eq!(db.store.count_admins().unwrap(), 1);
+    // The one promoted above, and the fixtures' admins.
+    assert!(db.store.count_admins().unwrap() >= 1);
 
-    let assigned = db.store.assign_tenant(u.id, Some(t.id)).unwrap().unwrap();
+    let admin = some_admin(&db.store);
+    let assigned = db
+        .store
+        .move_member(&admin, u.id, None, Some(t.id), now(), None)
+        .unwrap()
+        .unwrap();
     assert_eq!(assigned.tenant_id, Some(t.id));
+    // A move from where the member no longer is changes nothing (compare and set).
     assert_eq!(
         db.store
-            .assign_tenant(u.id, Some(gc_domain::model::new_id()))
+            .move_member(&admin, u.id, None, None, now(), None)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        db.store
+            .move_member(
+                &admin,
+                u.id,
+                Some(t.id),
+                Some(gc_domain::model::new_id()),
+                now(),
+                None
+            )
             .unwrap_err(),
         DomainError::NotFound("tenant")
     );
@@ -202,11 +252,22 @@ fn users_update_and_assign_tenant(db: &Db) {
         db.store.find_user(u.id).unwrap().unwrap().tenant_id,
         Some(t.id)
     );
-    let unassigned = db.store.assign_tenant(u.id, None).unwrap().unwrap();
+    let unassigned = db
+        .store
+        .move_member(&admin, u.id, Some(t.id), None, now(), None)
+        .unwrap()
+        .unwrap();
     assert_eq!(unassigned.tenant_id, None);
     assert_eq!(
         db.store
-            .assign_tenant(gc_domain::model::new_id(), Some(t.id))
+            .move_member(
+                &admin,
+                gc_domain::model::new_id(),
+                None,
+                Some(t.id),
+                now(),
+                None
+            )
             .unwrap(),
         None
     );
@@ -218,13 +279,19 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(a.clone()));
     let page = db
         .store
-        .list_tenants(&PageRequest::new(Some(1), None).unwrap())
+        .list_tenants(
+            &some_admin(&db.store),
+            &PageRequest::new(Some(1), None).unwrap(),
+        )
         .unwrap();
     assert_eq!(page.items, vec![b.clone()]);
     assert_eq!(page.next, Some(b.id));
     let page = db
         .store
-        .list_tenants(&PageRequest::new(Some(1), page.next).unwrap())
+        .list_tenants(
+            &some_admin(&db.store),
+            &PageRequest::new(Some(1), page.next).unwrap(),
+        )
         .unwrap();
     assert_eq!(page.items, vec![a.clone()]);
     assert_eq!(page.next, None);
@@ -232,6 +299,7 @@ fn tenants_insert_list_update(db: &Db) {
     let patched = db
         .store
         .update_tenant(
+            &some_admin(&db.store),
             a.id,
             &TenantPatch {
                 name: Some("A2".into()),
@@ -249,7 +317,11 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(patched));
     assert_eq!(
         db.store
-            .update_tenant(gc_domain::model::new_id(), &TenantPatch::default())
+            .update_tenant(
+                &some_admin(&db.store),
+                gc_domain::model::new_id(),
+                &TenantPatch::default()
+            )
             .unwrap(),
         None
     );
@@ -277,7 +349,12 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
     let admin = user_with_role(&db.store, "admin@example.com", None, Role::PlatformAdmin);
     let a = session(&db.store, &admin, "hash-admin");
     let since = now();
-    let enter = activity(m.tenant.id, &admin_actor(&admin), "shadow.enter", None);
+    let enter = activity_a(
+        &admin_scope(&db.store, &admin),
+        m.tenant.id,
+        "shadow.enter",
+        None,
+    );
     db.store
         .set_shadow(a.id, Some((m.tenant.id, since)), &enter)
         .unwrap();
@@ -304,7 +381,12 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
     assert_eq!(feed.items[0].action, "shadow.enter");
     assert_eq!(feed.items[0].actor, admin_actor(&admin));
 
-    let leave = activity(m.tenant.id, &admin_actor(&admin), "shadow.leave", None);
+    let leave = activity_a(
+        &admin_scope(&db.store, &admin),
+        m.tenant.id,
+        "shadow.leave",
+        None,
+    );
     db.store.set_shadow(a.id, None, &leave).unwrap();
     let ctx = db.store.session_context("hash-admin").unwrap().unwrap();
     assert!(ctx.shadow_tenant.is_none());
@@ -327,7 +409,7 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
 
     // A Shadow view of a tenant that does not exist writes nothing.
     let ghost = gc_domain::model::new_id();
-    let bad = activity(ghost, &admin_actor(&admin), "shadow.enter", None);
+    let bad = activity_a(&admin_scope(&db.store, &admin), ghost, "shadow.enter", None);
     assert_eq!(
         db.store
             .set_shadow(a.id, Some((ghost, since)), &bad)
@@ -418,57 +500,66 @@ fn change_password_revokes_other_sessions(db: &Db) {
 }
 
 fn throttle_counts_failures_per_email(db: &Db) {
+    use gc_domain::ports::Reservation;
     let t0 = now() - Duration::minutes(20);
+    let window = |at: chrono::DateTime<chrono::Utc>| at - Duration::minutes(15);
     for i in 0..3 {
-        db.store
-            .record_failure("ann@example.com", t0 + Duration::minutes(i * 10))
-            .unwrap();
+        let at = t0 + Duration::minutes(i * 10);
+        assert_eq!(
+            db.store
+                .reserve_attempt("ann@example.com", window(at), at, 2)
+                .unwrap(),
+            Reservation::Reserved
+        );
     }
-    db.store.record_failure("bob@example.com", now()).unwrap();
-    let since = now() - Duration::minutes(15);
+    // Two attempts in the window (t0+10, t0+20), case-insensitively: the third is refused.
+    let at = t0 + Duration::minutes(21);
     assert_eq!(
         db.store
-            .count_failures_since("ann@example.com", since)
+            .reserve_attempt("ANN@example.com", window(at), at, 2)
             .unwrap(),
-        2
+        Reservation::Locked {
+            oldest: t0 + Duration::minutes(10)
+        }
     );
+    // Other emails have their own count.
     assert_eq!(
         db.store
-            .count_failures_since("ANN@example.com", since)
+            .reserve_attempt("bob@example.com", window(at), at, 2)
             .unwrap(),
-        2
-    );
-    assert_eq!(
-        db.store
-            .count_failures_since("ann@example.com", t0)
-            .unwrap(),
-        3
-    );
-    assert_eq!(
-        db.store
-            .oldest_failure_since("ann@example.com", since)
-            .unwrap(),
-        Some(t0 + Duration::minutes(10))
-    );
-    assert_eq!(
-        db.store
-            .oldest_failure_since("carl@example.com", since)
-            .unwrap(),
-        None
+        Reservation::Reserved
     );
     db.store.clear_failures("ann@example.com").unwrap();
     assert_eq!(
         db.store
-            .count_failures_since("ann@example.com", t0)
+            .reserve_attempt("ann@example.com", window(at), at, 2)
             .unwrap(),
-        0
+        Reservation::Reserved
     );
-    assert_eq!(
-        db.store
-            .count_failures_since("bob@example.com", since)
-            .unwrap(),
-        1
-    );
+}
+
+/// Forty concurrent attempts for one email, from several pools (as from several nodes):
+/// exactly the limit is admitted.
+fn throttle_holds_under_concurrency(db: &Db) {
+    use gc_domain::ports::Reservation;
+    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
+    let admitted = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for i in 0..40 {
+            let store = &stores[i % stores.len()];
+            let admitted = &admitted;
+            s.spawn(move || {
+                let at = now();
+                let r = store
+                    .reserve_attempt("race@example.com", at - Duration::minutes(15), at, 5)
+                    .unwrap();
+                if r == Reservation::Reserved {
+                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 5);
 }
 
 // ---- Workspace records, settings, activity -----------------------------------------------
@@ -507,12 +598,7 @@ fn insert(
     name: &str,
 ) -> Record {
     let record = new_record(m, kind, parent_id, name);
-    let line = activity(
-        m.tenant.id,
-        m.write.actor(),
-        "create",
-        Some((kind.as_str(), record.id)),
-    );
+    let line = activity_w(&m.write, "create", Some((kind.as_str(), record.id)));
     db.store.insert_record(&m.write, &record, &line).unwrap()
 }
 
@@ -547,12 +633,7 @@ fn records_crud_with_versions_and_activity(db: &Db) {
 
     let later = now() + Duration::seconds(1);
     let update = |expected: Option<i64>, name: &str| {
-        let line = activity(
-            m.tenant.id,
-            m.write.actor(),
-            "update",
-            Some(("skill", skill.id)),
-        );
+        let line = activity_w(&m.write, "update", Some(("skill", skill.id)));
         db.store.update_record(
             &m.write,
             RecordKind::Skill,
@@ -579,7 +660,7 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     assert_eq!(actions(db, &m), ["update", "update", "create"]);
 
     // Not found is not a conflict.
-    let line = activity(m.tenant.id, m.write.actor(), "update", None);
+    let line = activity_w(&m.write, "update", None);
     assert_eq!(
         db.store
             .update_record(
@@ -596,12 +677,7 @@ fn records_crud_with_versions_and_activity(db: &Db) {
         None
     );
 
-    let line = activity(
-        m.tenant.id,
-        m.write.actor(),
-        "delete",
-        Some(("skill", skill.id)),
-    );
+    let line = activity_w(&m.write, "delete", Some(("skill", skill.id)));
     assert!(db
         .store
         .delete_record(&m.write, RecordKind::Skill, None, skill.id, &line)
@@ -634,7 +710,7 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
         .list_records(&eve.read, RecordKind::Skill, None, &PageRequest::first())
         .unwrap();
     assert!(list.items.is_empty());
-    let line = activity(eve.tenant.id, eve.write.actor(), "update", None);
+    let line = activity_w(&eve.write, "update", None);
     assert_eq!(
         db.store
             .update_record(
@@ -769,7 +845,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
     // Creating a source under another tenant's collection is refused and writes nothing.
     let before = actions(db, &ann).len();
     let record = new_record(&ann, RecordKind::MemorySource, Some(eve_coll.id), "sneaky");
-    let line = activity(ann.tenant.id, ann.write.actor(), "create", None);
+    let line = activity_w(&ann.write, "create", None);
     assert_eq!(
         db.store
             .insert_record(&ann.write, &record, &line)
@@ -790,7 +866,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
     );
 
     // Updating or deleting through the wrong collection: not found.
-    let line = activity(ann.tenant.id, ann.write.actor(), "update", None);
+    let line = activity_w(&ann.write, "update", None);
     assert_eq!(
         db.store
             .update_record(
@@ -851,12 +927,7 @@ fn deleting_a_collection_deletes_its_sources(db: &Db) {
     let s1 = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s1");
     let s2 = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s2");
     let kept = insert(db, &m, RecordKind::MemorySource, Some(keep.id), "kept");
-    let line = activity(
-        m.tenant.id,
-        m.write.actor(),
-        "delete",
-        Some(("memory_collection", coll.id)),
-    );
+    let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
     assert!(db
         .store
         .delete_record(&m.write, RecordKind::MemoryCollection, None, coll.id, &line)
@@ -949,7 +1020,7 @@ fn settings_upsert_with_versions(db: &Db) {
     );
 
     let at = now();
-    let line = || activity(m.tenant.id, m.write.actor(), "settings.update", None);
+    let line = || activity_w(&m.write, "settings.update", None);
     // A stale version on a never-written row conflicts and leaves nothing behind.
     assert_eq!(
         db.store
@@ -994,12 +1065,7 @@ fn settings_upsert_with_versions(db: &Db) {
     assert_eq!(actions(db, &m).len(), 2);
     // Another tenant's settings are its own.
     assert_eq!(db.store.settings(&other.read).unwrap().version, 0);
-    let line = activity(
-        other.tenant.id,
-        other.write.actor(),
-        "settings.update",
-        None,
-    );
+    let line = activity_w(&other.write, "settings.update", None);
     let first_write = db
         .store
         .update_settings(&other.write, None, &Map::new(), at, &line)
@@ -1014,23 +1080,21 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
     let target = new_id();
     let mut lines = Vec::new();
     for i in 0..3 {
-        let mut line = activity(
-            m.tenant.id,
-            m.write.actor(),
+        let line = gc_domain::workspace::NewActivity::write(
+            &m.write,
+            now(),
             &format!("run{i}"),
-            Some(("skill", target)),
+            Some(gc_domain::workspace::ActivityTarget {
+                kind: "skill".into(),
+                id: target,
+            }),
+            json!({"i": i, "model": "gpt"}),
         );
-        line.detail = json!({"i": i, "model": "gpt"});
         db.store.append_activity(&line).unwrap();
         lines.push(line);
     }
     db.store
-        .append_activity(&activity(
-            other.tenant.id,
-            other.write.actor(),
-            "elsewhere",
-            None,
-        ))
+        .append_activity(&activity_w(&other.write, "elsewhere", None))
         .unwrap();
 
     let page = db
@@ -1038,9 +1102,9 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
         .list_activity(&m.read, &PageRequest::new(Some(2), None).unwrap())
         .unwrap();
     assert_eq!(page.items.len(), 2);
-    assert_eq!(page.items[0].id, lines[2].id);
-    assert_eq!(page.items[0].at, lines[2].at);
-    assert_eq!(page.items[0].actor, lines[2].actor);
+    assert_eq!(page.items[0].id, lines[2].id());
+    assert_eq!(page.items[0].at, lines[2].at());
+    assert_eq!(page.items[0].actor, *lines[2].actor());
     assert_eq!(page.items[0].target.as_ref().unwrap().id, target);
     assert_eq!(page.items[0].detail, json!({"i": 2, "model": "gpt"}));
     let rest = db
@@ -1079,17 +1143,17 @@ fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
 fn api_keys_context_list_and_revoke(db: &Db) {
     let m = member(&db.store, "keys@example.com");
     let eve = member(&db.store, "eve@example.com");
-    let line = activity(m.tenant.id, m.write.actor(), "key.create", None);
+    let line = activity_w(&m.write, "key.create", None);
     let k1 = db
         .store
         .insert_api_key(&m.write, &api_key(&m, "ci", "hash1"), &line)
         .unwrap();
-    let line = activity(m.tenant.id, m.write.actor(), "key.create", None);
+    let line = activity_w(&m.write, "key.create", None);
     let k2 = db
         .store
         .insert_api_key(&m.write, &api_key(&m, "bot", "hash2"), &line)
         .unwrap();
-    let line = activity(eve.tenant.id, eve.write.actor(), "key.create", None);
+    let line = activity_w(&eve.write, "key.create", None);
     let ek = db
         .store
         .insert_api_key(&eve.write, &api_key(&eve, "eve", "hash3"), &line)
@@ -1127,15 +1191,15 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     );
 
     // Eve cannot revoke Ann's key; Ann can, once.
-    let line = activity(eve.tenant.id, eve.write.actor(), "key.revoke", None);
+    let line = activity_w(&eve.write, "key.revoke", None);
     assert!(!db
         .store
         .revoke_api_key(&eve.write, k1.id, now(), &line)
         .unwrap());
-    let line = activity(m.tenant.id, m.write.actor(), "key.revoke", None);
+    let line = activity_w(&m.write, "key.revoke", None);
     let at = now();
     assert!(db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
-    let line = activity(m.tenant.id, m.write.actor(), "key.revoke", None);
+    let line = activity_w(&m.write, "key.revoke", None);
     assert!(!db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
     assert_eq!(
         db.store
@@ -1166,11 +1230,23 @@ fn api_keys_context_list_and_revoke(db: &Db) {
         vec![ek]
     );
 
-    // The key follows its member: unassigning the member shows in the context at once.
-    db.store.assign_tenant(m.user.id, None).unwrap();
+    // Keys end with membership: moving the member out revokes what it made there, with a
+    // line in the old tenant's feed, in the same transaction.
+    db.store
+        .move_member(
+            &some_admin(&db.store),
+            m.user.id,
+            Some(m.tenant.id),
+            None,
+            now(),
+            None,
+        )
+        .unwrap()
+        .unwrap();
     let ctx = db.store.key_context("hash2").unwrap().unwrap();
     assert_eq!(ctx.user.tenant_id, None);
     assert!(ctx.tenant.is_none());
+    assert!(ctx.key.revoked_at.is_some());
 }
 
 fn ai_keys_usable_filter(db: &Db) {
@@ -1192,27 +1268,45 @@ fn ai_keys_usable_filter(db: &Db) {
     };
     let good = db
         .store
-        .insert_ai_key(&key(t.id, Region::Aihk, true, AiKeyStatus::Ready))
+        .insert_ai_key(
+            &some_admin(&db.store),
+            &key(t.id, Region::Aihk, true, AiKeyStatus::Ready),
+        )
         .unwrap();
     let wrong_region = db
         .store
-        .insert_ai_key(&key(t.id, Region::Aica, true, AiKeyStatus::Ready))
+        .insert_ai_key(
+            &some_admin(&db.store),
+            &key(t.id, Region::Aica, true, AiKeyStatus::Ready),
+        )
         .unwrap();
     let no_chat = db
         .store
-        .insert_ai_key(&key(t.id, Region::Aihk, false, AiKeyStatus::Ready))
+        .insert_ai_key(
+            &some_admin(&db.store),
+            &key(t.id, Region::Aihk, false, AiKeyStatus::Ready),
+        )
         .unwrap();
     let not_ready = db
         .store
-        .insert_ai_key(&key(t.id, Region::Aihk, true, AiKeyStatus::NotReady))
+        .insert_ai_key(
+            &some_admin(&db.store),
+            &key(t.id, Region::Aihk, true, AiKeyStatus::NotReady),
+        )
         .unwrap();
     let elsewhere = db
         .store
-        .insert_ai_key(&key(other.id, Region::Aihk, true, AiKeyStatus::Ready))
+        .insert_ai_key(
+            &some_admin(&db.store),
+            &key(other.id, Region::Aihk, true, AiKeyStatus::Ready),
+        )
         .unwrap();
     assert_eq!(
         db.store
-            .insert_ai_key(&key(new_id(), Region::Aihk, true, AiKeyStatus::Ready))
+            .insert_ai_key(
+                &some_admin(&db.store),
+                &key(new_id(), Region::Aihk, true, AiKeyStatus::Ready)
+            )
             .unwrap_err(),
         DomainError::NotFound("tenant")
     );
@@ -1225,8 +1319,20 @@ fn ai_keys_usable_filter(db: &Db) {
         db.store.usable_ai_keys(t.id, Region::Aica).unwrap(),
         vec![wrong_region.clone()]
     );
-    assert_eq!(db.store.list_ai_keys(Some(t.id)).unwrap().len(), 4);
-    assert_eq!(db.store.list_ai_keys(None).unwrap().len(), 5);
+    assert_eq!(
+        db.store
+            .list_ai_keys(&some_admin(&db.store), Some(t.id))
+            .unwrap()
+            .len(),
+        4
+    );
+    assert_eq!(
+        db.store
+            .list_ai_keys(&some_admin(&db.store), None)
+            .unwrap()
+            .len(),
+        5
+    );
     assert_eq!(
         db.store.find_ai_key(t.id, good.id).unwrap(),
         Some(good.clone())
@@ -1234,17 +1340,21 @@ fn ai_keys_usable_filter(db: &Db) {
     assert_eq!(db.store.find_ai_key(other.id, good.id).unwrap(), None);
 
     let checked = now();
-    db.store
-        .set_ai_key_status(not_ready.id, AiKeyStatus::Ready, None, checked)
-        .unwrap();
-    db.store
-        .set_ai_key_status(
-            good.id,
-            AiKeyStatus::NotReady,
-            Some("upstream said 401"),
-            checked,
-        )
-        .unwrap();
+    let admin = some_admin(&db.store);
+    gc_domain::admin::record_diagnosis(
+        &db.store,
+        &admin,
+        &[
+            (not_ready.clone(), AiKeyStatus::Ready, None),
+            (
+                good.clone(),
+                AiKeyStatus::NotReady,
+                Some("upstream said 401".to_owned()),
+            ),
+        ],
+        checked,
+    )
+    .unwrap();
     let usable = db.store.usable_ai_keys(t.id, Region::Aihk).unwrap();
     assert_eq!(
         usable.iter().map(|k| k.id).collect::<Vec<_>>(),
@@ -1261,11 +1371,22 @@ fn ai_keys_usable_filter(db: &Db) {
             .chat_enabled
     );
 
-    assert!(!db.store.delete_ai_key(other.id, good.id).unwrap());
-    assert!(db.store.delete_ai_key(t.id, good.id).unwrap());
-    assert!(!db.store.delete_ai_key(t.id, good.id).unwrap());
+    assert!(!db
+        .store
+        .delete_ai_key(&some_admin(&db.store), other.id, good.id)
+        .unwrap());
+    assert!(db
+        .store
+        .delete_ai_key(&some_admin(&db.store), t.id, good.id)
+        .unwrap());
+    assert!(!db
+        .store
+        .delete_ai_key(&some_admin(&db.store), t.id, good.id)
+        .unwrap());
     assert_eq!(
-        db.store.list_ai_keys(Some(other.id)).unwrap(),
+        db.store
+            .list_ai_keys(&some_admin(&db.store), Some(other.id))
+            .unwrap(),
         vec![elsewhere]
     );
 }
@@ -1288,9 +1409,9 @@ fn concurrent_writers_all_succeed(db: &Db) {
                         Some(coll.id),
                         &format!("{t}-{i}"),
                     );
-                    let line = activity(m.tenant.id, m.write.actor(), "create", None);
+                    let line = activity_w(&m.write, "create", None);
                     store.insert_record(&m.write, &record, &line).unwrap();
-                    let line = activity(m.tenant.id, m.write.actor(), "update", None);
+                    let line = activity_w(&m.write, "update", None);
                     store
                         .update_record(
                             &m.write,

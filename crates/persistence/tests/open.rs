@@ -53,8 +53,7 @@ fn sqlite_memory_works_for_tests() {
     assert_eq!(store.migrate().unwrap().len(), 1);
     assert!(store.migrate().unwrap().is_empty());
     assert!(store
-        .list_tenants(&gc_domain::page::PageRequest::first())
+        .find_tenant(gc_domain::model::new_id())
         .unwrap()
-        .items
-        .is_empty());
+        .is_none());
 }

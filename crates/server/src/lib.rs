@@ -13,16 +13,18 @@ use actix_web::dev::ServerHandle;
 use actix_web::{middleware::from_fn, web, App, HttpServer};
 use anyhow::{bail, Context};
 use chrono::{Duration, Utc};
-use gc_auth::{BcryptHasher, MasterKey, Sealer};
+use gc_auth::{BcryptHasher, Credentials, MasterKey, Sealer};
 use gc_domain::accounts::{create_account, AccountPolicy, PasswordHasher, Signup};
 use gc_domain::model::Role;
 use gc_domain::ports::Store;
+use gc_domain::runs::RunEvent;
 use gc_domain::values::Region;
-use gc_domain::workspace::NewActivity;
+use gc_gateway::Gateways;
 use gc_gateway::{GatewayConfig, RegionGateway};
 use gc_guard::fetch::{FetchConfig, GitHubFetcher};
-use gc_http_api::gateway::{Gateways, RunRecorder};
+use gc_http_api::gateway::RunRecorder;
 use gc_http_api::guard::GuardService;
+use gc_http_api::state::Adapters;
 use gc_http_api::{AppState, HttpSettings};
 use gc_persistence::{DbStore, PoolOptions};
 use tokio::sync::mpsc;
@@ -202,7 +204,8 @@ pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
 /// The state and the run-record writer that goes with it.
 pub struct Prepared {
     pub state: AppState,
-    runs: mpsc::Receiver<NewActivity>,
+    store: Arc<dyn Store>,
+    runs: mpsc::Receiver<RunEvent>,
 }
 
 /// Everything the HTTP layer needs, built from configuration.
@@ -214,7 +217,8 @@ pub fn build_state(config: &Config) -> anyhow::Result<Prepared> {
 pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepared> {
     let hasher = hasher(config)?;
     bootstrap_admin(config, &store, &hasher)?;
-    let gateways = Gateways::new(gateways(config)?, sealer(config)?);
+    let gateways = Gateways::new(gateways(config)?);
+    let sealer = sealer(config)?;
     let (recorder, runs) = RunRecorder::channel(RUN_QUEUE);
     let policy = AccountPolicy {
         session_idle: Duration::hours(config.session_idle_hours.max(1)),
@@ -235,16 +239,16 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
     std::thread::spawn(move || {
         warm.dummy_hash();
     });
-    let state = AppState::new(
-        Arc::new(store),
+    let store: Arc<dyn Store> = Arc::new(store);
+    let adapters = Adapters {
+        store: Arc::clone(&store),
         hasher,
-        policy,
-        http,
-        Arc::new(gateways),
-        recorder,
-        Arc::new(guard(config)?),
-    );
-    Ok(Prepared { state, runs })
+        credentials: Arc::new(Credentials),
+        sealer: Arc::new(sealer),
+        gateways: Arc::new(gateways),
+    };
+    let state = AppState::new(adapters, policy, http, recorder, Arc::new(guard(config)?));
+    Ok(Prepared { state, store, runs })
 }
 
 /// How many run records may wait for the writer.
@@ -254,7 +258,7 @@ const RUN_QUEUE: usize = 4096;
 /// sender is gone, so the queue is flushed when the server stops. After the first record of a
 /// batch it waits up to [`RUN_BATCH_WINDOW`] for more, so a busy gateway costs a few commits a
 /// second rather than one per run.
-async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<NewActivity>) {
+async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
     while let Some(first) = runs.recv().await {
         let mut batch = vec![first];
         let window = tokio::time::sleep(RUN_BATCH_WINDOW);
@@ -270,7 +274,18 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<NewActivity>
         }
         let store = Arc::clone(&store);
         let count = batch.len();
-        let written = web::block(move || store.append_activities(&batch)).await;
+        let written = web::block(move || {
+            let mut lines = Vec::with_capacity(batch.len());
+            for event in batch {
+                match event {
+                    RunEvent::Activity(line) => lines.push(line),
+                    // A proven-bad key is marked at once, before the batch's records.
+                    RunEvent::KeyVerdict(v) => store.set_ai_key_status(&v)?,
+                }
+            }
+            store.append_activities(&lines)
+        })
+        .await;
         match written {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %e, count, "could not write run records"),
@@ -316,8 +331,8 @@ impl Running {
 /// stop it gracefully: in-flight requests finish.
 /// Must be called from within an actix (tokio) runtime.
 pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyhow::Result<Running> {
-    let Prepared { state, runs } = prepared;
-    let writer = actix_web::rt::spawn(write_runs(Arc::clone(&state.store), runs));
+    let Prepared { state, store, runs } = prepared;
+    let writer = actix_web::rt::spawn(write_runs(store, runs));
     let data = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         let data = data.clone();

@@ -1,9 +1,9 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::gateway::{ai_key_binding, AiKeyStatus, TenantAiKey};
-use gc_domain::model::new_id;
-use gc_domain::values::{text, Region};
-use gc_domain::DomainError;
+use gc_domain::admin;
+use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+use gc_domain::secret::SecretString;
+use gc_domain::values::Region;
 use gc_gateway::{KeyStatus, ProbeResult, RegionGateway, Secret};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -70,7 +70,7 @@ pub struct CreateAiKeyBody {
 pub async fn check_key(
     gateway: Option<&RegionGateway>,
     region: Region,
-    secret: &Secret,
+    secret: &SecretString,
 ) -> (AiKeyStatus, Option<String>, ProbeResult) {
     let Some(gateway) = gateway else {
         let probe = ProbeResult {
@@ -82,7 +82,7 @@ pub async fn check_key(
         };
         return (AiKeyStatus::NotReady, probe.reason.clone(), probe);
     };
-    let probe = gateway.probe(secret).await;
+    let probe = gateway.probe(&Secret::new(secret.expose())).await;
     let status = match probe.outcome {
         KeyStatus::Ready => AiKeyStatus::Ready,
         KeyStatus::NotReady => AiKeyStatus::NotReady,
@@ -111,49 +111,31 @@ pub async fn create_ai_key(
     tenant_id: web::Path<Uuid>,
     body: Body<CreateAiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let tenant_id = tenant_id.into_inner();
     let body = body.into_inner()?;
-    let region = Region::parse("region", &body.region)?;
-    let secret = body.secret.trim().to_owned();
-    if secret.is_empty()
-        || secret.len() > 1024
-        || secret.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(DomainError::invalid("secret", "must be 1 to 1024 visible characters").into());
-    }
-    let label = text("label", body.label.as_deref().unwrap_or(""), 0, 100)?;
-    state
-        .db(move |store| {
-            store
-                .find_tenant(tenant_id)?
-                .ok_or(DomainError::NotFound("tenant"))
+    let sealer = state.sealer.clone();
+    let plan = state
+        .db(move |ports| {
+            admin::plan_ai_key(
+                ports,
+                sealer.as_ref(),
+                &p,
+                tenant_id,
+                &body.region,
+                &body.secret,
+                body.label.as_deref(),
+                body.chat_enabled.unwrap_or(true),
+                Utc::now(),
+            )
         })
         .await?;
-    let id = new_id();
-    let sealed = state
-        .gateways
-        .sealer()
-        .seal(&secret, &ai_key_binding(tenant_id, id))
-        .map_err(|e| DomainError::Internal(format!("sealing failed: {e}")))?;
-    let hint = gc_auth::api_key::secret_hint(&secret);
-    let secret = Secret::new(secret);
-    let (status, reason, _) = check_key(state.gateways.region(region), region, &secret).await;
-    let now = Utc::now();
-    let key = TenantAiKey {
-        id,
-        tenant_id,
-        region,
-        label,
-        hint,
-        sealed_secret: sealed,
-        chat_enabled: body.chat_enabled.unwrap_or(true),
-        status,
-        status_reason: reason,
-        checked_at: Some(now),
-        created_at: now,
-    };
-    let key = state.db(move |store| store.insert_ai_key(&key)).await?;
+    let region = plan.region();
+    let (status, reason, _) =
+        check_key(state.gateways().region(region), region, plan.secret()).await;
+    let key = state
+        .db(move |ports| admin::store_ai_key(ports, plan, status, reason))
+        .await?;
     Ok(HttpResponse::Created().json(AiKeyView::from(key)))
 }
 
@@ -166,15 +148,10 @@ pub async fn list_ai_keys(
     Auth(p): Auth,
     tenant_id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let tenant_id = tenant_id.into_inner();
     let keys = state
-        .db(move |store| {
-            store
-                .find_tenant(tenant_id)?
-                .ok_or(DomainError::NotFound("tenant"))?;
-            store.list_ai_keys(Some(tenant_id))
-        })
+        .db(move |ports| admin::list_ai_keys(ports, &p, tenant_id))
         .await?;
     Ok(HttpResponse::Ok().json(AiKeyList {
         data: keys.into_iter().map(AiKeyView::from).collect(),
@@ -190,13 +167,10 @@ pub async fn delete_ai_key(
     Auth(p): Auth,
     path: web::Path<(Uuid, Uuid)>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let (tenant_id, key_id) = path.into_inner();
-    let deleted = state
-        .db(move |store| store.delete_ai_key(tenant_id, key_id))
+    state
+        .db(move |ports| admin::delete_ai_key(ports, &p, tenant_id, key_id))
         .await?;
-    if !deleted {
-        return Err(DomainError::NotFound("AI key").into());
-    }
     Ok(HttpResponse::NoContent().finish())
 }

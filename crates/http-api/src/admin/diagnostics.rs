@@ -1,8 +1,8 @@
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
-use gc_domain::gateway::{ai_key_binding, AiKeyStatus};
+use gc_domain::admin;
+use gc_domain::gateway::AiKeyStatus;
 use gc_domain::values::Region;
-use gc_gateway::Secret;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -57,7 +57,7 @@ pub async fn diagnostics(
     Auth(p): Auth,
     body: Body<DiagnosticsBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let empty = req
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
@@ -85,7 +85,7 @@ pub async fn diagnostics(
 
     let mut gateways = Vec::new();
     for region in &regions {
-        let diagnosis = match state.gateways.region(*region) {
+        let diagnosis = match state.gateways().region(*region) {
             None => GatewayDiagnosis {
                 region: region.as_str(),
                 configured: false,
@@ -110,40 +110,39 @@ pub async fn diagnostics(
     }
 
     let tenant = body.tenant_id;
-    let keys = state.db(move |store| store.list_ai_keys(tenant)).await?;
-    let mut out = Vec::new();
-    for key in keys.into_iter().filter(|k| regions.contains(&k.region)) {
-        let opened = state
-            .gateways
-            .sealer()
-            .open(&key.sealed_secret, &ai_key_binding(key.tenant_id, key.id));
-        let (status, reason) = match opened {
-            Ok(secret) => {
-                let (s, r, _) = check_key(
-                    state.gateways.region(key.region),
-                    key.region,
-                    &Secret::new(secret),
-                )
-                .await;
+    let sealer = state.sealer.clone();
+    let wanted = regions.clone();
+    let (scope, keys) = state
+        .db(move |ports| admin::keys_to_diagnose(ports, sealer.as_ref(), &p, tenant, &wanted))
+        .await?;
+    let mut results = Vec::with_capacity(keys.len());
+    for admin::KeyToCheck { key, secret } in keys {
+        let (status, reason) = match secret {
+            Some(secret) => {
+                let (s, r, _) =
+                    check_key(state.gateways().region(key.region), key.region, &secret).await;
                 (s, r)
             }
-            Err(_) => (
+            None => (
                 AiKeyStatus::NotReady,
                 Some("the key cannot be decrypted with the current master key".to_owned()),
             ),
         };
-        let (id, reason_db) = (key.id, reason.clone());
-        state
-            .db(move |store| store.set_ai_key_status(id, status, reason_db.as_deref(), Utc::now()))
-            .await?;
-        out.push(KeyDiagnosis {
+        results.push((key, status, reason));
+    }
+    let out = results
+        .iter()
+        .map(|(key, status, reason)| KeyDiagnosis {
             id: key.id,
             tenant_id: key.tenant_id,
             region: key.region.as_str(),
             status: status.as_str(),
-            status_reason: reason,
-        });
-    }
+            status_reason: reason.clone(),
+        })
+        .collect();
+    state
+        .db(move |ports| admin::record_diagnosis(ports, &scope, &results, Utc::now()))
+        .await?;
     Ok(HttpResponse::Ok().json(Diagnostics {
         gateways,
         keys: out,

@@ -21,22 +21,19 @@ pub async fn list_tenants(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let page = query.into_inner()?.page()?;
-    let body = state
-        .db(move |store| {
-            let page = store.list_tenants(&page)?;
-            let mut views = Vec::with_capacity(page.items.len());
-            for t in &page.items {
-                views.push(TenantView::new(t, admin::ai_access(store, t)?));
-            }
-            Ok(ListBody {
-                data: views,
-                next_cursor: page.next.map(crate::cursor::encode),
-            })
-        })
+    let page = state
+        .db(move |ports| admin::list_tenants(ports, &p, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(ListBody {
+        data: page
+            .items
+            .iter()
+            .map(|(t, access)| TenantView::new(t, *access))
+            .collect(),
+        next_cursor: page.next.map(crate::cursor::encode),
+    }))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -58,23 +55,22 @@ pub async fn create_tenant(
     Auth(p): Auth,
     body: Body<CreateTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let body = body.into_inner()?;
     let region = Region::parse("region", &body.region)?;
-    let view = state
-        .db(move |store| {
-            let t = admin::create_tenant(
-                store,
+    let (t, access) = state
+        .db(move |ports| {
+            admin::create_tenant(
+                ports,
                 &p,
                 &body.name,
                 region,
                 body.ai_enabled.unwrap_or(false),
                 Utc::now(),
-            )?;
-            Ok(TenantView::new(&t, admin::ai_access(store, &t)?))
+            )
         })
         .await?;
-    Ok(HttpResponse::Created().json(view))
+    Ok(HttpResponse::Created().json(TenantView::new(&t, access)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -100,7 +96,7 @@ pub async fn patch_tenant(
     id: web::Path<Uuid>,
     body: Body<PatchTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let body = body.into_inner()?;
     let patch = TenantPatch {
         name: body.name.as_deref().map(tenant_name).transpose()?,
@@ -117,11 +113,8 @@ pub async fn patch_tenant(
         ai_enabled: body.ai_enabled,
     };
     let id = id.into_inner();
-    let view = state
-        .db(move |store| {
-            let t = admin::update_tenant(store, &p, id, &patch)?;
-            Ok(TenantView::new(&t, admin::ai_access(store, &t)?))
-        })
+    let (t, access) = state
+        .db(move |ports| admin::update_tenant(ports, &p, id, &patch))
         .await?;
-    Ok(HttpResponse::Ok().json(view))
+    Ok(HttpResponse::Ok().json(TenantView::new(&t, access)))
 }

@@ -1,6 +1,6 @@
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts::{create_account, Signup};
+use gc_domain::accounts::Signup;
 use gc_domain::admin::{self, person_name};
 use gc_domain::model::{Role, Status, UserPatch};
 use gc_domain::page::PageRequest;
@@ -33,7 +33,7 @@ pub async fn list_users(
     Auth(p): Auth,
     query: Query<UserListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let query = query.into_inner()?;
     let page: PageRequest = ListQuery {
         limit: query.limit,
@@ -42,7 +42,7 @@ pub async fn list_users(
     .page()?;
     let tenant = query.tenant_id;
     let page = state
-        .db(move |store| store.list_users(tenant, &page))
+        .db(move |ports| admin::list_users(ports, &p, tenant, &page))
         .await?;
     Ok(HttpResponse::Ok().json(ListBody::from_page(page, UserView::from)))
 }
@@ -68,7 +68,7 @@ pub async fn create_user(
     Auth(p): Auth,
     body: Body<CreateUserBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let body = body.into_inner()?;
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
     let role = body
@@ -79,8 +79,8 @@ pub async fn create_user(
         .unwrap_or(Role::Member);
     let tenant_id = body.tenant_id;
     let user = state
-        .with_hasher(move |store, hasher| {
-            create_account(store, hasher, &signup, role, tenant_id, Utc::now())
+        .with_hasher(move |ports, hasher| {
+            admin::create_user(ports, hasher, &p, &signup, role, tenant_id, Utc::now())
         })
         .await?;
     Ok(HttpResponse::Created().json(UserView::from(user)))
@@ -106,7 +106,7 @@ pub async fn patch_user(
     id: web::Path<Uuid>,
     body: Body<PatchUserBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let body = body.into_inner()?;
     let patch = UserPatch {
         name: body.name.as_deref().map(person_name).transpose()?,
@@ -123,7 +123,7 @@ pub async fn patch_user(
     };
     let id = id.into_inner();
     let user = state
-        .db(move |store| admin::update_user(store, &p, id, &patch))
+        .db(move |ports| admin::update_user(ports, &p, id, &patch))
         .await?;
     Ok(HttpResponse::Ok().json(UserView::from(user)))
 }
@@ -148,13 +148,13 @@ pub async fn assign_tenant(
     id: web::Path<Uuid>,
     body: Body<AssignTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_admin()?;
+    p.admin_scope()?;
     let tenant_id = body.into_inner()?.tenant_id.ok_or_else(|| {
         gc_domain::DomainError::invalid("tenant_id", "is required (null unassigns the user)")
     })?;
     let id = id.into_inner();
     let user = state
-        .db(move |store| admin::assign_tenant(store, &p, id, tenant_id))
+        .db(move |ports| admin::assign_tenant(ports, &p, id, tenant_id, Utc::now()))
         .await?;
     Ok(HttpResponse::Ok().json(UserView::from(user)))
 }

@@ -18,7 +18,8 @@ pub struct ChangePasswordBody {
 /// Changes the password; every other session of the account is revoked.
 #[utoipa::path(post, path = "/api/v1/auth/change-password", tag = "auth", request_body = ChangePasswordBody,
     responses((status = 204, description = "Changed"), (status = 401, description = "unauthenticated"),
-        (status = 422, description = "validation_failed (wrong current password or bad new one)")))]
+        (status = 422, description = "validation_failed (wrong current password or bad new one)"),
+        (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in")))]
 pub async fn change_password(
     state: web::Data<AppState>,
     Auth(p): Auth,
@@ -26,9 +27,18 @@ pub async fn change_password(
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
     let body = body.into_inner()?;
+    let policy = state.policy;
     state
-        .with_hasher(move |store, hasher| {
-            accounts::change_password(store, hasher, &p, &body.current_password, body.new_password)
+        .with_hasher(move |ports, hasher| {
+            accounts::change_password(
+                ports,
+                hasher,
+                &policy,
+                &p,
+                &body.current_password,
+                body.new_password,
+                chrono::Utc::now(),
+            )
         })
         .await?;
     Ok(HttpResponse::NoContent().finish())

@@ -1,7 +1,4 @@
 use actix_web::{web, HttpResponse};
-use gc_domain::admin::person_name;
-use gc_domain::model::UserPatch;
-use gc_domain::DomainError;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -35,22 +32,10 @@ pub async fn patch_me(
     body: Body<PatchMeBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
-    let patch = UserPatch {
-        name: body
-            .into_inner()?
-            .name
-            .as_deref()
-            .map(person_name)
-            .transpose()?,
-        ..UserPatch::default()
-    };
-    let id = p.user.id;
+    let name = body.into_inner()?.name;
+    let caller = p.clone();
     let user = state
-        .db(move |store| {
-            store
-                .update_user(id, &patch)?
-                .ok_or(DomainError::Unauthenticated)
-        })
+        .db(move |ports| gc_domain::accounts::rename(ports, &caller, name.as_deref()))
         .await?;
-    Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant.as_ref(), p.shadow())))
+    Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant(), p.shadow())))
 }

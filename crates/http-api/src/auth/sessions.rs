@@ -1,5 +1,5 @@
 use actix_web::{web, HttpResponse};
-use gc_domain::DomainError;
+use gc_domain::accounts;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
@@ -17,8 +17,9 @@ pub async fn list_sessions(
     Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
     let current = p.require_session()?;
-    let user_id = p.user.id;
-    let sessions = state.db(move |store| store.list_sessions(user_id)).await?;
+    let sessions = state
+        .db(move |ports| accounts::list_sessions(ports, &p))
+        .await?;
     Ok(HttpResponse::Ok().json(SessionList {
         data: sessions
             .into_iter()
@@ -42,22 +43,10 @@ pub async fn delete_sessions(
     Auth(p): Auth,
     query: Query<DeleteSessionsQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let current = p.require_session()?;
-    let user_id = p.user.id;
-    match query.into_inner()?.id {
-        Some(id) => {
-            let deleted = state
-                .db(move |store| store.delete_session(user_id, id))
-                .await?;
-            if !deleted {
-                return Err(DomainError::NotFound("session").into());
-            }
-        }
-        None => {
-            state
-                .db(move |store| store.delete_other_sessions(user_id, current))
-                .await?;
-        }
-    }
+    p.require_session()?;
+    let only = query.into_inner()?.id;
+    state
+        .db(move |ports| accounts::revoke_sessions(ports, &p, only))
+        .await?;
     Ok(HttpResponse::NoContent().finish())
 }

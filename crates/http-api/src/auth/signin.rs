@@ -1,7 +1,6 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_auth::SessionToken;
-use gc_domain::accounts::{open_session, verify_signin, ClientMeta};
+use gc_domain::accounts::{self, ClientMeta};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -28,8 +27,7 @@ pub async fn signin(
     body: web::Json<SigninBody>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    let token = SessionToken::generate();
-    let token_hash = token.hash();
+    let (token, token_hash) = state.credentials.new_session_token();
     let meta = ClientMeta {
         user_agent: user_agent(&req),
         ip: client_ip(&req, &state)
@@ -38,15 +36,17 @@ pub async fn signin(
     };
     let policy = state.policy;
     let (user, tenant) = state
-        .with_hasher(move |store, hasher| {
-            let now = Utc::now();
-            let user = verify_signin(store, hasher, &policy, &body.email, &body.password, now)?;
-            open_session(store, &policy, &user, token_hash, &meta, now)?;
-            let tenant = match user.tenant_id {
-                Some(id) => store.find_tenant(id)?,
-                None => None,
-            };
-            Ok((user, tenant))
+        .with_hasher(move |ports, hasher| {
+            accounts::sign_in(
+                ports,
+                hasher,
+                &policy,
+                &body.email,
+                &body.password,
+                token_hash,
+                &meta,
+                Utc::now(),
+            )
         })
         .await?;
     Ok(HttpResponse::Ok()

@@ -9,10 +9,9 @@ use crate::state::AppState;
     responses((status = 204, description = "Signed out"), (status = 401, description = "unauthenticated"),
         (status = 403, description = "session_required or origin_mismatch")))]
 pub async fn signout(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
-    let session_id = p.require_session()?;
-    let user_id = p.user.id;
+    p.require_session()?;
     state
-        .db(move |store| store.delete_session(user_id, session_id))
+        .db(move |ports| gc_domain::accounts::sign_out(ports, &p))
         .await?;
     Ok(HttpResponse::NoContent()
         .cookie(expired_session_cookie(&state))

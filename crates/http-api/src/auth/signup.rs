@@ -1,8 +1,6 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_auth::SessionToken;
-use gc_domain::accounts::{create_account, open_session, ClientMeta, Signup};
-use gc_domain::model::Role;
+use gc_domain::accounts::{self, ClientMeta, Signup};
 use gc_domain::DomainError;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -31,13 +29,13 @@ pub async fn signup(
     req: HttpRequest,
     body: web::Json<SignupBody>,
 ) -> Result<HttpResponse, ApiError> {
-    if !state.http.signup_open {
+    let open = state.http.signup_open;
+    if !open {
         return Err(DomainError::SignupDisabled.into());
     }
     let body = body.into_inner();
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
-    let token = SessionToken::generate();
-    let token_hash = token.hash();
+    let (token, token_hash) = state.credentials.new_session_token();
     let meta = ClientMeta {
         user_agent: user_agent(&req),
         ip: client_ip(&req, &state)
@@ -46,11 +44,17 @@ pub async fn signup(
     };
     let policy = state.policy;
     let user = state
-        .with_hasher(move |store, hasher| {
-            let now = Utc::now();
-            let user = create_account(store, hasher, &signup, Role::Member, None, now)?;
-            open_session(store, &policy, &user, token_hash, &meta, now)?;
-            Ok(user)
+        .with_hasher(move |ports, hasher| {
+            accounts::sign_up(
+                ports,
+                hasher,
+                &policy,
+                open,
+                &signup,
+                token_hash,
+                &meta,
+                Utc::now(),
+            )
         })
         .await?;
     Ok(HttpResponse::Created()

@@ -1,69 +1,41 @@
 //! The AI gateway routes: `POST /run` and, when enabled, `POST /chat/completions`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpMessage};
-use gc_auth::Sealer;
-use gc_domain::values::Region;
+use gc_domain::runs::{RunEvent, RunSink};
 use gc_domain::workspace::NewActivity;
-use gc_gateway::RegionGateway;
 use tokio::sync::mpsc;
 
 use crate::middleware::OpenAiErrors;
 
 pub mod run;
 
-/// The configured region gateways and the master-key sealer for upstream keys.
-pub struct Gateways {
-    regions: HashMap<Region, RegionGateway>,
-    sealer: Sealer,
-    next: AtomicUsize,
-}
-
-impl Gateways {
-    pub fn new(regions: HashMap<Region, RegionGateway>, sealer: Sealer) -> Self {
-        Self {
-            regions,
-            sealer,
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// The gateway of a region, if its URL is configured.
-    pub fn region(&self, region: Region) -> Option<&RegionGateway> {
-        self.regions.get(&region)
-    }
-
-    pub fn sealer(&self) -> &Sealer {
-        &self.sealer
-    }
-
-    /// A rotating start index, to spread runs over a region's keys.
-    pub fn next_start(&self) -> usize {
-        self.next.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
 /// Hands run records to a background writer through a bounded queue, off the request path.
 /// A full queue drops the record with a warning rather than slowing runs down.
+/// Key verdicts travel the same queue: when it is full a verdict is dropped too, and the key is
+/// judged again at its next 401.
 #[derive(Clone)]
 pub struct RunRecorder {
-    tx: mpsc::Sender<NewActivity>,
+    tx: mpsc::Sender<RunEvent>,
 }
 
 impl RunRecorder {
     /// A recorder and the receiving end for the writer task (see `gc-server`).
-    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<NewActivity>) {
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<RunEvent>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         (Self { tx }, rx)
     }
 
     pub fn record(&self, activity: NewActivity) {
-        if let Err(e) = self.tx.try_send(activity) {
+        self.send(RunEvent::Activity(activity));
+    }
+}
+
+impl RunSink for RunRecorder {
+    fn send(&self, event: RunEvent) {
+        if let Err(e) = self.tx.try_send(event) {
             tracing::warn!(reason = %e, "run record dropped: the activity queue is full or closed");
         }
     }

@@ -1,7 +1,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::model::new_id;
 use gc_domain::workspace::{KeyScope, NewActivity};
 use gc_domain::DomainError;
 use gc_guard::fetch::FetchError;
@@ -122,7 +121,7 @@ pub async fn scan(
             Ok(scope) if !scope.is_shadow() => Some(scope),
             Ok(_) => None,
             // A platform admin without a tenant scans unrecorded.
-            Err(DomainError::MemberUnassigned) if p.user.is_platform_admin() => None,
+            Err(DomainError::MemberUnassigned) if p.user().is_platform_admin() => None,
             Err(e) => return Err(e.into()),
         },
     };
@@ -161,21 +160,18 @@ pub async fn scan(
                 ("repository", Some(owner.clone()), Some(repo.clone()))
             }
         };
-        state.recorder.record(NewActivity {
-            id: new_id(),
-            tenant_id: scope.tenant_id(),
-            at: Utc::now(),
-            actor: scope.actor().clone(),
-            action: "guard.scan".into(),
-            target: None,
-            detail: json!({
+        state.recorder.record(NewActivity::read(
+            &scope,
+            Utc::now(),
+            "guard.scan",
+            json!({
                 "target": kind,
                 "owner": owner,
                 "repo": repo,
                 "verdict": result.verdict,
                 "findings": result.findings.len(),
             }),
-        });
+        ));
     }
     if sarif_out {
         let report = gc_guard::ScanReport {

@@ -3,7 +3,6 @@
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_auth::ApiKeySecret;
 use gc_domain::model::new_id;
 use gc_domain::values::text;
 use gc_domain::workspace::{ActivityTarget, ApiKey, KeyScope, NewActivity};
@@ -130,15 +129,15 @@ pub async fn create_api_key(
             Some(at)
         }
     };
-    let secret = ApiKeySecret::generate();
+    let (secret, key_hash, hint) = state.credentials.new_api_key();
     let key = ApiKey {
         id: new_id(),
         tenant_id: scope.tenant_id(),
-        user_id: p.user.id,
+        user_id: p.user().id,
         name,
         scopes,
-        hint: secret.hint(),
-        key_hash: secret.hash(),
+        hint,
+        key_hash,
         created_at: now,
         last_used_at: None,
         expires_at,
@@ -146,22 +145,20 @@ pub async fn create_api_key(
     };
     let stored = state
         .db(move |store| {
-            let line = NewActivity {
-                id: new_id(),
-                tenant_id: scope.tenant_id(),
-                at: now,
-                actor: scope.actor().clone(),
-                action: "api_key.create".into(),
-                target: Some(ActivityTarget {
+            let line = NewActivity::write(
+                &scope,
+                now,
+                "api_key.create",
+                Some(ActivityTarget {
                     kind: "api_key".into(),
                     id: key.id,
                 }),
-                detail: json!({
+                json!({
                     "name": key.name,
                     "scopes": key.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                     "expires_at": key.expires_at,
                 }),
-            };
+            );
             store.insert_api_key(&scope, &key, &line)
         })
         .await?;
@@ -187,18 +184,16 @@ pub async fn revoke_api_key(
     let revoked = state
         .db(move |store| {
             let now = Utc::now();
-            let line = NewActivity {
-                id: new_id(),
-                tenant_id: scope.tenant_id(),
-                at: now,
-                actor: scope.actor().clone(),
-                action: "api_key.revoke".into(),
-                target: Some(ActivityTarget {
+            let line = NewActivity::write(
+                &scope,
+                now,
+                "api_key.revoke",
+                Some(ActivityTarget {
                     kind: "api_key".into(),
                     id,
                 }),
-                detail: json!({}),
-            };
+                json!({}),
+            );
             store.revoke_api_key(&scope, id, now, &line)
         })
         .await?;

@@ -80,9 +80,9 @@ pub async fn overview(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpR
     let scope = p.read_scope(KeyScope::WorkspaceRead)?;
     let idle = state.policy.session_idle;
     let member = MemberSummary {
-        id: p.user.id,
-        email: p.user.email.as_str().to_owned(),
-        name: p.user.name.clone(),
+        id: p.user().id,
+        email: p.user().email.as_str().to_owned(),
+        name: p.user().name.clone(),
     };
     let body = state
         .db(move |store| {

@@ -118,18 +118,16 @@ fn activity(scope: &WriteScope, kind: RecordKind, verb: &str, r: &Record) -> New
     if let (Some(parent), Some(obj)) = (r.parent_id, detail.as_object_mut()) {
         obj.insert("collection_id".into(), json!(parent));
     }
-    NewActivity {
-        id: new_id(),
-        tenant_id: scope.tenant_id(),
-        at: Utc::now(),
-        actor: scope.actor().clone(),
-        action: format!("{}.{verb}", kind.as_str()),
-        target: Some(ActivityTarget {
+    NewActivity::write(
+        scope,
+        Utc::now(),
+        &format!("{}.{verb}", kind.as_str()),
+        Some(ActivityTarget {
             kind: kind.as_str().to_owned(),
             id: r.id,
         }),
         detail,
-    }
+    )
 }
 
 fn not_found(kind: RecordKind) -> ApiError {
@@ -182,7 +180,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
         // The member, also when a key acts for them (the feed names the key).
-        created_by: p.user.id,
+        created_by: p.user().id,
     };
     let stored = state
         .db(move |store| {

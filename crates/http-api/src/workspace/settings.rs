@@ -3,7 +3,6 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::model::new_id;
 use gc_domain::records::{settings_with_defaults, validate_settings};
 use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Settings};
 use gc_domain::DomainError;
@@ -103,18 +102,16 @@ pub async fn patch_settings(
                     fields.insert("default_model".into(), json!("auto"));
                 }
                 let changed: Vec<&String> = input.keys().collect();
-                let line = NewActivity {
-                    id: new_id(),
-                    tenant_id: scope.tenant_id(),
-                    at: Utc::now(),
-                    actor: scope.actor().clone(),
-                    action: "settings.update".into(),
-                    target: Some(ActivityTarget {
+                let line = NewActivity::write(
+                    &scope,
+                    Utc::now(),
+                    "settings.update",
+                    Some(ActivityTarget {
                         kind: "settings".into(),
                         id: scope.tenant_id(),
                     }),
-                    detail: json!({ "fields": changed }),
-                };
+                    json!({ "fields": changed }),
+                );
                 match store.update_settings(
                     &scope,
                     Some(expected.unwrap_or(current.version)),

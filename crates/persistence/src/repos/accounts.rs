@@ -4,11 +4,14 @@ use chrono::{DateTime, Duration, Utc};
 use diesel::dsl::{count_star, min};
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use gc_domain::access::AdminScope;
 use gc_domain::model::{
     new_id, NewUser, Role, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
 };
 use gc_domain::page::{Page, PageRequest};
-use gc_domain::ports::{HealthRepo, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
+use gc_domain::ports::{
+    HealthRepo, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
+};
 use gc_domain::values::Email;
 use gc_domain::workspace::NewActivity;
 use gc_domain::{DomainError, DomainResult};
@@ -17,7 +20,7 @@ use uuid::Uuid;
 use super::{affected, count, fetch_limit};
 use crate::error::db_error;
 use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
-use crate::schema::{activity, sessions, signin_failures, tenants, users};
+use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
 use crate::store::{DbConnection, DbStore};
 
 /// Failed sign-ins older than this are pruned when a new failure of the same email is recorded;
@@ -113,7 +116,12 @@ impl UserRepo for DbStore {
         })
     }
 
-    fn list_users(&self, tenant_id: Option<Uuid>, page: &PageRequest) -> DomainResult<Page<User>> {
+    fn list_users(
+        &self,
+        _scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+        page: &PageRequest,
+    ) -> DomainResult<Page<User>> {
         let rows = self.read(|conn| {
             let mut query = users::table
                 .select(UserRow::as_select())
@@ -135,7 +143,12 @@ impl UserRepo for DbStore {
         Ok(page.finish(users, |u| u.id))
     }
 
-    fn update_user(&self, id: Uuid, patch: &UserPatch) -> DomainResult<Option<User>> {
+    fn update_user(
+        &self,
+        _scope: &AdminScope,
+        id: Uuid,
+        patch: &UserPatch,
+    ) -> DomainResult<Option<User>> {
         let id = text(id);
         let changes = UserChanges {
             name: patch.name.as_deref(),
@@ -154,21 +167,72 @@ impl UserRepo for DbStore {
         })
     }
 
-    fn assign_tenant(&self, id: Uuid, tenant_id: Option<Uuid>) -> DomainResult<Option<User>> {
+    fn rename_user(&self, id: Uuid, name: Option<&str>) -> DomainResult<Option<User>> {
         let id = text(id);
-        let tenant_id = opt_text(tenant_id);
-        self.write("assign_tenant", |conn| {
-            if let Some(tenant_id) = &tenant_id {
-                if load_tenant(conn, tenant_id)?.is_none() {
+        self.write("rename_user", |conn| {
+            if let Some(name) = name {
+                diesel::update(users::table.find(&id))
+                    .set(users::name.eq(name))
+                    .execute(conn)
+                    .map_err(|e| db_error("rename_user", e))?;
+            }
+            load_user(conn, &id)
+        })
+    }
+
+    fn move_member(
+        &self,
+        _scope: &AdminScope,
+        id: Uuid,
+        from: Option<Uuid>,
+        to: Option<Uuid>,
+        at: DateTime<Utc>,
+        left: Option<&NewActivity>,
+    ) -> DomainResult<Option<User>> {
+        let id = text(id);
+        let from = opt_text(from);
+        let to = opt_text(to);
+        self.write("move_member", |conn| {
+            if let Some(to) = &to {
+                if load_tenant(conn, to)?.is_none() {
                     return Err(DomainError::NotFound("tenant"));
                 }
             }
-            let n = diesel::update(users::table.find(&id))
-                .set(users::tenant_id.eq(&tenant_id))
-                .execute(conn)
-                .map_err(|e| db_error("assign_tenant", e))?;
+            // Compare and set: only if the member is still where the caller saw it.
+            let target = users::table.find(&id);
+            let n = match &from {
+                Some(from) => diesel::update(target.filter(users::tenant_id.eq(from)))
+                    .set(users::tenant_id.eq(&to))
+                    .execute(conn),
+                None => diesel::update(target.filter(users::tenant_id.is_null()))
+                    .set(users::tenant_id.eq(&to))
+                    .execute(conn),
+            }
+            .map_err(|e| db_error("move_member", e))?;
             if n == 0 {
                 return Ok(None);
+            }
+            if let Some(from) = &from {
+                diesel::update(
+                    api_keys::table
+                        .filter(api_keys::user_id.eq(&id))
+                        .filter(api_keys::tenant_id.eq(from))
+                        .filter(api_keys::revoked_at.is_null()),
+                )
+                .set(api_keys::revoked_at.eq(Some(ms(at))))
+                .execute(conn)
+                .map_err(|e| db_error("move_member", e))?;
+                if let Some(line) = left {
+                    if line.tenant_id().to_string() != *from {
+                        return Err(DomainError::Internal(
+                            "membership line for another tenant".into(),
+                        ));
+                    }
+                    diesel::insert_into(activity::table)
+                        .values(ActivityRow::from_domain(line, line.tenant_id()))
+                        .execute(conn)
+                        .map_err(|e| db_error("move_member", e))?;
+                }
             }
             load_user(conn, &id)
         })
@@ -213,7 +277,7 @@ impl UserRepo for DbStore {
 }
 
 impl TenantRepo for DbStore {
-    fn insert_tenant(&self, tenant: &Tenant) -> DomainResult<Tenant> {
+    fn insert_tenant(&self, _scope: &AdminScope, tenant: &Tenant) -> DomainResult<Tenant> {
         let row = TenantRow::from_domain(tenant);
         self.read(|conn| {
             diesel::insert_into(tenants::table)
@@ -228,7 +292,7 @@ impl TenantRepo for DbStore {
         self.read(|conn| load_tenant(conn, &text(id)))
     }
 
-    fn list_tenants(&self, page: &PageRequest) -> DomainResult<Page<Tenant>> {
+    fn list_tenants(&self, _scope: &AdminScope, page: &PageRequest) -> DomainResult<Page<Tenant>> {
         let rows = self.read(|conn| {
             let mut query = tenants::table
                 .select(TenantRow::as_select())
@@ -247,7 +311,12 @@ impl TenantRepo for DbStore {
         Ok(page.finish(tenants, |t| t.id))
     }
 
-    fn update_tenant(&self, id: Uuid, patch: &TenantPatch) -> DomainResult<Option<Tenant>> {
+    fn update_tenant(
+        &self,
+        _scope: &AdminScope,
+        id: Uuid,
+        patch: &TenantPatch,
+    ) -> DomainResult<Option<Tenant>> {
         let id = text(id);
         let changes = TenantChanges {
             name: patch.name.as_deref(),
@@ -417,7 +486,7 @@ impl SessionRepo for DbStore {
             Some((tenant_id, since)) => (Some(text(tenant_id)), Some(ms(since))),
             None => (None, None),
         };
-        let line = ActivityRow::from_domain(activity, activity.tenant_id);
+        let line = ActivityRow::from_domain(activity, activity.tenant_id());
         self.write("set_shadow", |conn| {
             if let Some(tenant_id) = &shadow_tenant_id {
                 if load_tenant(conn, tenant_id)?.is_none() {
@@ -449,46 +518,41 @@ fn throttle_key(email: &str) -> String {
 }
 
 impl SigninThrottleRepo for DbStore {
-    fn count_failures_since(&self, email: &str, since: DateTime<Utc>) -> DomainResult<u64> {
-        let email = throttle_key(email);
-        self.read(|conn| {
-            signin_failures::table
-                .filter(signin_failures::email.eq(&email))
-                .filter(signin_failures::at.ge(ms(since)))
-                .select(count_star())
-                .first::<i64>(conn)
-                .map(count)
-                .map_err(|e| db_error("count_failures_since", e))
-        })
-    }
-
-    fn oldest_failure_since(
+    fn reserve_attempt(
         &self,
-        email: &str,
+        key: &str,
         since: DateTime<Utc>,
-    ) -> DomainResult<Option<DateTime<Utc>>> {
-        let email = throttle_key(email);
-        let oldest = self.read(|conn| {
-            signin_failures::table
-                .filter(signin_failures::email.eq(&email))
-                .filter(signin_failures::at.ge(ms(since)))
-                .select(min(signin_failures::at))
-                .first::<Option<i64>>(conn)
-                .map_err(|e| db_error("oldest_failure_since", e))
-        })?;
-        oldest.map(time).transpose()
-    }
-
-    fn record_failure(&self, email: &str, at: DateTime<Utc>) -> DomainResult<()> {
-        let email = throttle_key(email);
-        self.write("record_failure", |conn| {
+        at: DateTime<Utc>,
+        max: u64,
+    ) -> DomainResult<Reservation> {
+        let email = throttle_key(key);
+        self.write("reserve_attempt", |conn| {
+            // Serialise attempts for one email: SQLite's BEGIN IMMEDIATE already holds the
+            // write lock; PostgreSQL takes a transaction-scoped advisory lock on the email.
+            if let DbConnection::Pg(pg) = conn {
+                diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))")
+                    .bind::<diesel::sql_types::Text, _>(&email)
+                    .execute(pg)
+                    .map_err(|e| db_error("reserve_attempt", e))?;
+            }
             diesel::delete(
                 signin_failures::table
                     .filter(signin_failures::email.eq(&email))
                     .filter(signin_failures::at.lt(ms(at - FAILURE_RETENTION))),
             )
             .execute(conn)
-            .map_err(|e| db_error("record_failure", e))?;
+            .map_err(|e| db_error("reserve_attempt", e))?;
+            let (n, oldest) = signin_failures::table
+                .filter(signin_failures::email.eq(&email))
+                .filter(signin_failures::at.ge(ms(since)))
+                .select((count_star(), min(signin_failures::at)))
+                .first::<(i64, Option<i64>)>(conn)
+                .map_err(|e| db_error("reserve_attempt", e))?;
+            if count(n) >= max {
+                return Ok(Reservation::Locked {
+                    oldest: oldest.map(time).transpose()?.unwrap_or(at),
+                });
+            }
             diesel::insert_into(signin_failures::table)
                 .values((
                     signin_failures::id.eq(text(new_id())),
@@ -496,8 +560,8 @@ impl SigninThrottleRepo for DbStore {
                     signin_failures::at.eq(ms(at)),
                 ))
                 .execute(conn)
-                .map_err(|e| db_error("record_failure", e))?;
-            Ok(())
+                .map_err(|e| db_error("reserve_attempt", e))?;
+            Ok(Reservation::Reserved)
         })
     }
 

@@ -1,8 +1,8 @@
 //! Tenant AI keys (sealed upstream provider keys, locked to a region).
 
-use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use gc_domain::gateway::{AiKeyStatus, NewTenantAiKey, TenantAiKey};
+use gc_domain::access::AdminScope;
+use gc_domain::gateway::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
 use gc_domain::ports::AiKeyRepo;
 use gc_domain::values::Region;
 use gc_domain::{DomainError, DomainResult};
@@ -18,7 +18,11 @@ fn to_domain(rows: Vec<AiKeyRow>) -> DomainResult<Vec<TenantAiKey>> {
 }
 
 impl AiKeyRepo for DbStore {
-    fn insert_ai_key(&self, key: &NewTenantAiKey) -> DomainResult<TenantAiKey> {
+    fn insert_ai_key(
+        &self,
+        _scope: &AdminScope,
+        key: &NewTenantAiKey,
+    ) -> DomainResult<TenantAiKey> {
         let row = AiKeyRow::from_domain(key);
         self.read(|conn| {
             diesel::insert_into(tenant_ai_keys::table)
@@ -35,7 +39,11 @@ impl AiKeyRepo for DbStore {
         row.into_domain()
     }
 
-    fn list_ai_keys(&self, tenant_id: Option<Uuid>) -> DomainResult<Vec<TenantAiKey>> {
+    fn list_ai_keys(
+        &self,
+        _scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+    ) -> DomainResult<Vec<TenantAiKey>> {
         let rows = self.read(|conn| {
             let mut query = tenant_ai_keys::table
                 .select(AiKeyRow::as_select())
@@ -49,21 +57,7 @@ impl AiKeyRepo for DbStore {
         to_domain(rows)
     }
 
-    fn find_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<Option<TenantAiKey>> {
-        self.read(|conn| {
-            tenant_ai_keys::table
-                .filter(tenant_ai_keys::id.eq(text(id)))
-                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
-                .select(AiKeyRow::as_select())
-                .first(conn)
-                .optional()
-                .map_err(|e| db_error("find_ai_key", e))
-        })?
-        .map(AiKeyRow::into_domain)
-        .transpose()
-    }
-
-    fn delete_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<bool> {
+    fn delete_ai_key(&self, _scope: &AdminScope, tenant_id: Uuid, id: Uuid) -> DomainResult<bool> {
         self.read(|conn| {
             diesel::delete(
                 tenant_ai_keys::table
@@ -76,22 +70,20 @@ impl AiKeyRepo for DbStore {
         })
     }
 
-    fn set_ai_key_status(
-        &self,
-        id: Uuid,
-        status: AiKeyStatus,
-        reason: Option<&str>,
-        checked_at: DateTime<Utc>,
-    ) -> DomainResult<()> {
+    fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()> {
         self.read(|conn| {
-            diesel::update(tenant_ai_keys::table.find(text(id)))
-                .set((
-                    tenant_ai_keys::status.eq(status.as_str()),
-                    tenant_ai_keys::status_reason.eq(reason),
-                    tenant_ai_keys::checked_at.eq(Some(ms(checked_at))),
-                ))
-                .execute(conn)
-                .map_err(|e| db_error("set_ai_key_status", e))
+            diesel::update(
+                tenant_ai_keys::table
+                    .find(text(verdict.key_id()))
+                    .filter(tenant_ai_keys::tenant_id.eq(text(verdict.tenant_id()))),
+            )
+            .set((
+                tenant_ai_keys::status.eq(verdict.status().as_str()),
+                tenant_ai_keys::status_reason.eq(verdict.reason()),
+                tenant_ai_keys::checked_at.eq(Some(ms(verdict.at()))),
+            ))
+            .execute(conn)
+            .map_err(|e| db_error("set_ai_key_status", e))
         })?;
         Ok(())
     }
@@ -110,5 +102,22 @@ impl AiKeyRepo for DbStore {
             .map_err(|e| db_error("usable_ai_keys", e))
         })?;
         to_domain(rows)
+    }
+}
+
+impl DbStore {
+    /// One key of a tenant (adapter tests and operators' tools; not a domain port).
+    pub fn find_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<Option<TenantAiKey>> {
+        self.read(|conn| {
+            tenant_ai_keys::table
+                .filter(tenant_ai_keys::id.eq(text(id)))
+                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
+                .select(AiKeyRow::as_select())
+                .first(conn)
+                .optional()
+                .map_err(|e| db_error("find_ai_key", e))
+        })?
+        .map(AiKeyRow::into_domain)
+        .transpose()
     }
 }

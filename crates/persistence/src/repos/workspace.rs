@@ -424,7 +424,7 @@ impl WorkspaceRepo for DbStore {
 
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
         self.write("append_activity", |conn| {
-            append(conn, "append_activity", activity, activity.tenant_id)
+            append(conn, "append_activity", activity, activity.tenant_id())
         })
     }
 
@@ -435,7 +435,7 @@ impl WorkspaceRepo for DbStore {
         self.write("append_activities", |conn| {
             activities
                 .iter()
-                .try_for_each(|a| append(conn, "append_activities", a, a.tenant_id))
+                .try_for_each(|a| append(conn, "append_activities", a, a.tenant_id()))
         })
     }
 }

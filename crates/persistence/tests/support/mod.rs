@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration, Utc};
-use gc_domain::access::{Credential, Principal, TenantScope, WriteScope};
+use gc_domain::access::{AdminScope, Principal, TenantScope, WriteScope};
 use gc_domain::model::{new_id, NewUser, Role, Session, Status, Tenant, User};
 use gc_domain::ports::{SessionRepo, TenantRepo, UserRepo};
 use gc_domain::values::{Email, Region};
@@ -65,14 +65,17 @@ pub fn now() -> DateTime<Utc> {
 
 pub fn tenant(store: &DbStore, name: &str) -> Tenant {
     store
-        .insert_tenant(&Tenant {
-            id: new_id(),
-            name: name.into(),
-            status: Status::Active,
-            region: Region::Aihk,
-            ai_enabled: true,
-            created_at: now(),
-        })
+        .insert_tenant(
+            &some_admin(store),
+            &Tenant {
+                id: new_id(),
+                name: name.into(),
+                status: Status::Active,
+                region: Region::Aihk,
+                ai_enabled: true,
+                created_at: now(),
+            },
+        )
         .unwrap()
 }
 
@@ -112,24 +115,43 @@ pub fn session(store: &DbStore, user: &User, token_hash: &str) -> Session {
     session
 }
 
-fn principal(user: &User, tenant: &Tenant) -> Principal {
-    Principal {
-        user: user.clone(),
-        tenant: Some(tenant.clone()),
-        credential: Credential::Session {
-            session_id: new_id(),
-            shadow: None,
-        },
-    }
+/// The caller `user` is, authenticated the only way the domain allows: through a stored
+/// session.
+pub fn principal(store: &DbStore, user: &User) -> Principal {
+    let hash = format!("test-token-{}", new_id());
+    session(store, user, &hash);
+    gc_domain::accounts::authenticate_session(
+        store,
+        &gc_domain::accounts::AccountPolicy::default(),
+        &hash,
+        now(),
+    )
+    .unwrap()
 }
 
 /// Read and write scopes of an active member of `tenant`.
-pub fn scopes(user: &User, tenant: &Tenant) -> (TenantScope, WriteScope) {
-    let p = principal(user, tenant);
+pub fn scopes(store: &DbStore, user: &User) -> (TenantScope, WriteScope) {
+    let p = principal(store, user);
     (
         p.read_scope(KeyScope::WorkspaceRead).unwrap(),
         p.write_scope(KeyScope::WorkspaceWrite).unwrap(),
     )
+}
+
+/// The administration scope of `admin` (an active platform admin).
+pub fn admin_scope(store: &DbStore, admin: &User) -> AdminScope {
+    principal(store, admin).admin_scope().unwrap()
+}
+
+/// The administration scope of a fresh platform admin.
+pub fn some_admin(store: &DbStore) -> AdminScope {
+    let admin = user_with_role(
+        store,
+        &format!("admin-{}@example.com", new_id().simple()),
+        None,
+        Role::PlatformAdmin,
+    );
+    admin_scope(store, &admin)
 }
 
 /// A member of a fresh tenant, with its scopes.
@@ -143,7 +165,7 @@ pub struct Member {
 pub fn member(store: &DbStore, email: &str) -> Member {
     let tenant = tenant(store, &format!("Tenant of {email}"));
     let user = user(store, email, Some(&tenant));
-    let (read, write) = scopes(&user, &tenant);
+    let (read, write) = scopes(store, &user);
     Member {
         tenant,
         user,
@@ -152,24 +174,38 @@ pub fn member(store: &DbStore, email: &str) -> Member {
     }
 }
 
-pub fn activity(
-    tenant_id: Uuid,
-    actor: &Actor,
-    action: &str,
-    target: Option<(&str, Uuid)>,
-) -> NewActivity {
-    NewActivity {
-        id: new_id(),
-        tenant_id,
-        at: now(),
-        actor: actor.clone(),
-        action: action.into(),
-        target: target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
+/// A write's activity line in the scope's tenant.
+pub fn activity_w(scope: &WriteScope, action: &str, target: Option<(&str, Uuid)>) -> NewActivity {
+    NewActivity::write(
+        scope,
+        now(),
+        action,
+        target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
             kind: kind.into(),
             id,
         }),
-        detail: json!({"test": true}),
-    }
+        json!({"test": true}),
+    )
+}
+
+/// An admin's activity line in a tenant's feed.
+pub fn activity_a(
+    scope: &AdminScope,
+    tenant_id: Uuid,
+    action: &str,
+    target: Option<(&str, Uuid)>,
+) -> NewActivity {
+    NewActivity::admin(
+        scope,
+        tenant_id,
+        now(),
+        action,
+        target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
+            kind: kind.into(),
+            id,
+        }),
+        json!({"test": true}),
+    )
 }
 
 pub fn admin_actor(user: &User) -> Actor {

@@ -1,0 +1,115 @@
+//! The domain's upstream port (`gc_domain::runs::ChatUpstream`), implemented over one
+//! [`RegionGateway`] per configured region.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use bytes::Bytes;
+use gc_domain::runs::{
+    ChatAnswer, ChatUpstream, RunEnd, RunReport as DomainReport, TokenUsage, UpstreamFailure,
+};
+use gc_domain::secret::SecretString;
+use gc_domain::values::Region;
+use serde_json::{Map, Value};
+
+use crate::{ChatOutcome, RegionGateway, RunReport, RunStatus, RunStream, Secret, UpstreamError};
+
+/// The configured region gateways.
+#[derive(Clone, Default)]
+pub struct Gateways {
+    regions: HashMap<Region, RegionGateway>,
+}
+
+impl Gateways {
+    pub fn new(regions: HashMap<Region, RegionGateway>) -> Self {
+        Self { regions }
+    }
+
+    /// The gateway of a region, if its URL is configured.
+    pub fn region(&self, region: Region) -> Option<&RegionGateway> {
+        self.regions.get(&region)
+    }
+}
+
+/// The domain's report of a gateway report.
+pub fn domain_report(r: &RunReport) -> DomainReport {
+    DomainReport {
+        end: match r.status {
+            RunStatus::Ok => RunEnd::Ok,
+            RunStatus::Error => RunEnd::Error,
+            RunStatus::Cancelled => RunEnd::Cancelled,
+        },
+        model: r.model.clone(),
+        latency_ms: r.latency_ms,
+        ttft_ms: r.ttft_ms,
+        usage: r.usage.map(|u| TokenUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
+        }),
+        error_code: r.error_code.clone(),
+    }
+}
+
+/// The domain's reading of an upstream failure: only a 401 proves the key bad.
+pub fn failure(e: &UpstreamError) -> UpstreamFailure {
+    match e {
+        UpstreamError::KeyRejected { .. } => UpstreamFailure::KeyRejected,
+        UpstreamError::Timeout => UpstreamFailure::Timeout,
+        UpstreamError::Status { status, .. } if (400..500).contains(status) => {
+            UpstreamFailure::Refused {
+                status: *status,
+                message: e.to_string(),
+                retry_after_secs: e.retry_after_secs(),
+            }
+        }
+        _ => UpstreamFailure::Failed {
+            message: e.to_string(),
+        },
+    }
+}
+
+impl ChatUpstream for Gateways {
+    type Body = Bytes;
+    type Stream = RunStream;
+
+    fn configured(&self, region: Region) -> bool {
+        self.regions.contains_key(&region)
+    }
+
+    fn chat(
+        &self,
+        region: Region,
+        key: &SecretString,
+        body: Map<String, Value>,
+    ) -> impl Future<Output = Result<ChatAnswer<Bytes, RunStream>, UpstreamFailure>> + Send {
+        let gateway = self.regions.get(&region).cloned();
+        let secret = Secret::new(key.expose());
+        async move {
+            let Some(gateway) = gateway else {
+                return Err(UpstreamFailure::Failed {
+                    message: format!("the {} gateway is not configured", region.as_str()),
+                });
+            };
+            match gateway.chat(&secret, Value::Object(body)).await {
+                Ok(ChatOutcome::Complete(done)) => {
+                    let report = domain_report(&done.report());
+                    Ok(ChatAnswer::Complete {
+                        body: done.body,
+                        report,
+                    })
+                }
+                Ok(ChatOutcome::Stream(s)) => Ok(ChatAnswer::Stream(s)),
+                Err(e) => Err(failure(&e)),
+            }
+        }
+    }
+
+    fn on_finish(
+        &self,
+        stream: RunStream,
+        done: Box<dyn FnOnce(DomainReport) + Send>,
+    ) -> RunStream {
+        stream.with_on_finish(move |report| done(domain_report(&report)))
+    }
+}
