@@ -121,3 +121,110 @@ fn no_unsafe_and_no_todo_in_the_sources() {
         assert!(!text.contains("unimplemented!("), "{}", file.display());
     }
 }
+
+/// The crates a package reaches through normal (non-dev, non-build) dependencies, transitively,
+/// read from `cargo metadata`.
+fn reachable(package: &str) -> std::collections::BTreeSet<String> {
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .unwrap();
+    let host = String::from_utf8_lossy(&rustc.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Only this platform's packages: the others need not be in the local registry cache.
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["--filter-platform", &host])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let name_of = |id: &str| {
+        meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let nodes = meta["resolve"]["nodes"].as_array().unwrap();
+    let start = nodes
+        .iter()
+        .find(|n| name_of(n["id"].as_str().unwrap()) == package)
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![start["id"].as_str().unwrap().to_owned()];
+    while let Some(id) = todo.pop() {
+        let node = nodes.iter().find(|n| n["id"] == id.as_str()).unwrap();
+        for dep in node["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            let dep_id = dep["pkg"].as_str().unwrap().to_owned();
+            if normal && seen.insert(name_of(&dep_id)) {
+                todo.push(dep_id);
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_domain_reaches_no_io_crate_even_transitively() {
+    let deps = reachable("gc-domain");
+    for banned in [
+        "hyper",
+        "tokio",
+        "diesel",
+        "actix-web",
+        "actix-http",
+        "reqwest",
+        "rustls",
+        "r2d2",
+    ] {
+        assert!(
+            !deps.contains(banned),
+            "gc-domain reaches {banned}: {deps:?}"
+        );
+    }
+}
+
+#[test]
+fn the_http_api_reaches_neither_persistence_nor_auth() {
+    let deps = reachable("gc-http-api");
+    assert!(deps.contains("gc-domain"));
+    for banned in ["gc-persistence", "gc-auth", "diesel", "bcrypt", "aes-gcm"] {
+        assert!(!deps.contains(banned), "gc-http-api reaches {banned}");
+    }
+}
+
+/// Administration, account and gateway handlers call domain functions only, never a port.
+#[test]
+fn handlers_outside_the_workspace_call_no_port() {
+    let src = root().join("crates/http-api/src");
+    for dir in ["admin", "auth", "gateway"] {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for needle in ["store.", "ports.", "require_admin"] {
+                assert!(
+                    !text.contains(needle),
+                    "{} contains `{needle}`",
+                    file.display()
+                );
+            }
+        }
+    }
+}
