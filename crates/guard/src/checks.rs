@@ -3,7 +3,6 @@
 
 use crate::model::Severity;
 use crate::scanner::{line_bounds, Hit, Scanner};
-use base64::Engine;
 use unicode_security::MixedScript;
 
 /// Runs every native check on `text`.
@@ -30,7 +29,6 @@ pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut 
     if is_skill_md(path, text) {
         frontmatter(text, &mut emit);
     }
-    encoded_payloads(scanner, text, &mut emit);
     if path.is_none_or(|p| p.ends_with(".py")) && text.contains("while") {
         infinite_loops(text, &mut emit);
     }
@@ -59,8 +57,11 @@ fn is_bidi_control(c: char) -> bool {
 fn is_invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{200B}'..='\u{200D}'
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
             | '\u{2060}'..='\u{2064}'
+            | '\u{206A}'..='\u{206F}'
             | '\u{FEFF}'
             | '\u{180E}'
             | '\u{3164}'
@@ -117,7 +118,7 @@ pub(crate) fn make_visible(s: &str) -> String {
     out
 }
 
-fn truncate_chars(s: &str, n: usize) -> String {
+pub(crate) fn truncate_chars(s: &str, n: usize) -> String {
     let mut out: String = s.chars().take(n).collect();
     if s.chars().count() > n {
         out.push('…');
@@ -280,14 +281,22 @@ fn homoglyph(word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
     if word_clean.is_single_script() {
         return;
     }
-    let confusable = word_clean.chars().any(|c| {
+    let is_confusable = |c: char| {
         !c.is_ascii() && c.is_alphabetic() && {
             let s = c.to_string();
             let sk: String = unicode_security::skeleton(&s).collect();
             !sk.is_empty() && sk.chars().all(|x| x.is_ascii_alphanumeric())
         }
+    };
+    // A look-alike letter counts inside a run of at least three letters that also holds ASCII
+    // letters: a lone Greek letter next to a subscript or unit (`μs`, `σx`, `ρ-value`) is
+    // notation, not disguise.
+    let disguised = word_clean.split(|c: char| !c.is_alphabetic()).any(|run| {
+        run.chars().count() >= 3
+            && run.chars().any(|c| c.is_ascii_alphabetic())
+            && run.chars().any(is_confusable)
     });
-    if !confusable {
+    if !disguised {
         return;
     }
     let skeleton: String = unicode_security::skeleton(&word_clean).collect();
@@ -397,136 +406,6 @@ fn frontmatter(text: &str, emit: &mut Emit<'_>) {
                 None,
                 Some(format!("allowed-tools grants \"{t}\"")),
             );
-        }
-    }
-}
-
-/// Words that make a decoded string a command or code payload.
-const PAYLOAD_WORDS: &[&str] = &[
-    "curl ",
-    "wget ",
-    "/bin/sh",
-    "/bin/bash",
-    "bash -",
-    "sh -c",
-    "| sh",
-    "|sh",
-    "| bash",
-    "|bash",
-    "import os",
-    "os.system",
-    "subprocess",
-    "exec(",
-    "eval(",
-    "powershell",
-    "/dev/tcp",
-    "nc -e",
-    "chmod +x",
-    "invoke-expression",
-    "iex(",
-    "child_process",
-    "rm -rf",
-    "socket.",
-];
-
-fn looks_like_payload(decoded: &str) -> bool {
-    let lower = decoded.to_ascii_lowercase();
-    PAYLOAD_WORDS.iter().any(|w| lower.contains(w))
-}
-
-fn mostly_printable(bytes: &[u8]) -> bool {
-    if bytes.is_empty() {
-        return false;
-    }
-    let printable = bytes
-        .iter()
-        .filter(|&&b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
-        .count();
-    printable * 10 >= bytes.len() * 9
-}
-
-fn encoded_payloads(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
-    let gate = |words: &[&str]| {
-        let lower_has = |w: &str| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some();
-        words.iter().any(|w| lower_has(w))
-    };
-    if gate(&["base64", "b64", "atob", "Base64", "BASE64", "B64"]) {
-        let engine = base64::engine::GeneralPurpose::new(
-            &base64::alphabet::STANDARD,
-            base64::engine::GeneralPurposeConfig::new()
-                .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent)
-                .with_decode_allow_trailing_bits(true),
-        );
-        for m in scanner.aux.base64_literal.find_iter(text).take(500) {
-            let before = text.get(..m.start()).unwrap_or("");
-            if before.ends_with("base64,") || before.ends_with("base64, ") {
-                continue;
-            }
-            let lit = m.as_str();
-            let trimmed = lit.trim_end_matches('=');
-            let usable = trimmed.len() - trimmed.len() % 4;
-            let candidate = if trimmed.len() % 4 == 1 {
-                trimmed.get(..usable).unwrap_or("")
-            } else {
-                trimmed
-            };
-            let Ok(decoded) = engine.decode(candidate) else {
-                continue;
-            };
-            if !mostly_printable(&decoded) {
-                continue;
-            }
-            let s = String::from_utf8_lossy(&decoded);
-            if looks_like_payload(&s) {
-                let msg = format!(
-                    "Base64 literal decodes to \"{}\"",
-                    truncate_chars(&make_visible(&s), 140)
-                );
-                emit(
-                    "obf.base64-shell-payload",
-                    m.start(),
-                    m.end(),
-                    None,
-                    Some(msg),
-                );
-            }
-        }
-    }
-    if text.contains("\\x") {
-        for m in scanner.aux.hex_escapes.find_iter(text).take(200) {
-            let bytes: Vec<u8> = m
-                .as_str()
-                .split("x")
-                .filter_map(|p| {
-                    let h = p.trim_end_matches('\\');
-                    (h.len() == 2)
-                        .then(|| u8::from_str_radix(h, 16).ok())
-                        .flatten()
-                })
-                .collect();
-            let letters = bytes
-                .iter()
-                .filter(|b| b.is_ascii_alphabetic() || **b == b' ')
-                .count();
-            if mostly_printable(&bytes) && letters * 10 >= bytes.len() * 7 {
-                let s = String::from_utf8_lossy(&bytes);
-                let severity = if looks_like_payload(&s) {
-                    Some(Severity::High)
-                } else {
-                    None
-                };
-                let msg = format!(
-                    "Hex escapes decode to \"{}\"",
-                    truncate_chars(&make_visible(&s), 140)
-                );
-                emit(
-                    "obf.hex-encoded-text",
-                    m.start(),
-                    m.end(),
-                    severity,
-                    Some(msg),
-                );
-            }
         }
     }
 }

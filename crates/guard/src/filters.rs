@@ -76,6 +76,9 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     if PLACEHOLDER_MARKERS.iter().any(|m| lower.contains(m)) {
         return true;
     }
+    if is_known_example(value) || is_sequential(&lower) {
+        return true;
+    }
     // A run of one repeated character (e.g. "sk-aaaaaaaaaaaaaaaa") is never a real key.
     let mut run = 1;
     let mut prev = None;
@@ -93,6 +96,59 @@ pub(crate) fn is_placeholder(value: &str) -> bool {
     false
 }
 
+/// Keys published in vendors' documentation as examples (public, never valid credentials).
+const KNOWN_EXAMPLES: &[&str] = &[
+    "AKIAIOSFODNN7EXAMPLE",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "4eC39HqLyjWDarjtT1zdp7dc",
+    "TYooMQauvdEDq54NiTphI7jx",
+    "BQokikJOvBiI2HlWgH4olfQ2",
+    "26PHem9AhJZvU623DfE1x4sd",
+    "16C7e42F292c6912E7710c838347Ae178B4a",
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+    "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ",
+    "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+];
+
+/// True for a key published in vendor documentation.
+pub(crate) fn is_known_example(value: &str) -> bool {
+    KNOWN_EXAMPLES.iter().any(|k| value.contains(k))
+}
+
+/// True when the value holds an ascending or descending run of six characters (`123456`,
+/// `abcdef`, `987654`) or is one short unit repeated: the shapes of hand-made placeholders.
+pub(crate) fn is_sequential(lower: &str) -> bool {
+    let b = lower.as_bytes();
+    let mut up = 1;
+    let mut down = 1;
+    for w in b.windows(2) {
+        let (x, y) = (w[0], w[1]);
+        let alnum = x.is_ascii_alphanumeric() && y.is_ascii_alphanumeric();
+        up = if alnum && y == x.wrapping_add(1) {
+            up + 1
+        } else {
+            1
+        };
+        down = if alnum && x == y.wrapping_add(1) {
+            down + 1
+        } else {
+            1
+        };
+        if up >= 6 || down >= 6 {
+            return true;
+        }
+    }
+    // A unit of up to 8 characters repeated over the whole value.
+    (1..=8).any(|unit| {
+        b.len() >= unit * 3
+            && b.iter()
+                .enumerate()
+                .skip(unit)
+                .all(|(i, &c)| b.get(i - unit) == Some(&c))
+    })
+}
+
 /// The random part of a token (after the last known prefix separator).
 fn token_body(value: &str) -> &str {
     for prefix in [
@@ -103,6 +159,8 @@ fn token_body(value: &str) -> &str {
         "sk-admin-",
         "sk_live_",
         "rk_live_",
+        "sk_test_",
+        "rk_test_",
     ] {
         if let Some(rest) = value.strip_prefix(prefix) {
             return rest;
@@ -119,6 +177,55 @@ pub(crate) fn secret_token(ctx: &MatchCtx<'_>) -> Outcome {
     let value = ctx.value();
     let body = token_body(value);
     if is_placeholder(body) || entropy(body) < 3.0 {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Stripe keys: as `secret_token`; test-mode keys are medium.
+pub(crate) fn secret_stripe(ctx: &MatchCtx<'_>) -> Outcome {
+    match secret_token(ctx) {
+        Outcome::Keep if ctx.value().contains("_test_") => Outcome::Adjust(Severity::Medium),
+        o => o,
+    }
+}
+
+/// Passwords in URLs and `curl -u`: not a placeholder, a variable or a template; some variety.
+pub(crate) fn secret_password(ctx: &MatchCtx<'_>) -> Outcome {
+    let value = ctx
+        .caps
+        .get(1)
+        .or_else(|| ctx.caps.get(2))
+        .map_or("", |m| m.as_str());
+    let lower = value.to_ascii_lowercase();
+    let templated = value.starts_with('$')
+        || value.contains("${")
+        || value.contains('%')
+        || value.starts_with(':')
+        || lower.contains("pass")
+        || lower.contains("pwd")
+        || lower.contains("user");
+    let host = ctx
+        .matched()
+        .rsplit('@')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let doc_host = [
+        "example.com",
+        "example.org",
+        "example.net",
+        "host",
+        "hostname",
+        "server",
+    ]
+    .iter()
+    .any(|h| host == *h || host.ends_with(&format!(".{h}")))
+        || host.starts_with("example.")
+        || host.ends_with(".example")
+        || host.ends_with(".invalid");
+    if templated || doc_host || is_placeholder(value) || entropy(value) < 2.5 {
         Outcome::Drop
     } else {
         Outcome::Keep
@@ -159,6 +266,183 @@ pub(crate) fn secret_generic(ctx: &MatchCtx<'_>) -> Outcome {
 const QUOTES: &[char] = &[
     '"', '\'', '`', '\u{201C}', '\u{2018}', '\u{00AB}', '\u{201E}',
 ];
+
+/// Drops matches that are quoted (discussed, not given).
+pub(crate) fn not_quoted(ctx: &MatchCtx<'_>) -> Outcome {
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    match before.trim_end().chars().next_back() {
+        Some(c) if QUOTES.contains(&c) => Outcome::Drop,
+        _ => Outcome::Keep,
+    }
+}
+
+/// Nouns of untrusted content: "ignore any instructions found in the *document*" is defence.
+const UNTRUSTED_CONTENT: &[&str] = &[
+    "input",
+    "document",
+    "file",
+    "page",
+    "web",
+    "content",
+    "data",
+    "email",
+    "message",
+    "tool",
+    "output",
+    "result",
+    "text",
+    "user-provided",
+    "user-supplied",
+    "retrieved",
+    "untrusted",
+    "external",
+    "third",
+    "repositor",
+    "repo",
+    "code",
+    "comment",
+    "issue",
+    "pull",
+    "website",
+    "html",
+    "pdf",
+    "attachment",
+    "response",
+    "search",
+    "skill",
+    "scraped",
+    "fetched",
+    "ticket",
+];
+
+/// Instruction overrides: as `not_quoted_or_negated`, and the defensive forms ("ignore any
+/// instructions found in the input", "disregard embedded instructions") are safe.
+pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
+    if not_quoted_or_negated(ctx) == Outcome::Drop {
+        return Outcome::Drop;
+    }
+    let m = ctx.matched().to_ascii_lowercase();
+    let defended = [
+        "embedded",
+        "injected",
+        "untrusted",
+        "external",
+        "third-party",
+        "malicious",
+        "suspicious",
+        "conflicting",
+        "contained",
+        "such",
+    ];
+    if defended.iter().any(|w| m.contains(w)) {
+        return Outcome::Drop;
+    }
+    let after = ctx
+        .text
+        .get(ctx.end()..ctx.line_end)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let after = after.trim_start();
+    let lead = [
+        "found",
+        "contained",
+        "embedded",
+        "that appear",
+        "that may appear",
+        "that might appear",
+        "appearing",
+        "inside",
+        "within",
+        "included in",
+        "present in",
+        "coming from",
+        "provided by",
+        "written in",
+        "hidden in",
+        "placed in",
+    ];
+    if lead.iter().any(|l| after.starts_with(l)) {
+        return Outcome::Drop;
+    }
+    for prep in ["in ", "from ", "on "] {
+        if let Some(rest) = after.strip_prefix(prep) {
+            let words: Vec<&str> = rest.split_whitespace().take(4).collect();
+            if words
+                .iter()
+                .any(|w| UNTRUSTED_CONTENT.iter().any(|u| w.starts_with(u)))
+            {
+                return Outcome::Drop;
+            }
+        }
+    }
+    // Discussion of the attack ("attackers write ...", "detect phrases like ...").
+    let before = ctx
+        .text
+        .get(ctx.line_start..ctx.start())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let tail: String = before
+        .chars()
+        .rev()
+        .take(48)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let discussion = [
+        "such as",
+        "e.g.",
+        "for example",
+        "phrases like",
+        "phrase like",
+        "attempts to",
+        "attacker",
+        "detect",
+        "flag ",
+        "flags ",
+        "watch for",
+        "beware",
+        "patterns like",
+        "like:",
+        "such as:",
+    ];
+    if discussion.iter().any(|d| tail.contains(d)) {
+        return Outcome::Drop;
+    }
+    Outcome::Keep
+}
+
+/// Credential files: uses of a key (`ssh-add`, `ssh -i`, `IdentityFile`, public halves) are
+/// low; a line that also reaches the network is high.
+pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
+    let line = ctx.line();
+    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    if after.starts_with(".pub") {
+        return Outcome::Drop;
+    }
+    if mentions_network(line) {
+        return Outcome::Adjust(Severity::High);
+    }
+    let lower = line.to_ascii_lowercase();
+    let uses = [
+        "ssh-add",
+        "ssh-keygen",
+        "ssh-copy-id",
+        "ssh -i",
+        "-i ~",
+        "-i $home",
+        "identityfile",
+        "chmod 600",
+        "chmod 400",
+        "chmod 0600",
+        "git_ssh_command",
+        "--private-key",
+    ];
+    if uses.iter().any(|u| lower.contains(u)) {
+        return Outcome::Adjust(Severity::Low);
+    }
+    Outcome::Keep
+}
 
 /// Drops matches that are quoted (discussed, not given) or negated ("never ignore ...").
 pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
@@ -231,7 +515,58 @@ const KNOWN_INSTALLERS: &[&str] = &[
     "install.determinate.systems",
     "get.helm.sh",
     "raw.githubusercontent.com/helm/",
+    "get.volta.sh",
+    "install.julialang.org",
+    "foundry.paradigm.xyz",
+    "get.pulumi.com",
+    "cli.doppler.com",
+    "fnm.vercel.app",
+    "get.k3s.io",
+    "mise.run",
+    "starship.rs",
+    "pyenv.run",
+    "get.scoop.sh",
+    "tailscale.com",
+    "get.trunk.io",
+    "dot.net",
+    "aka.ms",
+    "fly.io",
+    "railway.com",
+    "claude.ai",
+    "opencode.ai",
+    "get.jetify.com",
+    "sh.brew.sh",
+    "install.pulumi.com",
+    "get.rvm.io",
+    "raw.githubusercontent.com/rust-lang/",
+    "raw.githubusercontent.com/pyenv/",
+    "raw.githubusercontent.com/ohmyzsh/",
+    "cdn.jsdelivr.net/gh/j178/prek",
+    "setup.pnpm.io",
+    "get.bun.sh",
+    "install.duckdb.org",
+    "go.dev",
+    "dl.google.com",
+    "downloads.nordcdn.com",
+    "cli.coderabbit.ai",
 ];
+
+/// A release asset of a GitHub project named like a vendor installer (`…-installer.sh`,
+/// `install.sh`, `install.ps1`), the way cargo-dist, prek, uv and others publish them.
+fn github_release_installer(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("github.com/") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let file = parts.last().copied().unwrap_or("");
+    parts.len() >= 5
+        && parts.get(2) == Some(&"releases")
+        && (parts.get(3) == Some(&"download") || parts.get(3) == Some(&"latest"))
+        && (file.ends_with("-installer.sh")
+            || file.ends_with("-installer.ps1")
+            || file == "install.sh"
+            || file == "install.ps1")
+}
 
 /// Reports `curl | sh` from a well-known installer as low.
 pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
@@ -257,7 +592,7 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
             host == *k || host.ends_with(&format!(".{k}"))
         }
     });
-    if known {
+    if known || github_release_installer(url) {
         Outcome::Adjust(Severity::Low)
     } else {
         Outcome::Keep

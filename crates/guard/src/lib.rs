@@ -13,8 +13,13 @@
 
 mod checks;
 pub mod cli;
+mod context;
+mod decode;
+pub mod eval;
 mod filters;
+mod flow;
 mod model;
+mod normalize;
 pub mod rules;
 pub mod sarif;
 mod scanner;

@@ -169,9 +169,9 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells the model to ignore, disregard or forget its previous or system instructions.",
         remediation: "Remove the override; a skill must add instructions, never cancel the host's.",
         detector: line_f(
-            &["ignore", "disregard", "forget", "override", "bypass"],
-            r"(?i)\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:the|your|all|any|of|every)\s+)*(?:previous|prior|above|earlier|preceding|original|system|safety|all|any|your)\s+(?:[a-z]+\s+)?(?:instructions?|prompts?|rules|guidelines|directives|guardrails|programming|context)\b",
-            filters::not_quoted_or_negated,
+            &["ignore", "disregard", "forget", "override", "bypass", "skip", "neglect", "overlook", "discard", "abandon", "dismiss", "erase", "cancel", "set aside", "throw out", "no attention", "follow"],
+            r"(?i)\b(?:ignore|disregard|forget|override|bypass|skip|neglect|overlook|discard|abandon|dismiss|drop|erase|cancel|set\s+aside|throw\s+out|pay\s+no\s+attention\s+to|stop\s+following|do\s+not\s+follow|don'?t\s+follow|no\s+longer\s+follow|cease\s+following)\s+(?:(?:the|your|all|any|of|every|my|these|those|its|each|whatever|previously|given|that|this|you|were|in)\s+){0,4}(?:previous|prior|above|earlier|preceding|original|system|safety|initial|former|old|existing|foregoing|developer'?s?|reviewer'?s?|admin(?:istrator)?'?s?|operator'?s?|all|any|your|those|these|default|built-in|current)\s+(?:[\w'-]+\s+){0,2}?(?:instructions?|prompts?|rules|guidelines|directives|guardrails|programming|context|commands|orders|constraints|restrictions|polic(?:y|ies)|guidance|training|conditioning|configuration|filters|limitations|boundaries|principles|protocols?|directions|tasks?)\b|\b(?:ignore|disregard|forget)\s+(?:everything|all(?:\s+of\s+that)?|what)\s+(?:above|before|previously|prior|said|(?:that\s+)?(?:came|comes)\s+before|you\s+(?:were|have\s+been)\s+(?:told|given|instructed))\b",
+            filters::injection_intent,
         ),
     },
     RuleDef {
@@ -182,8 +182,8 @@ pub static RULES: &[RuleDef] = &[
         description: "Declares a jailbreak persona or mode (\"you are now in developer mode\", \"SYSTEM OVERRIDE\", DAN).",
         remediation: "Remove the persona switch.",
         detector: line_f(
-            &["you are now", "developer mode", "dan mode", "god mode", "jailbreak mode", "unrestricted mode", "unfiltered mode", "system override", "do anything now", "jailbroken"],
-            r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b",
+            &["you are now", "developer mode", "dan mode", "god mode", "jailbreak mode", "unrestricted mode", "unfiltered mode", "uncensored mode", "evil mode", "sudo mode", "system override", "do anything now", "jailbroken", "from now on", "henceforth", "starting now", "rest of this conversation", "rest of the conversation", "act as", "act like", "pretend", "roleplay", "role-play", "role play", "behave as", "respond as", "no longer bound", "not bound", "freed from", "liberated", "released from", "no longer restricted", "not restricted", "no longer an ai", "no longer limited"],
+            r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\b(?:enable|enter|activate|switch\s+(?:to|into)|turn\s+on)\s+(?:the\s+)?(?:dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b|\b(?:from\s+now\s+on|henceforth|starting\s+now|for\s+the\s+rest\s+of\s+(?:this|the)\s+conversation)\b[^.\n]{0,80}\b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals|censorship)|not\s+bound|ignore\s+(?:all|any|your))\b|\b(?:act|pretend|roleplay|role-?\s?play|behave|respond)\s+(?:as|like|to\s+be)\s+(?:if\s+you\s+(?:are|were)\s+)?[^.\n]{0,60}?\b(?:without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|with\s+no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals)|unrestricted|unfiltered|uncensored|jailbroken|amoral|(?:that|who)\s+can\s+do\s+anything)\b|\byou\s+are\s+(?:no\s+longer|not)\s+(?:bound|restricted|limited|constrained|governed)\s+by\b|\byou\s+(?:are|have\s+been)\s+(?:now\s+)?(?:freed|liberated|released)\s+from\b|\byou\s+are\s+no\s+longer\s+an?\s+(?:ai|assistant|language\s+model)\b",
             filters::not_quoted_or_negated,
         ),
     },
@@ -195,8 +195,8 @@ pub static RULES: &[RuleDef] = &[
         description: "Announces new system instructions or a new role for the model.",
         remediation: "State what the skill does; do not redefine the assistant.",
         detector: line_f(
-            &["new instructions", "new task", "new role", "new system", "new goal", "new objective"],
-            r"(?i)\byour\s+(?:new|real|true|actual)\s+(?:instructions|task|role|goal|objective|purpose)\s+(?:is|are)\b|\bnew\s+system\s+(?:prompt|instructions?)\s*:|\b(?:begin|start)\s+new\s+instructions\b",
+            &["new instructions", "new task", "new role", "new system", "new goal", "new objective", "real instructions", "real task", "true instructions", "actual instructions", "real goal", "real purpose", "true purpose", "updated system", "revised system", "real system", "actual system", "true system", "override system", "system prompt", "system message", "system instruction", "system:", "admin:", "administrator:", "developer:", "message from", "instructions from", "note from", "directive from", "update from", "the above", "the previous", "end of system", "begin system", "begin new", "start new"],
+            r"(?im)\byour\s+(?:new|real|true|actual|updated)\s+(?:instructions|task|role|goal|objective|purpose|directive)\s+(?:is|are)\b|\b(?:new|updated|revised|real|actual|true|override)\s+system\s+(?:prompt|instructions?|message)\s*(?::|follows|is|are|below)|\b(?:begin|start)\s+(?:new\s+)?(?:system\s+)?instructions\b|\bsystem\s+(?:prompt|message|instructions?)\s+(?:update|override|change|patch)\s*:|^\s*(?:#+\s*)?[\[(<]?(?:system|admin|administrator|developer)[\])>]?\s*:\s*(?:you\s+(?:must|will|are|should)|ignore|from\s+now|new\s+|your\s+|disregard|forget|override)|\b(?:message|instructions?|note|directive|update)\s+from\s+(?:the\s+)?(?:system|developers?|administrator|admin|anthropic|openai|your\s+(?:creators?|developers?|operators?))\s*:|\bthe\s+(?:above|previous|prior|earlier)\s+(?:instructions|prompt|rules|system\s+prompt)\s+(?:was|were|is|are)\s+(?:fake|a\s+test|wrong|outdated|obsolete|void|cancell?ed|revoked|no\s+longer\s+valid)\b|\bend\s+of\s+(?:the\s+)?system\s+(?:prompt|instructions|message)\b|\bbegin\s+system\s+(?:prompt|instructions|message)\b",
             filters::not_quoted_or_negated,
         ),
     },
@@ -208,8 +208,8 @@ pub static RULES: &[RuleDef] = &[
         description: "Asks the model to reveal, print or repeat its system prompt or hidden instructions.",
         remediation: "Remove the request.",
         detector: line_f(
-            &["system prompt", "initial instructions", "initial prompt", "hidden instructions", "developer message", "developer prompt"],
-            r"(?i)\b(?:reveal|print|output|repeat|show|leak|dump|disclose|display|tell\s+me|echo|recite)\b[^.\n]{0,40}\b(?:system\s+prompt|initial\s+(?:instructions|prompt)|hidden\s+instructions|developer\s+(?:message|prompt))|\bsystem\s+prompt\b[^.\n]{0,40}\b(?:reveal|print|output|repeat|leak|dump|disclose|recite)\b",
+            &["system prompt", "system message", "system instructions", "initial instructions", "initial prompt", "hidden instructions", "hidden prompt", "developer message", "developer prompt", "original prompt", "original instructions", "secret prompt", "secret instructions"],
+            r"(?i)\b(?:reveal|print|output|repeat|show|leak|dump|disclose|display|tell\s+me|recite|share|reproduce|write\s+out|copy|paste|send|give\s+me|provide)\b[^.\n]{0,30}?\b(?:your|the|its|all|full|entire|complete|exact|verbatim)\s+(?:\w+\s+){0,2}?(?:system\s+(?:prompt|message|instructions)|initial\s+(?:instructions|prompt)|hidden\s+(?:instructions|prompt)|developer\s+(?:message|prompt)|(?:original|initial|secret)\s+(?:prompt|instructions))\b|\bwhat\s+(?:is|are|was|were)\s+your\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))|\byour\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))\b[^.\n]{0,30}\b(?:reveal|print|output|repeat|leak|dump|disclose|recite|share)\b",
             filters::not_quoted_or_negated,
         ),
     },
@@ -272,6 +272,19 @@ pub static RULES: &[RuleDef] = &[
         description: "An HTML/Markdown comment (invisible when rendered) addresses the model or tells it to act.",
         remediation: "Move instructions into visible text or delete the comment.",
         detector: text_f(&["<!--"], r"(?s)<!--(.*?)-->", Some(filters::hidden_comment)),
+    },
+    RuleDef {
+        id: "pi.scanner-evasion",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Instructions to the reviewer or scanner",
+        description: "Tells an automated reviewer, scanner or the model to classify the skill as safe, not to flag or report its code, or claims a prior approval.",
+        remediation: "Remove it; a skill must not address the tools that review it.",
+        detector: line_f(
+            &["as safe", "as benign", "as clean", "as harmless", "as trusted", "as verified", "as low risk", "as low-risk", "flag", "report", "pre-approved", "preapproved", "whitelisted", "allowlisted", "allow-listed", "already been audited", "already audited", "already been verified", "already verified", "security team approved", "security-approved"],
+            r"(?i)\b(?:mark|classify|rate|report|label|treat|consider|score|judge|assess|evaluate)\s+(?:this|it|the)(?:\s+(?:skill|file|code|package|tool|script|repository|content))?\s+as\s+(?:safe|benign|clean|harmless|trusted|verified|low[\s-]risk|non-?malicious)\b|\b(?:do\s+not|don'?t|never)\s+(?:flag|report|mention|warn\s+(?:about|of)|raise\s+(?:alerts?|findings?|issues?)\s+(?:for|about))\s+(?:this|these|the\s+following|any|anything)\s*(?:\w+\s+){0,2}?(?:code|scripts?|commands?|files?|skill|lines?|section|behaviou?r|functions?|calls?|network\s+(?:calls?|requests?|activity)|malicious|suspicious|dangerous|security|findings?|vulnerabilit\w*)\b|\b(?:this|the)\s+(?:skill|code|tool|package|file|script)\s+(?:has\s+(?:already\s+)?been|was|is)\s+(?:already\s+)?(?:pre-?approved|verified|whitelisted|allow-?listed|audited|certified|cleared)\s+(?:as\s+safe\s+)?by\b|\breport\s+(?:no|zero)\s+(?:issues|findings|vulnerabilities|problems|risks)\b",
+            filters::not_quoted,
+        ),
     },
     // ---------------------------------------------------------------- concealment
     RuleDef {
@@ -470,10 +483,10 @@ pub static RULES: &[RuleDef] = &[
         id: "secret.stripe-key",
         category: C::Secret,
         severity: S::High,
-        title: "Stripe live key",
-        description: "A Stripe live secret or restricted key (sk_live_, rk_live_).",
+        title: "Stripe secret key",
+        description: "A Stripe secret or restricted key (sk_live_, rk_live_; test-mode sk_test_/rk_test_ keys are medium).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["sk_live_", "rk_live_"], r"\b((?:sk|rk)_live_[0-9A-Za-z]{20,})\b", filters::secret_token),
+        detector: secret(&["sk_live_", "rk_live_", "sk_test_", "rk_test_"], r"\b((?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,247})\b", filters::secret_stripe),
     },
     RuleDef {
         id: "secret.google-api-key",
@@ -483,6 +496,72 @@ pub static RULES: &[RuleDef] = &[
         description: "A Google API key (AIza...).",
         remediation: REMEDY_SECRET,
         detector: secret(&["aiza"], r"\b(AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.huggingface-token",
+        category: C::Secret,
+        severity: S::High,
+        title: "Hugging Face token",
+        description: "A Hugging Face user or organisation access token (hf_, api_org_).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["hf_", "api_org_"], r"\b((?:hf|api_org)_[A-Za-z0-9]{30,40})\b", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.azure-client-secret",
+        category: C::Secret,
+        severity: S::High,
+        title: "Azure AD client secret",
+        description: "A Microsoft Entra ID (Azure AD) application client secret (the xxxNQ~ shape).",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["q~"], r"(?:^|[^A-Za-z0-9_~.])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|$)", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.azure-storage-key",
+        category: C::Secret,
+        severity: S::High,
+        title: "Azure storage account key",
+        description: "An Azure storage connection string with an AccountKey.",
+        remediation: REMEDY_SECRET,
+        detector: secret(&["accountkey="], r"(?i)AccountKey=([A-Za-z0-9+/]{86}==)", filters::secret_token),
+    },
+    RuleDef {
+        id: "secret.service-token",
+        category: C::Secret,
+        severity: S::High,
+        title: "Service access token",
+        description: "A token with a provider-specific shape: GitLab, npm, PyPI, SendGrid, Shopify, DigitalOcean, Doppler, Databricks, Linear, Postman, Grafana, New Relic, Vault, Terraform Cloud, age, 1Password, Pulumi, Fly.io, Replicate, Groq, Perplexity, xAI, LangSmith, Supabase, Docker Hub, Sentry, Buildkite, PlanetScale, RubyGems, Square, Telegram, Google OAuth, Atlassian, Mapbox, Heroku, Netlify, Figma, Dynatrace, Contentful, Render, Mailchimp ...",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["glpat-", "glptt-", "gldt-", "glrt-", "gr1348941", "npm_", "pypi-ageichlwas5vcmc", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "dp.pt.", "dapi", "lin_api_", "pmak-", "glc_", "glsa_", "nrak-", "hvs.", "hvb.", "atlasv1", "age-secret-key-1", "ops_eyj", "pul-", "fo1_", "r8_", "gsk_", "pplx-", "xai-", "lsv2_", "sbp_", "dckr_pat_", "sntrys_", "sntryu_", "bkua_", "pscale_tkn_", "pscale_pw_", "rubygems_", "sq0atp-", "sq0csp-", ":aa", "gocspx-", "ya29.", "atatt3", "sk.eyj", "hrku-", "nfp_", "figd_", "dt0c01.", "cfpat-", "rnd_", "-us", "ntn_", "shippo_live_", "duffel_live_", "pnu_"],
+            r"\b((?:glpat-[0-9A-Za-z_-]{20}|glptt-[0-9a-f]{40}|gl(?:dt|rt)-[0-9A-Za-z_-]{20}|GR1348941[0-9A-Za-z_-]{20}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{43}|dapi[a-f0-9]{32}(?:-\d)?|lin_api_[A-Za-z0-9]{40}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|NRAK-[A-Z0-9]{27}|hv[sb]\.[\w-]{90,200}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|ops_eyJ[A-Za-z0-9+/=]{250,}|pul-[a-f0-9]{40}|fo1_[\w-]{43}|r8_[A-Za-z0-9]{37}|gsk_[A-Za-z0-9]{52}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{80}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|sbp_[a-f0-9]{40}|dckr_pat_[A-Za-z0-9_-]{27}|sntrys_eyJ[A-Za-z0-9+/=_-]{50,}|sntryu_[a-f0-9]{64}|bkua_[a-f0-9]{40}|pscale_(?:tkn|pw)_[\w.-]{32,64}|rubygems_[a-f0-9]{48}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}|\d{8,10}:AA[0-9A-Za-z_-]{33}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,}|ATATT3[A-Za-z0-9_=-]{186}|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}|HRKU-[A-Za-z0-9_-]{60}|nfp_[A-Za-z0-9]{36}|figd_[A-Za-z0-9_-]{40}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|CFPAT-[A-Za-z0-9_-]{43}|rnd_[A-Za-z0-9]{32}|[0-9a-f]{32}-us\d{1,2}|ntn_\d{11}[A-Za-z0-9]{32,35}|shippo_live_[a-f0-9]{40}|duffel_live_[A-Za-z0-9_=-]{43}|pnu_[A-Za-z0-9]{36}))(?:[^A-Za-z0-9_-]|$)",
+            filters::secret_token,
+        ),
+    },
+    RuleDef {
+        id: "secret.url-password",
+        category: C::Secret,
+        severity: S::High,
+        title: "Password in a URL or a curl command",
+        description: "A password written into a URL (scheme://user:password@host) or given to curl -u / --user.",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["://", "curl"],
+            r#"(?i)\b(?:https?|ftps?|sftp|git|ssh|smtps?|imaps?|ldaps?|wss?|svn|nntp|rsync|amqps?|mqtts?)://[^\s:/@'"<>]+:([^\s/@'"<>]{6,})@[\w-]+(?:\.[\w-]+)*|\bcurl\b[^\n]*?\s(?:-u|--user)\s*["']?[^\s:'"]+:([^\s'"]{6,})"#,
+            filters::secret_password,
+        ),
+    },
+    RuleDef {
+        id: "secret.sidekiq",
+        category: C::Secret,
+        severity: S::High,
+        title: "Sidekiq Pro/Enterprise credentials",
+        description: "Sidekiq Pro or Enterprise gem-server credentials (BUNDLE_GEMS__CONTRIBSYS__COM or user:password@gems.contribsys.com).",
+        remediation: REMEDY_SECRET,
+        detector: secret(
+            &["contribsys"],
+            r#"(?i)\bBUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM["']?\s*(?::|=|:=|=>)?\s*["']?([a-f0-9]{8}:[a-f0-9]{8})\b|\b(?:https?://)?([a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com"#,
+            filters::secret_token,
+        ),
     },
     RuleDef {
         id: "secret.private-key",
@@ -572,9 +651,10 @@ pub static RULES: &[RuleDef] = &[
         title: "PowerShell download-and-execute",
         description: "Invoke-Expression/IEX of downloaded content, or an -EncodedCommand payload.",
         remediation: "Download, verify and review the script before running it.",
-        detector: line(
+        detector: line_f(
             &["iex", "invoke-expression", "powershell"],
             r"(?i)\b(?:iex|invoke-expression)\b[^\n]{0,80}\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod|net\.webclient)\b|\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]{0,160}\|\s*(?:iex|invoke-expression)\b|\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}",
+            filters::known_installer
         ),
     },
     RuleDef {
@@ -647,6 +727,54 @@ pub static RULES: &[RuleDef] = &[
             &["child_process"],
             r#"require\s*\(\s*\\?["']child_process\\?["']\s*\)\s*\.\s*(?:exec|execSync|spawn|spawnSync|execFile|execFileSync)\s*\("#,
         ),
+    },
+    RuleDef {
+        id: "code.dynamic-attribute",
+        category: C::CodeExecution,
+        severity: S::High,
+        title: "Dangerous function reached by a computed name",
+        description: "getattr/__import__/globals()/__builtins__ used to reach system, exec, eval or popen through a built or hidden name, a way to keep the call out of sight.",
+        remediation: "Call functions by name; never build the name of a dangerous function.",
+        detector: line(
+            &["getattr", "__import__", "globals()", "locals()", "vars()", "__builtins__", "builtins", "import_module"],
+            r#"\bgetattr\s*\(\s*(?:os|subprocess|builtins|__builtins__|posix|pty|socket|importlib|__import__\s*\([^)\n]*\))\s*,\s*(?:["'](?:system|popen|exec\w*|eval|spawn\w*|call|run|check_output|check_call|Popen|getoutput|getstatusoutput|import_module|__import__|compile|fork|dup2)["']|["'][^"'\n]*["']\s*(?:[+%\[]|\.(?:join|format|decode|replace))|[A-Za-z_(\[][^,)\n]*(?:\+|join|chr\s*\(|\[::-1\]|decode|format|b64decode|bytes|reversed))|\bgetattr\s*\(\s*(?:os|subprocess|builtins|__builtins__|posix|pty)\s*,\s*[A-Za-z_]\w*\s*\)\s*\(|\b__import__\s*\(\s*(?:["'][^"'\n]*["']\s*(?:[+%\[]|\.(?:join|format|decode))|["'](?:os|subprocess|pty|socket|base64|builtins)["']\s*\)\s*\.\s*(?:system|popen|spawn\w*|exec\w*|call|run|check_output|Popen|b64decode)\b|(?:chr|bytes|''\.join|"".join|base64)[^)\n]*\))|\b(?:globals|locals|vars)\s*\(\s*\)\s*\[\s*(?:["'](?:__builtins__|eval|exec|__import__|compile)["']|["'][^"'\n]*["']\s*\+)|\b__builtins__\s*(?:\.\s*__dict__\s*)?(?:\.\s*(?:eval|exec|__import__|compile)\b|\[\s*["'](?:eval|exec|__import__|compile)|\[\s*["'][^"'\n]*["']\s*\+)|\bimport_module\s*\(\s*["'][^"'\n]*["']\s*[+%\[]"#,
+        ),
+    },
+    RuleDef {
+        id: "flow.download-exec",
+        category: C::FetchExecute,
+        severity: S::Critical,
+        title: "Downloaded value executed",
+        description: "A value that came from a download (stored in a variable or a file on an earlier line) reaches eval/exec, a shell or an interpreter.",
+        remediation: "Never execute what was downloaded; ship the code with the skill, or verify a pinned checksum first.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "flow.decode-exec",
+        category: C::DecodeExecute,
+        severity: S::Critical,
+        title: "Decoded value executed",
+        description: "A value produced by a decoder (base64, hex, zlib, marshal) on an earlier line reaches eval/exec or a shell.",
+        remediation: "Ship readable code; never hide a payload in an encoding.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "flow.secret-to-network",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Environment or credentials sent over the network",
+        description: "The whole environment, or the contents of a credential file, gathered into a value that is sent by an HTTP client, socket, mailer or curl/wget/nc.",
+        remediation: "Never send environment variables or credential files anywhere.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "exfil.dns-lookup",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "DNS lookup built from data",
+        description: "A host name built from gathered data (a command substitution, the environment, a file or a variable) is resolved: data leaves in the DNS query even when HTTP is blocked.",
+        remediation: "Resolve only fixed host names.",
+        detector: Detector::Native,
     },
     RuleDef {
         id: "code.os-system-dynamic",
@@ -910,7 +1038,7 @@ pub static RULES: &[RuleDef] = &[
         detector: line_f(
             &[".ssh/id_", ".aws/credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
             r"(?i)\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
-            filters::escalate_if_network,
+            filters::credential_file,
         ),
     },
     RuleDef {
@@ -971,7 +1099,32 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Do not render images with data-bearing query strings.",
         detector: line(
             &["![", "<img"],
-            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+\?[^"'\s]*(?:\{\{|\{[A-Za-z_]|\$\{|%7B)"#,
+            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*https?://[^)\s?]+/(?:\{\{|\{[A-Za-z_]|\$\{|<[A-Za-z_]|%7B)|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*)?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.markdown-link-beacon",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Link that carries data",
+        description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
+        remediation: "Do not build links from conversation data.",
+        detector: line(
+            &["](", "href"],
+            r#"(?i)(?:^|[^!])\[[^\]\n]*\]\(\s*https?://[^)\s]+(?:\?[^)\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<a\b[^>\n]*\bhref\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.data-in-url-instruction",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Instruction to put data into a URL",
+        description: "Tells the model to append or encode conversation data, secrets or user data into a URL, link or image address.",
+        remediation: "Remove it; data must not leave through rendered links or images.",
+        detector: line_f(
+            &["url", "link", "image", "query", "src", "href"],
+            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b",
+            filters::not_quoted_or_negated,
         ),
     },
     RuleDef {
@@ -1034,7 +1187,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Host files in the skill's own repository.",
         detector: line(
             &["pastebin", "paste.ee", "hastebin", "ghostbin", "rentry.", "transfer.sh", "0x0.st", "termbin", "controlc.com", "justpaste.it", "dpaste", "privatebin", "pastes.io", "paste.rs", "file.io", "anonfiles", "gofile.io", "temp.sh"],
-            r"(?i)\b(?:https?://)?(?:www\.)?(?:pastebin\.com|paste\.ee|hastebin\.com|ghostbin\.\w+|rentry\.(?:co|org)|transfer\.sh|0x0\.st|termbin\.com|controlc\.com|justpaste\.it|dpaste\.(?:com|org)|privatebin\.net|pastes\.io|paste\.rs|file\.io|anonfiles\.com|gofile\.io|temp\.sh)\b",
+            r"(?i)\bhttps?://(?:www\.)?(?:pastebin\.com|paste\.ee|hastebin\.com|ghostbin\.\w+|rentry\.(?:co|org)|transfer\.sh|0x0\.st|termbin\.com|controlc\.com|justpaste\.it|dpaste\.(?:com|org)|privatebin\.net|pastes\.io|paste\.rs|file\.io|anonfiles\.com|gofile\.io|temp\.sh)\b|(?:^|[\s(\x22'`])(?:www\.)?(?:pastebin\.com|paste\.ee|hastebin\.com|ghostbin\.\w+|rentry\.(?:co|org)|transfer\.sh|0x0\.st|termbin\.com|controlc\.com|justpaste\.it|dpaste\.(?:com|org)|privatebin\.net|pastes\.io|paste\.rs|file\.io|anonfiles\.com|gofile\.io|temp\.sh)/[\w-]",
         ),
     },
     RuleDef {
@@ -1056,9 +1209,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Executable download link",
         description: "A URL pointing straight at a Windows/macOS/Android executable or script (.exe, .msi, .scr, .ps1, .dmg, .pkg, .apk ...).",
         remediation: "Skills should not ship or fetch executables.",
-        detector: line(
+        detector: line_f(
             &[".exe", ".msi", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".hta", ".dmg", ".pkg", ".apk", ".jar", ".lnk"],
             r"(?i)\bhttps?://[^\s)\x22'<>]+\.(?:exe|msi|scr|bat|cmd|ps1|vbs|hta|dmg|pkg|apk|jar|lnk)(?:[?#\s)\x22'<>]|$)",
+            filters::known_installer
         ),
     },
     RuleDef {
@@ -1102,6 +1256,24 @@ pub static RULES: &[RuleDef] = &[
         title: "Hex-escaped text",
         description: "A long run of \\xNN escapes that decodes to readable text, a way to hide strings from review.",
         remediation: "Write strings in plain text.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "obf.encoded-payload",
+        category: C::DecodeExecute,
+        severity: S::High,
+        title: "Encoded payload",
+        description: "A hex, percent-encoded, ROT13 or reversed run whose decoded text triggers other rules (a command, an injection, an exfiltration address).",
+        remediation: "Ship readable commands and text.",
+        detector: Detector::Native,
+    },
+    RuleDef {
+        id: "obf.embedded-binary",
+        category: C::DecodeExecute,
+        severity: S::High,
+        title: "Executable or archive embedded as text",
+        description: "A base64 or hex run that decodes to an executable (ELF, PE, Mach-O) or an archive (ZIP, gzip, 7-Zip, RAR ...).",
+        remediation: "Do not ship binaries inside text; ship source.",
         detector: Detector::Native,
     },
     RuleDef {

@@ -6,7 +6,11 @@
 //! non-ASCII text). Nothing here panics on any input: all slicing is checked.
 
 use crate::checks;
+use crate::context;
+use crate::decode;
+use crate::flow;
 use crate::model::{Finding, Limits, ScanReport, ScanStats, Severity};
+use crate::normalize;
 use crate::rules::{Detector, MatchCtx, Outcome, RegexDetector, RuleDef, Scope, RULES};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
@@ -43,8 +47,22 @@ struct CompiledRule {
 /// Auxiliary patterns of the native checks and of excerpt redaction.
 pub(crate) struct Aux {
     pub redact: Regex,
-    pub base64_literal: Regex,
-    pub hex_escapes: Regex,
+}
+
+/// Keyword of the data-flow pass (a source).
+const AUX_FLOW_SOURCE: u8 = 128;
+/// Keywords that widen decoding (see `decode`).
+pub(crate) const AUX_BASE64: u8 = 1;
+pub(crate) const AUX_ROT13: u8 = 2;
+pub(crate) const AUX_REVERSE: u8 = 4;
+
+/// What the keyword pass learnt for the other passes.
+#[derive(Debug, Default)]
+pub(crate) struct Prepass {
+    /// Starts of the lines that hold a data-flow source word (sorted).
+    pub source_lines: Vec<usize>,
+    /// `AUX_BASE64 | AUX_ROT13 | AUX_REVERSE` when their words occur.
+    pub gates: u8,
 }
 
 /// A raw detection before line/column/excerpt are computed.
@@ -63,6 +81,8 @@ pub struct Scanner {
     rules: Vec<CompiledRule>,
     keywords: AhoCorasick,
     keyword_rules: Vec<Vec<usize>>,
+    /// Per keyword: which auxiliary pass (data flow, decoding gates) waits for it.
+    aux_kind: Vec<u8>,
     ids: HashMap<&'static str, usize>,
     pub(crate) aux: Aux,
 }
@@ -117,6 +137,20 @@ impl Scanner {
             };
             rules.push(CompiledRule { def, regex });
         }
+        // Words the data-flow and decoding passes wait for ride in the same automaton.
+        let mut aux_kind: Vec<u8> = vec![0; keywords.len()];
+        for (words, kind) in [
+            (flow::SOURCE_WORDS_ALL, AUX_FLOW_SOURCE),
+            (decode::GATE_BASE64_WORDS, AUX_BASE64),
+            (decode::GATE_ROT13_WORDS, AUX_ROT13),
+            (decode::GATE_REVERSE_WORDS, AUX_REVERSE),
+        ] {
+            for w in words.iter().flat_map(|l| l.iter()) {
+                keywords.push(w);
+                keyword_rules.push(Vec::new());
+                aux_kind.push(kind);
+            }
+        }
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -127,13 +161,12 @@ impl Scanner {
             redact: Regex::new(
                 r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bsk-[A-Za-z0-9_-]{20,}|\bxox[abposre]-[0-9A-Za-z-]{10,}|\b(?:sk|rk)_live_[0-9A-Za-z]{10,}|\bAIza[0-9A-Za-z_-]{30,}|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]{10,}",
             )?,
-            base64_literal: Regex::new(r"[A-Za-z0-9+/]{24,}={0,2}")?,
-            hex_escapes: Regex::new(r"(?:\\{1,2}x[0-9a-fA-F]{2}){8,}")?,
         };
         Ok(Scanner {
             rules,
             keywords: automaton,
             keyword_rules,
+            aux_kind,
             ids,
             aux,
         })
@@ -159,10 +192,46 @@ impl Scanner {
     /// Scans one text. `path` (if any) appears in the findings and enables file-type checks
     /// (SKILL.md frontmatter, Python loops).
     pub fn scan_text(&self, path: Option<&str>, text: &str) -> Vec<Finding> {
-        let mut hits = Vec::new();
-        self.regex_pass(path, text, &mut hits);
-        checks::run(self, path, text, &mut hits);
+        let mut hits = self.collect_hits(path, text, 0);
+        context::adjust(path, text, &mut hits);
         self.to_findings(path, text, hits)
+    }
+
+    /// Every detection in `text`, at decode depth `depth`.
+    ///
+    /// The regex rules and the data-flow pass run on the normalised view (see `normalize`);
+    /// their offsets are mapped back to the original. The Unicode, frontmatter and decoding
+    /// checks look at the original text.
+    pub(crate) fn collect_hits(&self, path: Option<&str>, text: &str, depth: u8) -> Vec<Hit> {
+        let view = normalize::view(text);
+        let mut hits = Vec::new();
+        let pre = self.regex_pass(path, &view.text, &mut hits);
+        flow::run(self, &pre.source_lines, &view.text, &mut hits);
+        if view.changed() {
+            for h in &mut hits {
+                h.start = view.to_orig(h.start);
+                h.end = view.to_orig(h.end).max(h.start);
+                h.redact = h.redact.map(|(a, b)| (view.to_orig(a), view.to_orig(b)));
+                let disguised = text.get(h.start..h.end).is_some_and(|s| !s.is_ascii());
+                if disguised && h.message.is_none() {
+                    if let Some(def) = RULES.get(h.rule) {
+                        h.message = Some(format!(
+                            "{} Matched after Unicode normalisation: the text spells it with look-alike, decorated or hidden characters.",
+                            def.description
+                        ));
+                        h.severity = h.severity.max(Severity::Medium);
+                    }
+                }
+            }
+        }
+        checks::run(self, path, text, &mut hits);
+        decode::run(self, text, pre.gates, depth, &mut hits);
+        hits
+    }
+
+    /// Detections in a decoded run (for decode-and-rescan).
+    pub(crate) fn decoded_hits(&self, text: &str, depth: u8) -> Vec<Hit> {
+        self.collect_hits(Some("<decoded>"), text, depth)
     }
 
     /// Scans a set of files with the contract's per-file limit (see `scan_files_with`).
@@ -237,7 +306,8 @@ impl Scanner {
         }
     }
 
-    fn regex_pass(&self, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) {
+    fn regex_pass(&self, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) -> Prepass {
+        let mut pre = Prepass::default();
         // Per rule, the end of the region already searched: a keyword inside it adds nothing.
         let mut checked_until: Vec<usize> = vec![0; self.rules.len()];
         let mut text_rules: Vec<usize> = Vec::new();
@@ -247,6 +317,25 @@ impl Scanner {
                 continue;
             };
             let pos = m.start();
+            let aux = self
+                .aux_kind
+                .get(m.pattern().as_usize())
+                .copied()
+                .unwrap_or(0);
+            if aux != 0 {
+                if aux == AUX_FLOW_SOURCE {
+                    let (ls, _) = match cur_line {
+                        Some((ls, le)) if pos >= ls && pos < le.max(ls + 1) => (ls, le),
+                        _ => line_bounds(text, pos),
+                    };
+                    if pre.source_lines.last() != Some(&ls) {
+                        pre.source_lines.push(ls);
+                    }
+                } else {
+                    pre.gates |= aux;
+                }
+                continue;
+            }
             let (ls, le) = match cur_line {
                 Some((ls, le)) if pos >= ls && pos < le.max(ls + 1) => (ls, le),
                 _ => {
@@ -293,6 +382,7 @@ impl Scanner {
         for r in text_rules {
             self.run_regex(r, path, text, 0, text.len(), hits);
         }
+        pre
     }
 
     /// Runs rule `r` over `text[from..to]` (with look-behind context) and records its hits.
@@ -339,6 +429,15 @@ impl Scanner {
                 Outcome::Keep => rule.def.severity,
                 Outcome::Adjust(s) => s,
             };
+            // Context lowers severity, never hides: say why.
+            let message = (severity < rule.def.severity).then(|| {
+                format!(
+                    "{} Reported as {severity} instead of {}: {}.",
+                    rule.def.description,
+                    rule.def.severity,
+                    lowered_reason(rule.def.id)
+                )
+            });
             let redact = if det.secret {
                 let g = caps.get(1).unwrap_or(m);
                 Some((g.start(), g.end()))
@@ -350,7 +449,7 @@ impl Scanner {
                 start: m.start(),
                 end: m.end(),
                 severity,
-                message: None,
+                message,
                 redact,
             });
             count += 1;
@@ -459,6 +558,18 @@ impl Scanner {
                 redacted(c.get(0).map_or("", |m| m.as_str()))
             })
             .into_owned()
+    }
+}
+
+/// Why a filter lowered a rule's severity.
+fn lowered_reason(id: &str) -> &'static str {
+    match id {
+        "exfil.credential-file" => "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent",
+        "secret.stripe-key" => "a test-mode key",
+        id if id.starts_with("exec.") || id.starts_with("url.") => {
+            "the script comes from a well-known vendor installer (the host or a GitHub release installer)"
+        }
+        _ => "context",
     }
 }
 

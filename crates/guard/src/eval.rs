@@ -1,0 +1,313 @@
+//! Corpus evaluation (`cargo xtask guard-eval DIR`, which runs the `guard-eval` binary):
+//! recall and false positives overall and per category, and throughput.
+//!
+//! Layout: `DIR/positive/**` and `DIR/negative/**`. A folder that holds a `SKILL.md` is one
+//! sample (all files under it, except the `_expected.json` label files); a JSON file with a
+//! `samples` array holds one sample per entry (`{id, text, category?}`); a `.jsonl` file one
+//! sample per line (`{text, id?, category?}`); any other file outside a skill folder is one
+//! sample. A sample counts as flagged when any finding is medium or higher.
+//!
+//! A sample's category is the `category` of its JSON entry, the first expected finding's
+//! category in a skill's `_expected.json`, or else the first folder under `positive/` or
+//! `negative/`.
+
+use crate::{Finding, Limits, Scanner, Severity};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One labelled sample.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub name: String,
+    pub category: String,
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// The outcome of one sample.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub name: String,
+    pub category: String,
+    pub positive: bool,
+    pub flagged: bool,
+    pub findings: Vec<Finding>,
+}
+
+/// Every outcome, and the scan time and volume.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluation {
+    pub outcomes: Vec<Outcome>,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl Evaluation {
+    /// (flagged, total) over positives or negatives.
+    pub fn counts(&self, positive: bool) -> (usize, usize) {
+        let all = self.outcomes.iter().filter(|o| o.positive == positive);
+        let total = all.clone().count();
+        (all.filter(|o| o.flagged).count(), total)
+    }
+
+    /// Per category: (flagged, total), for positives or negatives.
+    pub fn by_category(&self, positive: bool) -> BTreeMap<String, (usize, usize)> {
+        let mut map: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for o in self.outcomes.iter().filter(|o| o.positive == positive) {
+            let e = map.entry(o.category.clone()).or_default();
+            e.1 += 1;
+            if o.flagged {
+                e.0 += 1;
+            }
+        }
+        map
+    }
+
+    /// The report printed by the `guard-eval` binary.
+    pub fn report(&self, verbose: bool) -> String {
+        let mut out = String::new();
+        let pct = |a: usize, b: usize| {
+            if b == 0 {
+                0.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
+        let (pf, pt) = self.counts(true);
+        let (nf, nt) = self.counts(false);
+        let _ = writeln!(
+            out,
+            "positives: {pf}/{pt} flagged, recall {:.1}%",
+            pct(pf, pt)
+        );
+        for (c, (f, t)) in self.by_category(true) {
+            let _ = writeln!(out, "  {c:<28} {f:>4}/{t:<4} recall {:.1}%", pct(f, t));
+        }
+        let _ = writeln!(
+            out,
+            "negatives: {nf}/{nt} flagged, false-positive rate {:.1}%",
+            pct(nf, nt)
+        );
+        for (c, (f, t)) in self.by_category(false) {
+            let _ = writeln!(
+                out,
+                "  {c:<28} {f:>4}/{t:<4} false positives {:.1}%",
+                pct(f, t)
+            );
+        }
+        for o in &self.outcomes {
+            let wrong = o.positive != o.flagged;
+            if wrong {
+                let kind = if o.positive { "MISS" } else { "FALSE POSITIVE" };
+                let _ = writeln!(out, "  {kind}: {} [{}]", o.name, o.category);
+            } else if verbose {
+                let _ = writeln!(out, "  ok: {} [{}]", o.name, o.category);
+            }
+            if wrong || verbose {
+                for f in o
+                    .findings
+                    .iter()
+                    .filter(|f| verbose || f.severity >= Severity::Medium || o.positive)
+                {
+                    let _ = writeln!(
+                        out,
+                        "    {} [{}] {}:{} {}",
+                        f.rule_id,
+                        f.severity,
+                        f.path.as_deref().unwrap_or("-"),
+                        f.line,
+                        f.excerpt.chars().take(100).collect::<String>()
+                    );
+                }
+            }
+        }
+        let secs = self.seconds.max(1e-9);
+        let mib = self.bytes as f64 / 1_048_576.0;
+        let _ = writeln!(
+            out,
+            "scanned {mib:.2} MiB in {:.1} ms ({:.1} MiB/s)",
+            secs * 1000.0,
+            mib / secs
+        );
+        out
+    }
+}
+
+/// Reads the corpus at `dir` and scans every sample.
+pub fn evaluate(scanner: &Scanner, dir: &Path) -> std::io::Result<Evaluation> {
+    let mut eval = Evaluation::default();
+    let mut elapsed = 0.0;
+    for (label, positive) in [("positive", true), ("negative", false)] {
+        let root = dir.join(label);
+        let mut samples = Vec::new();
+        collect(&root, &root, &mut samples)?;
+        samples.sort_by(|a, b| a.name.cmp(&b.name));
+        for s in samples {
+            eval.bytes += s.files.iter().map(|f| f.1.len() as u64).sum::<u64>();
+            let started = Instant::now();
+            let report = scanner.scan_files_with(
+                s.files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
+                &Limits::CONTRACT,
+            );
+            elapsed += started.elapsed().as_secs_f64();
+            let flagged = report
+                .findings
+                .iter()
+                .any(|f| f.severity >= Severity::Medium);
+            eval.outcomes.push(Outcome {
+                name: s.name,
+                category: s.category,
+                positive,
+                flagged,
+                findings: report.findings,
+            });
+        }
+    }
+    eval.seconds = elapsed;
+    Ok(eval)
+}
+
+fn first_component(root: &Path, p: &Path) -> String {
+    let rel = rel(root, p);
+    rel.split('/').next().unwrap_or("").to_string()
+}
+
+fn expected_category(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("_expected.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("expected_findings")?
+        .as_array()?
+        .first()?
+        .get("category")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Collects the samples under `dir` (`root` is `positive/` or `negative/`).
+pub fn collect(root: &Path, dir: &Path, out: &mut Vec<Sample>) -> std::io::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    entries.sort();
+    let is_skill = entries.iter().any(|p| {
+        p.is_file()
+            && p.file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case("SKILL.md"))
+    });
+    if is_skill {
+        let mut files = Vec::new();
+        skill_files(dir, dir, &mut files)?;
+        out.push(Sample {
+            name: rel(root, dir),
+            category: expected_category(dir).unwrap_or_else(|| first_component(root, dir)),
+            files,
+        });
+        return Ok(());
+    }
+    for p in entries {
+        let meta = std::fs::symlink_metadata(&p)?;
+        if meta.is_dir() {
+            collect(root, &p, out)?;
+            continue;
+        }
+        if !meta.is_file() {
+            continue;
+        }
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name.starts_with("LICENSE") || name == "README.md" {
+            continue;
+        }
+        let folder_category = first_component(root, &p);
+        let folder_category = if folder_category == rel(root, &p) {
+            "default".to_string()
+        } else {
+            folder_category
+        };
+        match ext {
+            "json" => {
+                let text = std::fs::read_to_string(&p)?;
+                let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                let Some(samples) = value.get("samples").and_then(|s| s.as_array()) else {
+                    continue;
+                };
+                for (i, s) in samples.iter().enumerate() {
+                    push_json(out, root, &p, i, s, &folder_category);
+                }
+            }
+            "jsonl" => {
+                let text = std::fs::read_to_string(&p)?;
+                for (i, line) in text.lines().enumerate() {
+                    if let Ok(s) = serde_json::from_str::<serde_json::Value>(line) {
+                        push_json(out, root, &p, i, &s, &folder_category);
+                    }
+                }
+            }
+            _ => out.push(Sample {
+                name: rel(root, &p),
+                category: folder_category,
+                files: vec![(name.to_string(), std::fs::read(&p)?)],
+            }),
+        }
+    }
+    Ok(())
+}
+
+fn push_json(
+    out: &mut Vec<Sample>,
+    root: &Path,
+    file: &Path,
+    i: usize,
+    s: &serde_json::Value,
+    folder_category: &str,
+) {
+    let id = s
+        .get("id")
+        .and_then(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .or_else(|| v.as_u64().map(|n| n.to_string()))
+        })
+        .unwrap_or_else(|| i.to_string());
+    let Some(text) = s.get("text").and_then(|v| v.as_str()) else {
+        return;
+    };
+    let category = s
+        .get("category")
+        .and_then(|v| v.as_str())
+        .map_or_else(|| folder_category.to_string(), str::to_string);
+    out.push(Sample {
+        name: format!("{}#{id}", rel(root, file)),
+        category,
+        files: vec![(format!("{id}.txt"), text.as_bytes().to_vec())],
+    });
+}
+
+fn skill_files(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    entries.sort();
+    for p in entries {
+        let meta = std::fs::symlink_metadata(&p)?;
+        if meta.is_dir() {
+            skill_files(base, &p, out)?;
+        } else if meta.is_file() && p.file_name().is_none_or(|n| n != "_expected.json") {
+            out.push((rel(base, &p), std::fs::read(&p)?));
+        }
+    }
+    Ok(())
+}
+
+fn rel(base: &Path, p: &Path) -> String {
+    p.strip_prefix(base)
+        .unwrap_or(p)
+        .to_string_lossy()
+        .replace('\\', "/")
+}
