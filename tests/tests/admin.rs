@@ -180,6 +180,12 @@ both_backends! {
         assert_error(&second.post("/admin/users", new_admin).await, 403, "member_suspended");
         assert_error(&second.patch(&format!("/admin/users/{}", second.id), json!({"status": "active"})).await, 403, "member_suspended");
         assert_error(&second.post("/auth/ip-admin", json!({"tenant_id": t["id"]})).await, 403, "member_suspended");
+        assert_error(&second.post("/admin/tenants", json!({"name": "X", "region": "AIHK"})).await, 403, "member_suspended");
+        let keys = format!("/admin/tenants/{}/ai-keys", t["id"].as_str().unwrap());
+        assert_error(&second.get(&keys).await, 403, "member_suspended");
+        assert_error(&second.post(&keys, json!({"region": "AIHK", "secret": "sk-x"})).await, 403, "member_suspended");
+        assert_error(&second.delete(&format!("{keys}/0190f0f0-0000-7000-8000-000000000000")).await, 403, "member_suspended");
+        assert_error(&second.post("/admin/ai-gateways/diagnostics", json!({})).await, 403, "member_suspended");
         // Its own account stays usable, as for a suspended member.
         assert_eq!(second.get("/auth/me").await.status, 200);
         assert_eq!(second.get("/auth/sessions").await.status, 200);

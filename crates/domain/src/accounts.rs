@@ -501,18 +501,22 @@ mod tests {
         assert!(store.attempts.lock().unwrap().is_empty());
     }
 
-    #[test]
-    fn change_password_counts_toward_the_same_limit() {
-        let store = Fake::default();
-        let user = ann(&store);
-        let p = Principal::new(
+    fn signed_in(user: User) -> Principal {
+        Principal::new(
             user,
             None,
             Credential::Session {
                 session_id: new_id(),
                 shadow: None,
             },
-        );
+        )
+    }
+
+    #[test]
+    fn change_password_counts_toward_the_same_limit() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let p = signed_in(user);
         let policy = AccountPolicy::default();
         let now = Utc::now();
         for _ in 0..5 {
@@ -546,14 +550,7 @@ mod tests {
     fn a_right_current_password_changes_it() {
         let store = Fake::default();
         let user = ann(&store);
-        let p = Principal::new(
-            user,
-            None,
-            Credential::Session {
-                session_id: new_id(),
-                shadow: None,
-            },
-        );
+        let p = signed_in(user);
         let policy = AccountPolicy::default();
         change_password(
             &store,

@@ -132,7 +132,7 @@ const MOVE_ATTEMPTS: usize = 3;
 /// Assigns a member to a tenant, or with `None` unassigns it. Leaving a tenant revokes the
 /// keys the member made there, with an `api_key.revoked` line (detail `membership_changed`)
 /// in that tenant's feed, in the same transaction (decision record 0005).
-pub fn assign_tenant<P: UserRepo + TenantRepo + ?Sized>(
+pub fn assign_tenant<P: UserRepo + ?Sized>(
     store: &P,
     admin: &Principal,
     id: Uuid,
@@ -140,11 +140,7 @@ pub fn assign_tenant<P: UserRepo + TenantRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<User> {
     let scope = admin.admin_scope()?;
-    if let Some(tenant_id) = tenant_id {
-        if store.find_tenant(tenant_id)?.is_none() {
-            return Err(DomainError::invalid("tenant_id", "no such tenant"));
-        }
-    }
+    // `move_member` checks the new tenant inside its transaction (`NotFound("tenant")`).
     for _ in 0..MOVE_ATTEMPTS {
         let user = store.find_user(id)?.ok_or(DomainError::NotFound("user"))?;
         if user.tenant_id == tenant_id {

@@ -155,27 +155,10 @@ enum Alphabet {
     Base64,
 }
 
-/// Characters that may split the key (or its hex) into pieces.
+/// Characters that may split the key (or its hex) into pieces: those that may split a base64
+/// string, and `+` (string concatenation).
 fn is_key_separator(b: u8) -> bool {
-    !b.is_ascii()
-        || b.is_ascii_whitespace()
-        || b.is_ascii_control()
-        || matches!(
-            b,
-            b'"' | b'\''
-                | b'`'
-                | b'+'
-                | b','
-                | b';'
-                | b':'
-                | b'|'
-                | b'['
-                | b']'
-                | b'('
-                | b')'
-                | b'{'
-                | b'}'
-        )
+    b == b'+' || is_base64_separator(b)
 }
 
 /// Characters that may split a base64 string (never one of its own characters).

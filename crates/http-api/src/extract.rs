@@ -68,11 +68,9 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-/// Credentials that passed every check that needs no database: the key's checksum, the
-/// token's shape (both judged by the domain), the Origin of cookie writes.
-type Checked = CheckedCredential;
-
-fn check(req: &HttpRequest, state: &AppState) -> Result<Option<Checked>, ApiError> {
+/// Checks what needs no database: the key's checksum and the token's shape (both judged by the
+/// domain), the Origin of cookie writes.
+fn check(req: &HttpRequest, state: &AppState) -> Result<Option<CheckedCredential>, ApiError> {
     match presented(req)? {
         Presented::Nothing => Ok(None),
         Presented::Bearer(key) => Ok(Some(check_credential(
@@ -88,15 +86,6 @@ fn check(req: &HttpRequest, state: &AppState) -> Result<Option<Checked>, ApiErro
     }
 }
 
-/// Turns checked credentials into a `Principal` (synchronous: runs on the blocking pool).
-fn resolve(
-    store: &dyn gc_domain::ports::Store,
-    policy: &gc_domain::accounts::AccountPolicy,
-    checked: &Checked,
-) -> gc_domain::DomainResult<Principal> {
-    accounts::authenticate(store, policy, checked, Utc::now())
-}
-
 fn mark_shadow(req: &HttpRequest, principal: &Principal) {
     if let Some((tenant, _)) = principal.shadow() {
         req.extensions_mut().insert(ShadowTenant(tenant.id));
@@ -110,7 +99,7 @@ async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
     };
     let policy = state.policy;
     let principal = state
-        .db(move |store| resolve(store, &policy, &checked))
+        .db(move |store| accounts::authenticate(store, &policy, &checked, Utc::now()))
         .await?;
     mark_shadow(&req, &principal);
     Ok(Some(principal))
@@ -120,7 +109,7 @@ async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
 /// do their storage work in one trip to the blocking pool ([`Caller::db`]).
 pub struct Caller {
     req: HttpRequest,
-    checked: Checked,
+    checked: CheckedCredential,
 }
 
 impl FromRequest for Caller {
@@ -152,7 +141,7 @@ impl Caller {
         let checked = self.checked;
         let (principal, out) = state
             .db(move |store| {
-                let principal = resolve(store, &policy, &checked)?;
+                let principal = accounts::authenticate(store, &policy, &checked, Utc::now())?;
                 // A refusal inside `work` still needs the Shadow header: hand the principal
                 // back either way.
                 let out = work(store, &principal);

@@ -130,7 +130,7 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     let first = db
         .store
         .list_users(
-            &some_admin(&db.store),
+            db.admin(),
             Some(t.id),
             &PageRequest::new(Some(2), None).unwrap(),
         )
@@ -143,7 +143,7 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     let second = db
         .store
         .list_users(
-            &some_admin(&db.store),
+            db.admin(),
             Some(t.id),
             &PageRequest::new(Some(2), first.next).unwrap(),
         )
@@ -155,7 +155,7 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     let third = db
         .store
         .list_users(
-            &some_admin(&db.store),
+            db.admin(),
             Some(t.id),
             &PageRequest::new(Some(2), second.next).unwrap(),
         )
@@ -168,7 +168,7 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
 
     let all = db
         .store
-        .list_users(&some_admin(&db.store), None, &PageRequest::first())
+        .list_users(db.admin(), None, &PageRequest::first())
         .unwrap();
     // The fixtures' admins (who made the tenants) are listed too; the members are all here.
     assert_eq!(
@@ -188,7 +188,7 @@ fn users_update_and_assign_tenant(db: &Db) {
     let updated = db
         .store
         .update_user(
-            &some_admin(&db.store),
+            db.admin(),
             u.id,
             &UserPatch {
                 name: Some("Bobby".into()),
@@ -204,14 +204,14 @@ fn users_update_and_assign_tenant(db: &Db) {
     );
     assert_eq!(
         db.store
-            .update_user(&some_admin(&db.store), u.id, &UserPatch::default())
+            .update_user(db.admin(), u.id, &UserPatch::default())
             .unwrap(),
         Some(updated.clone())
     );
     assert_eq!(
         db.store
             .update_user(
-                &some_admin(&db.store),
+                db.admin(),
                 gc_domain::model::new_id(),
                 &UserPatch::default()
             )
@@ -221,7 +221,7 @@ fn users_update_and_assign_tenant(db: &Db) {
     // The one promoted above, and the fixtures' admins.
     assert!(db.store.count_admins().unwrap() >= 1);
 
-    let admin = some_admin(&db.store);
+    let admin = db.admin().clone();
     let assigned = db
         .store
         .move_member(&admin, u.id, None, Some(t.id), now(), None)
@@ -279,19 +279,13 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(a.clone()));
     let page = db
         .store
-        .list_tenants(
-            &some_admin(&db.store),
-            &PageRequest::new(Some(1), None).unwrap(),
-        )
+        .list_tenants(db.admin(), &PageRequest::new(Some(1), None).unwrap())
         .unwrap();
     assert_eq!(page.items, vec![b.clone()]);
     assert_eq!(page.next, Some(b.id));
     let page = db
         .store
-        .list_tenants(
-            &some_admin(&db.store),
-            &PageRequest::new(Some(1), page.next).unwrap(),
-        )
+        .list_tenants(db.admin(), &PageRequest::new(Some(1), page.next).unwrap())
         .unwrap();
     assert_eq!(page.items, vec![a.clone()]);
     assert_eq!(page.next, None);
@@ -299,7 +293,7 @@ fn tenants_insert_list_update(db: &Db) {
     let patched = db
         .store
         .update_tenant(
-            &some_admin(&db.store),
+            db.admin(),
             a.id,
             &TenantPatch {
                 name: Some("A2".into()),
@@ -318,7 +312,7 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(
         db.store
             .update_tenant(
-                &some_admin(&db.store),
+                db.admin(),
                 gc_domain::model::new_id(),
                 &TenantPatch::default()
             )
@@ -1233,14 +1227,7 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     // Keys end with membership: moving the member out revokes what it made there, with a
     // line in the old tenant's feed, in the same transaction.
     db.store
-        .move_member(
-            &some_admin(&db.store),
-            m.user.id,
-            Some(m.tenant.id),
-            None,
-            now(),
-            None,
-        )
+        .move_member(db.admin(), m.user.id, Some(m.tenant.id), None, now(), None)
         .unwrap()
         .unwrap();
     let ctx = db.store.key_context("hash2").unwrap().unwrap();
@@ -1269,42 +1256,42 @@ fn ai_keys_usable_filter(db: &Db) {
     let good = db
         .store
         .insert_ai_key(
-            &some_admin(&db.store),
+            db.admin(),
             &key(t.id, Region::Aihk, true, AiKeyStatus::Ready),
         )
         .unwrap();
     let wrong_region = db
         .store
         .insert_ai_key(
-            &some_admin(&db.store),
+            db.admin(),
             &key(t.id, Region::Aica, true, AiKeyStatus::Ready),
         )
         .unwrap();
     let no_chat = db
         .store
         .insert_ai_key(
-            &some_admin(&db.store),
+            db.admin(),
             &key(t.id, Region::Aihk, false, AiKeyStatus::Ready),
         )
         .unwrap();
     let not_ready = db
         .store
         .insert_ai_key(
-            &some_admin(&db.store),
+            db.admin(),
             &key(t.id, Region::Aihk, true, AiKeyStatus::NotReady),
         )
         .unwrap();
     let elsewhere = db
         .store
         .insert_ai_key(
-            &some_admin(&db.store),
+            db.admin(),
             &key(other.id, Region::Aihk, true, AiKeyStatus::Ready),
         )
         .unwrap();
     assert_eq!(
         db.store
             .insert_ai_key(
-                &some_admin(&db.store),
+                db.admin(),
                 &key(new_id(), Region::Aihk, true, AiKeyStatus::Ready)
             )
             .unwrap_err(),
@@ -1320,19 +1307,10 @@ fn ai_keys_usable_filter(db: &Db) {
         vec![wrong_region.clone()]
     );
     assert_eq!(
-        db.store
-            .list_ai_keys(&some_admin(&db.store), Some(t.id))
-            .unwrap()
-            .len(),
+        db.store.list_ai_keys(db.admin(), Some(t.id)).unwrap().len(),
         4
     );
-    assert_eq!(
-        db.store
-            .list_ai_keys(&some_admin(&db.store), None)
-            .unwrap()
-            .len(),
-        5
-    );
+    assert_eq!(db.store.list_ai_keys(db.admin(), None).unwrap().len(), 5);
     assert_eq!(
         db.store.find_ai_key(t.id, good.id).unwrap(),
         Some(good.clone())
@@ -1340,7 +1318,7 @@ fn ai_keys_usable_filter(db: &Db) {
     assert_eq!(db.store.find_ai_key(other.id, good.id).unwrap(), None);
 
     let checked = now();
-    let admin = some_admin(&db.store);
+    let admin = db.admin().clone();
     gc_domain::admin::record_diagnosis(
         &db.store,
         &admin,
@@ -1373,20 +1351,12 @@ fn ai_keys_usable_filter(db: &Db) {
 
     assert!(!db
         .store
-        .delete_ai_key(&some_admin(&db.store), other.id, good.id)
+        .delete_ai_key(db.admin(), other.id, good.id)
         .unwrap());
-    assert!(db
-        .store
-        .delete_ai_key(&some_admin(&db.store), t.id, good.id)
-        .unwrap());
-    assert!(!db
-        .store
-        .delete_ai_key(&some_admin(&db.store), t.id, good.id)
-        .unwrap());
+    assert!(db.store.delete_ai_key(db.admin(), t.id, good.id).unwrap());
+    assert!(!db.store.delete_ai_key(db.admin(), t.id, good.id).unwrap());
     assert_eq!(
-        db.store
-            .list_ai_keys(&some_admin(&db.store), Some(other.id))
-            .unwrap(),
+        db.store.list_ai_keys(db.admin(), Some(other.id)).unwrap(),
         vec![elsewhere]
     );
 }

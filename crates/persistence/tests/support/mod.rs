@@ -12,10 +12,27 @@ use gc_persistence::{open, testing, DbStore, PoolOptions};
 use serde_json::json;
 use uuid::Uuid;
 
-/// A test database: the store and the URL it was opened with.
+/// A test database: the store, the URL it was opened with, and (made on first use, so tests
+/// that count users or sessions see none unless they ask) one platform admin's scope.
 pub struct Db {
     pub url: String,
     pub store: DbStore,
+    admin: std::sync::OnceLock<AdminScope>,
+}
+
+impl Db {
+    fn new(url: String, store: DbStore) -> Self {
+        Self {
+            url,
+            store,
+            admin: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The scope for the administration ports.
+    pub fn admin(&self) -> &AdminScope {
+        self.admin.get_or_init(|| some_admin(&self.store))
+    }
 }
 
 impl Db {
@@ -30,7 +47,7 @@ pub fn with_sqlite(body: fn(&Db)) {
     let store = open(&url, PoolOptions::default()).unwrap();
     assert_eq!(store.backend(), "sqlite");
     store.migrate().unwrap();
-    body(&Db { url, store });
+    body(&Db::new(url, store));
 }
 
 pub fn with_postgres(label: &str, body: fn(&Db)) {
@@ -42,7 +59,7 @@ pub fn with_postgres(label: &str, body: fn(&Db)) {
         let store = open(&url, PoolOptions::default()).unwrap();
         assert_eq!(store.backend(), "postgres");
         store.migrate().unwrap();
-        body(&Db { url, store });
+        body(&Db::new(url, store));
     }
     drop(database);
 }
@@ -180,12 +197,16 @@ pub fn activity_w(scope: &WriteScope, action: &str, target: Option<(&str, Uuid)>
         scope,
         now(),
         action,
-        target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
-            kind: kind.into(),
-            id,
-        }),
+        target_of(target),
         json!({"test": true}),
     )
+}
+
+fn target_of(target: Option<(&str, Uuid)>) -> Option<gc_domain::workspace::ActivityTarget> {
+    target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
+        kind: kind.into(),
+        id,
+    })
 }
 
 /// An admin's activity line in a tenant's feed.
@@ -200,10 +221,7 @@ pub fn activity_a(
         tenant_id,
         now(),
         action,
-        target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
-            kind: kind.into(),
-            id,
-        }),
+        target_of(target),
         json!({"test": true}),
     )
 }
