@@ -228,3 +228,47 @@ fn handlers_outside_the_workspace_call_no_port() {
         }
     }
 }
+
+#[test]
+fn every_error_code_is_documented() {
+    let api = std::fs::read_to_string(root().join("docs/api.md")).unwrap();
+    for code in gc_domain::ErrorCode::ALL {
+        assert!(
+            api.contains(&format!("`{}`", code.as_str())),
+            "docs/api.md does not document the error code `{}`",
+            code.as_str()
+        );
+    }
+}
+
+#[test]
+fn no_error_code_string_is_made_up_outside_the_enum() {
+    // `ApiError` only takes an `ErrorCode`; this catches a code written as text where a JSON
+    // error body is built by hand.
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // The mock upstream speaks for OpenAI, not for gc.
+        if file.ends_with("domain/src/error.rs")
+            || file.ends_with("mock.rs")
+            || file.to_string_lossy().contains("/tests")
+        {
+            continue;
+        }
+        // Unit tests hold upstream-shaped sample data.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("//") {
+                continue;
+            }
+            assert!(
+                !(line.contains("\"code\": \"") || line.contains("\"code\":\"")),
+                "{}:{}: an error code written as text; use gc_domain::ErrorCode",
+                file.display(),
+                n + 1
+            );
+        }
+    }
+}

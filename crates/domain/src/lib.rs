@@ -20,4 +20,4 @@ pub mod secret;
 pub mod values;
 pub mod workspace;
 
-pub use error::{DomainError, DomainResult};
+pub use error::{DomainError, DomainResult, ErrorCode};

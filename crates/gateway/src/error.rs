@@ -10,6 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use gc_domain::ErrorCode;
 use serde_json::Value;
 
 use crate::secret::{sanitize_upstream, Secret};
@@ -87,10 +88,10 @@ fn describe_code(code: Option<&str>, kind: Option<&str>) -> String {
 impl UpstreamError {
     /// The contract's error code: `upstream_timeout` for [`UpstreamError::Timeout`],
     /// `upstream_error` for everything else.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            UpstreamError::Timeout => "upstream_timeout",
-            _ => "upstream_error",
+            UpstreamError::Timeout => ErrorCode::UpstreamTimeout,
+            _ => ErrorCode::UpstreamError,
         }
     }
 

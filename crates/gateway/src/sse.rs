@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
+use gc_domain::ErrorCode;
 use hyper::body::{Body, Incoming};
 use serde::Deserialize;
 use serde_json::Value;
@@ -182,7 +183,7 @@ impl RunStream {
     }
 
     /// Ends the stream with an in-band error frame then `[DONE]`; drops the upstream body.
-    fn fail(&mut self, code: &'static str, message: String) -> Bytes {
+    fn fail(&mut self, code: ErrorCode, message: String) -> Bytes {
         let message = sanitize_upstream(&message, Some(&self.run.secret), MAX_MESSAGE_CHARS);
         self.fail_with(code, message, serde_json::Map::new())
     }
@@ -203,21 +204,21 @@ impl RunStream {
             Some(m) => format!("the upstream reported an error: {m}"),
             None => "the upstream reported an error".to_owned(),
         };
-        self.fail_with("upstream_error", message, extra)
+        self.fail_with(ErrorCode::UpstreamError, message, extra)
     }
 
     /// Writes the error frame (`message` already sanitised) and `[DONE]`; ends.
     fn fail_with(
         &mut self,
-        code: &'static str,
+        code: ErrorCode,
         message: String,
         extra: serde_json::Map<String, Value>,
     ) -> Bytes {
         self.body = None;
         let mut error = serde_json::Map::new();
-        error.insert("code".into(), code.into());
+        error.insert("code".into(), code.as_str().into());
         error.insert("message".into(), message.clone().into());
-        error.insert("type".into(), code.into());
+        error.insert("type".into(), code.as_str().into());
         error.extend(extra);
         let frame = serde_json::json!({ "error": error });
         self.out.put_slice(b"data: ");
@@ -226,8 +227,8 @@ impl RunStream {
         self.out.put_slice(b"\n\n");
         self.out.put_slice(DONE_FRAME);
         self.phase = Phase::Ended;
-        tracing::debug!(code, %message, "upstream stream failed");
-        self.finish(RunStatus::Error, Some((code, message)));
+        tracing::debug!(code = code.as_str(), %message, "upstream stream failed");
+        self.finish(RunStatus::Error, Some((code.as_str(), message)));
         self.out.split().freeze()
     }
 
@@ -392,7 +393,7 @@ impl Stream for RunStream {
             let Some(body) = this.body.as_mut() else {
                 // Unreachable in practice: the body is only removed when the stream ends.
                 return Poll::Ready(Some(Ok(
-                    this.fail("upstream_error", "upstream stream closed".into())
+                    this.fail(ErrorCode::UpstreamError, "upstream stream closed".into())
                 )));
             };
             match Pin::new(body).poll_frame(cx) {
@@ -412,13 +413,15 @@ impl Stream for RunStream {
                         }
                         Ok(Fed::More) => continue,
                         Err(message) => {
-                            return Poll::Ready(Some(Ok(this.fail("upstream_error", message))))
+                            return Poll::Ready(Some(Ok(
+                                this.fail(ErrorCode::UpstreamError, message)
+                            )))
                         }
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
                     let message = format!("upstream stream broke: {}", describe_chain(&e));
-                    return Poll::Ready(Some(Ok(this.fail("upstream_error", message))));
+                    return Poll::Ready(Some(Ok(this.fail(ErrorCode::UpstreamError, message))));
                 }
                 Poll::Ready(None) => {
                     // Be lenient with a last event that lacks its blank line.
@@ -437,7 +440,7 @@ impl Stream for RunStream {
                         Fed::More => {}
                     }
                     let message = "upstream stream ended without [DONE]".to_owned();
-                    return Poll::Ready(Some(Ok(this.fail("upstream_error", message))));
+                    return Poll::Ready(Some(Ok(this.fail(ErrorCode::UpstreamError, message))));
                 }
                 Poll::Pending => {
                     if this.idle.as_mut().poll(cx).is_ready() {
@@ -445,7 +448,9 @@ impl Stream for RunStream {
                             "upstream stream idle for more than {} ms",
                             this.idle_timeout.as_millis()
                         );
-                        return Poll::Ready(Some(Ok(this.fail("upstream_timeout", message))));
+                        return Poll::Ready(Some(Ok(
+                            this.fail(ErrorCode::UpstreamTimeout, message)
+                        )));
                     }
                     return Poll::Pending;
                 }

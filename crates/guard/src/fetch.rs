@@ -33,7 +33,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Why a repository could not be fetched. `code()` gives the contract's error code.
+/// Why a repository could not be fetched (`gc-http-api` maps each to an `ErrorCode`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {
     /// Missing, private, empty, or not visible (`repository_not_found`, 404).
@@ -60,22 +60,6 @@ pub enum FetchError {
     /// The fetcher was configured wrongly.
     #[error("invalid fetcher configuration: {0}")]
     Config(String),
-}
-
-impl FetchError {
-    /// A stable error code for the HTTP layer.
-    pub fn code(&self) -> &'static str {
-        match self {
-            FetchError::NotFound => "repository_not_found",
-            FetchError::Redirect => "redirect_not_followed",
-            FetchError::TooLarge(_) => "repository_too_large",
-            FetchError::Timeout => "upstream_timeout",
-            FetchError::Upstream(_) | FetchError::InvalidArchive | FetchError::Transport(_) => {
-                "upstream_error"
-            }
-            FetchError::Config(_) => "internal_error",
-        }
-    }
 }
 
 /// Fetcher configuration. Both base URLs are configurable for tests; plain `http` is accepted

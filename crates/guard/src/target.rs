@@ -29,17 +29,6 @@ pub enum TargetError {
     Empty,
 }
 
-impl TargetError {
-    /// The stable error code of the contract.
-    pub fn code(self) -> &'static str {
-        match self {
-            TargetError::NotAllowed => "target_not_allowed",
-            TargetError::Archive => "archive_not_accepted",
-            TargetError::Empty => "invalid_target",
-        }
-    }
-}
-
 const ZIP_MAGICS: &[&[u8]] = &[b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08"];
 const ZIP_MAGICS_B64: &[&str] = &["UEsDB", "UEsFBg", "UEsHCA"];
 
@@ -398,7 +387,5 @@ mod tests {
             assert_eq!(parse_target(c), Ok(Target::Content(c.to_string())), "{c:?}");
         }
         assert_eq!(parse_target("   "), Err(TargetError::Empty));
-        assert_eq!(TargetError::NotAllowed.code(), "target_not_allowed");
-        assert_eq!(TargetError::Archive.code(), "archive_not_accepted");
     }
 }

@@ -3,6 +3,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use gc_domain::page::PageRequest;
+use gc_domain::ErrorCode;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
@@ -35,13 +36,13 @@ impl ListQuery {
         let before = match self.cursor.as_deref() {
             None | Some("") => None,
             Some(raw) => Some(decode(raw).ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid_cursor",
+                ApiError::new(
+                    ErrorCode::InvalidCursor,
                     "the cursor is not one this service issued",
                 )
             })?),
         };
         PageRequest::new(self.limit, before)
-            .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
+            .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
     }
 }

@@ -11,14 +11,14 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use gc_domain::DomainError;
+use gc_domain::{DomainError, ErrorCode};
 use serde_json::json;
 
 /// An error as the client sees it.
 #[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
     retry_after: Option<u64>,
     /// The offending parameter, for OpenAI-shaped errors.
@@ -26,9 +26,10 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with `code`'s own status.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
+            status: status_of(code),
             code,
             message: message.into(),
             retry_after: None,
@@ -36,20 +37,20 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
+    /// `upstream_rejected` with the upstream's own 4xx status (the one code whose status is
+    /// not fixed); anything outside 400..=499 becomes 502 `upstream_error`.
+    pub fn upstream_rejected(status: u16, message: impl Into<String>) -> Self {
+        match StatusCode::from_u16(status) {
+            Ok(s) if s.is_client_error() => Self {
+                status: s,
+                ..Self::new(ErrorCode::UpstreamRejected, message)
+            },
+            _ => Self::new(ErrorCode::UpstreamError, message),
+        }
     }
 
     pub fn not_found() -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no such route or object",
-        )
-    }
-
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+        Self::new(ErrorCode::NotFound, "no such route or object")
     }
 
     pub fn with_retry_after(mut self, secs: u64) -> Self {
@@ -66,7 +67,7 @@ impl ApiError {
         self.status
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         self.code
     }
 
@@ -78,39 +79,58 @@ impl ApiError {
         self.param.as_deref()
     }
 
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
+    }
+
     /// The standard JSON body.
     pub fn body(&self, request_id: &str) -> serde_json::Value {
-        json!({"error": {"code": self.code, "message": self.message, "request_id": request_id}})
+        json!({"error": {"code": self.code.as_str(), "message": self.message, "request_id": request_id}})
     }
 
     /// The generic error for a status that carries no error of ours (router 404/405 and the
     /// like).
     pub fn from_status(status: StatusCode) -> Self {
         let (code, message) = match status.as_u16() {
-            400 => ("bad_request", "the request is malformed"),
-            401 => ("unauthenticated", "no valid credentials were sent"),
-            403 => ("forbidden", "the request is refused"),
-            404 => ("not_found", "no such route or object"),
+            400 => (ErrorCode::BadRequest, "the request is malformed"),
+            401 => (ErrorCode::Unauthenticated, "no valid credentials were sent"),
+            403 => (ErrorCode::Forbidden, "the request is refused"),
+            404 => (ErrorCode::NotFound, "no such route or object"),
             405 => (
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "this method is not allowed on this route",
             ),
             406 => (
-                "not_acceptable",
+                ErrorCode::NotAcceptable,
                 "the requested representation is not available",
             ),
-            408 => ("request_timeout", "the request took too long to arrive"),
-            413 => ("payload_too_large", "the request body is too large"),
+            408 => (
+                ErrorCode::RequestTimeout,
+                "the request took too long to arrive",
+            ),
+            413 => (ErrorCode::PayloadTooLarge, "the request body is too large"),
             415 => (
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "the request body must be application/json",
             ),
-            431 => ("headers_too_large", "the request headers are too large"),
-            _ if status.is_server_error() => ("internal_error", "internal error"),
-            _ => ("error", "the request failed"),
+            431 => (
+                ErrorCode::HeadersTooLarge,
+                "the request headers are too large",
+            ),
+            503 => (
+                ErrorCode::ServiceUnavailable,
+                "the service is temporarily unavailable",
+            ),
+            _ if status.is_server_error() => (ErrorCode::InternalError, "internal error"),
+            _ => (ErrorCode::BadRequest, "the request failed"),
         };
-        Self::new(status, code, message)
+        Self::new(code, message)
     }
+}
+
+/// The status of `code`, from the one table in `gc_domain::ErrorCode`.
+fn status_of(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 impl std::fmt::Display for ApiError {
@@ -141,32 +161,6 @@ impl ResponseError for ApiError {
 
 impl From<DomainError> for ApiError {
     fn from(e: DomainError) -> Self {
-        let status = match &e {
-            DomainError::Validation { .. } | DomainError::UnknownField(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            DomainError::ProviderNotAllowed(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            DomainError::Unauthenticated
-            | DomainError::InvalidCredentials
-            | DomainError::InvalidApiKey => StatusCode::UNAUTHORIZED,
-            DomainError::TooManyAttempts { .. } | DomainError::RateLimited { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
-            DomainError::EmailTaken | DomainError::VersionConflict { .. } => StatusCode::CONFLICT,
-            DomainError::NotFound(_) => StatusCode::NOT_FOUND,
-            DomainError::MemberUnassigned
-            | DomainError::MemberSuspended
-            | DomainError::TenantSuspended
-            | DomainError::InsufficientScope(_)
-            | DomainError::ShadowReadOnly
-            | DomainError::AdminRequired
-            | DomainError::SessionRequired
-            | DomainError::SignupDisabled
-            | DomainError::AiAccessDisabled
-            | DomainError::AiAccessNotReady(_) => StatusCode::FORBIDDEN,
-            DomainError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            DomainError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
         let message = match &e {
             DomainError::Internal(cause) => {
                 tracing::error!(cause = %cause, "internal error");
@@ -188,11 +182,9 @@ impl From<DomainError> for ApiError {
             _ => None,
         };
         Self {
-            status,
-            code: e.code(),
-            message,
             retry_after: retry_after.map(|s| s.max(1)),
             param,
+            ..Self::new(e.code(), message)
         }
     }
 }
@@ -217,11 +209,12 @@ pub fn json_error(err: &actix_web::error::JsonPayloadError) -> ApiError {
         }
         E::ContentType => ApiError::from_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
         E::Deserialize(e) if e.is_data() => data_error(e),
-        E::Deserialize(e) => {
-            ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
-        }
-        other => ApiError::bad_request(
-            "invalid_body",
+        E::Deserialize(e) => ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body is not valid JSON: {e}"),
+        ),
+        other => ApiError::new(
+            ErrorCode::InvalidBody,
             format!("the body could not be read: {other}"),
         ),
     }

@@ -4,13 +4,14 @@ use std::net::IpAddr;
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::dev::Payload;
-use actix_web::http::{header, Method, StatusCode};
+use actix_web::http::{header, Method};
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use chrono::Utc;
 use futures_util::future::LocalBoxFuture;
 use gc_domain::access::Principal;
 use gc_domain::accounts::{self, check_credential, CheckedCredential, Presented as Shown};
 use gc_domain::DomainError;
+use gc_domain::ErrorCode;
 
 use crate::error::ApiError;
 use crate::middleware::ShadowTenant;
@@ -61,8 +62,7 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "origin_mismatch",
+            ErrorCode::OriginMismatch,
             "cookie-authenticated writes must send an Origin header equal to the service's origin",
         ))
     }
@@ -273,7 +273,7 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
             Ok(Body(json.await.map(web::Json::into_inner).map_err(|e| {
                 e.as_error::<ApiError>()
                     .cloned()
-                    .unwrap_or_else(|| ApiError::bad_request("invalid_body", e.to_string()))
+                    .unwrap_or_else(|| ApiError::new(ErrorCode::InvalidBody, e.to_string()))
             })))
         })
     }
@@ -297,7 +297,10 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Query<T> {
         let parsed = web::Query::<T>::from_query(req.query_string())
             .map(web::Query::into_inner)
             .map_err(|e| {
-                ApiError::bad_request("invalid_query", format!("the query string is invalid: {e}"))
+                ApiError::new(
+                    ErrorCode::InvalidQuery,
+                    format!("the query string is invalid: {e}"),
+                )
             });
         std::future::ready(Ok(Query(parsed)))
     }

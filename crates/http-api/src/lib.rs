@@ -19,6 +19,7 @@ pub mod views;
 pub mod workspace;
 
 use actix_web::web;
+use gc_domain::ErrorCode;
 
 pub use middleware::request_context;
 pub use state::{AppState, HttpSettings};
@@ -36,8 +37,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
         )
         .app_data(web::PayloadConfig::default().limit(limit))
         .app_data(web::QueryConfig::default().error_handler(|err, _| {
-            error::ApiError::bad_request(
-                "invalid_query",
+            error::ApiError::new(
+                ErrorCode::InvalidQuery,
                 format!("the query string is invalid: {err}"),
             )
             .into()

@@ -98,7 +98,7 @@ fn rewrite(res: ServiceResponse<BoxBody>, e: &ApiError, id: &str) -> ServiceResp
             _ => "invalid_request_error",
         };
         serde_json::json!({"error": {
-            "code": e.code(),
+            "code": e.code().as_str(),
             "message": e.message(),
             "type": kind,
             "param": e.param(),

@@ -2,9 +2,9 @@
 //! loaded and opened by `RunScope`), then the domain's run orchestration.
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use gc_domain::runs::{prepare, ChatAnswer, RunError, UpstreamFailure};
+use gc_domain::ErrorCode;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -21,31 +21,26 @@ fn run_error(e: RunError) -> ApiError {
             message,
             retry_after_secs,
         }) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            if status == StatusCode::TOO_MANY_REQUESTS {
-                let e = ApiError::new(status, "upstream_rate_limited", message);
-                e.with_retry_after(retry_after_secs.unwrap_or(1))
+            if status == 429 {
+                ApiError::new(ErrorCode::UpstreamRateLimited, message)
+                    .with_retry_after(retry_after_secs.unwrap_or(1))
             } else {
-                ApiError::new(status, "upstream_rejected", message)
+                ApiError::upstream_rejected(status, message)
             }
         }
         RunError::Upstream(UpstreamFailure::Timeout) => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "upstream_timeout",
+            ErrorCode::UpstreamTimeout,
             "upstream did not answer in time",
         ),
         RunError::Upstream(UpstreamFailure::Failed { message }) => {
-            ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", message)
+            ApiError::new(ErrorCode::UpstreamError, message)
         }
         // Cannot happen from the gateway: a 401 moves on to the next key.
-        RunError::Upstream(UpstreamFailure::KeyRejected) => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_error",
-            "the gateway rejected the key",
-        ),
+        RunError::Upstream(UpstreamFailure::KeyRejected) => {
+            ApiError::new(ErrorCode::UpstreamError, "the gateway rejected the key")
+        }
         RunError::AllKeysRejected(region) => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_error",
+            ErrorCode::UpstreamError,
             format!(
                 "every ready {} key was rejected by the gateway",
                 region.as_str()

@@ -1,8 +1,9 @@
-use actix_web::http::StatusCode;
+//! `POST /guard/scan` and its description: pasted content or an exact public GitHub repository.
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::workspace::{KeyScope, NewActivity};
-use gc_domain::DomainError;
+use gc_domain::{DomainError, ErrorCode};
 use gc_guard::fetch::FetchError;
 use gc_guard::{parse_target, sarif, ScanResult, Target, TargetError, TargetInfo};
 use serde::Deserialize;
@@ -38,12 +39,12 @@ pub struct ScanQuery {
 
 fn target_error(e: TargetError) -> ApiError {
     match e {
-        TargetError::NotAllowed => ApiError::unprocessable(
-            "target_not_allowed",
+        TargetError::NotAllowed => ApiError::new(
+            ErrorCode::TargetNotAllowed,
             "target: only pasted content or exactly https://github.com/OWNER/REPO is accepted",
         ),
-        TargetError::Archive => ApiError::unprocessable(
-            "archive_not_accepted",
+        TargetError::Archive => ApiError::new(
+            ErrorCode::ArchiveNotAccepted,
             "target: ZIP archives are not accepted; paste the files' text instead",
         ),
         TargetError::Empty => DomainError::invalid("target", "must not be empty").into(),
@@ -55,29 +56,28 @@ fn rule_error(e: gc_guard::RuleError) -> ApiError {
 }
 
 fn fetch_error(e: &FetchError) -> ApiError {
-    let (status, message) = match e {
-        FetchError::NotFound => (StatusCode::NOT_FOUND, "no such public repository".to_owned()),
-        FetchError::Redirect => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "the code host answered with a redirect, which is never followed (was the repository moved or renamed?)".to_owned(),
+    match e {
+        FetchError::NotFound => ApiError::new(ErrorCode::RepositoryNotFound, "no such public repository"),
+        FetchError::Redirect => ApiError::new(
+            ErrorCode::RedirectNotFollowed,
+            "the code host answered with a redirect, which is never followed (was the repository moved or renamed?)",
         ),
-        FetchError::TooLarge(what) => (
-            StatusCode::UNPROCESSABLE_ENTITY,
+        FetchError::TooLarge(what) => ApiError::new(
+            ErrorCode::RepositoryTooLarge,
             format!("the repository is over the scan limits: {what}"),
         ),
-        FetchError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "the repository download took too long".to_owned()),
-        FetchError::Upstream(status) => (
-            StatusCode::BAD_GATEWAY,
+        FetchError::Timeout => ApiError::new(ErrorCode::UpstreamTimeout, "the repository download took too long"),
+        FetchError::Upstream(status) => ApiError::new(
+            ErrorCode::UpstreamError,
             format!("the code host answered {status}"),
         ),
-        FetchError::InvalidArchive => (StatusCode::BAD_GATEWAY, "the repository archive is not readable".to_owned()),
-        FetchError::Transport(_) => (StatusCode::BAD_GATEWAY, "the code host could not be reached".to_owned()),
+        FetchError::InvalidArchive => ApiError::new(ErrorCode::UpstreamError, "the repository archive is not readable"),
+        FetchError::Transport(_) => ApiError::new(ErrorCode::UpstreamError, "the code host could not be reached"),
         FetchError::Config(cause) => {
             tracing::error!(cause = %cause, "guard fetcher misconfigured");
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal error".to_owned())
+            ApiError::new(ErrorCode::InternalError, "internal error")
         }
-    };
-    ApiError::new(status, e.code(), message)
+    }
 }
 
 /// Scans pasted content or an exact public GitHub repository for dangerous agent-skill
@@ -100,8 +100,8 @@ pub async fn scan(
         None | Some("json") => false,
         Some("sarif") => true,
         Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_query",
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
                 "format must be json or sarif",
             ))
         }
@@ -127,8 +127,8 @@ pub async fn scan(
     };
     let body = body.into_inner()?;
     if body.mode != gc_guard::MODE_SKILL {
-        return Err(ApiError::unprocessable(
-            "unsupported_mode",
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMode,
             "mode: only \"skill\" is supported",
         ));
     }

@@ -1,6 +1,7 @@
 //! Health and the OpenAPI document.
 
 use actix_web::{web, HttpResponse};
+use gc_domain::ErrorCode;
 use serde::Serialize;
 use utoipa::{OpenApi, ToSchema};
 
@@ -25,8 +26,7 @@ pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     state.db(|store| store.ping()).await.map_err(|e| {
         if e.status().is_server_error() {
             ApiError::new(
-                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
-                "service_unavailable",
+                ErrorCode::ServiceUnavailable,
                 "the database does not answer",
             )
             .with_retry_after(2)

@@ -15,6 +15,7 @@ use gc_domain::model::new_id;
 use gc_domain::records::{validate_create, validate_patch};
 use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Record, RecordKind};
 use gc_domain::DomainError;
+use gc_domain::ErrorCode;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -83,8 +84,8 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
         return Ok(None);
     };
     let bad = || {
-        ApiError::bad_request(
-            "invalid_if_match",
+        ApiError::new(
+            ErrorCode::InvalidIfMatch,
             "If-Match must be the record's ETag, a version in double quotes such as \"3\"",
         )
     };
