@@ -272,3 +272,18 @@ fn no_error_code_string_is_made_up_outside_the_enum() {
         }
     }
 }
+
+#[test]
+fn every_mounted_route_is_in_the_openapi_document() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&gc_http_api::openapi::document()).unwrap();
+    let mut missing = Vec::new();
+    for route in gc_http_api::routes::all() {
+        let path = format!("/api/v1{}", route.path);
+        let method = route.method.to_ascii_lowercase();
+        if doc["paths"][&path][&method].is_null() {
+            missing.push(format!("{} {path}", route.method));
+        }
+    }
+    assert!(missing.is_empty(), "mounted but not documented: {missing:?}");
+}

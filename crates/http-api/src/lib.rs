@@ -1,7 +1,7 @@
 //! gc-http-api: the HTTP API of gc on actix-web.
 //!
-//! Handlers are short: extract, call the domain, map to a response body. Each resource
-//! module exposes `config(cfg)`; the binary calls only [`configure`]. Storage work runs on
+//! Handlers are short: extract, call the domain, map to a response body. Every route is
+//! declared once in [`routes`]; the binary calls only [`configure`]. Storage work runs on
 //! the blocking pool through [`state::AppState::db`].
 
 pub mod admin;
@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod guard;
 pub mod middleware;
 pub mod openapi;
+pub mod routes;
 pub mod state;
 pub mod system;
 pub mod views;
@@ -46,14 +47,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
         .app_data(
             web::PathConfig::default().error_handler(|_, _| error::ApiError::not_found().into()),
         )
-        .service(
-            web::scope("/api/v1")
-                .configure(system::config)
-                .configure(auth::config)
-                .configure(admin::config)
-                .configure(workspace::config)
-                .configure(guard::config)
-                .configure(|cfg| gateway::config(cfg, chat_completions)),
-        )
+        .service(web::scope("/api/v1").configure(|cfg| routes::mount(cfg, chat_completions)))
         .default_service(web::to(middleware::not_found));
 }

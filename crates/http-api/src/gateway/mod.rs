@@ -2,8 +2,8 @@
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::middleware::{from_fn, Next};
-use actix_web::{web, HttpMessage};
+use actix_web::middleware::Next;
+use actix_web::HttpMessage;
 use gc_domain::runs::{RunEvent, RunSink};
 use gc_domain::workspace::NewActivity;
 use tokio::sync::mpsc;
@@ -41,21 +41,10 @@ impl RunSink for RunRecorder {
     }
 }
 
-async fn openai_errors(
+pub(crate) async fn openai_errors(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     req.extensions_mut().insert(OpenAiErrors);
     next.call(req).await
-}
-
-pub fn config(cfg: &mut web::ServiceConfig, chat_completions: bool) {
-    cfg.service(web::resource("/run").route(web::post().to(run::run)));
-    if chat_completions {
-        cfg.service(
-            web::resource("/chat/completions")
-                .wrap(from_fn(openai_errors))
-                .route(web::post().to(run::chat_completions)),
-        );
-    }
 }

@@ -4,7 +4,6 @@ use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, OnceLock};
 
-use actix_web::web;
 use gc_guard::fetch::GitHubFetcher;
 use gc_guard::Scanner;
 use governor::clock::{Clock, DefaultClock};
@@ -55,12 +54,4 @@ impl GuardService {
                 .max(1)
         })
     }
-}
-
-pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/guard/scan")
-            .route(web::get().to(scan::describe))
-            .route(web::post().to(scan::scan)),
-    );
 }

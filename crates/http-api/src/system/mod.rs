@@ -8,11 +8,6 @@ use utoipa::{OpenApi, ToSchema};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/health").route(web::get().to(health)))
-        .service(web::resource("/openapi.json").route(web::get().to(openapi)));
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthBody {
     /// `ok`.

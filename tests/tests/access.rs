@@ -1,0 +1,485 @@
+//! Every mounted route × every kind of caller, from the router's own route list
+//! (`gc_http_api::routes`): a route without a row in [`policy`] fails the test, and each
+//! cell checks the refusal (status and code) or that the caller got past every access check.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gc_http_api::routes::{self, Route};
+use gc_tests::*;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    /// Anyone; credentials are not read.
+    Public,
+    /// Anyone; credentials are read when sent, and must then be good for a recorded scan.
+    PublicMaybeAuth,
+    /// A signed-in session of any account, whatever its state (me, sessions, sign-out).
+    Account,
+    /// A platform admin's session (not suspended).
+    AdminOnly,
+    /// A member's session or key with `workspace:read` (GET; `workspace:write` covers only
+    /// POST, PATCH and DELETE); reads of another tenant's objects are 404.
+    WorkspaceRead { item: bool },
+    /// A member's session or key with `workspace:write`; refused in the Shadow view.
+    WorkspaceWrite { item: bool },
+    /// A member's session only (API keys manage keys through a session).
+    WorkspaceSession { write: bool },
+    /// A member's session or a key with `run`.
+    Run,
+}
+
+/// The policy of every mounted route. A route missing here fails the test.
+fn policy(route: Route) -> Option<Policy> {
+    use Policy::*;
+    let item = route.path.ends_with("{id}");
+    let read = route.method == "GET";
+    Some(match (route.method, route.path) {
+        (_, "/health" | "/openapi.json") => Public,
+        ("GET", "/guard/scan") => Public,
+        ("POST", "/guard/scan") => PublicMaybeAuth,
+        ("POST", "/auth/signup" | "/auth/signin") => Public,
+        (_, "/auth/signout" | "/auth/change-password" | "/auth/me" | "/auth/sessions") => Account,
+        ("POST", "/auth/ip-admin") => AdminOnly,
+        (
+            _,
+            "/admin/tenants"
+            | "/admin/tenants/{id}"
+            | "/admin/tenants/{id}/ai-keys"
+            | "/admin/tenants/{id}/ai-keys/{key_id}"
+            | "/admin/ai-gateways/diagnostics"
+            | "/admin/users"
+            | "/admin/users/{id}"
+            | "/admin/users/{id}/tenant",
+        ) => AdminOnly,
+        ("GET" | "POST", "/workspace/api-keys") | ("DELETE", "/workspace/api-keys/{id}") => {
+            WorkspaceSession { write: !read }
+        }
+        (
+            "GET",
+            "/workspace"
+            | "/workspace/settings"
+            | "/workspace/activity"
+            | "/workspace/ai-access"
+            | "/workspace/ai-access/guide",
+        ) => WorkspaceRead { item: false },
+        ("PATCH", "/workspace/settings") => WorkspaceWrite { item: false },
+        (
+            method,
+            "/workspace/skills"
+            | "/workspace/skills/{id}"
+            | "/workspace/memory"
+            | "/workspace/memory/{id}"
+            | "/workspace/memory/{collection_id}/sources"
+            | "/workspace/memory/{collection_id}/sources/{id}"
+            | "/workspace/drafts/{kind}"
+            | "/workspace/drafts/{kind}/{id}",
+        ) => match method {
+            "GET" => WorkspaceRead { item },
+            _ => WorkspaceWrite { item },
+        },
+        ("POST", "/run" | "/chat/completions") => Run,
+        _ => return None,
+    })
+}
+
+/// The kinds of caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Anonymous,
+    Unassigned,
+    SuspendedMember,
+    MemberOfSuspendedTenant,
+    Member,
+    OtherTenantMember,
+    Admin,
+    SuspendedAdmin,
+    ShadowAdmin,
+    KeyRead,
+    KeyWrite,
+    KeyGuard,
+    KeyRun,
+    RevokedKey,
+}
+
+const EVERYONE: [Who; 14] = [
+    Who::Anonymous,
+    Who::Unassigned,
+    Who::SuspendedMember,
+    Who::MemberOfSuspendedTenant,
+    Who::Member,
+    Who::OtherTenantMember,
+    Who::Admin,
+    Who::SuspendedAdmin,
+    Who::ShadowAdmin,
+    Who::KeyRead,
+    Who::KeyWrite,
+    Who::KeyGuard,
+    Who::KeyRun,
+    Who::RevokedKey,
+];
+
+/// What a caller should get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Past every access check (the answer may still be a validation error or a 404 for a
+    /// made-up id, never 401 and never a refusal of the caller).
+    Allowed,
+    /// Refused with this status and code.
+    Refused(u16, &'static str),
+    /// Past the caller checks, but the object is another tenant's: 404.
+    NotFound,
+}
+
+fn want(policy: Policy, who: Who) -> Want {
+    use Policy::*;
+    use Want::*;
+    use Who::*;
+    let key = matches!(who, KeyRead | KeyWrite | KeyGuard | KeyRun);
+    // Refusals that come with the credential itself, before any route rule.
+    match (policy, who) {
+        (Public, _) => return Allowed,
+        (_, RevokedKey) => return Refused(401, "invalid_api_key"),
+        // Anonymous scans are allowed (and throttled); a platform admin's scan is recorded
+        // nowhere or in the Shadow tenant's feed.
+        (PublicMaybeAuth, Anonymous | Admin | ShadowAdmin) => return Allowed,
+        (_, Anonymous) => return Refused(401, "unauthenticated"),
+        _ => {}
+    }
+    match policy {
+        Public => Allowed,
+        // Credentials sent to the Guard must be good for a recorded scan.
+        PublicMaybeAuth => member(who, false, false, Some("guard:scan")),
+        Account if key => Refused(403, "session_required"),
+        Account => Allowed,
+        AdminOnly if key => Refused(403, "session_required"),
+        AdminOnly => match who {
+            Admin | ShadowAdmin => Allowed,
+            SuspendedAdmin => Refused(403, "member_suspended"),
+            _ => Refused(403, "admin_required"),
+        },
+        WorkspaceRead { item } => member(who, item, false, Some("workspace:read")),
+        WorkspaceWrite { item } => member(who, item, true, Some("workspace:write")),
+        WorkspaceSession { write } => member(who, false, write, None),
+        Run => member(who, false, true, Some("run")),
+    }
+}
+
+/// The member rules: account state, tenant state, the Shadow view, then the key's scope.
+fn member(who: Who, item: bool, write: bool, scope: Option<&'static str>) -> Want {
+    use Want::*;
+    use Who::*;
+    match who {
+        Unassigned | Admin => Refused(403, "member_unassigned"),
+        SuspendedMember | SuspendedAdmin => Refused(403, "member_suspended"),
+        MemberOfSuspendedTenant => Refused(403, "tenant_suspended"),
+        ShadowAdmin if write => Refused(403, "shadow_read_only"),
+        ShadowAdmin | Member => Allowed,
+        OtherTenantMember if item => NotFound,
+        OtherTenantMember => Allowed,
+        KeyRead | KeyWrite | KeyGuard | KeyRun => {
+            let has = match who {
+                KeyRead => "workspace:read",
+                KeyWrite => "workspace:write",
+                KeyGuard => "guard:scan",
+                _ => "run",
+            };
+            match scope {
+                None => Refused(403, "session_required"),
+                Some(s) if s == has => Allowed,
+                Some(_) => Refused(403, "insufficient_scope"),
+            }
+        }
+        Anonymous => Refused(401, "unauthenticated"),
+        RevokedKey => Refused(401, "invalid_api_key"),
+    }
+}
+
+/// Codes that refuse the caller rather than the request.
+const CALLER_REFUSALS: &[&str] = &[
+    "unauthenticated",
+    "invalid_api_key",
+    "member_unassigned",
+    "member_suspended",
+    "tenant_suspended",
+    "insufficient_scope",
+    "shadow_read_only",
+    "admin_required",
+    "session_required",
+];
+
+/// The callers, set up on one app: tenant T (the member's, with one record of each kind),
+/// tenant U (another), tenant S (suspended).
+struct World {
+    callers: Vec<(Who, Actor)>,
+    /// Path parameters: real ids from tenant T for reads, made-up ones for deletes.
+    skill: String,
+    collection: String,
+    source: String,
+    draft: String,
+    tenant_t: String,
+}
+
+const NOWHERE: &str = "0190f0f0-0000-7000-8000-000000000000";
+
+async fn world(app: &TestApp) -> World {
+    let admin = app.admin().await;
+    let t = app.tenant(&admin, "T", "AIHK").await;
+    let u = app.tenant(&admin, "U", "AICA").await;
+    let s = app.tenant(&admin, "S", "AIHK").await;
+    let member = app.member_of(&admin, &t).await;
+    let other = app.member_of(&admin, &u).await;
+    let in_suspended = app.member_of(&admin, &s).await;
+    let suspended_member = app.member_of(&admin, &t).await;
+
+    let skill = member
+        .post("/workspace/skills", json!({"name": "s", "content": "c"}))
+        .await;
+    let collection = member.post("/workspace/memory", json!({"name": "c"})).await;
+    let cid = collection.body["id"].as_str().unwrap().to_owned();
+    let source = member
+        .post(
+            &format!("/workspace/memory/{cid}/sources"),
+            json!({"title": "src", "kind": "text", "content": "x"}),
+        )
+        .await;
+    let draft = member
+        .post("/workspace/drafts/agents", json!({"name": "d"}))
+        .await;
+    for r in [&skill, &collection, &source, &draft] {
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+
+    // Keys before any suspension.
+    let key_read = member.keyed(&["workspace:read"]).await;
+    let key_write = member.keyed(&["workspace:write"]).await;
+    let key_guard = member.keyed(&["guard:scan"]).await;
+    let key_run = member.keyed(&["run"]).await;
+    let revoked = member
+        .post("/workspace/api-keys", json!({"name": "gone", "scopes": ["workspace:read", "workspace:write", "guard:scan", "run"]}))
+        .await;
+    let revoked_id = revoked.body["id"].as_str().unwrap();
+    assert_eq!(
+        member
+            .delete(&format!("/workspace/api-keys/{revoked_id}"))
+            .await
+            .status,
+        204
+    );
+    let revoked = member.with_key(revoked.body["key"].as_str().unwrap());
+
+    // An unassigned account.
+    let email = format!("u{}@gc.test", unique());
+    let made = admin
+        .post(
+            "/admin/users",
+            json!({"email": email, "name": "U", "password": PASSWORD}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    let unassigned = app.signin(&email, PASSWORD).await;
+
+    // Two more platform admins: one suspended, one in the Shadow view of T.
+    let mut admins = Vec::new();
+    for _ in 0..2 {
+        let email = format!("a{}@gc.test", unique());
+        let made = admin
+            .post("/admin/users", json!({"email": email, "name": "A", "password": PASSWORD, "role": "platform_admin"}))
+            .await;
+        assert_eq!(made.status, 201, "{}", made.text);
+        admins.push(app.signin(&email, PASSWORD).await);
+    }
+    let shadow = admins.pop().unwrap();
+    let suspended_admin = admins.pop().unwrap();
+    let enter = shadow
+        .post("/auth/ip-admin", json!({"tenant_id": t["id"]}))
+        .await;
+    assert_eq!(enter.status, 200, "{}", enter.text);
+    let r = admin
+        .patch(
+            &format!("/admin/users/{}", suspended_admin.id),
+            json!({"status": "suspended"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = admin
+        .patch(
+            &format!("/admin/users/{}", suspended_member.id),
+            json!({"status": "suspended"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = admin
+        .patch(
+            &format!("/admin/tenants/{}", s["id"].as_str().unwrap()),
+            json!({"status": "suspended"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    World {
+        callers: vec![
+            (Who::Anonymous, app.anon()),
+            (Who::Unassigned, unassigned),
+            (Who::SuspendedMember, suspended_member),
+            (Who::MemberOfSuspendedTenant, in_suspended),
+            (Who::Member, member),
+            (Who::OtherTenantMember, other),
+            (Who::Admin, admin),
+            (Who::SuspendedAdmin, suspended_admin),
+            (Who::ShadowAdmin, shadow),
+            (Who::KeyRead, key_read),
+            (Who::KeyWrite, key_write),
+            (Who::KeyGuard, key_guard),
+            (Who::KeyRun, key_run),
+            (Who::RevokedKey, revoked),
+        ],
+        skill: skill.body["id"].as_str().unwrap().to_owned(),
+        collection: cid,
+        source: source.body["id"].as_str().unwrap().to_owned(),
+        draft: draft.body["id"].as_str().unwrap().to_owned(),
+        tenant_t: t["id"].as_str().unwrap().to_owned(),
+    }
+}
+
+/// The concrete path for a route: tenant T's objects for reads and patches, made-up ids for
+/// deletes (nothing is destroyed) and for admin routes.
+fn concrete(route: Route, w: &World) -> String {
+    let reads_real = route.method != "DELETE";
+    let id = |real: &str| {
+        if reads_real {
+            real.to_owned()
+        } else {
+            NOWHERE.to_owned()
+        }
+    };
+    let mut path = route.path.to_owned();
+    if path.starts_with("/workspace/memory/{collection_id}") {
+        path = path
+            .replace("{collection_id}", &w.collection)
+            .replace("{id}", &id(&w.source));
+    } else if path.starts_with("/workspace/memory/") {
+        path = path.replace("{id}", &id(&w.collection));
+    } else if path.starts_with("/workspace/skills/") {
+        path = path.replace("{id}", &id(&w.skill));
+    } else if path.starts_with("/workspace/drafts/") {
+        path = path
+            .replace("{kind}", "agents")
+            .replace("{id}", &id(&w.draft));
+    } else if path.starts_with("/admin/tenants/{id}/ai-keys") {
+        // A real tenant, so that a refusal cannot hide behind a 404.
+        path = path
+            .replace("{id}", &w.tenant_t)
+            .replace("{key_id}", NOWHERE);
+    } else {
+        path = path.replace("{id}", NOWHERE).replace("{kind}", "agents");
+    }
+    path
+}
+
+/// Routes that end or change the caller's sessions: the caller signs in again afterwards.
+fn spends_the_session(route: Route) -> bool {
+    matches!(
+        (route.method, route.path),
+        ("POST", "/auth/signout") | ("DELETE", "/auth/sessions") | ("POST", "/auth/ip-admin")
+    )
+}
+
+/// A fresh session for the same person (re-entering the Shadow view for the shadow admin).
+async fn fresh(app: &TestApp, who: Who, actor: &Actor, tenant_t: &str) -> Actor {
+    if actor.cookie().is_none() {
+        return actor.clone();
+    }
+    let password = if who == Who::Admin {
+        ADMIN_PASSWORD
+    } else {
+        PASSWORD
+    };
+    let again = app.signin(&actor.email, password).await;
+    if who == Who::ShadowAdmin {
+        let r = again
+            .post("/auth/ip-admin", json!({"tenant_id": tenant_t}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    again
+}
+
+async fn matrix(app: TestApp) {
+    let mut w = world(&app).await;
+    let routes: Vec<Route> = routes::all().collect();
+    assert!(routes.len() > 50, "only {} routes", routes.len());
+    let mut missing = Vec::new();
+    let mut wrong = Vec::new();
+    let mut cells = 0;
+    for route in routes {
+        let Some(policy) = policy(route) else {
+            missing.push(format!("{} {}", route.method, route.path));
+            continue;
+        };
+        let path = concrete(route, &w);
+        for i in 0..w.callers.len() {
+            let (who, actor) = w.callers[i].clone();
+            let who = &who;
+            let method = Method::from_bytes(route.method.as_bytes()).unwrap();
+            let mut rb = actor.request(method.clone(), &path);
+            if method != Method::GET && method != Method::DELETE {
+                rb = rb.json(&json!({}));
+            }
+            let reply = actor.send(rb).await;
+            let expected = want(policy, *who);
+            let got_code = reply.code().to_owned();
+            let ok = match expected {
+                Want::Refused(status, code) => reply.status.as_u16() == status && got_code == code,
+                Want::NotFound => reply.status == 404 && got_code == "not_found",
+                Want::Allowed => {
+                    reply.status != 401 && !CALLER_REFUSALS.contains(&got_code.as_str())
+                }
+            };
+            if spends_the_session(route) {
+                // Sign-out and session revocation end this and the person's other sessions.
+                w.callers[i].1 = fresh(&app, *who, &actor, &w.tenant_t).await;
+            }
+            cells += 1;
+            if !ok {
+                wrong.push(format!(
+                    "{} {} as {:?}: want {:?}, got {} {}",
+                    route.method,
+                    route.path,
+                    who,
+                    expected,
+                    reply.status.as_u16(),
+                    got_code
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "routes without a row in the access table: {missing:#?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} of {cells} cells wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert_eq!(cells, routes::all().count() * EVERYONE.len());
+}
+
+async fn start(backend: Backend) -> Option<TestApp> {
+    TestApp::start_with(backend, "access_matrix", |c| c.chat_completions = true).await
+}
+
+#[actix_web::test]
+async fn every_route_refuses_every_caller_it_should_sqlite() {
+    if let Some(app) = start(Backend::Sqlite).await {
+        matrix(app).await;
+    }
+}
+
+#[actix_web::test]
+async fn every_route_refuses_every_caller_it_should_postgres() {
+    if let Some(app) = start(Backend::Postgres).await {
+        matrix(app).await;
+    }
+}
