@@ -7,6 +7,8 @@
 //! - `openapi`: writes `docs/openapi.json` from the code.
 //! - `bench`: the benchmarks (see `docs/benchmarks.md`).
 //! - `guard-eval DIR`: the Guard's recall and false positives on a labelled corpus.
+//! - `mutants`: cargo-mutants over the access-deciding code (installed if missing); see
+//!   `docs/quality.md`.
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use anyhow::{bail, Context};
 
 mod bench;
 mod guard_eval;
+mod mutants;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +33,7 @@ fn main() -> anyhow::Result<()> {
         Some("lint") => lint(),
         Some("openapi") => openapi(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("mutants") => mutants::run(&args[1..]),
         Some("guard-eval") => {
             let dir = args
                 .get(1)
@@ -38,7 +42,7 @@ fn main() -> anyhow::Result<()> {
             guard_eval::run(&dir)
         }
         _ => {
-            eprintln!("usage: cargo xtask <test|lint|openapi|bench|guard-eval DIR>");
+            eprintln!("usage: cargo xtask <test|lint|openapi|bench|mutants|guard-eval DIR>");
             bail!("unknown command")
         }
     }
@@ -50,11 +54,11 @@ fn root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-fn run(mut cmd: Command) -> anyhow::Result<()> {
+pub(crate) fn run(mut cmd: Command) -> anyhow::Result<()> {
     eprintln!("xtask: running {cmd:?}");
     let status = cmd.status().with_context(|| format!("{cmd:?}"))?;
     if !status.success() {

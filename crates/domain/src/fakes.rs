@@ -3,16 +3,20 @@
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::access::AdminScope;
+use crate::access::{AdminScope, TenantScope, WriteScope};
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, User, UserPatch};
 use crate::page::{Page, PageRequest};
-use crate::ports::{AiKeyRepo, KeySealer, Reservation, SigninThrottleRepo, UserRepo};
+use crate::ports::{
+    AiKeyRepo, KeySealer, Reservation, SigninThrottleRepo, UserRepo, WorkspaceRepo,
+};
 use crate::secret::SecretString;
 use crate::values::{Email, Region};
+use crate::workspace::{Activity, NewActivity, Record, RecordCounts, RecordKind, Settings};
 
 /// A store holding users, password attempts and AI keys in memory.
 #[derive(Default)]
@@ -177,5 +181,188 @@ pub fn ready<F: std::future::Future>(f: F) -> F::Output {
         if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
             return out;
         }
+    }
+}
+
+/// An in-memory workspace: records by tenant, settings, and every activity line written.
+#[derive(Default)]
+pub struct FakeWorkspace {
+    pub records: Mutex<Vec<(Uuid, Record)>>,
+    pub activity: Mutex<Vec<NewActivity>>,
+    /// How many of the next record updates lose a race (answer `VersionConflict`).
+    pub lose_races: Mutex<u32>,
+    /// Every port call, by name, to prove a refused call touched nothing.
+    pub calls: Mutex<Vec<&'static str>>,
+}
+
+impl FakeWorkspace {
+    fn call(&self, name: &'static str) {
+        self.calls.lock().unwrap().push(name);
+    }
+
+    fn find(
+        &self,
+        tenant: Uuid,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+        id: Uuid,
+    ) -> Option<Record> {
+        self.records
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(t, r)| *t == tenant && r.kind == kind && r.parent_id == parent && r.id == id)
+            .map(|(_, r)| r.clone())
+    }
+}
+
+impl WorkspaceRepo for FakeWorkspace {
+    fn list_records(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        _page: &PageRequest,
+    ) -> DomainResult<Page<Record>> {
+        self.call("list_records");
+        let items = self
+            .records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, r)| *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id)
+            .map(|(_, r)| r.clone())
+            .collect();
+        Ok(Page { items, next: None })
+    }
+
+    fn find_record(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+    ) -> DomainResult<Option<Record>> {
+        self.call("find_record");
+        Ok(self.find(scope.tenant_id(), kind, parent_id, id))
+    }
+
+    fn insert_record(
+        &self,
+        scope: &WriteScope,
+        record: &Record,
+        activity: &NewActivity,
+    ) -> DomainResult<Record> {
+        self.call("insert_record");
+        self.records
+            .lock()
+            .unwrap()
+            .push((scope.tenant_id(), record.clone()));
+        self.activity.lock().unwrap().push(activity.clone());
+        Ok(record.clone())
+    }
+
+    fn update_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.call("update_record");
+        {
+            let mut races = self.lose_races.lock().unwrap();
+            if *races > 0 {
+                *races -= 1;
+                return Err(DomainError::VersionConflict {
+                    expected: expected_version.unwrap_or_default(),
+                });
+            }
+        }
+        let mut records = self.records.lock().unwrap();
+        let Some((_, r)) = records.iter_mut().find(|(t, r)| {
+            *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id
+        }) else {
+            return Ok(None);
+        };
+        if expected_version.is_some_and(|v| v != r.version) {
+            return Err(DomainError::VersionConflict {
+                expected: expected_version.unwrap_or_default(),
+            });
+        }
+        r.fields = fields.clone();
+        r.version += 1;
+        r.updated_at = at;
+        self.activity.lock().unwrap().push(activity.clone());
+        Ok(Some(r.clone()))
+    }
+
+    fn delete_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        activity: &NewActivity,
+    ) -> DomainResult<bool> {
+        self.call("delete_record");
+        let mut records = self.records.lock().unwrap();
+        let before = records.len();
+        records.retain(|(t, r)| {
+            !(*t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id)
+        });
+        let deleted = records.len() < before;
+        if deleted {
+            self.activity.lock().unwrap().push(activity.clone());
+        }
+        Ok(deleted)
+    }
+
+    fn record_counts(&self, _scope: &TenantScope) -> DomainResult<RecordCounts> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+
+    fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+
+    fn update_settings(
+        &self,
+        _scope: &WriteScope,
+        _expected_version: Option<i64>,
+        _fields: &Map<String, Value>,
+        _at: DateTime<Utc>,
+        _activity: &NewActivity,
+    ) -> DomainResult<Settings> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+
+    fn list_activity(
+        &self,
+        _scope: &TenantScope,
+        _page: &PageRequest,
+    ) -> DomainResult<Page<Activity>> {
+        self.call("list_activity");
+        Ok(Page {
+            items: Vec::new(),
+            next: None,
+        })
+    }
+
+    fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
+        self.activity.lock().unwrap().push(activity.clone());
+        Ok(())
+    }
+
+    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
+        self.activity
+            .lock()
+            .unwrap()
+            .extend(activities.iter().cloned());
+        Ok(())
     }
 }

@@ -17,7 +17,9 @@ pub mod ports;
 pub mod records;
 pub mod runs;
 pub mod secret;
+pub mod system;
 pub mod values;
 pub mod workspace;
+pub mod workspace_service;
 
 pub use error::{DomainError, DomainResult, ErrorCode};

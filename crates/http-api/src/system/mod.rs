@@ -18,7 +18,7 @@ pub struct HealthBody {
 #[utoipa::path(get, path = "/api/v1/health", tag = "system",
     responses((status = 200, body = HealthBody), (status = 503, description = "the database does not answer")))]
 pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    state.db(|store| store.ping()).await.map_err(|e| {
+    state.db(gc_domain::system::health).await.map_err(|e| {
         if e.status().is_server_error() {
             ApiError::new(
                 ErrorCode::ServiceUnavailable,

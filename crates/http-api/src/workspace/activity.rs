@@ -3,6 +3,7 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::workspace::{Activity, KeyScope};
+use gc_domain::workspace_service as service;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -74,10 +75,10 @@ pub async fn list_activity(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    p.read_scope(KeyScope::WorkspaceRead)?;
     let page = query.into_inner()?.page()?;
     let page = state
-        .db(move |store| store.list_activity(&scope, &page))
+        .db(move |store| service::list_activity(store, &p, &page))
         .await?;
     Ok(HttpResponse::Ok().json(ListBody::from_page(page, ActivityView::from)))
 }

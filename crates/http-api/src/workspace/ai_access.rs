@@ -2,10 +2,9 @@
 //! to calling `/run` with a workspace key.
 
 use actix_web::{web, HttpResponse};
-use gc_domain::admin;
 use gc_domain::gateway::AiAccess;
 use gc_domain::workspace::KeyScope;
-use gc_domain::DomainError;
+use gc_domain::workspace_service as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -34,34 +33,25 @@ pub async fn get_ai_access(
     state: web::Data<AppState>,
     Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    let view = state
-        .db(move |store| {
-            let tenant = store
-                .find_tenant(scope.tenant_id())?
-                .ok_or(DomainError::NotFound("tenant"))?;
-            let status = admin::ai_access(store, &tenant)?;
-            let usable = store.usable_ai_keys(tenant.id, tenant.region)?;
-            let region = tenant.region.as_str();
-            let reason = match status {
-                AiAccess::Ready => None,
-                AiAccess::Disabled => Some(
-                    "AI access is turned off for this tenant; a platform administrator can turn it on."
-                        .to_owned(),
-                ),
-                AiAccess::NotReady => Some(format!(
-                    "This tenant has no ready, chat-enabled provider key for its region {region}; \
-                     a platform administrator must add one."
-                )),
-            };
-            Ok(AiAccessView {
-                status,
-                region,
-                reason,
-                chat_enabled_keys: u64::try_from(usable.len()).unwrap_or(u64::MAX),
-            })
-        })
-        .await?;
+    let access = state.db(move |store| service::ai_access(store, &p)).await?;
+    let region = access.tenant.region.as_str();
+    let reason = match access.status {
+        AiAccess::Ready => None,
+        AiAccess::Disabled => Some(
+            "AI access is turned off for this tenant; a platform administrator can turn it on."
+                .to_owned(),
+        ),
+        AiAccess::NotReady => Some(format!(
+            "This tenant has no ready, chat-enabled provider key for its region {region}; \
+             a platform administrator must add one."
+        )),
+    };
+    let view = AiAccessView {
+        status: access.status,
+        region,
+        reason,
+        chat_enabled_keys: u64::try_from(access.usable_keys).unwrap_or(u64::MAX),
+    };
     Ok(HttpResponse::Ok().json(view))
 }
 

@@ -1,8 +1,6 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::admin;
-use gc_domain::workspace::KeyScope;
-use gc_domain::DomainError;
+use gc_domain::workspace_service as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -77,44 +75,35 @@ pub const PREVIEW: [&str; 8] = [
     responses((status = 200, body = Overview), (status = 401, description = "unauthenticated"),
         (status = 403, description = "member_unassigned, member_suspended, tenant_suspended or insufficient_scope")))]
 pub async fn overview(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
     let idle = state.policy.session_idle;
     let member = MemberSummary {
         id: p.user().id,
         email: p.user().email.as_str().to_owned(),
         name: p.user().name.clone(),
     };
-    let body = state
-        .db(move |store| {
-            let tenant = store
-                .find_tenant(scope.tenant_id())?
-                .ok_or(DomainError::NotFound("tenant"))?;
-            let counts = store.record_counts(&scope)?;
-            let ai_access = admin::ai_access(store, &tenant)?;
-            let now = Utc::now();
-            let support_view = store
-                .shadow_viewers(tenant.id, now - idle, now)?
-                .into_iter()
-                .next()
-                .map(|(admin_email, since)| SupportView { admin_email, since });
-            Ok(Overview {
-                tenant: TenantSummary::from(&tenant),
-                member,
-                counts: Counts {
-                    skills: counts.skills,
-                    memory_collections: counts.memory_collections,
-                    drafts: DraftCounts {
-                        agents: counts.agents,
-                        workflows: counts.workflows,
-                        apps: counts.apps,
-                    },
-                    api_keys: counts.api_keys,
-                },
-                ai_access: AiAccessSummary { status: ai_access },
-                support_view,
-                preview: PREVIEW.to_vec(),
-            })
-        })
+    let o = state
+        .db(move |store| service::overview(store, &p, idle, Utc::now()))
         .await?;
+    let body = Overview {
+        tenant: TenantSummary::from(&o.tenant),
+        member,
+        counts: Counts {
+            skills: o.counts.skills,
+            memory_collections: o.counts.memory_collections,
+            drafts: DraftCounts {
+                agents: o.counts.agents,
+                workflows: o.counts.workflows,
+                apps: o.counts.apps,
+            },
+            api_keys: o.counts.api_keys,
+        },
+        ai_access: AiAccessSummary {
+            status: o.ai_access,
+        },
+        support_view: o
+            .support_view
+            .map(|(admin_email, since)| SupportView { admin_email, since }),
+        preview: PREVIEW.to_vec(),
+    };
     Ok(HttpResponse::Ok().json(body))
 }

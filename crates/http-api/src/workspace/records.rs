@@ -10,13 +10,11 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::access::{Principal, WriteScope};
-use gc_domain::model::new_id;
-use gc_domain::records::{validate_create, validate_patch};
-use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Record, RecordKind};
-use gc_domain::DomainError;
+use gc_domain::access::Principal;
+use gc_domain::workspace::{KeyScope, Record, RecordKind};
+use gc_domain::workspace_service as service;
 use gc_domain::ErrorCode;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::cursor::{self, ListQuery};
@@ -29,8 +27,6 @@ pub type Fields = crate::extract::Body<Map<String, Value>>;
 
 /// How many times a PATCH without `If-Match` re-reads and re-applies itself when a
 /// concurrent writer got in between its read and its write.
-const PATCH_ATTEMPTS: usize = 3;
-
 /// The JSON of a stored record, serialised straight from the record (no copy of its
 /// fields): `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
 pub struct RecordJson<'a>(pub &'a Record);
@@ -108,35 +104,6 @@ fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpRespons
 }
 
 /// The activity line of a record write, e.g. `skill.create` with the record as target.
-fn activity(scope: &WriteScope, kind: RecordKind, verb: &str, r: &Record) -> NewActivity {
-    let label = r
-        .fields
-        .get("name")
-        .or_else(|| r.fields.get("title"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mut detail = json!({ "name": label });
-    if let (Some(parent), Some(obj)) = (r.parent_id, detail.as_object_mut()) {
-        obj.insert("collection_id".into(), json!(parent));
-    }
-    NewActivity::write(
-        scope,
-        Utc::now(),
-        &format!("{}.{verb}", kind.as_str()),
-        Some(ActivityTarget {
-            kind: kind.as_str().to_owned(),
-            id: r.id,
-        }),
-        detail,
-    )
-}
-
-fn not_found(kind: RecordKind) -> ApiError {
-    DomainError::NotFound(kind.noun()).into()
-}
-
-/// `GET` of a list: newest first, `?limit=&cursor=`. Authentication and the query share one
-/// trip to the blocking pool.
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -145,14 +112,11 @@ pub async fn list(
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let page = query.into_inner().and_then(|q| q.page());
+    // Credentials first: a bad query from a caller who may not list is still a refusal.
     let page = caller
-        .db(&state, move |store, p| {
-            let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-            // A bad query string is reported only to a caller who may read at all.
-            match page {
-                Ok(page) => store.list_records(&scope, kind, parent, &page).map(Ok),
-                Err(e) => Ok(Err(e)),
-            }
+        .db(&state, move |store, p| match page {
+            Ok(page) => service::list_records(store, p, kind, parent, &page).map(Ok),
+            Err(e) => p.read_scope(KeyScope::WorkspaceRead).map(|_| Err(e)),
         })
         .await??;
     Ok(HttpResponse::Ok().json(RecordPage {
@@ -161,7 +125,6 @@ pub async fn list(
     }))
 }
 
-/// `POST`: validates, stores version 1 and its activity line; 201 with the record.
 pub async fn create(
     state: web::Data<AppState>,
     p: Principal,
@@ -169,30 +132,14 @@ pub async fn create(
     parent: Option<Uuid>,
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let fields = validate_create(kind, &body.into_inner()?)?;
-    let now = Utc::now();
-    let record = Record {
-        id: new_id(),
-        kind,
-        parent_id: parent,
-        version: 1,
-        fields,
-        created_at: now,
-        updated_at: now,
-        // The member, also when a key acts for them (the feed names the key).
-        created_by: p.user().id,
-    };
+    p.write_scope(KeyScope::WorkspaceWrite)?;
+    let input = body.into_inner()?;
     let stored = state
-        .db(move |store| {
-            let line = activity(&scope, kind, "create", &record);
-            store.insert_record(&scope, &record, &line)
-        })
+        .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
         .await?;
     Ok(with_etag(HttpResponse::Created(), &stored))
 }
 
-/// `GET` of one record, with its ETag.
 pub async fn get(
     state: web::Data<AppState>,
     p: Principal,
@@ -200,15 +147,12 @@ pub async fn get(
     parent: Option<Uuid>,
     id: Uuid,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
     let record = state
-        .db(move |store| store.find_record(&scope, kind, parent, id))
-        .await?
-        .ok_or_else(|| not_found(kind))?;
+        .db(move |store| service::get_record(store, &p, kind, parent, id))
+        .await?;
     Ok(with_etag(HttpResponse::Ok(), &record))
 }
 
-/// `PATCH`: merges the given fields over the stored ones and bumps the version.
 pub async fn patch(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -218,56 +162,17 @@ pub async fn patch(
     id: Uuid,
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
     let input = body.into_inner()?;
     let updated = state
         .db(move |store| {
-            let read = scope.as_read();
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let current = store
-                    .find_record(&read, kind, parent, id)?
-                    .ok_or(DomainError::NotFound(kind.noun()))?;
-                if let Some(expected) = expected {
-                    if expected != current.version {
-                        return Err(DomainError::VersionConflict { expected });
-                    }
-                }
-                let fields = validate_patch(kind, &input, &current.fields)?;
-                // The feed names the record as it is after the change.
-                let after = Record {
-                    fields: fields.clone(),
-                    ..current
-                };
-                let line = activity(&scope, kind, "update", &after);
-                // Without `If-Match` the write is still conditional on the version just read,
-                // so a concurrent change is re-read and merged rather than overwritten.
-                match store.update_record(
-                    &scope,
-                    kind,
-                    parent,
-                    id,
-                    Some(expected.unwrap_or(after.version)),
-                    &fields,
-                    Utc::now(),
-                    &line,
-                ) {
-                    Err(DomainError::VersionConflict { .. })
-                        if expected.is_none() && attempt < PATCH_ATTEMPTS =>
-                    {
-                        continue
-                    }
-                    other => return other?.ok_or(DomainError::NotFound(kind.noun())),
-                }
-            }
+            service::update_record(store, &p, kind, parent, id, expected, &input, Utc::now())
         })
         .await?;
     Ok(with_etag(HttpResponse::Ok(), &updated))
 }
 
-/// `DELETE`: 204; a collection takes its sources with it. A second delete is a 404.
 pub async fn delete(
     state: web::Data<AppState>,
     p: Principal,
@@ -275,19 +180,8 @@ pub async fn delete(
     parent: Option<Uuid>,
     id: Uuid,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let deleted = state
-        .db(move |store| {
-            let Some(current) = store.find_record(&scope.as_read(), kind, parent, id)? else {
-                return Ok(false);
-            };
-            let line = activity(&scope, kind, "delete", &current);
-            store.delete_record(&scope, kind, parent, id, &line)
-        })
+    state
+        .db(move |store| service::delete_record(store, &p, kind, parent, id, Utc::now()))
         .await?;
-    if deleted {
-        Ok(HttpResponse::NoContent().finish())
-    } else {
-        Err(not_found(kind))
-    }
+    Ok(HttpResponse::NoContent().finish())
 }

@@ -3,9 +3,9 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::records::{settings_with_defaults, validate_settings};
-use gc_domain::workspace::{ActivityTarget, KeyScope, NewActivity, Settings};
-use gc_domain::DomainError;
+use gc_domain::records::settings_with_defaults;
+use gc_domain::workspace::{KeyScope, Settings};
+use gc_domain::workspace_service as service;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
@@ -61,8 +61,7 @@ pub async fn get_settings(
     state: web::Data<AppState>,
     Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    let s = state.db(move |store| store.settings(&scope)).await?;
+    let s = state.db(move |store| service::settings(store, &p)).await?;
     Ok(respond(&s))
 }
 
@@ -79,55 +78,11 @@ pub async fn patch_settings(
     Auth(p): Auth,
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
     let input: Map<String, Value> = body.into_inner()?;
     let s = state
-        .db(move |store| {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let current = store.settings(&scope.as_read())?;
-                if let Some(expected) = expected {
-                    if expected != current.version {
-                        return Err(DomainError::VersionConflict { expected });
-                    }
-                }
-                // Merge over the defaults, so fields never written keep their defaults
-                // (`default_model` stays `auto`) rather than becoming empty.
-                let mut fields =
-                    validate_settings(&input, &settings_with_defaults(&current.fields))?;
-                // An empty (or reset) default model means the default, `auto`.
-                if fields.get("default_model").and_then(Value::as_str) == Some("") {
-                    fields.insert("default_model".into(), json!("auto"));
-                }
-                let changed: Vec<&String> = input.keys().collect();
-                let line = NewActivity::write(
-                    &scope,
-                    Utc::now(),
-                    "settings.update",
-                    Some(ActivityTarget {
-                        kind: "settings".into(),
-                        id: scope.tenant_id(),
-                    }),
-                    json!({ "fields": changed }),
-                );
-                match store.update_settings(
-                    &scope,
-                    Some(expected.unwrap_or(current.version)),
-                    &fields,
-                    Utc::now(),
-                    &line,
-                ) {
-                    Err(DomainError::VersionConflict { .. })
-                        if expected.is_none() && attempt < 3 =>
-                    {
-                        continue
-                    }
-                    other => return other,
-                }
-            }
-        })
+        .db(move |store| service::update_settings(store, &p, expected, &input, Utc::now()))
         .await?;
     Ok(respond(&s))
 }

@@ -1,0 +1,9 @@
+//! The service's own health, as the domain sees it.
+
+use crate::error::DomainResult;
+use crate::ports::HealthRepo;
+
+/// Answers when the storage answers.
+pub fn health<P: HealthRepo + ?Sized>(ports: &P) -> DomainResult<()> {
+    ports.ping()
+}

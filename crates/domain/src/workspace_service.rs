@@ -1,0 +1,475 @@
+//! The workspace's application services: stored records (skills, memory collections and
+//! sources, drafts), settings, the activity feed, the overview and the AI-access view.
+//!
+//! Each function takes the caller's [`Principal`] and decides access itself (the scope a key
+//! needs, the Shadow view's read-only rule) before it touches a port; every write carries its
+//! activity line in the same transaction. Handlers only extract, call one of these and map.
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::access::{Principal, WriteScope};
+use crate::admin;
+use crate::error::{DomainError, DomainResult};
+use crate::gateway::AiAccess;
+use crate::model::{new_id, Tenant};
+use crate::page::{Page, PageRequest};
+use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
+use crate::records::{settings_with_defaults, validate_create, validate_patch, validate_settings};
+use crate::workspace::{
+    Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordKind, Settings,
+};
+
+/// How often a write without `If-Match` is retried when another writer got there first.
+const WRITE_ATTEMPTS: usize = 3;
+
+/// The tenant's records of one kind (for sources, of one collection), newest first.
+pub fn list_records<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    page: &PageRequest,
+) -> DomainResult<Page<Record>> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    ports.list_records(&scope, kind, parent, page)
+}
+
+/// Stores a new record from the client's fields (validated for `kind`).
+pub fn create_record<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    input: &Map<String, Value>,
+    now: DateTime<Utc>,
+) -> DomainResult<Record> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let fields = validate_create(kind, input)?;
+    let record = Record {
+        id: new_id(),
+        kind,
+        parent_id: parent,
+        version: 1,
+        fields,
+        created_at: now,
+        updated_at: now,
+        created_by: p.user().id,
+    };
+    let line = record_activity(&scope, kind, "create", &record, now);
+    ports.insert_record(&scope, &record, &line)
+}
+
+/// One record of the caller's tenant; `NotFound` for any other tenant's.
+pub fn get_record<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+) -> DomainResult<Record> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    ports
+        .find_record(&scope, kind, parent, id)?
+        .ok_or(DomainError::NotFound(kind.noun()))
+}
+
+/// Changes some fields. With `expected` (the client's `If-Match`) a stale version is a
+/// `VersionConflict`; without it a concurrent change is retried a few times.
+#[allow(clippy::too_many_arguments)]
+pub fn update_record<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+    expected: Option<i64>,
+    input: &Map<String, Value>,
+    now: DateTime<Utc>,
+) -> DomainResult<Record> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let read = scope.as_read();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = ports
+            .find_record(&read, kind, parent, id)?
+            .ok_or(DomainError::NotFound(kind.noun()))?;
+        if let Some(expected) = expected {
+            if expected != current.version {
+                return Err(DomainError::VersionConflict { expected });
+            }
+        }
+        let fields = validate_patch(kind, input, &current.fields)?;
+        let after = Record {
+            fields: fields.clone(),
+            ..current
+        };
+        let line = record_activity(&scope, kind, "update", &after, now);
+        match ports.update_record(
+            &scope,
+            kind,
+            parent,
+            id,
+            Some(expected.unwrap_or(after.version)),
+            &fields,
+            now,
+            &line,
+        ) {
+            Err(DomainError::VersionConflict { .. })
+                if expected.is_none() && attempt < WRITE_ATTEMPTS =>
+            {
+                continue
+            }
+            other => return other?.ok_or(DomainError::NotFound(kind.noun())),
+        }
+    }
+}
+
+/// Deletes a record of the caller's tenant; `NotFound` when there is none.
+pub fn delete_record<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let Some(current) = ports.find_record(&scope.as_read(), kind, parent, id)? else {
+        return Err(DomainError::NotFound(kind.noun()));
+    };
+    let line = record_activity(&scope, kind, "delete", &current, now);
+    if ports.delete_record(&scope, kind, parent, id, &line)? {
+        Ok(())
+    } else {
+        Err(DomainError::NotFound(kind.noun()))
+    }
+}
+
+/// The activity line of a record write: `{kind}.{verb}` naming the record.
+fn record_activity(
+    scope: &WriteScope,
+    kind: RecordKind,
+    verb: &str,
+    r: &Record,
+    now: DateTime<Utc>,
+) -> NewActivity {
+    let label = r
+        .fields
+        .get("name")
+        .or_else(|| r.fields.get("title"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut detail = json!({ "name": label });
+    if let (Some(parent), Some(obj)) = (r.parent_id, detail.as_object_mut()) {
+        obj.insert("collection_id".into(), json!(parent));
+    }
+    NewActivity::write(
+        scope,
+        now,
+        &format!("{}.{verb}", kind.as_str()),
+        Some(ActivityTarget {
+            kind: kind.as_str().to_owned(),
+            id: r.id,
+        }),
+        detail,
+    )
+}
+
+/// The tenant's activity feed, newest first.
+pub fn list_activity<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    page: &PageRequest,
+) -> DomainResult<Page<Activity>> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    ports.list_activity(&scope, page)
+}
+
+/// The tenant's settings.
+pub fn settings<P: WorkspaceRepo + ?Sized>(ports: &P, p: &Principal) -> DomainResult<Settings> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    ports.settings(&scope)
+}
+
+/// Changes some settings, merged over the defaults; `expected` as for records.
+pub fn update_settings<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    expected: Option<i64>,
+    input: &Map<String, Value>,
+    now: DateTime<Utc>,
+) -> DomainResult<Settings> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = ports.settings(&scope.as_read())?;
+        if let Some(expected) = expected {
+            if expected != current.version {
+                return Err(DomainError::VersionConflict { expected });
+            }
+        }
+        // Merge over the defaults, so fields never written keep their defaults
+        // (`default_model` stays `auto`) rather than becoming empty.
+        let mut fields = validate_settings(input, &settings_with_defaults(&current.fields))?;
+        // An empty (or reset) default model means the default, `auto`.
+        if fields.get("default_model").and_then(Value::as_str) == Some("") {
+            fields.insert("default_model".into(), json!("auto"));
+        }
+        let changed: Vec<&String> = input.keys().collect();
+        let line = NewActivity::write(
+            &scope,
+            now,
+            "settings.update",
+            Some(ActivityTarget {
+                kind: "settings".into(),
+                id: scope.tenant_id(),
+            }),
+            json!({ "fields": changed }),
+        );
+        match ports.update_settings(
+            &scope,
+            Some(expected.unwrap_or(current.version)),
+            &fields,
+            now,
+            &line,
+        ) {
+            Err(DomainError::VersionConflict { .. })
+                if expected.is_none() && attempt < WRITE_ATTEMPTS =>
+            {
+                continue
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What the workspace overview shows.
+#[derive(Debug, Clone)]
+pub struct Overview {
+    pub tenant: Tenant,
+    pub counts: RecordCounts,
+    pub ai_access: AiAccess,
+    /// The platform admin looking through the Shadow view, if any: `(email, since)`.
+    pub support_view: Option<(String, DateTime<Utc>)>,
+}
+
+/// The overview of the caller's workspace. A Shadow viewer counts when seen within `idle`.
+pub fn overview<P: WorkspaceRepo + TenantRepo + AiKeyRepo + SessionRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    idle: Duration,
+    now: DateTime<Utc>,
+) -> DomainResult<Overview> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let tenant = ports
+        .find_tenant(scope.tenant_id())?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    let counts = ports.record_counts(&scope)?;
+    let ai_access = admin::ai_access(ports, &tenant)?;
+    let support_view = ports
+        .shadow_viewers(tenant.id, now - idle, now)?
+        .into_iter()
+        .next();
+    Ok(Overview {
+        tenant,
+        counts,
+        ai_access,
+        support_view,
+    })
+}
+
+/// The tenant's AI access as its members see it.
+#[derive(Debug, Clone)]
+pub struct AiAccessView {
+    pub tenant: Tenant,
+    pub status: AiAccess,
+    /// Ready, chat-enabled keys of the tenant's region.
+    pub usable_keys: usize,
+}
+
+/// The caller's tenant's AI access, computed as the administrators' view computes it.
+pub fn ai_access<P: TenantRepo + AiKeyRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+) -> DomainResult<AiAccessView> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let tenant = ports
+        .find_tenant(scope.tenant_id())?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    let status = admin::ai_access(ports, &tenant)?;
+    let usable_keys = ports.usable_ai_keys(tenant.id, tenant.region)?.len();
+    Ok(AiAccessView {
+        tenant,
+        status,
+        usable_keys,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::tests::{session, tenant, user};
+    use crate::access::Credential;
+    use crate::fakes::FakeWorkspace;
+    use crate::model::{Role, Status};
+
+    fn skill() -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("name".into(), json!("s"));
+        m.insert("content".into(), json!("c"));
+        m
+    }
+
+    fn member_of(t: &Tenant) -> Principal {
+        session(
+            user(Role::Member, Status::Active, Some(t)),
+            Some(t.clone()),
+            None,
+        )
+    }
+
+    fn keyed(t: &Tenant, scopes: Vec<KeyScope>) -> Principal {
+        Principal::new(
+            user(Role::Member, Status::Active, Some(t)),
+            Some(t.clone()),
+            Credential::ApiKey {
+                key_id: Uuid::now_v7(),
+                name: "ci".into(),
+                scopes,
+            },
+        )
+    }
+
+    #[test]
+    fn a_write_records_its_activity_in_the_callers_tenant() {
+        let ws = FakeWorkspace::default();
+        let t = tenant(Status::Active);
+        let r = create_record(
+            &ws,
+            &member_of(&t),
+            RecordKind::Skill,
+            None,
+            &skill(),
+            Utc::now(),
+        )
+        .unwrap();
+        assert_eq!(ws.records.lock().unwrap()[0].0, t.id);
+        let lines = ws.activity.lock().unwrap();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].tenant_id(), t.id);
+        assert_eq!(lines[0].action(), "skill.create");
+        assert_eq!(lines[0].target().map(|t| t.id), Some(r.id));
+    }
+
+    #[test]
+    fn refusals_come_before_any_port_call() {
+        let t = tenant(Status::Active);
+        let shadow = session(
+            user(Role::PlatformAdmin, Status::Active, None),
+            None,
+            Some(t.clone()),
+        );
+        let reader = keyed(&t, vec![KeyScope::WorkspaceRead]);
+        let runner = keyed(&t, vec![KeyScope::Run]);
+        let suspended = session(
+            user(Role::Member, Status::Suspended, Some(&t)),
+            Some(t.clone()),
+            None,
+        );
+        let id = Uuid::now_v7();
+        let now = Utc::now();
+        for (p, code) in [
+            (&shadow, "shadow_read_only"),
+            (&reader, "insufficient_scope"),
+            (&suspended, "member_suspended"),
+        ] {
+            let ws = FakeWorkspace::default();
+            let kind = RecordKind::Skill;
+            let errs = [
+                create_record(&ws, p, kind, None, &skill(), now).map(|_| ()),
+                update_record(&ws, p, kind, None, id, None, &skill(), now).map(|_| ()),
+                delete_record(&ws, p, kind, None, id, now),
+                update_settings(&ws, p, None, &Map::new(), now).map(|_| ()),
+            ];
+            for e in errs {
+                assert_eq!(e.unwrap_err().code(), code);
+            }
+            assert!(ws.calls.lock().unwrap().is_empty(), "{code}");
+        }
+        let ws = FakeWorkspace::default();
+        for p in [&runner, &suspended] {
+            assert!(list_records(&ws, p, RecordKind::Skill, None, &PageRequest::first()).is_err());
+            assert!(get_record(&ws, p, RecordKind::Skill, None, id).is_err());
+            assert!(list_activity(&ws, p, &PageRequest::first()).is_err());
+            assert!(settings(&ws, p).is_err());
+        }
+        assert!(ws.calls.lock().unwrap().is_empty());
+        // The Shadow view reads.
+        assert!(list_records(&ws, &shadow, RecordKind::Skill, None, &PageRequest::first()).is_ok());
+    }
+
+    #[test]
+    fn another_tenants_record_is_not_found_for_every_verb() {
+        let ws = FakeWorkspace::default();
+        let (a, b) = (tenant(Status::Active), tenant(Status::Active));
+        let now = Utc::now();
+        let r = create_record(&ws, &member_of(&a), RecordKind::Skill, None, &skill(), now).unwrap();
+        let other = member_of(&b);
+        let kind = RecordKind::Skill;
+        assert_eq!(
+            get_record(&ws, &other, kind, None, r.id)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+        assert_eq!(
+            update_record(&ws, &other, kind, None, r.id, None, &skill(), now)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+        assert_eq!(
+            delete_record(&ws, &other, kind, None, r.id, now)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+        assert_eq!(ws.records.lock().unwrap().len(), 1);
+        assert_eq!(ws.activity.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_update_without_if_match_retries_a_lost_race_and_one_with_it_does_not() {
+        let ws = FakeWorkspace::default();
+        let t = tenant(Status::Active);
+        let p = member_of(&t);
+        let now = Utc::now();
+        let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+        *ws.lose_races.lock().unwrap() = 2;
+        let updated =
+            update_record(&ws, &p, RecordKind::Skill, None, r.id, None, &skill(), now).unwrap();
+        assert_eq!(updated.version, 2);
+        // Three lost races in a row: the caller hears about it.
+        *ws.lose_races.lock().unwrap() = 3;
+        let e = update_record(&ws, &p, RecordKind::Skill, None, r.id, None, &skill(), now);
+        assert_eq!(e.unwrap_err().code(), "version_conflict");
+        *ws.lose_races.lock().unwrap() = 0;
+        // A stale If-Match is a conflict at once, and writes nothing.
+        let e = update_record(
+            &ws,
+            &p,
+            RecordKind::Skill,
+            None,
+            r.id,
+            Some(1),
+            &skill(),
+            now,
+        );
+        assert_eq!(e.unwrap_err().code(), "version_conflict");
+        assert_eq!(ws.activity.lock().unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,92 @@
+//! `cargo xtask mutants`: cargo-mutants over the code that decides access, installed with
+//! `cargo install cargo-mutants --locked` when missing.
+//!
+//! Two runs, each with the tests that can catch its mutants:
+//! - the domain's access, accounts, admin, gateway (`RunScope`) and workspace-scope code,
+//!   tested by `gc-domain`'s unit tests (in-memory fakes of every port);
+//! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
+//!   end-to-end test (`tests/tests/access.rs`) on SQLite.
+//!
+//! Results land in `target/mutants/{domain,extractors}/mutants.out`; the figures and every
+//! survivor's explanation are in `docs/quality.md`. `--domain` or `--extractors` runs one.
+
+use std::process::Command;
+
+use anyhow::Context;
+
+use crate::{cargo, run as run_cmd};
+
+/// The domain files whose mutants must be caught.
+const DOMAIN_FILES: &[&str] = &[
+    "crates/domain/src/access.rs",
+    "crates/domain/src/accounts.rs",
+    "crates/domain/src/admin.rs",
+    "crates/domain/src/gateway.rs",
+    "crates/domain/src/workspace.rs",
+];
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    ensure_installed()?;
+    let only_domain = args.iter().any(|a| a == "--domain");
+    let only_extractors = args.iter().any(|a| a == "--extractors");
+    let mut failures = Vec::new();
+    if !only_extractors {
+        let mut cmd = mutants("domain");
+        cmd.args(["--package", "gc-domain"]);
+        for file in DOMAIN_FILES {
+            cmd.args(["--file", file]);
+        }
+        if let Err(e) = run_cmd(cmd) {
+            failures.push(format!("domain: {e}"));
+        }
+    }
+    if !only_domain {
+        let mut cmd = mutants("extractors");
+        cmd.args([
+            "--file",
+            "crates/http-api/src/extract.rs",
+            "--test-package",
+            "gc-tests",
+            "--",
+            "--test",
+            "access",
+            "every_route_refuses_every_caller_it_should_sqlite",
+        ]);
+        if let Err(e) = run_cmd(cmd) {
+            failures.push(format!("extractors: {e}"));
+        }
+    }
+    if failures.is_empty() {
+        eprintln!("xtask: every mutant was caught (or unviable)");
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "mutants survived or the run failed (see target/mutants/*/mutants.out/missed.txt): {}",
+            failures.join("; ")
+        )
+    }
+}
+
+/// `cargo mutants` with the settings both runs share.
+fn mutants(name: &str) -> Command {
+    let mut cmd = cargo();
+    cmd.args(["mutants", "--no-shuffle", "--jobs", "1", "--timeout", "300"])
+        .args(["--output", &format!("target/mutants/{name}")]);
+    cmd
+}
+
+fn ensure_installed() -> anyhow::Result<()> {
+    let installed = cargo()
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: cargo-mutants is missing; installing it (cargo install cargo-mutants --locked)"
+    );
+    let mut install = cargo();
+    install.args(["install", "cargo-mutants", "--locked"]);
+    run_cmd(install).context("installing cargo-mutants")
+}
