@@ -2,8 +2,8 @@
 //! `cargo install cargo-mutants --locked` when missing.
 //!
 //! Two runs, each with the tests that can catch its mutants:
-//! - the domain's access, accounts, admin, gateway (`RunScope`) and workspace-scope code,
-//!   tested by `gc-domain`'s unit tests (in-memory fakes of every port);
+//! - the domain's access, accounts, admin, gateway (`RunScope`), workspace-scope and
+//!   workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
 //!   end-to-end test (`tests/tests/access.rs`) on SQLite.
 //!
@@ -23,6 +23,7 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/admin.rs",
     "crates/domain/src/gateway.rs",
     "crates/domain/src/workspace.rs",
+    "crates/domain/src/workspace_service.rs",
 ];
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -43,6 +44,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     if !only_domain {
         let mut cmd = mutants("extractors");
         cmd.args([
+            "--package",
+            "gc-http-api",
             "--file",
             "crates/http-api/src/extract.rs",
             "--test-package",

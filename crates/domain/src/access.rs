@@ -407,6 +407,20 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_members_scope_is_its_own_tenant_and_not_a_shadow_view() {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::Member, Status::Active, Some(&t)),
+            Some(t.clone()),
+            None,
+        );
+        assert_eq!(p.tenant().map(|x| x.id), Some(t.id));
+        assert!(!p.read_scope(KeyScope::WorkspaceRead).unwrap().is_shadow());
+        let admin = session(user(Role::PlatformAdmin, Status::Active, None), None, None);
+        assert!(admin.tenant().is_none());
+    }
+
+    #[test]
     fn a_shadow_view_of_a_demoted_admin_is_ignored() {
         let t = tenant(Status::Active);
         let p = session(user(Role::Member, Status::Active, None), None, Some(t));

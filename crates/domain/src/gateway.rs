@@ -287,6 +287,49 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn ai_access_needs_ai_on_and_one_ready_chat_key_of_the_tenant_and_its_region() {
+        let mut t = tenant(Status::Active);
+        let other = tenant(Status::Active);
+        let good = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        assert_eq!(
+            AiAccess::of(&t, std::slice::from_ref(&good)),
+            AiAccess::Ready
+        );
+        // Each condition alone is not enough.
+        for bad in [
+            key(&t, Region::Aica, true, AiKeyStatus::Ready),
+            key(&t, Region::Aihk, false, AiKeyStatus::Ready),
+            key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
+            key(&other, Region::Aihk, true, AiKeyStatus::Ready),
+        ] {
+            assert_eq!(AiAccess::of(&t, &[bad]), AiAccess::NotReady);
+        }
+        assert_eq!(AiAccess::of(&t, &[]), AiAccess::NotReady);
+        t.ai_enabled = false;
+        assert_eq!(AiAccess::of(&t, &[good]), AiAccess::Disabled);
+    }
+
+    #[test]
+    fn a_sealed_key_is_bound_to_its_tenant_and_its_id() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let binding = ai_key_binding(a, b);
+        assert_eq!(&binding[..16], a.as_bytes());
+        assert_eq!(&binding[16..], b.as_bytes());
+        assert_ne!(binding, ai_key_binding(b, a));
+    }
+
+    #[test]
+    fn key_statuses_round_trip_and_anything_unknown_is_not_ready() {
+        for s in [AiKeyStatus::Ready, AiKeyStatus::NotReady] {
+            assert_eq!(AiKeyStatus::from_stored(s.as_str()), s);
+        }
+        assert_eq!(AiKeyStatus::Ready.as_str(), "ready");
+        assert_eq!(AiKeyStatus::NotReady.as_str(), "not_ready");
+        assert_eq!(AiKeyStatus::from_stored("READY"), AiKeyStatus::NotReady);
+        assert_eq!(AiKeyStatus::from_stored(""), AiKeyStatus::NotReady);
+    }
+
+    #[test]
     fn only_ready_chat_enabled_keys_of_the_tenant_region_are_usable() {
         let t = tenant(Status::Active);
         let good = key(&t, Region::Aihk, true, AiKeyStatus::Ready);

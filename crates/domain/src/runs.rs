@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn only_a_401_marks_the_key_and_tries_the_next() {
-        let (runs, sink, plan, _) = setup(vec![Err(UpstreamFailure::KeyRejected), Ok(())]);
+        let (runs, sink, plan, store) = setup(vec![Err(UpstreamFailure::KeyRejected), Ok(())]);
         assert!(ready(runs.execute(plan, "/run")).is_ok());
         assert_eq!(verdicts(&sink), 1);
         let used = runs.upstream().used.lock().unwrap().clone();
@@ -522,6 +522,17 @@ mod tests {
         };
         assert_eq!(v.status(), AiKeyStatus::NotReady);
         assert_eq!(v.reason(), Some("rejected by the gateway"));
+        // The verdict names the key that was refused, in its own tenant.
+        let first = store
+            .keys
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|k| k.id == v.key_id())
+            .cloned();
+        let first = first.expect("the verdict names a key of the tenant");
+        assert_eq!(v.tenant_id(), first.tenant_id);
+        assert_ne!(v.tenant_id(), uuid::Uuid::nil());
     }
 
     #[test]
