@@ -228,3 +228,42 @@ fn handlers_outside_the_workspace_call_no_port() {
         }
     }
 }
+
+/// `cargo xtask` stays quick to build: it runs the service's binaries instead of linking them.
+#[test]
+fn xtask_links_no_service_crate() {
+    let deps = reachable("xtask");
+    for banned in [
+        "gc-http-api",
+        "gc-server",
+        "gc-persistence",
+        "actix-web",
+        "diesel",
+    ] {
+        assert!(!deps.contains(banned), "xtask reaches {banned}: {deps:?}");
+    }
+}
+
+/// The local operator's admin authority is made by the `gc-server admin` command line only.
+#[test]
+fn only_the_admin_command_line_makes_a_local_operator() {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask/src", "tests"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let allowed = [
+        root().join("crates/domain/src/access.rs"),
+        root().join("crates/server/src/admin_cli.rs"),
+        root().join("tests/tests/tidy.rs"),
+    ];
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.contains("at_the_console(") || text.contains("LocalOperator {") {
+            assert!(
+                allowed.contains(&file),
+                "{} makes a LocalOperator; only `gc-server admin` may",
+                file.display()
+            );
+        }
+    }
+}
