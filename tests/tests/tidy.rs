@@ -267,3 +267,28 @@ fn only_the_admin_command_line_makes_a_local_operator() {
         }
     }
 }
+
+/// `.env.sample`, the README and the config module's table name every variable the server
+/// reads.
+#[test]
+fn every_configuration_variable_is_documented() {
+    let config = std::fs::read_to_string(root().join("crates/server/src/config.rs")).unwrap();
+    let sample = std::fs::read_to_string(root().join(".env.sample")).unwrap();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut names = Vec::new();
+    for chunk in config.split("env = \"").skip(1) {
+        names.push(chunk.split('"').next().unwrap().to_owned());
+    }
+    assert!(names.len() > 25, "found only {names:?}");
+    for name in &names {
+        assert!(
+            sample.contains(&format!("{name}=")),
+            ".env.sample lacks {name}"
+        );
+        assert!(readme.contains(name), "README.md lacks {name}");
+        assert!(
+            config.contains(&format!("`{name}`")),
+            "the config module's table lacks {name}"
+        );
+    }
+}

@@ -23,7 +23,7 @@
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
 //! | `GC_BLOCKING_THREADS` | `4` | threads per worker for database and bcrypt work |
-//! | `GC_LOG` | `info` | tracing filter; `GC_LOG_FORMAT=json` for JSON lines |
+//! | `GC_LOG`, `GC_LOG_FORMAT` | `info`, `text` | tracing filter; `json` for JSON lines |
 //! | `GC_ADMIN_PASSWORD` | unset | the password for `admin create` / `admin reset-password` (else stdin) |
 
 //!

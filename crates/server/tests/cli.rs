@@ -487,6 +487,25 @@ fn dot_env_in_the_working_directory_is_read_and_the_environment_wins() {
         .output()
         .unwrap();
     assert!(out.status.success());
+
+    // The committed sample is a valid .env as it stands.
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../.env.sample"),
+        dir.join(".env"),
+    )
+    .unwrap();
+    let out = migrate()
+        .env(
+            "GC_DATABASE_URL",
+            format!("sqlite://{}/from-sample.db", dir.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
