@@ -228,7 +228,7 @@ fn run_inner(
         OutputFormat::Sarif => {
             let report = ScanReport {
                 findings: result.findings.clone(),
-                stats: result.stats.clone(),
+                stats: result.stats,
             };
             let sarif = crate::sarif::to_sarif(&report, &result.target);
             serde_json::to_writer_pretty(&mut *out, &sarif).map_err(io::Error::other)?;
