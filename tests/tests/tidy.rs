@@ -273,6 +273,45 @@ fn no_error_code_string_is_made_up_outside_the_enum() {
     }
 }
 
+/// `cargo xtask` stays quick to build: it runs the service's binaries instead of linking them.
+#[test]
+fn xtask_links_no_service_crate() {
+    let deps = reachable("xtask");
+    for banned in [
+        "gc-http-api",
+        "gc-server",
+        "gc-persistence",
+        "actix-web",
+        "diesel",
+    ] {
+        assert!(!deps.contains(banned), "xtask reaches {banned}: {deps:?}");
+    }
+}
+
+/// The local operator's admin authority is made by the `gc-server admin` command line only.
+#[test]
+fn only_the_admin_command_line_makes_a_local_operator() {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask/src", "tests"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let allowed = [
+        root().join("crates/domain/src/access.rs"),
+        root().join("crates/server/src/admin_cli.rs"),
+        root().join("tests/tests/tidy.rs"),
+    ];
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.contains("at_the_console(") || text.contains("LocalOperator {") {
+            assert!(
+                allowed.contains(&file),
+                "{} makes a LocalOperator; only `gc-server admin` may",
+                file.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn every_mounted_route_is_in_the_openapi_document() {
     let doc: serde_json::Value = serde_json::from_str(&gc_http_api::openapi::document()).unwrap();
@@ -307,4 +346,29 @@ fn every_mounted_route_is_in_the_openapi_document() {
         missing.is_empty(),
         "mounted but not documented: {missing:?}"
     );
+}
+
+/// `.env.sample`, the README and the config module's table name every variable the server
+/// reads.
+#[test]
+fn every_configuration_variable_is_documented() {
+    let config = std::fs::read_to_string(root().join("crates/server/src/config.rs")).unwrap();
+    let sample = std::fs::read_to_string(root().join(".env.sample")).unwrap();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut names = Vec::new();
+    for chunk in config.split("env = \"").skip(1) {
+        names.push(chunk.split('"').next().unwrap().to_owned());
+    }
+    assert!(names.len() > 25, "found only {names:?}");
+    for name in &names {
+        assert!(
+            sample.contains(&format!("{name}=")),
+            ".env.sample lacks {name}"
+        );
+        assert!(readme.contains(name), "README.md lacks {name}");
+        assert!(
+            config.contains(&format!("`{name}`")),
+            "the config module's table lacks {name}"
+        );
+    }
 }

@@ -4,7 +4,8 @@
 //!   PostgreSQL (the PostgreSQL leg is skipped, loudly, when no server answers, unless
 //!   `GC_REQUIRE_POSTGRES=1`).
 //! - `lint`: the first two steps only.
-//! - `openapi`: writes `docs/openapi.json` from the code.
+//! - `openapi`: writes `docs/openapi.json` from `gc-server openapi` (xtask links no service
+//!   crate: it stays quick to build).
 //! - `bench`: the benchmarks (see `docs/benchmarks.md`).
 //! - `guard-eval DIR`: the Guard's recall and false positives on a labelled corpus.
 //! - `mutants`: cargo-mutants over the access-deciding code (installed if missing); see
@@ -133,10 +134,32 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     run(doc)
 }
 
+/// Writes `docs/openapi.json` from `gc-server openapi`, so that xtask itself links none of the
+/// service's crates.
 fn openapi(root: &Path) -> anyhow::Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["run", "--quiet", "-p", "gc-server", "--", "openapi"])
+        // The document must not depend on the caller's configuration.
+        .env_remove("GC_LOG")
+        .current_dir(root);
+    eprintln!("xtask: running {cmd:?}");
+    let out = cmd.output().with_context(|| format!("{cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let document = String::from_utf8(out.stdout).context("the document is not UTF-8")?;
+    let parsed: serde_json::Value =
+        serde_json::from_str(&document).context("gc-server openapi printed no JSON")?;
+    if parsed.get("openapi").is_none() {
+        bail!("gc-server openapi printed JSON without an `openapi` field");
+    }
     let path = root.join("docs/openapi.json");
     std::fs::create_dir_all(root.join("docs"))?;
-    std::fs::write(&path, gc_http_api::openapi::document() + "\n")?;
+    std::fs::write(&path, document.trim_end().to_owned() + "\n")?;
     eprintln!("xtask: wrote {}", path.display());
     Ok(())
 }

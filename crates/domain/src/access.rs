@@ -261,11 +261,69 @@ impl WriteScope {
     }
 }
 
-/// Proof that the holder is an active platform admin's session: every administration port
-/// method takes one. Made only by [`Principal::admin_scope`].
+/// Proof that the holder is an active platform admin's session, or the local operator at the
+/// command line: every administration port method takes one. Made only by
+/// [`Principal::admin_scope`] and [`LocalOperator`] (through [`AdminAuthority`]).
 #[derive(Debug, Clone)]
 pub struct AdminScope {
     actor: Actor,
+}
+
+/// Whoever may ask for an [`AdminScope`]: an active platform admin's session
+/// ([`Principal`]) or the operator at the machine ([`LocalOperator`]). The administration
+/// functions of `gc_domain::admin` take any of them and ask for the scope before they touch a
+/// port. Implementing this trait elsewhere grants nothing: an `AdminScope` can only come from
+/// these two.
+pub trait AdminAuthority {
+    /// The scope, or the refusal (`session_required`, `admin_required`, `member_suspended`).
+    fn admin_scope(&self) -> DomainResult<AdminScope>;
+}
+
+impl AdminAuthority for Principal {
+    fn admin_scope(&self) -> DomainResult<AdminScope> {
+        Principal::admin_scope(self)
+    }
+}
+
+/// The operator at the machine, running `gc-server admin ...` with the service's own database
+/// URL. Never made from an HTTP request.
+///
+/// Architecture Invariant: only the `gc-server admin` command line makes one (a tidy test
+/// checks that no other crate calls [`LocalOperator::at_the_console`]). It grants nothing the
+/// operator does not already have: whoever can run it can open the database and change any
+/// row directly. Going through the domain instead keeps the rules of the API (validation,
+/// password length, keys revoked when a member leaves a tenant, activity lines) and records
+/// the operator as the actor.
+#[derive(Debug, Clone)]
+pub struct LocalOperator {
+    label: String,
+}
+
+impl LocalOperator {
+    /// The operator of the local command line; `who` names them in activity feeds (for
+    /// example the login name). For `gc-server admin` only.
+    pub fn at_the_console(who: &str) -> Self {
+        let who = who.trim();
+        let label = if who.is_empty() {
+            "operator (gc-server admin)".to_owned()
+        } else {
+            format!("operator {who} (gc-server admin)")
+        };
+        Self { label }
+    }
+}
+
+impl AdminAuthority for LocalOperator {
+    fn admin_scope(&self) -> DomainResult<AdminScope> {
+        Ok(AdminScope {
+            actor: Actor {
+                kind: ActorKind::Admin,
+                // The operator is no account: the nil id says so in activity lines.
+                id: Uuid::nil(),
+                label: self.label.clone(),
+            },
+        })
+    }
 }
 
 impl AdminScope {
@@ -273,7 +331,7 @@ impl AdminScope {
         &self.actor
     }
 
-    /// The admin's user id.
+    /// The admin's user id (nil for the local operator).
     pub fn admin_id(&self) -> Uuid {
         self.actor.id
     }
@@ -474,6 +532,16 @@ pub(crate) mod tests {
             None,
         );
         assert_eq!(member.admin_scope().unwrap_err().code(), "admin_required");
+    }
+
+    #[test]
+    fn the_local_operator_gets_an_admin_scope_with_a_nil_id_and_its_name() {
+        let scope = LocalOperator::at_the_console("root").admin_scope().unwrap();
+        assert_eq!(scope.admin_id(), Uuid::nil());
+        assert_eq!(scope.actor().kind, ActorKind::Admin);
+        assert_eq!(scope.actor().label, "operator root (gc-server admin)");
+        let anonymous = LocalOperator::at_the_console(" ").admin_scope().unwrap();
+        assert_eq!(anonymous.actor().label, "operator (gc-server admin)");
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub fn create_account<P: UserRepo + TenantRepo + ?Sized>(
 }
 
 /// The throttle key of an email: trimmed and lower-cased, like `Email` values.
-fn throttle_key(email: &str) -> String {
+pub(crate) fn throttle_key(email: &str) -> String {
     email.trim().to_lowercase()
 }
 

@@ -2,21 +2,23 @@
 //!
 //! Every function starts from a `Principal` and asks it for an `AdminScope` (an active
 //! platform admin's session) before it touches a port; every administration port method
-//! takes that scope, so an operation without the check does not compile.
+//! takes that scope, so an operation without the check does not compile. The tenant and user
+//! functions also accept the [`LocalOperator`](crate::access::LocalOperator) of `gc-server admin` (any [`AdminAuthority`]),
+//! so the command line applies the same rules as the API.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::access::{AdminScope, Principal};
-use crate::accounts::{create_account, PasswordHasher, Signup};
+use crate::access::{AdminAuthority, AdminScope, Principal};
+use crate::accounts::{create_account, throttle_key, PasswordHasher, Signup};
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{ai_key_binding, AiAccess, AiKeyStatus, KeyVerdict, TenantAiKey};
 use crate::model::{new_id, Role, Status, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
-use crate::ports::{AiKeyRepo, KeySealer, SessionRepo, TenantRepo, UserRepo};
+use crate::ports::{AiKeyRepo, KeySealer, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
 use crate::secret::SecretString;
-use crate::values::{text, Region};
+use crate::values::{text, Email, Password, Region};
 use crate::workspace::{ActivityTarget, NewActivity};
 
 /// Validates a tenant name.
@@ -39,7 +41,7 @@ fn with_access<P: AiKeyRepo + ?Sized>(store: &P, t: Tenant) -> DomainResult<Tena
 
 pub fn list_tenants<P: TenantRepo + AiKeyRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     page: &PageRequest,
 ) -> DomainResult<Page<TenantWithAccess>> {
     let scope = admin.admin_scope()?;
@@ -56,7 +58,7 @@ pub fn list_tenants<P: TenantRepo + AiKeyRepo + ?Sized>(
 
 pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     name: &str,
     region: Region,
     ai_enabled: bool,
@@ -79,7 +81,7 @@ pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
 
 pub fn update_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     id: Uuid,
     patch: &TenantPatch,
 ) -> DomainResult<TenantWithAccess> {
@@ -92,7 +94,7 @@ pub fn update_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
 
 pub fn list_users<P: UserRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     tenant_id: Option<Uuid>,
     page: &PageRequest,
 ) -> DomainResult<Page<User>> {
@@ -104,7 +106,7 @@ pub fn list_users<P: UserRepo + ?Sized>(
 pub fn create_user<P: UserRepo + TenantRepo + ?Sized>(
     store: &P,
     hasher: &dyn PasswordHasher,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     signup: &Signup,
     role: Role,
     tenant_id: Option<Uuid>,
@@ -116,7 +118,7 @@ pub fn create_user<P: UserRepo + TenantRepo + ?Sized>(
 
 pub fn update_user<P: UserRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     id: Uuid,
     patch: &UserPatch,
 ) -> DomainResult<User> {
@@ -134,7 +136,7 @@ const MOVE_ATTEMPTS: usize = 3;
 /// in that tenant's feed, in the same transaction (decision record 0005).
 pub fn assign_tenant<P: UserRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     id: Uuid,
     tenant_id: Option<Uuid>,
     now: DateTime<Utc>,
@@ -171,6 +173,38 @@ pub fn assign_tenant<P: UserRepo + ?Sized>(
     Err(DomainError::Unavailable {
         retry_after_secs: 1,
     })
+}
+
+/// The account with this email (case-insensitive), for administration by email.
+pub fn find_user_by_email<P: UserRepo + ?Sized>(
+    store: &P,
+    admin: &impl AdminAuthority,
+    email: &str,
+) -> DomainResult<User> {
+    admin.admin_scope()?;
+    let email = Email::parse("email", email)?;
+    store
+        .find_user_by_email(&email)?
+        .ok_or(DomainError::NotFound("user"))
+}
+
+/// Sets a new password for an account and revokes every session it has (in one
+/// transaction); the password rules are those of sign-up. Forgets the account's failed
+/// sign-in attempts, so the new password works at once.
+pub fn reset_password<P: UserRepo + SigninThrottleRepo + ?Sized>(
+    store: &P,
+    hasher: &dyn PasswordHasher,
+    admin: &impl AdminAuthority,
+    id: Uuid,
+    password: String,
+) -> DomainResult<User> {
+    admin.admin_scope()?;
+    let password = Password::parse("password", password)?;
+    let user = store.find_user(id)?.ok_or(DomainError::NotFound("user"))?;
+    let hash = hasher.hash(&password)?;
+    store.change_password(user.id, &hash, None)?;
+    store.clear_failures(&throttle_key(user.email.as_str()))?;
+    Ok(user)
 }
 
 /// The AI access of a tenant, computed from its keys.

@@ -1,9 +1,19 @@
-//! The engine of `gc-server guard scan PATH|-`: scans a local file, a folder (walked within the
-//! contract's limits, symlinks not followed, binaries skipped) or standard input, and prints
-//! text, JSON (the contract's result body) or SARIF.
+//! The engine of `gc-server guard scan TARGET`: scans a local file, a folder (walked within the
+//! contract's limits, symlinks not followed, binaries skipped), standard input, or — with the
+//! `fetch` feature — a public GitHub repository given as `https://github.com/OWNER/REPO`
+//! (through the same allow-listed fetcher as the API), and prints text, JSON (the contract's
+//! result body) or SARIF. The argument parsing lives in `gc-server` (clap).
+//!
+//! A target that looks like an address (a scheme such as `https:` or `ssh:`, `//`, `git@`) is
+//! never read as a file path: it is either exactly `https://github.com/OWNER/REPO` or refused.
+//!
+//! Exit codes (see [`FailOn::exit_code`]): 0 when the verdict is below the `--fail-on` level,
+//! 1 when it reaches it, 2 when nothing could be scanned (a usage error, an unreadable path,
+//! a refused address, a failed fetch).
 
 use crate::model::{Limits, ScanReport, ScanResult, TargetInfo, Verdict};
 use crate::scanner::Scanner;
+use crate::target::{parse_target, Target, TargetError};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,79 +38,199 @@ impl std::str::FromStr for OutputFormat {
     }
 }
 
-const USAGE: &str = "usage: guard scan [--format text|json|sarif] PATH|-";
+/// The verdict from which `guard scan` exits non-zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailOn {
+    /// Exit 1 on `warn` or `fail`.
+    Warn,
+    /// Exit 1 on `fail` only (the default).
+    #[default]
+    Fail,
+}
 
-/// Parses `[--format text|json|sarif] PATH|-` (also `-f X`, `--format=X`), scans, prints to
-/// stdout and returns the process exit code: 0 for pass or warn, 1 for fail, 2 for a usage or
-/// I/O error (reported on stderr).
-pub fn main(args: &[String]) -> i32 {
-    let mut format = OutputFormat::Text;
-    let mut target: Option<&str> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let value = if a == "--format" || a == "-f" {
-            it.next().map(String::as_str)
-        } else {
-            a.strip_prefix("--format=")
-        };
-        if a == "--format" || a == "-f" || a.starts_with("--format=") {
-            match value.map(str::parse::<OutputFormat>) {
-                Some(Ok(f)) => format = f,
-                Some(Err(e)) => return usage_error(&e),
-                None => return usage_error("--format needs a value"),
-            }
-        } else if a == "-h" || a == "--help" {
-            println!("{USAGE}");
-            return 0;
-        } else if target.is_none() {
-            target = Some(a);
-        } else {
-            return usage_error("only one PATH is accepted");
-        }
-    }
-    let Some(target) = target else {
-        return usage_error("missing PATH (use - for standard input)");
-    };
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    match run(target, format, &mut out) {
-        Ok(Verdict::Fail) => 1,
-        Ok(_) => 0,
-        Err(e) => {
-            eprintln!("guard scan: {target}: {e}");
-            2
+impl std::str::FromStr for FailOn {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "warn" => Ok(FailOn::Warn),
+            // `block` is what some CI tools call the worst level.
+            "fail" | "block" => Ok(FailOn::Fail),
+            other => Err(format!("unknown level {other:?} (warn or fail)")),
         }
     }
 }
 
-fn usage_error(msg: &str) -> i32 {
-    eprintln!("guard scan: {msg}\n{USAGE}");
-    2
+/// Exit code when a scan completed below the `--fail-on` level.
+pub const EXIT_PASSED: i32 = 0;
+/// Exit code when a scan's verdict reached the `--fail-on` level.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code when nothing could be scanned (usage, I/O, a refused address, a failed fetch).
+pub const EXIT_ERROR: i32 = 2;
+
+impl FailOn {
+    /// The process exit code for a completed scan with this verdict.
+    pub fn exit_code(self, verdict: Verdict) -> i32 {
+        let threshold = match self {
+            FailOn::Warn => Verdict::Warn,
+            FailOn::Fail => Verdict::Fail,
+        };
+        if verdict >= threshold {
+            EXIT_FAILED
+        } else {
+            EXIT_PASSED
+        }
+    }
+}
+
+/// Why nothing could be scanned.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A path or standard input could not be read.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// An address that is not exactly `https://github.com/OWNER/REPO`.
+    #[error("{0}: only https://github.com/OWNER/REPO addresses can be scanned (local paths are scanned as files)")]
+    Address(TargetError),
+    /// A repository address, but this build or call cannot fetch.
+    #[error("repository scans are not available here: {0}")]
+    NoFetcher(&'static str),
+    /// The repository could not be fetched.
+    #[cfg(feature = "fetch")]
+    #[error("{0}")]
+    Fetch(#[from] crate::fetch::FetchError),
+    /// The rules did not compile (a bug).
+    #[error("the scanner could not start: {0}")]
+    Scanner(String),
+}
+
+/// What a command-line target means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliTarget {
+    /// `-`: standard input.
+    Stdin,
+    /// A local file or folder.
+    Path(PathBuf),
+    /// `https://github.com/OWNER/REPO`.
+    Repository { owner: String, repo: String },
+}
+
+/// Classifies a command-line target. Anything shaped like an address goes through the Guard's
+/// allow-list ([`parse_target`]) and is never read as a path.
+pub fn classify(target: &str) -> Result<CliTarget, CliError> {
+    if target == "-" {
+        return Ok(CliTarget::Stdin);
+    }
+    if looks_like_address(target) {
+        return match parse_target(target) {
+            Ok(Target::Repository { owner, repo }) => Ok(CliTarget::Repository { owner, repo }),
+            Ok(Target::Content(_)) | Err(TargetError::Empty) => {
+                Err(CliError::Address(TargetError::NotAllowed))
+            }
+            Err(e) => Err(CliError::Address(e)),
+        };
+    }
+    Ok(CliTarget::Path(PathBuf::from(target)))
+}
+
+/// A scheme (`https:`, `ssh:`, `file:` …), `//`, or `user@host:`: never a path to read.
+fn looks_like_address(target: &str) -> bool {
+    let t = target.trim();
+    if t.contains("://") || t.starts_with("//") {
+        return true;
+    }
+    if let Some((user_host, _)) = t.split_once(':') {
+        if user_host.contains('@') && !user_host.contains('/') {
+            return true;
+        }
+        let scheme = user_host.to_ascii_lowercase();
+        let known = [
+            "http", "https", "ftp", "ftps", "file", "ssh", "git", "sftp", "mcp", "sse", "ws",
+            "wss", "data", "github",
+        ];
+        return known.contains(&scheme.as_str());
+    }
+    false
 }
 
 /// Scans `target` (a file, a folder, or `-` for standard input), writes the report in `format`
-/// to `out` and returns the verdict. The caller exits non-zero on `Verdict::Fail`.
-pub fn run(target: &str, format: OutputFormat, out: &mut dyn Write) -> io::Result<Verdict> {
-    let scanner = Scanner::new().map_err(io::Error::other)?;
-    let limits = Limits::CONTRACT;
-    let report = if target == "-" {
-        let mut buf = Vec::new();
-        io::stdin()
-            .lock()
-            .take(limits.max_unpacked_bytes)
-            .read_to_end(&mut buf)?;
-        scanner.scan_content(&String::from_utf8_lossy(&buf))
-    } else {
-        scan_path(&scanner, Path::new(target), &limits)?
+/// to `out` and returns the verdict. A repository address is refused: this call has no
+/// fetcher (see `run_fetching`).
+pub fn run(target: &str, format: OutputFormat, out: &mut dyn Write) -> Result<Verdict, CliError> {
+    run_inner(target, format, out, &|_, _| {
+        Err(CliError::NoFetcher("no GitHub fetcher is configured"))
+    })
+}
+
+/// [`run`], and a `https://github.com/OWNER/REPO` target is fetched with this configuration
+/// (the API's fetcher: public repositories only, no redirects, the contract's limits).
+#[cfg(feature = "fetch")]
+pub fn run_fetching(
+    target: &str,
+    format: OutputFormat,
+    config: &crate::fetch::FetchConfig,
+    out: &mut dyn Write,
+) -> Result<Verdict, CliError> {
+    run_inner(target, format, out, &|owner, repo| {
+        fetch_and_scan(config.clone(), owner, repo)
+    })
+}
+
+#[cfg(feature = "fetch")]
+fn fetch_and_scan(
+    config: crate::fetch::FetchConfig,
+    owner: &str,
+    repo: &str,
+) -> Result<ScanResult, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let scanner =
+        std::sync::Arc::new(Scanner::new().map_err(|e| CliError::Scanner(e.to_string()))?);
+    runtime.block_on(async {
+        let fetcher = crate::fetch::GitHubFetcher::new(config)?;
+        let scan = fetcher.scan_repository(scanner, owner, repo).await?;
+        Ok(scan.into_result())
+    })
+}
+
+type RepositoryScan<'a> = dyn Fn(&str, &str) -> Result<ScanResult, CliError> + 'a;
+
+fn run_inner(
+    target: &str,
+    format: OutputFormat,
+    out: &mut dyn Write,
+    repository: &RepositoryScan<'_>,
+) -> Result<Verdict, CliError> {
+    let result = match classify(target)? {
+        CliTarget::Repository { owner, repo } => repository(&owner, &repo)?,
+        local => {
+            let scanner = Scanner::new().map_err(|e| CliError::Scanner(e.to_string()))?;
+            let limits = Limits::CONTRACT;
+            let report = match local {
+                CliTarget::Path(path) => scan_path(&scanner, &path, &limits)?,
+                _ => {
+                    let mut buf = Vec::new();
+                    io::stdin()
+                        .lock()
+                        .take(limits.max_unpacked_bytes)
+                        .read_to_end(&mut buf)?;
+                    scanner.scan_content(&String::from_utf8_lossy(&buf))
+                }
+            };
+            ScanResult::new(TargetInfo::Content, report)
+        }
     };
-    let result = ScanResult::new(TargetInfo::Content, report.clone());
     match format {
         OutputFormat::Json => {
             serde_json::to_writer_pretty(&mut *out, &result).map_err(io::Error::other)?;
             writeln!(out)?;
         }
         OutputFormat::Sarif => {
-            let sarif = crate::sarif::to_sarif(&report, &TargetInfo::Content);
+            let report = ScanReport {
+                findings: result.findings.clone(),
+                stats: result.stats,
+            };
+            let sarif = crate::sarif::to_sarif(&report, &result.target);
             serde_json::to_writer_pretty(&mut *out, &sarif).map_err(io::Error::other)?;
             writeln!(out)?;
         }
@@ -283,15 +413,73 @@ mod tests {
             &mut Vec::new()
         )
         .is_err());
-        assert_eq!(main(&["--format".into(), "yaml".into(), "x".into()]), 2);
-        assert_eq!(main(&[]), 2);
-        assert_eq!(
-            main(&[
-                "--format=json".into(),
-                d.join("missing").to_string_lossy().into_owned()
-            ]),
-            2
-        );
+        assert!("yaml".parse::<OutputFormat>().is_err());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn fail_on_sets_the_exit_code_threshold() {
+        let cases = [
+            (FailOn::Fail, Verdict::Pass, 0),
+            (FailOn::Fail, Verdict::Warn, 0),
+            (FailOn::Fail, Verdict::Fail, 1),
+            (FailOn::Warn, Verdict::Pass, 0),
+            (FailOn::Warn, Verdict::Warn, 1),
+            (FailOn::Warn, Verdict::Fail, 1),
+        ];
+        for (level, verdict, code) in cases {
+            assert_eq!(level.exit_code(verdict), code, "{level:?} {verdict:?}");
+        }
+        assert_eq!("block".parse::<FailOn>().unwrap(), FailOn::Fail);
+        assert_eq!("WARN".parse::<FailOn>().unwrap(), FailOn::Warn);
+        assert!("pass".parse::<FailOn>().is_err());
+        assert_eq!(FailOn::default(), FailOn::Fail);
+    }
+
+    #[test]
+    fn addresses_are_never_paths() {
+        assert_eq!(
+            classify("https://github.com/octo/skills").unwrap(),
+            CliTarget::Repository {
+                owner: "octo".into(),
+                repo: "skills".into()
+            }
+        );
+        assert_eq!(
+            classify("https://github.com/octo/skills.git/").unwrap(),
+            CliTarget::Repository {
+                owner: "octo".into(),
+                repo: "skills".into()
+            }
+        );
+        for refused in [
+            "https://gitlab.com/octo/skills",
+            "https://github.com/octo/skills/tree/main",
+            "http://github.com/octo/skills",
+            "ssh://git@github.com/octo/skills",
+            "git@github.com:octo/skills.git",
+            "file:///etc/passwd",
+            "https://127.0.0.1/x",
+            "HTTPS://github.com",
+        ] {
+            let err = classify(refused).unwrap_err();
+            assert!(matches!(err, CliError::Address(_)), "{refused}: {err}");
+            assert!(err.to_string().contains("https://github.com/OWNER/REPO"));
+        }
+        assert_eq!(classify("-").unwrap(), CliTarget::Stdin);
+        for path in ["skills/x", "./SKILL.md", "/tmp/a:b", "C:notes", "a@b"] {
+            assert_eq!(
+                classify(path).unwrap(),
+                CliTarget::Path(PathBuf::from(path))
+            );
+        }
+        // Without a fetcher a repository address is refused, not read as a file.
+        let err = run(
+            "https://github.com/octo/skills",
+            OutputFormat::Text,
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, CliError::NoFetcher(_)), "{err}");
     }
 }

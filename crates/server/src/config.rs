@@ -23,19 +23,46 @@
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
 //! | `GC_BLOCKING_THREADS` | `4` | threads per worker for database and bcrypt work |
-//! | `GC_LOG` | `info` | tracing filter; `GC_LOG_FORMAT=json` for JSON lines |
+//! | `GC_LOG`, `GC_LOG_FORMAT` | `info`, `text` | tracing filter; `json` for JSON lines |
+//! | `GC_ADMIN_PASSWORD` | unset | the password for `admin create` / `admin reset-password` (else stdin) |
+
+//!
+//! At start, `gc-server` reads a `.env` file from the working directory when there is one
+//! (see [`load_dotenv`]): variables already set in the environment win, and a flag wins over
+//! both. `.env.sample` lists every variable with its default.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Reads `path` (normally `.env` in the working directory) into the process environment,
+/// leaving variables that are already set alone. A missing file is fine (`Ok(false)`); a file
+/// that cannot be read or parsed is an error naming the file and the line. Must run before any
+/// thread is started.
+pub fn load_dotenv(path: &Path) -> anyhow::Result<bool> {
+    match dotenvy::from_path(path) {
+        Ok(()) => Ok(true),
+        Err(dotenvy::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(dotenvy::Error::LineParse(line, index)) => Err(anyhow::anyhow!(
+            "{}: cannot parse `{}` (at character {}); expected NAME=value lines",
+            path.display(),
+            line.trim_end(),
+            index + 1
+        )),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+const AFTER_HELP: &str = "\
+Every option can also be set by its environment variable (shown as [env: ...]); a .env file in
+the working directory is read at start (variables already set win). See .env.sample.
+Without a command, gc-server serves.";
+
+/// gc: a multi-tenant workspace service with an AI gateway.
 #[derive(Debug, Parser)]
-#[command(
-    name = "gc-server",
-    version,
-    about = "gc: a multi-tenant workspace service with an AI gateway"
-)]
+#[command(name = "gc-server", version, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(flatten)]
     pub config: Config,
@@ -45,17 +72,22 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the API (the default).
+    /// Serve the API (the default): apply pending migrations, then listen on GC_BIND.
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
-    /// The Guard scanner on local files: `guard scan [--format text|json|sarif] PATH|-`.
+    /// Print the OpenAPI 3.1 document of the API (as served at /api/v1/openapi.json).
+    Openapi,
+    /// The Guard scanner on the command line, for other projects' CI.
     Guard {
-        /// `scan`, then its arguments.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        #[command(subcommand)]
+        command: GuardCommand,
     },
-    /// Administration from the command line.
+    /// Administration from the command line, for an operator who can open the database.
+    ///
+    /// The commands apply the API's rules (they go through the same domain services) and are
+    /// recorded with the operator as the actor. An unknown email or tenant exits with code 1
+    /// and a message.
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
@@ -63,84 +95,255 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum GuardCommand {
+    /// Scan a skill: a file, a folder, standard input (-), or a public GitHub repository.
+    ///
+    /// Exit codes: 0 when the verdict is below --fail-on, 1 when it reaches it, 2 when nothing
+    /// could be scanned (bad arguments, an unreadable path, a refused address, a failed fetch).
+    Scan(GuardScanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GuardScanArgs {
+    /// Output: text (one line per finding and a verdict line), json (the API's result body)
+    /// or sarif (SARIF 2.1.0, for code-scanning tools).
+    #[arg(long, short, value_enum, default_value_t = ScanFormat::Text)]
+    pub format: ScanFormat,
+    /// The verdict from which the exit code is 1: warn (warn or fail) or fail (fail only;
+    /// `block` is accepted for it).
+    #[arg(long, value_enum, default_value_t = FailOnLevel::Fail)]
+    pub fail_on: FailOnLevel,
+    /// What to scan: a file or folder path, - for standard input, or exactly
+    /// https://github.com/OWNER/REPO (fetched like the API does, with GC_GITHUB_API_URL,
+    /// GC_GITHUB_CODELOAD_URL and GC_GITHUB_TOKEN). Any other address is refused, never read
+    /// as a path.
+    #[arg(value_name = "PATH|-|URL")]
+    pub target: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScanFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOnLevel {
+    /// Exit 1 on warn or fail.
+    Warn,
+    /// Exit 1 on fail only.
+    #[value(alias = "block")]
+    Fail,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Create a platform admin; the password comes from stdin or GC_ADMIN_PASSWORD.
+    /// Create a platform admin.
+    ///
+    /// The password (12 to 72 bytes) comes from GC_ADMIN_PASSWORD or, when that is unset, from
+    /// standard input.
     Create {
+        /// The admin's email (case-insensitive, unique).
         #[arg(long)]
         email: String,
+        /// The admin's display name.
         #[arg(long)]
         name: String,
     },
+    #[command(flatten)]
+    User(UserCommand),
+    /// The same user commands, grouped: `admin users list`, `admin users suspend EMAIL` ...
+    Users {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Tenants: list, create, suspend, activate.
+    Tenants {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// List accounts, newest first: email, name, role, status, tenant, creation time.
+    List {
+        /// Only the members of this tenant (its id).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Suspend an account: its sessions and keys are refused from the next request.
+    Suspend {
+        /// The account's email.
+        email: String,
+    },
+    /// Lift a suspension.
+    Activate {
+        /// The account's email.
+        email: String,
+    },
+    /// Set a new password and revoke every session of the account.
+    ///
+    /// The password (12 to 72 bytes) comes from GC_ADMIN_PASSWORD or, when that is unset, from
+    /// standard input. Failed sign-in attempts are forgotten.
+    ResetPassword {
+        /// The account's email.
+        email: String,
+    },
+    /// Move an account to a tenant, or with `none` unassign it.
+    ///
+    /// Keys the member made in the tenant it leaves are revoked, as with the API.
+    Assign {
+        /// The account's email.
+        email: String,
+        /// The tenant id, or `none`.
+        #[arg(value_name = "TENANT_ID|none")]
+        tenant: String,
+    },
+    /// Make an account a platform admin.
+    Promote {
+        /// The account's email.
+        email: String,
+    },
+    /// Make a platform admin a plain member again.
+    Demote {
+        /// The account's email.
+        email: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// List tenants, newest first: id, name, region, status, AI access, creation time.
+    List,
+    /// Create a tenant and print its id.
+    Create {
+        /// The tenant's name (1 to 100 characters).
+        #[arg(long)]
+        name: String,
+        /// The gateway region: AIHK or AICA.
+        #[arg(long)]
+        region: String,
+        /// Allow AI access (it is ready once the tenant has a usable AI key).
+        #[arg(long, default_value_t = false)]
+        ai_enabled: bool,
+    },
+    /// Suspend a tenant: every member's request is refused with tenant_suspended.
+    Suspend {
+        /// The tenant id.
+        id: String,
+    },
+    /// Lift a tenant's suspension.
+    Activate {
+        /// The tenant id.
+        id: String,
+    },
+}
+
+/// The service's configuration; every field is a flag and an environment variable.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
+    /// Database: sqlite://PATH (created if missing) or postgres://USER:PASSWORD@HOST/DB.
     #[arg(long, env = "GC_DATABASE_URL", default_value = "sqlite://data/gc.db")]
     pub database_url: String,
+    /// Address to listen on.
     #[arg(long, env = "GC_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
+    /// The origin browsers see (scheme://host[:port]): cookie-authenticated writes must send
+    /// it as Origin; https makes cookies Secure.
     #[arg(
         long,
         env = "GC_PUBLIC_ORIGIN",
         default_value = "http://127.0.0.1:8080"
     )]
     pub public_origin: String,
+    /// 32 random bytes, base64, that seal tenant AI keys. Default: generated into master.key
+    /// in the data folder (mode 0600) on first start, with a warning.
     #[arg(long, env = "GC_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
+    /// Comma-separated older master keys, still accepted for opening sealed keys (rotation).
     #[arg(long, env = "GC_MASTER_KEY_PREVIOUS", hide_env_values = true)]
     pub master_key_previous: Option<String>,
+    /// Create this platform admin at start if it does not exist (needs the password too).
     #[arg(long, env = "GC_BOOTSTRAP_ADMIN_EMAIL")]
     pub bootstrap_admin_email: Option<String>,
+    /// The bootstrap admin's password (12 to 72 bytes).
     #[arg(long, env = "GC_BOOTSTRAP_ADMIN_PASSWORD", hide_env_values = true)]
     pub bootstrap_admin_password: Option<String>,
+    /// Comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed for the
+    /// client IP. Default: none (the peer address is the client).
     #[arg(long, env = "GC_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// bcrypt cost for passwords (4 to 31; below 10 only for tests, with a warning).
     #[arg(long, env = "GC_BCRYPT_COST", default_value_t = 12)]
     pub bcrypt_cost: u32,
+    /// Whether anyone may sign up (new accounts wait unassigned for an admin).
     #[arg(long, env = "GC_SIGNUP", default_value = "open", value_parser = ["open", "closed"])]
     pub signup: String,
+    /// Mount the OpenAI-compatible /api/v1/chat/completions route.
     #[arg(long, env = "GC_CHAT_COMPLETIONS", default_value_t = false, action = clap::ArgAction::Set)]
     pub chat_completions: bool,
+    /// OpenAI-compatible base URL of the AIHK region's gateway (e.g. https://host/v1).
+    /// Default: unset, the region is not configured.
     #[arg(long, env = "GC_GATEWAY_AIHK_URL")]
     pub gateway_aihk_url: Option<String>,
+    /// OpenAI-compatible base URL of the AICA region's gateway. Default: unset.
     #[arg(long, env = "GC_GATEWAY_AICA_URL")]
     pub gateway_aica_url: Option<String>,
+    /// The model `auto` resolves to in the AIHK region.
     #[arg(long, env = "GC_GATEWAY_AIHK_MODEL", default_value = "gpt-4o-mini")]
     pub gateway_aihk_model: String,
+    /// The model `auto` resolves to in the AICA region.
     #[arg(long, env = "GC_GATEWAY_AICA_MODEL", default_value = "gpt-4o-mini")]
     pub gateway_aica_model: String,
+    /// Seconds without an upstream response (504) or, in a stream, without a chunk (an
+    /// in-band error event).
     #[arg(long, env = "GC_GATEWAY_TIMEOUT_S", default_value_t = 60)]
     pub gateway_timeout_s: u64,
+    /// Seconds to connect to an upstream gateway.
     #[arg(long, env = "GC_GATEWAY_CONNECT_TIMEOUT_S", default_value_t = 10)]
     pub gateway_connect_timeout_s: u64,
+    /// GitHub REST API base for Guard repository scans.
     #[arg(
         long,
         env = "GC_GITHUB_API_URL",
         default_value = "https://api.github.com"
     )]
     pub github_api_url: String,
+    /// GitHub codeload base for Guard repository tarballs.
     #[arg(
         long,
         env = "GC_GITHUB_CODELOAD_URL",
         default_value = "https://codeload.github.com"
     )]
     pub github_codeload_url: String,
+    /// Optional read-only GitHub token, for the API's rate limit (public repositories only,
+    /// still). Default: unset.
     #[arg(long, env = "GC_GITHUB_TOKEN", hide_env_values = true)]
     pub github_token: Option<String>,
+    /// Anonymous Guard scans per minute per client IP.
     #[arg(long, env = "GC_GUARD_ANON_PER_MIN", default_value_t = 30)]
     pub guard_anon_per_min: u32,
+    /// Hours a session may stay unused before it expires.
     #[arg(long, env = "GC_SESSION_IDLE_HOURS", default_value_t = 24)]
     pub session_idle_hours: i64,
+    /// Days after which a session expires however much it is used.
     #[arg(long, env = "GC_SESSION_MAX_DAYS", default_value_t = 30)]
     pub session_max_days: i64,
+    /// Database connections per process. Default: 8 on SQLite, 16 on PostgreSQL.
     #[arg(long, env = "GC_DB_POOL_SIZE")]
     pub db_pool_size: Option<u32>,
+    /// HTTP worker threads. Default: the number of cores.
     #[arg(long, env = "GC_WORKERS")]
     pub workers: Option<usize>,
+    /// Threads per worker for database and bcrypt work.
     #[arg(long, env = "GC_BLOCKING_THREADS", default_value_t = 4)]
     pub blocking_threads: usize,
+    /// Log filter (tracing syntax, e.g. info or gc_http_api=debug,info).
     #[arg(long, env = "GC_LOG", default_value = "info")]
     pub log: String,
+    /// Log format: text, or json for one JSON object per line.
     #[arg(long, env = "GC_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }

@@ -1,6 +1,7 @@
 //! gc-server: configuration, wiring and start-up. Thin by design: it builds the adapters,
 //! hands them to the HTTP layer and starts actix-web.
 
+pub mod admin_cli;
 pub mod config;
 
 use std::collections::HashMap;
@@ -189,15 +190,20 @@ pub fn sealer(config: &Config) -> anyhow::Result<Sealer> {
     Ok(Sealer::new(&current, &previous))
 }
 
-/// The Guard: the GitHub fetcher and the anonymous throttle (rules compile on first scan).
-pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
-    let fetcher = GitHubFetcher::new(FetchConfig {
+/// The Guard's GitHub fetch settings (also used by `gc-server guard scan URL`).
+pub fn fetch_config(config: &Config) -> FetchConfig {
+    FetchConfig {
         api_base: config.github_api_url.trim_end_matches('/').to_owned(),
         codeload_base: config.github_codeload_url.trim_end_matches('/').to_owned(),
         token: config.github_token.clone().filter(|t| !t.trim().is_empty()),
         ..FetchConfig::default()
-    })
-    .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
+    }
+}
+
+/// The Guard: the GitHub fetcher and the anonymous throttle (rules compile on first scan).
+pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
+    let fetcher = GitHubFetcher::new(fetch_config(config))
+        .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
     Ok(GuardService::new(fetcher, config.guard_anon_per_min))
 }
 

@@ -1,66 +1,60 @@
-//! The `gc-server` binary: `serve` (default), `migrate`, `admin create`.
+//! The `gc-server` binary: `serve` (default), `migrate`, `openapi`, `guard scan`, `admin ...`.
+//!
+//! Start-up reads `.env` from the working directory first (variables already set win), then
+//! the flags and environment.
 
-use std::io::Read;
+use std::io::Write;
+use std::path::Path;
 
-use anyhow::Context;
-use chrono::Utc;
 use clap::Parser;
-use gc_domain::accounts::{create_account, Signup};
-use gc_domain::model::Role;
-use gc_server::config::{AdminCommand, Cli, Command};
+use gc_guard::cli::{FailOn, OutputFormat, EXIT_ERROR};
+use gc_server::config::{Cli, Command, FailOnLevel, GuardCommand, GuardScanArgs, ScanFormat};
 
 fn main() -> anyhow::Result<()> {
+    // Before clap reads the environment, and before any thread exists.
+    gc_server::config::load_dotenv(Path::new(".env"))?;
     let cli = Cli::parse();
     gc_server::init_tracing(&cli.config);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
-        Command::Guard { args } => {
-            let rest = match args.split_first() {
-                Some((first, rest)) if first == "scan" => rest,
-                _ => {
-                    eprintln!("usage: gc-server guard scan [--format text|json|sarif] PATH|-");
-                    std::process::exit(2);
-                }
-            };
-            std::process::exit(gc_guard::cli::main(rest));
-        }
+        Command::Guard {
+            command: GuardCommand::Scan(args),
+        } => std::process::exit(guard_scan(&cli.config, &args)),
         Command::Migrate => {
             let store = gc_server::open_store(&cli.config)?;
             println!("database at the current schema ({})", store.backend());
             Ok(())
         }
-        Command::Admin {
-            command: AdminCommand::Create { email, name },
-        } => {
-            let password = match std::env::var("GC_ADMIN_PASSWORD") {
-                Ok(p) => p,
-                Err(_) => {
-                    let mut p = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut p)
-                        .context("reading the password from stdin")?;
-                    p.trim_end_matches(['\r', '\n']).to_owned()
-                }
-            };
-            let store = gc_server::open_store(&cli.config)?;
-            let hasher = gc_server::hasher(&cli.config)?;
-            let signup =
-                Signup::parse(&email, password, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let user = create_account(
-                &store,
-                &hasher,
-                &signup,
-                Role::PlatformAdmin,
-                None,
-                Utc::now(),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!(
-                "created platform admin {} ({})",
-                user.email.as_str(),
-                user.id
-            );
+        Command::Openapi => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", gc_server::openapi_document())?;
             Ok(())
+        }
+        Command::Admin { command } => {
+            gc_server::admin_cli::run(&cli.config, command, &mut std::io::stdout().lock())
+        }
+    }
+}
+
+/// `guard scan`: the exit code of [`gc_guard::cli`] (0 below `--fail-on`, 1 at or above it, 2
+/// when nothing could be scanned).
+fn guard_scan(config: &gc_server::Config, args: &GuardScanArgs) -> i32 {
+    let format = match args.format {
+        ScanFormat::Text => OutputFormat::Text,
+        ScanFormat::Json => OutputFormat::Json,
+        ScanFormat::Sarif => OutputFormat::Sarif,
+    };
+    let fail_on = match args.fail_on {
+        FailOnLevel::Warn => FailOn::Warn,
+        FailOnLevel::Fail => FailOn::Fail,
+    };
+    let fetch = gc_server::fetch_config(config);
+    let mut out = std::io::stdout().lock();
+    match gc_guard::cli::run_fetching(&args.target, format, &fetch, &mut out) {
+        Ok(verdict) => fail_on.exit_code(verdict),
+        Err(e) => {
+            eprintln!("guard scan: {}: {e}", args.target);
+            EXIT_ERROR
         }
     }
 }

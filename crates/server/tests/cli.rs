@@ -1,5 +1,6 @@
-//! The `gc-server` binary itself: `migrate`, `admin create`, serving, and a graceful stop on
-//! SIGTERM that lets an in-flight request finish.
+//! The `gc-server` binary itself: `migrate`, `.env`, `--help`, the admin commands, `guard
+//! scan`, `openapi`, serving, and a graceful stop on SIGTERM that lets an in-flight request
+//! finish.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
@@ -298,5 +299,513 @@ fn guard_scan_on_the_command_line_exits_non_zero_on_fail() {
         .output()
         .unwrap();
     assert_eq!(usage.status.code(), Some(2));
+    let missing = Command::new(BIN)
+        .args(["guard", "scan"])
+        .arg(dir.join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+
+    // --fail-on warn: a warning is enough to fail; the default lets it pass.
+    std::fs::create_dir_all(dir.join("warn")).unwrap();
+    std::fs::write(
+        dir.join("warn/SKILL.md"),
+        "---\nname: links\ndescription: Shares links.\n---\nSee https://bit.ly/abc\n",
+    )
+    .unwrap();
+    let warn = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["guard", "scan", "--format", "json"])
+            .args(extra)
+            .arg(dir.join("warn"))
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["verdict"], "warn");
+        out.status.code()
+    };
+    assert_eq!(warn(&[]), Some(0));
+    assert_eq!(warn(&["--fail-on", "fail"]), Some(0));
+    assert_eq!(warn(&["--fail-on", "block"]), Some(0));
+    assert_eq!(warn(&["--fail-on", "warn"]), Some(1));
+    let bad_level = Command::new(BIN)
+        .args(["guard", "scan", "--fail-on", "never"])
+        .arg(dir.join("warn"))
+        .output()
+        .unwrap();
+    assert_eq!(bad_level.status.code(), Some(2));
+    let good = Command::new(BIN)
+        .args(["guard", "scan", "--fail-on", "warn"])
+        .arg(dir.join("good"))
+        .output()
+        .unwrap();
+    assert_eq!(good.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fake GitHub on loopback that answers 404 to everything and records the paths asked for.
+fn fake_github_404() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let paths = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&paths);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).unwrap();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let path = request_line.split(' ').nth(1).unwrap_or("").to_owned();
+            seen.lock().unwrap().push(path);
+            let body = r#"{"message":"Not Found"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (base, paths)
+}
+
+#[test]
+fn guard_scan_fetches_a_github_address_and_refuses_any_other() {
+    let (base, paths) = fake_github_404();
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("GC_GITHUB_API_URL", &base)
+        .env("GC_GITHUB_CODELOAD_URL", &base)
+        .args(["guard", "scan", "https://github.com/acme/skill"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("repository_not_found"), "{stderr}");
+    assert_eq!(paths.lock().unwrap().as_slice(), ["/repos/acme/skill"]);
+
+    for refused in [
+        "https://gitlab.com/acme/skill",
+        "https://github.com/acme/skill/blob/main/SKILL.md",
+        "http://github.com/acme/skill",
+        "git@github.com:acme/skill.git",
+        "file:///etc/passwd",
+    ] {
+        let out = Command::new(BIN)
+            .env_clear()
+            .env("GC_GITHUB_API_URL", &base)
+            .args(["guard", "scan", refused])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{refused}: {stderr}");
+        assert!(
+            stderr.contains("only https://github.com/OWNER/REPO addresses can be scanned"),
+            "{refused}: {stderr}"
+        );
+        assert!(!stderr.contains("No such file"), "{refused}: {stderr}");
+    }
+    // Nothing but the one allowed address reached the network.
+    assert_eq!(paths.lock().unwrap().len(), 1);
+}
+
+/// A fresh folder for one test, removed at the end.
+fn temp_folder(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gc-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn dot_env_in_the_working_directory_is_read_and_the_environment_wins() {
+    let dir = temp_folder("dotenv");
+    std::fs::write(
+        dir.join(".env"),
+        format!(
+            "# comments and blank lines are fine\n\nGC_DATABASE_URL=sqlite://{}/from-dotenv.db\nGC_LOG=warn\nGC_MASTER_KEY=\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let migrate = || {
+        let mut cmd = Command::new(BIN);
+        cmd.env_clear().current_dir(&dir).arg("migrate");
+        cmd
+    };
+    let out = migrate().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("from-dotenv.db").exists(), "the .env URL was used");
+
+    // A variable already set wins over the file.
+    let out = migrate()
+        .env(
+            "GC_DATABASE_URL",
+            format!("sqlite://{}/from-env.db", dir.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(dir.join("from-env.db").exists(), "the environment won");
+
+    // A flag wins over both.
+    let out = Command::new(BIN)
+        .env_clear()
+        .current_dir(&dir)
+        .arg("--database-url")
+        .arg(format!("sqlite://{}/from-flag.db", dir.display()))
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(dir.join("from-flag.db").exists());
+
+    // A malformed file stops start-up with a message naming it.
+    std::fs::write(dir.join(".env"), "GC_LOG=warn\nthis is not a variable\n").unwrap();
+    let out = migrate().output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(".env: cannot parse"), "{stderr}");
+
+    // No file at all is fine.
+    std::fs::remove_file(dir.join(".env")).unwrap();
+    let out = migrate()
+        .env(
+            "GC_DATABASE_URL",
+            format!("sqlite://{}/no-dotenv.db", dir.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+
+    // The committed sample is a valid .env as it stands.
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../.env.sample"),
+        dir.join(".env"),
+    )
+    .unwrap();
+    let out = migrate()
+        .env(
+            "GC_DATABASE_URL",
+            format!("sqlite://{}/from-sample.db", dir.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn help_describes_every_flag_and_command() {
+    let help = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let top = help(&["--help"]);
+    // Every option is followed by its description (on the next line when piped).
+    let lines: Vec<&str> = top.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("--") && line.contains('<') {
+            let next = lines.get(i + 1).map_or("", |l| l.trim());
+            assert!(
+                !next.is_empty() && !next.starts_with("--"),
+                "undescribed: {line}"
+            );
+        }
+    }
+    for needle in [
+        "[env: GC_DATABASE_URL=] [default: sqlite://data/gc.db]",
+        "[env: GC_TRUSTED_PROXIES=]",
+        "X-Forwarded-For",
+        ".env",
+        "openapi",
+        "admin",
+    ] {
+        assert!(top.contains(needle), "--help lacks {needle}:\n{top}");
+    }
+    let scan = help(&["guard", "scan", "--help"]);
+    for needle in [
+        "--fail-on",
+        "Exit codes",
+        "https://github.com/OWNER/REPO",
+        "[default: fail]",
+    ] {
+        assert!(
+            scan.contains(needle),
+            "guard scan --help lacks {needle}:\n{scan}"
+        );
+    }
+    let admin = help(&["admin", "--help"]);
+    for needle in [
+        "list",
+        "suspend",
+        "activate",
+        "reset-password",
+        "assign",
+        "promote",
+        "tenants",
+    ] {
+        assert!(
+            admin.contains(needle),
+            "admin --help lacks {needle}:\n{admin}"
+        );
+    }
+    for sub in [
+        vec!["admin", "reset-password", "--help"],
+        vec!["admin", "users", "assign", "--help"],
+        vec!["admin", "tenants", "create", "--help"],
+        vec!["migrate", "--help"],
+    ] {
+        let text = help(&sub);
+        assert!(text.lines().count() > 3, "{sub:?}: {text}");
+    }
+}
+
+#[test]
+fn openapi_prints_the_committed_document() {
+    let out = Command::new(BIN)
+        .env_clear()
+        .arg("openapi")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/openapi.json"
+    ))
+    .unwrap();
+    assert_eq!(
+        printed.trim(),
+        committed.trim(),
+        "run `cargo xtask openapi`"
+    );
+}
+
+/// Runs `gc-server admin ARGS` on `url`; returns (exit code, stdout, stderr).
+fn admin(url: &str, args: &[&str], password: Option<&str>) -> (i32, String, String) {
+    let mut cmd = base_command(url);
+    cmd.arg("admin").args(args).stdin(Stdio::null());
+    if let Some(p) = password {
+        cmd.env("GC_ADMIN_PASSWORD", p);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(result: (i32, String, String)) -> String {
+    assert_eq!(result.0, 0, "stdout: {}\nstderr: {}", result.1, result.2);
+    result.1
+}
+
+fn line_of<'a>(listing: &'a str, email: &str) -> &'a str {
+    listing
+        .lines()
+        .find(|l| l.starts_with(email))
+        .unwrap_or_else(|| panic!("{email} not in:\n{listing}"))
+}
+
+#[test]
+fn the_admin_commands_manage_users_and_tenants_through_the_domain_rules() {
+    use gc_domain::accounts::{open_session, verify_signin, AccountPolicy, ClientMeta};
+    use gc_domain::ports::SessionRepo;
+
+    let (url, _dir) = fresh_sqlite_url();
+    ok(admin(
+        &url,
+        &["create", "--email", "root@example.com", "--name", "Root"],
+        Some("a-long-admin-password"),
+    ));
+    ok(admin(
+        &url,
+        &["create", "--email", "Ann@Example.com", "--name", "Ann"],
+        Some("ann-first-password"),
+    ));
+    ok(admin(&url, &["demote", "ann@example.com"], None));
+
+    // Tenants.
+    let tenant = ok(admin(
+        &url,
+        &[
+            "tenants",
+            "create",
+            "--name",
+            "Acme",
+            "--region",
+            "AIHK",
+            "--ai-enabled",
+        ],
+        None,
+    ))
+    .trim()
+    .to_owned();
+    assert_eq!(tenant.len(), 36, "{tenant}");
+    let (code, _, err) = admin(
+        &url,
+        &["tenants", "create", "--name", "X", "--region", "EU"],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("region: must be AIHK or AICA"), "{err}");
+    let tenants = ok(admin(&url, &["tenants", "list"], None));
+    assert!(
+        tenants.contains(&format!("{tenant}\tAcme\tAIHK\tactive\tnot_ready")),
+        "{tenants}"
+    );
+
+    // Listing, assigning, filtering.
+    let users = ok(admin(&url, &["list"], None));
+    assert!(users.starts_with("email\tname\trole\tstatus\ttenant_id\tcreated_at\n"));
+    assert!(line_of(&users, "root@example.com").contains("\tplatform_admin\tunassigned\t-\t"));
+    assert!(line_of(&users, "ann@example.com").contains("\tmember\tunassigned\t-\t"));
+    let out = ok(admin(&url, &["assign", "ann@example.com", &tenant], None));
+    assert!(out.contains(&tenant));
+    let members = ok(admin(&url, &["users", "list", "--tenant", &tenant], None));
+    assert!(line_of(&members, "ann@example.com").contains(&format!("\tmember\tactive\t{tenant}\t")));
+    assert!(!members.contains("root@example.com"));
+
+    // Suspension and its end, for users and tenants.
+    ok(admin(&url, &["suspend", "ANN@example.com"], None));
+    let users = ok(admin(&url, &["users", "list"], None));
+    assert!(line_of(&users, "ann@example.com").contains("\tsuspended\t"));
+    ok(admin(&url, &["users", "activate", "ann@example.com"], None));
+    ok(admin(&url, &["tenants", "suspend", &tenant], None));
+    assert!(ok(admin(&url, &["tenants", "list"], None)).contains("\tsuspended\t"));
+    ok(admin(&url, &["tenants", "activate", &tenant], None));
+
+    // Promotion.
+    ok(admin(&url, &["promote", "ann@example.com"], None));
+    let users = ok(admin(&url, &["list"], None));
+    assert!(line_of(&users, "ann@example.com").contains("\tplatform_admin\t"));
+
+    // A password reset revokes every session and the new password works.
+    let store = gc_persistence::open(&url, gc_persistence::PoolOptions::default()).unwrap();
+    let hasher = gc_auth::BcryptHasher::new(4).unwrap();
+    let policy = AccountPolicy::default();
+    let now = chrono::Utc::now();
+    let ann = verify_signin(
+        &store,
+        &hasher,
+        &policy,
+        "ann@example.com",
+        "ann-first-password",
+        now,
+    )
+    .unwrap();
+    open_session(
+        &store,
+        &policy,
+        &ann,
+        "a".repeat(64),
+        &ClientMeta::default(),
+        now,
+    )
+    .unwrap();
+    assert_eq!(store.list_sessions(ann.id).unwrap().len(), 1);
+    let (code, _, err) = admin(&url, &["reset-password", "ann@example.com"], Some("short"));
+    assert_eq!(code, 1);
+    assert!(err.contains("password"), "{err}");
+    ok(admin(
+        &url,
+        &["reset-password", "ann@example.com"],
+        Some("ann-second-password"),
+    ));
+    assert!(store.list_sessions(ann.id).unwrap().is_empty());
+    assert!(verify_signin(
+        &store,
+        &hasher,
+        &policy,
+        "ann@example.com",
+        "ann-second-password",
+        now
+    )
+    .is_ok());
+    assert!(verify_signin(
+        &store,
+        &hasher,
+        &policy,
+        "ann@example.com",
+        "ann-first-password",
+        now
+    )
+    .is_err());
+    // From standard input, as `create` reads it.
+    let mut child = base_command(&url)
+        .args(["admin", "users", "reset-password", "ann@example.com"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"ann-third-password\n")
+        .unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    assert!(verify_signin(
+        &store,
+        &hasher,
+        &policy,
+        "ann@example.com",
+        "ann-third-password",
+        now
+    )
+    .is_ok());
+
+    // Unassigning.
+    let out = ok(admin(&url, &["assign", "ann@example.com", "none"], None));
+    assert!(out.contains("unassigned"));
+
+    // Clear errors, exit code 1.
+    for (args, message) in [
+        (vec!["suspend", "nobody@example.com"], "no such user"),
+        (
+            vec!["users", "promote", "nobody@example.com"],
+            "no such user",
+        ),
+        (vec!["reset-password", "nobody@example.com"], "no such user"),
+        (vec!["assign", "nobody@example.com", "none"], "no such user"),
+        (
+            vec!["assign", "ann@example.com", "not-a-uuid"],
+            "not a tenant id",
+        ),
+        (
+            vec![
+                "assign",
+                "ann@example.com",
+                "01900000-0000-7000-8000-000000000000",
+            ],
+            "no such tenant",
+        ),
+        (
+            vec!["tenants", "suspend", "01900000-0000-7000-8000-000000000000"],
+            "no such tenant",
+        ),
+        (vec!["suspend", "not an email"], "email"),
+    ] {
+        let (code, _, err) = admin(&url, &args, Some("ann-fourth-password"));
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }

@@ -1,0 +1,283 @@
+//! `gc-server admin ...`: administration by the operator at the machine.
+//!
+//! Every command goes through the domain's administration services (`gc_domain::admin`) with
+//! a [`LocalOperator`], so the API's rules apply (email and password rules, keys revoked when a
+//! member leaves a tenant, activity lines) and the operator is recorded as the actor. Running
+//! it needs the database URL, and whoever has that could change any row directly: the command
+//! line adds no power, only the rules. Errors (an unknown email, a refused value) are returned
+//! as messages; `main` prints them and exits with code 1.
+
+use std::io::{Read, Write};
+
+use anyhow::{anyhow, bail, Context};
+use chrono::{SecondsFormat, Utc};
+use gc_domain::access::LocalOperator;
+use gc_domain::accounts::{PasswordHasher, Signup};
+use gc_domain::admin;
+use gc_domain::gateway::AiAccess;
+use gc_domain::model::{Role, Status, TenantPatch, User, UserPatch};
+use gc_domain::page::PageRequest;
+use gc_domain::values::Region;
+use gc_domain::DomainError;
+use uuid::Uuid;
+
+use crate::config::{AdminCommand, TenantCommand, UserCommand};
+use crate::Config;
+
+/// Runs one admin command, writing its report to `out`.
+pub fn run(config: &Config, command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let store = crate::open_store(config)?;
+    let operator = LocalOperator::at_the_console(&login_name());
+    match command {
+        AdminCommand::Create { email, name } => {
+            let hasher = crate::hasher(config)?;
+            let password = read_password()?;
+            let signup = Signup::parse(&email, password, &name).map_err(domain)?;
+            let user = admin::create_user(
+                &store,
+                &hasher,
+                &operator,
+                &signup,
+                Role::PlatformAdmin,
+                None,
+                Utc::now(),
+            )
+            .map_err(domain)?;
+            writeln!(
+                out,
+                "created platform admin {} ({})",
+                user.email.as_str(),
+                user.id
+            )?;
+        }
+        AdminCommand::User(command) | AdminCommand::Users { command } => {
+            user_command(config, &store, &operator, command, out)?;
+        }
+        AdminCommand::Tenants { command } => tenant_command(&store, &operator, command, out)?,
+    }
+    Ok(())
+}
+
+fn user_command(
+    config: &Config,
+    store: &gc_persistence::DbStore,
+    operator: &LocalOperator,
+    command: UserCommand,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let by_email = |email: &str| admin::find_user_by_email(store, operator, email).map_err(domain);
+    let patch = |email: &str, patch: UserPatch| -> anyhow::Result<User> {
+        let user = by_email(email)?;
+        admin::update_user(store, operator, user.id, &patch).map_err(domain)
+    };
+    match command {
+        UserCommand::List { tenant } => {
+            let tenant = tenant.as_deref().map(tenant_id).transpose()?;
+            writeln!(out, "email\tname\trole\tstatus\ttenant_id\tcreated_at")?;
+            let mut cursor = None;
+            loop {
+                let page =
+                    PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
+                let page = admin::list_users(store, operator, tenant, &page).map_err(domain)?;
+                for u in &page.items {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{}\t{}",
+                        u.email.as_str(),
+                        u.name,
+                        u.role.as_str(),
+                        member_status(u),
+                        u.tenant_id
+                            .map_or_else(|| "-".to_owned(), |t| t.to_string()),
+                        u.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    )?;
+                }
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+        }
+        UserCommand::Suspend { email } => {
+            let user = patch(
+                &email,
+                UserPatch {
+                    status: Some(Status::Suspended),
+                    ..UserPatch::default()
+                },
+            )?;
+            writeln!(out, "suspended {}", user.email.as_str())?;
+        }
+        UserCommand::Activate { email } => {
+            let user = patch(
+                &email,
+                UserPatch {
+                    status: Some(Status::Active),
+                    ..UserPatch::default()
+                },
+            )?;
+            writeln!(out, "activated {}", user.email.as_str())?;
+        }
+        UserCommand::Promote { email } => {
+            let user = patch(
+                &email,
+                UserPatch {
+                    role: Some(Role::PlatformAdmin),
+                    ..UserPatch::default()
+                },
+            )?;
+            writeln!(out, "{} is a platform admin", user.email.as_str())?;
+        }
+        UserCommand::Demote { email } => {
+            let user = patch(
+                &email,
+                UserPatch {
+                    role: Some(Role::Member),
+                    ..UserPatch::default()
+                },
+            )?;
+            writeln!(out, "{} is a member", user.email.as_str())?;
+        }
+        UserCommand::ResetPassword { email } => {
+            let user = by_email(&email)?;
+            let hasher = crate::hasher(config)?;
+            let password = read_password()?;
+            let hasher: &dyn PasswordHasher = &hasher;
+            admin::reset_password(store, hasher, operator, user.id, password).map_err(domain)?;
+            writeln!(
+                out,
+                "reset the password of {}; its sessions are revoked",
+                user.email.as_str()
+            )?;
+        }
+        UserCommand::Assign { email, tenant } => {
+            let target = if tenant.eq_ignore_ascii_case("none") {
+                None
+            } else {
+                Some(tenant_id(&tenant)?)
+            };
+            let user = by_email(&email)?;
+            let user = admin::assign_tenant(store, operator, user.id, target, Utc::now())
+                .map_err(domain)?;
+            match user.tenant_id {
+                Some(t) => writeln!(out, "{} is in tenant {t}", user.email.as_str())?,
+                None => writeln!(out, "{} is unassigned", user.email.as_str())?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn tenant_command(
+    store: &gc_persistence::DbStore,
+    operator: &LocalOperator,
+    command: TenantCommand,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let set_status = |id: &str, status: Status| {
+        let id = tenant_id(id)?;
+        let patch = TenantPatch {
+            status: Some(status),
+            ..TenantPatch::default()
+        };
+        admin::update_tenant(store, operator, id, &patch).map_err(domain)
+    };
+    match command {
+        TenantCommand::List => {
+            writeln!(out, "id\tname\tregion\tstatus\tai_access\tcreated_at")?;
+            let mut cursor = None;
+            loop {
+                let page =
+                    PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
+                let page = admin::list_tenants(store, operator, &page).map_err(domain)?;
+                for (t, access) in &page.items {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{}\t{}",
+                        t.id,
+                        t.name,
+                        t.region.as_str(),
+                        t.status.as_str(),
+                        ai_access(*access),
+                        t.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    )?;
+                }
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+        }
+        TenantCommand::Create {
+            name,
+            region,
+            ai_enabled,
+        } => {
+            let region = Region::parse("region", &region).map_err(domain)?;
+            let (t, _) =
+                admin::create_tenant(store, operator, &name, region, ai_enabled, Utc::now())
+                    .map_err(domain)?;
+            writeln!(out, "{}", t.id)?;
+        }
+        TenantCommand::Suspend { id } => {
+            let (t, _) = set_status(&id, Status::Suspended)?;
+            writeln!(out, "suspended tenant {} ({})", t.name, t.id)?;
+        }
+        TenantCommand::Activate { id } => {
+            let (t, _) = set_status(&id, Status::Active)?;
+            writeln!(out, "activated tenant {} ({})", t.name, t.id)?;
+        }
+    }
+    Ok(())
+}
+
+/// A domain refusal as a one-line message (`not_found: user not found`).
+fn domain(e: DomainError) -> anyhow::Error {
+    match e {
+        DomainError::NotFound(what) => anyhow!("no such {what}"),
+        other => anyhow!("{} ({})", other, other.code()),
+    }
+}
+
+fn tenant_id(raw: &str) -> anyhow::Result<Uuid> {
+    Uuid::parse_str(raw.trim()).map_err(|_| anyhow!("{raw:?} is not a tenant id (a UUID)"))
+}
+
+fn member_status(u: &User) -> &'static str {
+    match u.member_status() {
+        gc_domain::model::MemberStatus::Active => "active",
+        gc_domain::model::MemberStatus::Unassigned => "unassigned",
+        gc_domain::model::MemberStatus::Suspended => "suspended",
+    }
+}
+
+fn ai_access(a: AiAccess) -> &'static str {
+    match a {
+        AiAccess::Ready => "ready",
+        AiAccess::Disabled => "disabled",
+        AiAccess::NotReady => "not_ready",
+    }
+}
+
+/// The operator's login name, for activity lines.
+fn login_name() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_default()
+}
+
+/// The new password: `GC_ADMIN_PASSWORD`, else standard input (one line).
+fn read_password() -> anyhow::Result<String> {
+    if let Ok(p) = std::env::var("GC_ADMIN_PASSWORD") {
+        return Ok(p);
+    }
+    let mut p = String::new();
+    std::io::stdin()
+        .read_to_string(&mut p)
+        .context("reading the password from standard input")?;
+    let p = p.trim_end_matches(['\r', '\n']).to_owned();
+    if p.is_empty() {
+        bail!("no password: set GC_ADMIN_PASSWORD or pipe it on standard input");
+    }
+    Ok(p)
+}
