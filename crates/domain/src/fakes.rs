@@ -193,6 +193,8 @@ pub struct FakeWorkspace {
     pub lose_races: Mutex<u32>,
     /// Every port call, by name, to prove a refused call touched nothing.
     pub calls: Mutex<Vec<&'static str>>,
+    /// The one tenant's settings (tests use one tenant).
+    pub settings: Mutex<Option<Settings>>,
 }
 
 impl FakeWorkspace {
@@ -327,18 +329,46 @@ impl WorkspaceRepo for FakeWorkspace {
     }
 
     fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {
-        Err(DomainError::Internal("not faked".into()))
+        self.call("settings");
+        Ok(self.settings.lock().unwrap().clone().unwrap_or(Settings {
+            fields: Map::new(),
+            version: 0,
+            updated_at: None,
+        }))
     }
 
     fn update_settings(
         &self,
-        _scope: &WriteScope,
-        _expected_version: Option<i64>,
-        _fields: &Map<String, Value>,
-        _at: DateTime<Utc>,
-        _activity: &NewActivity,
+        scope: &WriteScope,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
     ) -> DomainResult<Settings> {
-        Err(DomainError::Internal("not faked".into()))
+        self.call("update_settings");
+        {
+            let mut races = self.lose_races.lock().unwrap();
+            if *races > 0 {
+                *races -= 1;
+                return Err(DomainError::VersionConflict {
+                    expected: expected_version.unwrap_or_default(),
+                });
+            }
+        }
+        let current = self.settings(&scope.as_read())?;
+        if expected_version.is_some_and(|v| v != current.version) {
+            return Err(DomainError::VersionConflict {
+                expected: expected_version.unwrap_or_default(),
+            });
+        }
+        let next = Settings {
+            fields: fields.clone(),
+            version: current.version + 1,
+            updated_at: Some(at),
+        };
+        *self.settings.lock().unwrap() = Some(next.clone());
+        self.activity.lock().unwrap().push(activity.clone());
+        Ok(next)
     }
 
     fn list_activity(

@@ -472,4 +472,69 @@ mod tests {
         assert_eq!(e.unwrap_err().code(), "version_conflict");
         assert_eq!(ws.activity.lock().unwrap().len(), 2);
     }
+
+    #[test]
+    fn a_matching_if_match_updates_and_the_activity_names_the_new_fields() {
+        let ws = FakeWorkspace::default();
+        let t = tenant(Status::Active);
+        let p = member_of(&t);
+        let now = Utc::now();
+        let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+        let mut rename = Map::new();
+        rename.insert("name".into(), json!("renamed"));
+        let updated = update_record(
+            &ws,
+            &p,
+            RecordKind::Skill,
+            None,
+            r.id,
+            Some(1),
+            &rename,
+            now,
+        )
+        .unwrap();
+        assert_eq!(updated.fields["name"], "renamed");
+        let lines = ws.activity.lock().unwrap();
+        assert_eq!(lines[1].action(), "skill.update");
+        assert_eq!(lines[1].detail()["name"], "renamed");
+    }
+
+    #[test]
+    fn settings_follow_the_record_rules_for_versions_and_races() {
+        let ws = FakeWorkspace::default();
+        let t = tenant(Status::Active);
+        let p = member_of(&t);
+        let now = Utc::now();
+        let mut input = Map::new();
+        input.insert("default_model".into(), json!(""));
+        // Never written: version 0; an empty default model means `auto`.
+        let s = update_settings(&ws, &p, Some(0), &input, now).unwrap();
+        assert_eq!(s.version, 1);
+        assert_eq!(s.fields["default_model"], "auto");
+        // A stale If-Match is a conflict; a matching one is not.
+        let e = update_settings(&ws, &p, Some(0), &input, now).unwrap_err();
+        assert_eq!(e.code(), "version_conflict");
+        assert_eq!(
+            update_settings(&ws, &p, Some(1), &input, now)
+                .unwrap()
+                .version,
+            2
+        );
+        // Without If-Match, up to two lost races are retried; a third is reported.
+        *ws.lose_races.lock().unwrap() = 2;
+        assert_eq!(
+            update_settings(&ws, &p, None, &input, now).unwrap().version,
+            3
+        );
+        *ws.lose_races.lock().unwrap() = 3;
+        let e = update_settings(&ws, &p, None, &input, now).unwrap_err();
+        assert_eq!(e.code(), "version_conflict");
+        // With If-Match, a lost race is reported at once.
+        *ws.lose_races.lock().unwrap() = 1;
+        let e = update_settings(&ws, &p, Some(3), &input, now).unwrap_err();
+        assert_eq!(e.code(), "version_conflict");
+        assert_eq!(*ws.lose_races.lock().unwrap(), 0);
+        assert_eq!(settings(&ws, &p).unwrap().version, 3);
+        assert_eq!(ws.activity.lock().unwrap().len(), 3);
+    }
 }
