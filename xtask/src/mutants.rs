@@ -72,9 +72,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
 /// `cargo mutants` with the settings both runs share.
 fn mutants(name: &str) -> Command {
+    let out = format!("target/mutants/{name}");
+    // cargo-mutants creates `mutants.out` inside, not the directory itself.
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("xtask: cannot create {out}: {e}");
+    }
     let mut cmd = cargo();
     cmd.args(["mutants", "--no-shuffle", "--jobs", "1", "--timeout", "300"])
-        .args(["--output", &format!("target/mutants/{name}")]);
+        .args(["--output", &out]);
     cmd
 }
 
