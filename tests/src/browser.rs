@@ -36,7 +36,10 @@ pub struct Browser {
 
 fn find_binary(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")]) {
+    for dir in std::env::split_paths(&path).chain([
+        PathBuf::from("/usr/bin"),
+        PathBuf::from("/usr/lib/chromium"),
+    ]) {
         for name in names {
             let candidate = dir.join(name);
             if candidate.is_file() {
@@ -123,7 +126,9 @@ impl Browser {
             driver: child,
             _profile: profile,
         };
-        let created = browser.raw(reqwest::Method::POST, "/session", Some(caps)).await;
+        let created = browser
+            .raw(reqwest::Method::POST, "/session", Some(caps))
+            .await;
         browser.session = created
             .get("sessionId")
             .and_then(Value::as_str)
@@ -133,7 +138,9 @@ impl Browser {
     }
 
     async fn raw(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut rb = self.http.request(method, format!("{}{path}", self.driver_url));
+        let mut rb = self
+            .http
+            .request(method, format!("{}{path}", self.driver_url));
         if let Some(b) = body {
             rb = rb.json(&b);
         }
@@ -143,12 +150,20 @@ impl Browser {
     }
 
     /// A session command; `Err` carries WebDriver's error (e.g. "no such element").
-    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+    async fn cmd(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let v = self
             .raw(method, &format!("/session/{}{path}", self.session), body)
             .await;
         match v.get("error").and_then(Value::as_str) {
-            Some(e) => Err(format!("{e}: {}", v["message"].as_str().unwrap_or_default())),
+            Some(e) => Err(format!(
+                "{e}: {}",
+                v["message"].as_str().unwrap_or_default()
+            )),
             None => Ok(v),
         }
     }
@@ -257,16 +272,20 @@ impl Browser {
     pub async fn click(&self, css: &str) {
         self.poll(&format!("{css} to be clickable"), || async {
             let id = self.find(css).await?;
-            self.cmd(reqwest::Method::POST, &format!("/element/{id}/click"), Some(json!({})))
-                .await
-                .map(|_| ())
+            self.cmd(
+                reqwest::Method::POST,
+                &format!("/element/{id}/click"),
+                Some(json!({})),
+            )
+            .await
+            .map(|_| ())
         })
         .await;
     }
 
-    /// Clicks the button whose text is `label` (optionally inside `scope`).
+    /// Clicks the first visible, enabled button whose text is `label`.
     pub async fn click_button(&self, label: &str) {
-        let script = "const b = [...document.querySelectorAll('button, a')].find(b => b.innerText.trim() === arguments[0] && b.getClientRects().length && !b.disabled); if (b) { b.setAttribute('data-test-target', '1'); return true; } return false;";
+        let script = "const b = [...document.querySelectorAll('button')].find(b => b.innerText.trim() === arguments[0] && b.getClientRects().length && !b.disabled); if (b) { b.setAttribute('data-test-target', '1'); return true; } return false;";
         self.poll(&format!("a button {label:?}"), || async {
             match self.exec(script, json!([label])).await {
                 Value::Bool(true) => Ok(()),
@@ -286,8 +305,12 @@ impl Browser {
     pub async fn fill(&self, css: &str, text: &str) {
         self.poll(&format!("{css} to take text"), || async {
             let id = self.find(css).await?;
-            self.cmd(reqwest::Method::POST, &format!("/element/{id}/clear"), Some(json!({})))
-                .await?;
+            self.cmd(
+                reqwest::Method::POST,
+                &format!("/element/{id}/clear"),
+                Some(json!({})),
+            )
+            .await?;
             self.cmd(
                 reqwest::Method::POST,
                 &format!("/element/{id}/value"),
@@ -329,11 +352,15 @@ impl Browser {
 
     /// The browser console's entries since the last call.
     pub async fn console_entries(&self) -> Vec<Value> {
-        self.cmd(reqwest::Method::POST, "/se/log", Some(json!({"type": "browser"})))
-            .await
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
+        self.cmd(
+            reqwest::Method::POST,
+            "/se/log",
+            Some(json!({"type": "browser"})),
+        )
+        .await
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
     }
 
     /// Asserts the browser console has no error since the last check, except Chromium's
@@ -351,12 +378,18 @@ impl Browser {
                 !(m.contains("/api/v1/") && m.contains("Failed to load resource"))
             })
             .collect();
-        assert!(errors.is_empty(), "browser console errors on {page}: {errors:#?}");
+        assert!(
+            errors.is_empty(),
+            "browser console errors on {page}: {errors:#?}"
+        );
     }
 
     /// Saves a PNG screenshot of the page.
     pub async fn screenshot(&self, path: &Path) {
-        let v = self.cmd(reqwest::Method::GET, "/screenshot", None).await.unwrap();
+        let v = self
+            .cmd(reqwest::Method::GET, "/screenshot", None)
+            .await
+            .unwrap();
         let png = base64::engine::general_purpose::STANDARD
             .decode(v.as_str().unwrap_or_default())
             .unwrap();

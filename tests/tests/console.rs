@@ -37,8 +37,15 @@ fn assert_console_headers(r: &Reply, what: &str) {
     ] {
         assert!(csp.contains(part), "{what}: CSP {csp:?} lacks {part}");
     }
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{what}: {csp}");
-    assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{what}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{what}: {csp}"
+    );
+    assert_eq!(
+        r.header("x-content-type-options"),
+        Some("nosniff"),
+        "{what}"
+    );
     assert_eq!(r.header("x-frame-options"), Some("DENY"), "{what}");
     assert!(r.header("x-request-id").is_some(), "{what}");
 }
@@ -179,7 +186,14 @@ impl Console {
         let admin = app.admin().await;
         let tenant = app.tenant(&admin, "Acme", "AIHK").await;
         let member = app.member_of(&admin, &tenant).await;
-        Some(Self { app, browser, hk, admin, tenant, member })
+        Some(Self {
+            app,
+            browser,
+            hk,
+            admin,
+            tenant,
+            member,
+        })
     }
 
     fn page(&self, path: &str) -> String {
@@ -231,7 +245,9 @@ impl Console {
 
 #[actix_web::test]
 async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
-    let Some(c) = Console::start("console_member").await else { return };
+    let Some(c) = Console::start("console_member").await else {
+        return;
+    };
     let b = &c.browser;
 
     // Someone signs up: the account waits for a tenant, and the page says so in plain words.
@@ -241,7 +257,8 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     b.fill_labelled("Password", "short").await;
     b.click_button("Create account").await;
     // Validated before sending: the error sits next to the field.
-    b.wait_text(".field-error:not([hidden])", "at least 12 bytes").await;
+    b.wait_text(".field-error:not([hidden])", "at least 12 bytes")
+        .await;
     b.fill_labelled("Password", PASSWORD).await;
     b.click_button("Create account").await;
     let why = b.wait_text("#refusal", "not part of a workspace").await;
@@ -261,7 +278,8 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     c.open("/skills").await;
     b.click("#new-record").await;
     b.click_button("Create").await;
-    b.wait_text(".field-error:not([hidden])", "Name is required").await;
+    b.wait_text(".field-error:not([hidden])", "Name is required")
+        .await;
     b.fill_labelled("Name", "lint").await;
     b.fill_labelled("Content", "# Lint\nRun the linter.").await;
     b.fill_labelled("Tags", "ci, style").await;
@@ -280,7 +298,10 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     b.fill_labelled("Description", "Runs the linter").await;
     b.click_button("Save").await;
     b.wait_text("#page-status", "version 2").await;
-    assert_eq!(c.member.get(&format!("/workspace/skills/{id}")).await.body["description"], "Runs the linter");
+    assert_eq!(
+        c.member.get(&format!("/workspace/skills/{id}")).await.body["description"],
+        "Runs the linter"
+    );
 
     // An edit conflict: someone saves version 3 while the editor holds version 2.
     b.click("[aria-label='Edit lint']").await;
@@ -297,13 +318,17 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     assert_eq!(other.status, 200, "{}", other.text);
     b.fill_labelled("Description", "My change").await;
     b.click_button("Save").await;
-    b.wait_text("#editor-panel", "Someone else changed this").await;
+    b.wait_text("#editor-panel", "Someone else changed this")
+        .await;
     c.shot("skills-conflict").await;
     b.click("#reload-conflict").await;
     b.wait_text("#editor legend", "version 3").await;
     let desc_id = b.labelled("Description").await;
     let shown = b
-        .exec("return document.getElementById(arguments[0]).value", json!([desc_id]))
+        .exec(
+            "return document.getElementById(arguments[0]).value",
+            json!([desc_id]),
+        )
         .await;
     assert_eq!(shown, "Changed elsewhere");
     b.fill_labelled("Description", "My change, again").await;
@@ -315,7 +340,11 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     b.click("[aria-label='Delete lint']").await;
     b.click_button("Yes, delete").await;
     b.wait_text("#page-status", "Deleted “lint”").await;
-    assert_error(&c.member.get(&format!("/workspace/skills/{id}")).await, 404, "not_found");
+    assert_error(
+        &c.member.get(&format!("/workspace/skills/{id}")).await,
+        404,
+        "not_found",
+    );
 
     // Drafts: a definition must be a JSON object.
     c.open("/drafts/agents").await;
@@ -323,27 +352,44 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     b.fill_labelled("Name", "helper").await;
     b.fill_labelled("Definition", "[1, 2]").await;
     b.click_button("Create").await;
-    b.wait_text(".field-error:not([hidden])", "must be a JSON object").await;
-    b.fill_labelled("Definition", "{\"steps\": [\"plan\"]}").await;
+    b.wait_text(".field-error:not([hidden])", "must be a JSON object")
+        .await;
+    b.fill_labelled("Definition", "{\"steps\": [\"plan\"]}")
+        .await;
     b.click_button("Create").await;
     b.wait_text("#page-status", "Created “helper”").await;
     let drafts = c.member.get("/workspace/drafts/agents").await;
-    assert_eq!(drafts.body["data"][0]["definition"], json!({"steps": ["plan"]}));
+    assert_eq!(
+        drafts.body["data"][0]["definition"],
+        json!({"steps": ["plan"]})
+    );
 
     // API keys: the secret is shown once, works, and is gone after.
     c.open("/keys").await;
     b.fill_labelled("Name", "ci").await;
     b.click_button("Create key").await;
-    b.wait_text(".field-error:not([hidden])", "at least one").await;
+    b.wait_text(".field-error:not([hidden])", "at least one")
+        .await;
     b.click("input[value='workspace:read']").await;
     b.click("input[value='run']").await;
     b.click_button("Create key").await;
-    let secret = b.wait_text("#new-key-secret", "gc_").await.trim().to_owned();
+    let secret = b
+        .wait_text("#new-key-secret", "gc_")
+        .await
+        .trim()
+        .to_owned();
     assert!(b.text("#new-key").await.contains("only time it is shown"));
     c.shot("keys").await;
     let keyed = c.member.with_key(&secret);
     assert_eq!(keyed.get("/workspace/skills").await.status, 200);
-    let hint: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let hint: String = secret
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     b.wait_text("main table", &hint).await;
     b.click_button("I have stored it").await;
     b.wait_text("#new-key", "no longer shown").await;
@@ -352,7 +398,12 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     b.wait_text("main table", "ci").await;
     assert!(!b.text("body").await.contains(&secret));
     // Nothing is kept in web storage or the address bar.
-    let stored = b.exec("return localStorage.length + sessionStorage.length", json!([])).await;
+    let stored = b
+        .exec(
+            "return localStorage.length + sessionStorage.length",
+            json!([]),
+        )
+        .await;
     assert_eq!(stored, 0);
     assert!(!b.current_url().await.contains("gc_"));
     b.assert_no_console_errors("keys").await;
@@ -375,12 +426,16 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     c.open("/usage").await;
     b.wait_for("main table, main .notice").await;
     let usage = b.text("main").await;
-    assert!(usage.contains("not available") || usage.contains("Requests"), "{usage}");
+    assert!(
+        usage.contains("not available") || usage.contains("Requests"),
+        "{usage}"
+    );
     c.open("/ai-access").await;
     b.wait_text("main", "curl").await;
     c.open("/account").await;
     b.wait_text("main table", "this session").await;
-    b.assert_no_console_errors("activity, usage, AI access, account").await;
+    b.assert_no_console_errors("activity, usage, AI access, account")
+        .await;
 
     // Phone width: the navigation folds into a menu button.
     b.resize(390, 844).await;
@@ -391,7 +446,9 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
 
 #[actix_web::test]
 async fn the_composer_streams_stops_and_explains_refusals() {
-    let Some(c) = Console::start("console_composer").await else { return };
+    let Some(c) = Console::start("console_composer").await else {
+        return;
+    };
     let b = &c.browser;
     c.add_ai_key().await;
     c.sign_in(&c.member.email, PASSWORD).await;
@@ -407,12 +464,20 @@ async fn the_composer_streams_stops_and_explains_refusals() {
     assert!(!b.is_disabled("#stop").await);
     c.hk.release(1);
     b.wait_text(".msg-assistant .text", "chunk-1").await;
-    let pieces = b.exec("return document.querySelector('.msg-assistant').dataset.pieces", json!([])).await;
+    let pieces = b
+        .exec(
+            "return document.querySelector('.msg-assistant').dataset.pieces",
+            json!([]),
+        )
+        .await;
     assert_eq!(pieces, "2", "two pieces arrived separately");
     b.click("#stop").await;
     b.wait_text("#composer-status", "Stopped").await;
     b.wait_text(".msg-assistant .text", "[stopped]").await;
-    assert!(c.hk.wait_client_abort(Duration::from_secs(10)).await, "the upstream stream was closed");
+    assert!(
+        c.hk.wait_client_abort(Duration::from_secs(10)).await,
+        "the upstream stream was closed"
+    );
     c.hk.release(10);
 
     // The next run completes; the conversation stays on the page and is sent along.
@@ -422,10 +487,17 @@ async fn the_composer_streams_stops_and_explains_refusals() {
     let answers = b.exec("return [...document.querySelectorAll('.msg')].map(m => m.className + ':' + m.innerText)", json!([])).await;
     let answers = answers.as_array().unwrap();
     assert_eq!(answers.len(), 4, "{answers:?}");
-    assert!(answers[3].as_str().unwrap().contains("chunk-2"), "{answers:?}");
+    assert!(
+        answers[3].as_str().unwrap().contains("chunk-2"),
+        "{answers:?}"
+    );
     let last = c.hk.requests().last().cloned().unwrap();
     let sent: Value = serde_json::from_slice(&last.body).unwrap();
-    assert_eq!(sent["messages"].as_array().unwrap().len(), 3, "history is sent: {sent}");
+    assert_eq!(
+        sent["messages"].as_array().unwrap().len(),
+        3,
+        "history is sent: {sent}"
+    );
     assert_eq!(sent["stream"], true);
     c.shot("composer").await;
     b.assert_no_console_errors("composer").await;
@@ -436,11 +508,19 @@ async fn the_composer_streams_stops_and_explains_refusals() {
     b.click("#send").await;
     b.wait_text(".msg-error", "throttling").await;
     // The refused message is back in the box for a retry.
-    let back = b.exec("return document.getElementById('prompt').value", json!([])).await;
+    let back = b
+        .exec("return document.getElementById('prompt').value", json!([]))
+        .await;
     assert_eq!(back, "third");
 
     // AI switched off for the tenant: refused before any upstream call, in plain words.
-    let r = c.admin.patch(&format!("/admin/tenants/{}", c.tenant_id()), json!({"ai_enabled": false})).await;
+    let r = c
+        .admin
+        .patch(
+            &format!("/admin/tenants/{}", c.tenant_id()),
+            json!({"ai_enabled": false}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     c.open("/composer").await;
     b.wait_text("main .notice", "AI is switched off").await;
@@ -448,14 +528,33 @@ async fn the_composer_streams_stops_and_explains_refusals() {
     b.click("#send").await;
     let refused = b.wait_text(".msg-error", "AI is switched off").await;
     assert!(refused.contains("administrator"), "{refused}");
-    let code = b.exec("return document.querySelector('.msg-error').dataset.code", json!([])).await;
+    let code = b
+        .exec(
+            "return document.querySelector('.msg-error').dataset.code",
+            json!([]),
+        )
+        .await;
     assert_eq!(code, "ai_access_disabled");
 
     // On again, but without a usable key: not ready.
-    c.admin.patch(&format!("/admin/tenants/{}", c.tenant_id()), json!({"ai_enabled": true})).await;
-    let keys = c.admin.get(&format!("/admin/tenants/{}/ai-keys", c.tenant_id())).await;
+    c.admin
+        .patch(
+            &format!("/admin/tenants/{}", c.tenant_id()),
+            json!({"ai_enabled": true}),
+        )
+        .await;
+    let keys = c
+        .admin
+        .get(&format!("/admin/tenants/{}/ai-keys", c.tenant_id()))
+        .await;
     for k in keys.body["data"].as_array().unwrap() {
-        c.admin.delete(&format!("/admin/tenants/{}/ai-keys/{}", c.tenant_id(), k["id"].as_str().unwrap())).await;
+        c.admin
+            .delete(&format!(
+                "/admin/tenants/{}/ai-keys/{}",
+                c.tenant_id(),
+                k["id"].as_str().unwrap()
+            ))
+            .await;
     }
     c.open("/composer").await;
     b.fill("#prompt", "hello?").await;
@@ -466,7 +565,9 @@ async fn the_composer_streams_stops_and_explains_refusals() {
 
 #[actix_web::test]
 async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
-    let Some(c) = Console::start("console_admin").await else { return };
+    let Some(c) = Console::start("console_admin").await else {
+        return;
+    };
     let b = &c.browser;
     c.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     // An admin without a tenant starts on the tenants page.
@@ -478,7 +579,13 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
     b.click_button("Create tenant").await;
     b.wait_text("main table", "Globex").await;
     let tenants = c.admin.get("/admin/tenants").await;
-    let globex = tenants.body["data"].as_array().unwrap().iter().find(|t| t["name"] == "Globex").unwrap().clone();
+    let globex = tenants.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Globex")
+        .unwrap()
+        .clone();
     let globex_id = globex["id"].as_str().unwrap().to_owned();
     c.shot("admin-tenants").await;
 
@@ -489,21 +596,28 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
     b.fill_labelled("Initial password", PASSWORD).await;
     b.select_labelled("Tenant", &globex_id).await;
     b.click_button("Create user").await;
-    b.wait_text("#users-status", "Created gina@globex.test").await;
+    b.wait_text("#users-status", "Created gina@globex.test")
+        .await;
     b.wait_text("main table", "gina@globex.test").await;
     // A duplicate email is shown next to the field.
     b.fill_labelled("Email", "gina@globex.test").await;
     b.fill_labelled("Name", "Gina again").await;
     b.fill_labelled("Initial password", PASSWORD).await;
     b.click_button("Create user").await;
-    b.wait_text(".field-error:not([hidden])", "already exists").await;
+    b.wait_text(".field-error:not([hidden])", "already exists")
+        .await;
     c.shot("admin-users").await;
 
     // Add an AI key on the tenant's page: the secret goes in a password field.
     c.open(&format!("/admin/tenants/{globex_id}")).await;
     b.wait_text("main h1", "Globex").await;
     let secret_id = b.labelled("Secret").await;
-    let kind = b.exec("return document.getElementById(arguments[0]).type", json!([secret_id])).await;
+    let kind = b
+        .exec(
+            "return document.getElementById(arguments[0]).type",
+            json!([secret_id]),
+        )
+        .await;
     assert_eq!(kind, "password");
     b.fill_labelled("Label", "main").await;
     b.fill(&format!("#{secret_id}"), AI_SECRET).await;
@@ -526,7 +640,10 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
     b.wait_text("main h1", "Globex").await;
     c.open("/skills").await;
     b.wait_text("#shadow-banner", "read-only").await;
-    assert!(b.is_disabled("#new-record").await, "writes are disabled in the Shadow view");
+    assert!(
+        b.is_disabled("#new-record").await,
+        "writes are disabled in the Shadow view"
+    );
     c.open("/keys").await;
     b.wait_text("#shadow-banner", "Globex").await;
     assert!(b.is_disabled("form button[type=submit]").await);
@@ -534,13 +651,18 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
 
     // Forced past the disabled controls, a write is refused by the API and shown on screen.
     c.open("/skills").await;
-    b.exec("const n = document.getElementById('new-record'); n.disabled = false; n.click();", json!([])).await;
+    b.exec(
+        "const n = document.getElementById('new-record'); n.disabled = false; n.click();",
+        json!([]),
+    )
+    .await;
     b.wait_for("#editor-panel form").await;
     b.exec("document.querySelectorAll('#editor-panel [disabled]').forEach(e => { e.disabled = false; });", json!([])).await;
     b.fill_labelled("Name", "sneaky").await;
     b.fill_labelled("Content", "nope").await;
     b.click("#editor-panel button[type=submit]").await;
-    b.wait_text("#editor-panel .notice-error", "read-only").await;
+    b.wait_text("#editor-panel .notice-error", "read-only")
+        .await;
     assert_eq!(c.admin.get("/admin/tenants").await.status, 200);
     b.assert_no_console_errors("shadow").await;
 
@@ -551,7 +673,10 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
 
     // While an admin is in the view (another session of theirs), the tenant's member sees a
     // banner naming the admin.
-    let r = c.admin.post("/auth/ip-admin", json!({"tenant_id": globex_id})).await;
+    let r = c
+        .admin
+        .post("/auth/ip-admin", json!({"tenant_id": globex_id}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     c.sign_out().await;
     c.sign_in("gina@globex.test", PASSWORD).await;
@@ -562,9 +687,18 @@ async fn an_admin_manages_tenants_and_enters_the_shadow_view() {
     assert!(!b.is_disabled("#new-record").await);
 
     // Suspended: the member is told why.
-    let users = c.admin.get(&format!("/admin/users?tenant_id={globex_id}")).await;
+    let users = c
+        .admin
+        .get(&format!("/admin/users?tenant_id={globex_id}"))
+        .await;
     let gina = users.body["data"][0]["id"].as_str().unwrap().to_owned();
-    let r = c.admin.patch(&format!("/admin/users/{gina}"), json!({"status": "suspended"})).await;
+    let r = c
+        .admin
+        .patch(
+            &format!("/admin/users/{gina}"),
+            json!({"status": "suspended"}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     c.open("/skills").await;
     b.wait_text("#refusal", "Your account is suspended").await;

@@ -229,7 +229,11 @@ mod tests {
         for part in shell.split("<script").skip(1) {
             let tag = part.split('>').next().unwrap_or_default();
             assert!(tag.contains("src="), "inline script: {tag}");
-            assert!(part.split('>').nth(1).unwrap_or_default().starts_with("</script"));
+            assert!(part
+                .split('>')
+                .nth(1)
+                .unwrap_or_default()
+                .starts_with("</script"));
         }
         assert!(!shell.contains(" style="), "inline style attribute");
     }

@@ -5,9 +5,9 @@ import { BASE, errorOf } from '../api.js';
 import { h, fill, form, pageHead, notice, errorNotice, table } from '../ui.js';
 
 const VERDICT = {
-  pass: 'Pass: nothing dangerous was found.',
-  warn: 'Warning: some findings deserve a look.',
-  fail: 'Fail: this contains dangerous content.',
+  pass: '— nothing dangerous was found.',
+  warn: '— some findings deserve a look.',
+  fail: '— this contains dangerous content.',
 };
 
 const REPO = /^https:\/\/github\.com\/[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+(\.git)?\/?$/;
