@@ -6,6 +6,8 @@
 //! `GC_REQUIRE_POSTGRES=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
+
 use std::net::SocketAddr;
 
 use gc_persistence::testing::{
@@ -129,6 +131,7 @@ impl TestApp {
         AppRef {
             base: self.base.clone(),
             client: self.client.clone(),
+            origin: self.config.public_origin.clone(),
         }
     }
 
@@ -210,6 +213,8 @@ pub fn session_cookie(res: &reqwest::Response) -> Option<String> {
 pub struct AppRef {
     pub base: String,
     pub client: reqwest::Client,
+    /// The configured public origin, sent as `Origin` on cookie requests.
+    pub origin: String,
 }
 
 #[derive(Clone, Debug)]
@@ -293,7 +298,7 @@ impl Actor {
             Auth::Cookie(c) => {
                 rb = rb
                     .header("cookie", format!("gc_session={c}"))
-                    .header("origin", ORIGIN);
+                    .header("origin", &self.app.origin);
             }
             Auth::Bearer(k) => rb = rb.bearer_auth(k),
         }

@@ -345,6 +345,10 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         App::new()
             .wrap(from_fn(gc_http_api::request_context))
             .configure(move |cfg| gc_http_api::configure(cfg, data))
+            .configure(gc_console::config)
+            // Last, so every registered route wins: the console's pages outside `/api`, the
+            // API's JSON 404 inside it.
+            .default_service(web::to(fallback))
     })
     .shutdown_timeout(30)
     // Few blocking threads per worker: database work waits for a pooled connection anyway,
@@ -370,6 +374,16 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         server,
         writer,
     })
+}
+
+/// What answers a path no route claims: the console's HTML shell outside `/api`, the API's
+/// JSON 404 (written by the request-context middleware) inside it.
+async fn fallback(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
+    if gc_console::is_console_path(req.path()) {
+        gc_console::page(req).await
+    } else {
+        gc_http_api::middleware::not_found().await
+    }
 }
 
 /// Sets up tracing as configured. Request logs carry method, path, status and request id;

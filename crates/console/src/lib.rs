@@ -1,0 +1,277 @@
+//! gc-console: the web console, served by `gc-server` at `/` next to the API.
+//!
+//! The console is a small set of static files compiled into the binary (`include_bytes!`):
+//! one HTML shell, one stylesheet and hand-written JavaScript modules that call the same
+//! `/api/v1` routes as every other client, with the session cookie. It holds no state and
+//! makes no decision: every refusal comes from the API. See `docs/console.md` and
+//! `docs/decisions/0006-console.md`.
+//!
+//! Routes (all outside `/api/v1`):
+//!
+//! - `GET /assets/{build}/{file}`: an embedded file. `{build}` is a hash of every asset, so a
+//!   URL names one exact content and is cached as immutable; a request for another build (a
+//!   page loaded from an older node) gets the current file with `Cache-Control: no-cache`.
+//! - `GET /favicon.ico`: the icon.
+//! - [`page`] answers every other `GET` or `HEAD` outside `/api` with the HTML shell (the
+//!   client-side router shows the page, or its own "page not found"); the binary installs it as
+//!   the default service, so explicitly registered routes always win.
+//!
+//! Every response carries [`CONTENT_SECURITY_POLICY`], `X-Content-Type-Options: nosniff`,
+//! `X-Frame-Options: DENY` and a same-origin referrer policy.
+
+use std::sync::OnceLock;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Compress;
+use actix_web::{web, HttpRequest, HttpResponse, HttpResponseBuilder};
+
+/// The policy of every console response: scripts, styles, images and connections from this
+/// origin only, no inline script or style, no plugins, no framing, forms post here only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; \
+     manifest-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// One embedded file.
+struct Asset {
+    path: &'static str,
+    body: &'static [u8],
+    content_type: &'static str,
+}
+
+macro_rules! asset {
+    ($path:literal, $content_type:expr) => {
+        Asset {
+            path: $path,
+            body: include_bytes!(concat!("../assets/", $path)),
+            content_type: $content_type,
+        }
+    };
+}
+
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Every file under `assets/` that is served (the shell is served by [`page`]).
+const ASSETS: &[Asset] = &[
+    asset!("app.css", "text/css; charset=utf-8"),
+    asset!("favicon.svg", "image/svg+xml"),
+    asset!("js/app.js", JS),
+    asset!("js/api.js", JS),
+    asset!("js/ui.js", JS),
+    asset!("js/messages.js", JS),
+    asset!("js/pages/account.js", JS),
+    asset!("js/pages/workspace.js", JS),
+    asset!("js/pages/records.js", JS),
+    asset!("js/pages/keys.js", JS),
+    asset!("js/pages/composer.js", JS),
+    asset!("js/pages/guard.js", JS),
+    asset!("js/pages/admin.js", JS),
+];
+
+/// The HTML shell; `{{build}}` is replaced by [`build_id`].
+const SHELL: &str = include_str!("../assets/index.html");
+
+/// FNV-1a (64 bit): a content fingerprint for cache busting, not a security hash.
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Fingerprints computed once, on first use: the build id and each asset's `ETag`.
+struct Fingerprints {
+    build: String,
+    etags: Vec<String>,
+    shell: String,
+}
+
+fn fingerprints() -> &'static Fingerprints {
+    static CELL: OnceLock<Fingerprints> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let mut all = fnv1a(FNV_OFFSET, SHELL.as_bytes());
+        let etags = ASSETS
+            .iter()
+            .map(|a| {
+                all = fnv1a(all, a.body);
+                format!("\"{:016x}\"", fnv1a(FNV_OFFSET, a.body))
+            })
+            .collect();
+        let build = format!("{all:016x}")[..12].to_owned();
+        let shell = SHELL.replace("{{build}}", &build);
+        Fingerprints {
+            build,
+            etags,
+            shell,
+        }
+    })
+}
+
+/// The build id that names the current assets in their URLs.
+pub fn build_id() -> &'static str {
+    &fingerprints().build
+}
+
+/// Whether a path belongs to the console (everything outside `/api`).
+pub fn is_console_path(path: &str) -> bool {
+    !(path == "/api" || path.starts_with("/api/"))
+}
+
+/// Mounts the console's own routes: the assets and the icon.
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/assets")
+            .wrap(Compress::default())
+            .route("/{build}/{path:.*}", web::get().to(asset))
+            .route("/{build}/{path:.*}", web::head().to(asset)),
+    )
+    .route("/favicon.ico", web::get().to(favicon))
+    .route("/favicon.ico", web::head().to(favicon));
+}
+
+/// The security headers of every console response.
+fn secured(status: StatusCode) -> HttpResponseBuilder {
+    let mut res = HttpResponse::build(status);
+    res.insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
+        .insert_header((header::REFERRER_POLICY, "same-origin"))
+        .insert_header(("cross-origin-opener-policy", "same-origin"))
+        .insert_header(("cross-origin-resource-policy", "same-origin"));
+    res
+}
+
+fn etag_matches(req: &HttpRequest, etag: &str) -> bool {
+    req.headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+}
+
+async fn asset(req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
+    let (build, file) = path.into_inner();
+    let prints = fingerprints();
+    let Some((index, found)) = ASSETS.iter().enumerate().find(|(_, a)| a.path == file) else {
+        // No body: the API's middleware turns it into the uniform JSON 404.
+        return HttpResponse::NotFound().finish();
+    };
+    let etag = prints.etags.get(index).map_or("\"\"", String::as_str);
+    let cache = if build == prints.build {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    };
+    serve(&req, found, etag, cache)
+}
+
+fn serve(req: &HttpRequest, asset: &Asset, etag: &str, cache: &str) -> HttpResponse {
+    let status = if etag_matches(req, etag) {
+        StatusCode::NOT_MODIFIED
+    } else {
+        StatusCode::OK
+    };
+    let mut res = secured(status);
+    res.insert_header((header::CACHE_CONTROL, cache))
+        .insert_header((header::ETAG, etag));
+    if status == StatusCode::NOT_MODIFIED {
+        return res.finish();
+    }
+    res.insert_header((header::CONTENT_TYPE, asset.content_type));
+    if req.method() == Method::HEAD {
+        return res.finish();
+    }
+    res.body(asset.body)
+}
+
+async fn favicon(req: HttpRequest) -> HttpResponse {
+    let prints = fingerprints();
+    match ASSETS.iter().position(|a| a.path == "favicon.svg") {
+        Some(i) => serve(
+            &req,
+            &ASSETS[i],
+            prints.etags.get(i).map_or("\"\"", String::as_str),
+            "public, max-age=86400",
+        ),
+        None => HttpResponse::NotFound().finish(),
+    }
+}
+
+/// The HTML shell for any console path (`GET`/`HEAD`); 405 for other methods. Not cached: it
+/// names the current build's assets.
+pub async fn page(req: HttpRequest) -> HttpResponse {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return HttpResponse::MethodNotAllowed()
+            .insert_header((header::ALLOW, HeaderValue::from_static("GET, HEAD")))
+            .finish();
+    }
+    let mut res = secured(StatusCode::OK);
+    res.insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header((header::CONTENT_TYPE, "text/html; charset=utf-8"));
+    if req.method() == Method::HEAD {
+        return res.finish();
+    }
+    res.body(fingerprints().shell.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_shell_names_the_current_build_and_has_no_inline_script() {
+        let shell = &fingerprints().shell;
+        assert!(shell.contains(&format!("/assets/{}/js/app.js", build_id())));
+        assert!(!shell.contains("{{build}}"));
+        // Every <script> has a src: CSP forbids inline code.
+        for part in shell.split("<script").skip(1) {
+            let tag = part.split('>').next().unwrap_or_default();
+            assert!(tag.contains("src="), "inline script: {tag}");
+            assert!(part
+                .split('>')
+                .nth(1)
+                .unwrap_or_default()
+                .starts_with("</script"));
+        }
+        assert!(!shell.contains(" style="), "inline style attribute");
+    }
+
+    #[test]
+    fn every_module_imported_by_another_is_served() {
+        for a in ASSETS.iter().filter(|a| a.path.ends_with(".js")) {
+            let text = std::str::from_utf8(a.body).unwrap();
+            let dir = a.path.rsplit_once('/').map_or("", |(d, _)| d);
+            for line in text.lines().filter(|l| l.starts_with("import ")) {
+                let spec = line.split(['\'', '"']).nth(1).unwrap();
+                let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+                for seg in spec.split('/') {
+                    match seg {
+                        "." => {}
+                        ".." => {
+                            parts.pop();
+                        }
+                        s => parts.push(s),
+                    }
+                }
+                let target = parts.join("/");
+                assert!(
+                    ASSETS.iter().any(|x| x.path == target),
+                    "{} imports {spec} ({target}), which is not embedded",
+                    a.path
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn api_paths_are_not_console_paths() {
+        assert!(!is_console_path("/api"));
+        assert!(!is_console_path("/api/v1/nope"));
+        assert!(!is_console_path("/api/other"));
+        assert!(is_console_path("/"));
+        assert!(is_console_path("/skills"));
+        assert!(is_console_path("/apis"));
+    }
+}
