@@ -501,6 +501,34 @@ mod tests {
         assert!(store.attempts.lock().unwrap().is_empty());
     }
 
+    #[test]
+    fn one_accounts_failures_do_not_lock_another() {
+        let store = Fake::default();
+        ann(&store);
+        let policy = AccountPolicy::default();
+        let t0 = Utc::now();
+        for _ in 0..5 {
+            let e = verify_signin(&store, &Plain, &policy, "mallory@example.com", "x", t0);
+            assert_eq!(e.unwrap_err().code(), "invalid_credentials");
+        }
+        assert_eq!(
+            verify_signin(&store, &Plain, &policy, "mallory@example.com", "x", t0)
+                .unwrap_err()
+                .code(),
+            "too_many_attempts"
+        );
+        assert!(verify_signin(
+            &store,
+            &Plain,
+            &policy,
+            "ann@example.com",
+            "right-password",
+            t0
+        )
+        .is_ok());
+        assert_eq!(throttle_key("  Ann@Example.COM "), "ann@example.com");
+    }
+
     fn signed_in(user: User) -> Principal {
         Principal::new(
             user,
