@@ -15,6 +15,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod state;
 pub mod system;
+pub mod throttle;
 pub mod views;
 pub mod workspace;
 
