@@ -63,9 +63,10 @@ impl Fake {
         self.gate.send_replace(true);
     }
 
-    /// Waits (bounded) until `n` downloads have started.
+    /// Waits (bounded) until `n` downloads have started. The bound is generous: the first
+    /// scan compiles the rules, which takes long in a debug build on a busy machine.
     async fn wait_for_downloads(&self, n: usize) {
-        for _ in 0..400 {
+        for _ in 0..4800 {
             if self.downloads.load(Ordering::SeqCst) >= n {
                 return;
             }
@@ -269,7 +270,7 @@ load_tests! {
         let r = admin.post("/guard/scan", repo("stall-forever")).await;
         assert_error(&r, 504, "upstream_timeout");
         // The download was dropped, not left running: the fake sees its connection go away.
-        for _ in 0..200 {
+        for _ in 0..2400 {
             if fake.abandoned.load(Ordering::SeqCst) >= 1 { break; }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }

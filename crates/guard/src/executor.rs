@@ -389,8 +389,10 @@ impl ScanExecutor {
                                 flights.remove(&key);
                             }
                         }
-                        let _ = tx.send(Some(outcome));
+                        // Give the place back before anyone hears the outcome, so a caller
+                        // that asks again at once finds it free.
                         drop(admission);
+                        let _ = tx.send(Some(outcome));
                     });
                     rx
                 }
