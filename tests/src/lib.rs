@@ -67,6 +67,10 @@ pub fn test_config(database_url: &str) -> Config {
     config.bootstrap_admin_password = Some(ADMIN_PASSWORD.into());
     config.master_key = Some("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".into());
     config.log = "warn".into();
+    // Tests sign in often from one address and never flood: the per-IP limit and the hashing
+    // queue have their own tests with their own settings.
+    config.auth_per_ip_per_min = 100_000;
+    config.hash_queue = 1_000;
     config
 }
 
@@ -381,6 +385,36 @@ macro_rules! both_backends {
                 #[actix_web::test]
                 async fn postgres() {
                     if let Some(app) = $crate::TestApp::start($crate::Backend::Postgres, stringify!($name)).await {
+                        body(app).await;
+                    }
+                }
+            }
+        )*
+    };
+}
+
+/// [`both_backends!`] with a configuration tweak:
+/// `async fn name(app: TestApp) with |c: &mut Config| { ... }; { body }`.
+#[macro_export]
+macro_rules! both_backends_with {
+    ($(async fn $name:ident($app:ident : TestApp) with $tweak:expr; $body:block)*) => {
+        $(
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn body($app: $crate::TestApp) $body
+
+                #[actix_web::test]
+                async fn sqlite() {
+                    if let Some(app) = $crate::TestApp::start_with($crate::Backend::Sqlite, stringify!($name), $tweak).await {
+                        body(app).await;
+                    }
+                }
+
+                #[actix_web::test]
+                async fn postgres() {
+                    if let Some(app) = $crate::TestApp::start_with($crate::Backend::Postgres, stringify!($name), $tweak).await {
                         body(app).await;
                     }
                 }

@@ -1,13 +1,26 @@
 //! `cargo xtask bench`: the Guard's criterion benchmarks, then the HTTP benchmarks of
 //! `gc-bench` against the release `gc-server`. Figures go to stdout; `docs/benchmarks.md`
 //! records them with this command.
+//!
+//! - `--http`: only the HTTP benchmarks.
+//! - `--hostile`: only the hostile-load benchmark (Guard flood, sign-in flood, memory under
+//!   80 concurrent large scans, slow clients).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{cargo, run as exec};
 
+/// Where cargo puts release binaries (`CARGO_TARGET_DIR` when set).
+fn release_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| if p.is_absolute() { p } else { root.join(p) })
+        .unwrap_or_else(|| root.join("target"))
+        .join("release")
+}
+
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    let only_http = args.iter().any(|a| a == "--http");
+    let only_http = args.iter().any(|a| a == "--http" || a == "--hostile");
     if !only_http {
         let mut guard = cargo();
         guard.args(["bench", "-p", "gc-guard"]);
@@ -27,8 +40,9 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         "gc-bench",
     ]);
     exec(build)?;
-    let mut bench = std::process::Command::new(root.join("target/release/gc-bench"));
-    bench.arg(root.join("target/release/gc-server"));
+    let release = release_dir(root);
+    let mut bench = std::process::Command::new(release.join("gc-bench"));
+    bench.arg(release.join("gc-server"));
     bench.args(args.iter().filter(|a| *a != "--http"));
     exec(bench)
 }

@@ -30,9 +30,70 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::Read;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// Stops a scan: checked between archive entries, while decompressing and between files.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// Asks the work to stop at its next check.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Bytes held in memory by one scan, counted against a budget shared by every scan (a
+/// semaphore whose permits are KiB). Grows as data arrives; never waits: when the budget has
+/// no room the scan fails with [`FetchError::Busy`]. Released when dropped.
+pub struct MemoryReservation {
+    budget: Option<Arc<Semaphore>>,
+    held: Option<OwnedSemaphorePermit>,
+    kib: u32,
+}
+
+impl MemoryReservation {
+    /// A reservation against `budget` (`None`: unlimited, nothing is counted).
+    pub fn new(budget: Option<Arc<Semaphore>>) -> Self {
+        Self {
+            budget,
+            held: None,
+            kib: 0,
+        }
+    }
+
+    /// Makes sure at least `bytes` are reserved.
+    pub fn reserve_total(&mut self, bytes: u64) -> Result<(), FetchError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        if want <= self.kib {
+            return Ok(());
+        }
+        let more = Arc::clone(budget)
+            .try_acquire_many_owned(want - self.kib)
+            .map_err(|_| FetchError::Busy)?;
+        match &mut self.held {
+            Some(held) => held.merge(more),
+            None => self.held = Some(more),
+        }
+        self.kib = want;
+        Ok(())
+    }
+
+    /// Reserves `bytes` more than now.
+    pub fn reserve_more(&mut self, bytes: u64) -> Result<(), FetchError> {
+        self.reserve_total(u64::from(self.kib) * 1024 + bytes)
+    }
+}
 /// Why a repository could not be fetched (`gc-http-api` maps each to an `ErrorCode`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {
@@ -57,6 +118,13 @@ pub enum FetchError {
     /// A connection or protocol failure.
     #[error("transport error: {0}")]
     Transport(String),
+    /// The memory budget shared by every scan has no room for this one now
+    /// (`scanner_busy`, 503).
+    #[error("the scanner has no memory to spare for this scan now")]
+    Busy,
+    /// The scan was stopped at its time-out (download, unpacking and scanning stop).
+    #[error("the scan was cancelled at its time-out")]
+    Cancelled,
     /// The fetcher was configured wrongly.
     #[error("invalid fetcher configuration: {0}")]
     Config(String),
@@ -269,6 +337,7 @@ impl GitHubFetcher {
     ) -> Result<RepoScan, FetchError> {
         let started = Instant::now();
         let limits = self.config.limits;
+        let cancel = CancelFlag::default();
         let work = async {
             let (owner, repo) = validated(owner, repo)?;
             let sha = self.head_sha(&owner, &repo).await?;
@@ -287,21 +356,13 @@ impl GitHubFetcher {
                 });
             }
             let tarball = self.download_tarball(&owner, &repo, &sha).await?;
-            let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, FetchError> {
-                let (files, skipped) = unpack(&tarball, &limits)?;
-                let mut report = scanner.scan_files_with(
-                    files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
-                    &limits,
-                );
-                report.stats.files_skipped += skipped;
-                Ok(report)
+            let cancel = cancel.clone();
+            let report = tokio::task::spawn_blocking(move || {
+                scan_tarball(&scanner, &tarball, &limits, &cancel)
             })
             .await
             .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))??;
-            if let Ok(mut caches) = self.caches.lock() {
-                let (cap, ttl) = (self.config.cache_capacity, self.config.report_ttl);
-                insert_bounded(&mut caches.reports, key, Arc::new(report.clone()), cap, ttl);
-            }
+            self.remember_report(key, &report);
             Ok(RepoScan {
                 owner,
                 repo,
@@ -310,9 +371,14 @@ impl GitHubFetcher {
                 cached: false,
             })
         };
-        let mut scan = tokio::time::timeout(limits.timeout(), work)
-            .await
-            .map_err(|_| FetchError::Timeout)??;
+        let mut scan = match tokio::time::timeout(limits.timeout(), work).await {
+            Ok(scan) => scan?,
+            Err(_) => {
+                // The download future is dropped; unpacking and scanning stop at their next check.
+                cancel.cancel();
+                return Err(FetchError::Timeout);
+            }
+        };
         scan.report.stats.duration_ms =
             u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(scan)
@@ -345,7 +411,17 @@ impl GitHubFetcher {
             .map_err(|_| FetchError::Timeout)?
     }
 
-    fn cached_report(&self, key: &(String, String, String)) -> Option<Arc<ScanReport>> {
+    /// Keeps a report in the bounded, short-lived cache.
+    pub(crate) fn remember_report(&self, key: (String, String, String), report: &ScanReport) {
+        if let Ok(mut caches) = self.caches.lock() {
+            let (cap, ttl) = (self.config.cache_capacity, self.config.report_ttl);
+            if cap > 0 && !ttl.is_zero() {
+                insert_bounded(&mut caches.reports, key, Arc::new(report.clone()), cap, ttl);
+            }
+        }
+    }
+
+    pub(crate) fn cached_report(&self, key: &(String, String, String)) -> Option<Arc<ScanReport>> {
         let caches = self.caches.lock().ok()?;
         caches
             .reports
@@ -355,7 +431,7 @@ impl GitHubFetcher {
     }
 
     /// The default branch's commit SHA (metadata cached for `metadata_ttl`).
-    async fn head_sha(&self, owner: &str, repo: &str) -> Result<String, FetchError> {
+    pub(crate) async fn head_sha(&self, owner: &str, repo: &str) -> Result<String, FetchError> {
         let key = (owner.to_ascii_lowercase(), repo.to_ascii_lowercase());
         let cached = self.caches.lock().ok().and_then(|c| {
             c.branches
@@ -436,9 +512,23 @@ impl GitHubFetcher {
         repo: &str,
         sha: &str,
     ) -> Result<Vec<u8>, FetchError> {
+        self.download_counted(owner, repo, sha, &mut MemoryReservation::new(None))
+            .await
+    }
+
+    /// Downloads the tarball of `sha`, counting its bytes against `memory`.
+    pub(crate) async fn download_counted(
+        &self,
+        owner: &str,
+        repo: &str,
+        sha: &str,
+        memory: &mut MemoryReservation,
+    ) -> Result<Vec<u8>, FetchError> {
         let url = format!("{}/{owner}/{repo}/tar.gz/{sha}", self.config.codeload_base);
         let max = self.config.limits.max_download_bytes;
-        let (status, body) = self.get(&url, "application/x-gzip", false, max).await?;
+        let (status, body) = self
+            .get_counted(&url, "application/x-gzip", false, max, memory)
+            .await?;
         match status.as_u16() {
             200 => Ok(body),
             404 | 410 | 451 => Err(FetchError::NotFound),
@@ -453,6 +543,19 @@ impl GitHubFetcher {
         accept: &str,
         api: bool,
         max: u64,
+    ) -> Result<(StatusCode, Vec<u8>), FetchError> {
+        self.get_counted(url, accept, api, max, &mut MemoryReservation::new(None))
+            .await
+    }
+
+    /// [`Self::get`], counting the body's buffer against `memory` as it grows.
+    async fn get_counted(
+        &self,
+        url: &str,
+        accept: &str,
+        api: bool,
+        max: u64,
+        memory: &mut MemoryReservation,
     ) -> Result<(StatusCode, Vec<u8>), FetchError> {
         let mut req = Request::get(url)
             .header(USER_AGENT, &self.config.user_agent)
@@ -494,13 +597,14 @@ impl GitHubFetcher {
                     }));
                 }
                 buf.extend_from_slice(&data);
+                memory.reserve_total(buf.capacity() as u64)?;
             }
         }
         Ok((status, buf))
     }
 }
 
-fn validated(owner: &str, repo: &str) -> Result<(String, String), FetchError> {
+pub(crate) fn validated(owner: &str, repo: &str) -> Result<(String, String), FetchError> {
     if valid_owner(owner) && valid_repo(repo) {
         Ok((owner.to_string(), repo.to_string()))
     } else {
@@ -513,10 +617,14 @@ struct CappedReader<R> {
     inner: R,
     remaining: u64,
     exceeded: Rc<Cell<bool>>,
+    cancel: CancelFlag,
 }
 
 impl<R: Read> Read for CappedReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(std::io::Error::other("cancelled"));
+        }
         if self.remaining == 0 {
             // Probe one byte: a stream that ends exactly at the cap is fine.
             let mut probe = [0u8; 1];
@@ -556,18 +664,58 @@ fn entry_path(raw: &[u8]) -> Option<String> {
 
 /// Unpacks a `.tar.gz` within the limits: `(files, skipped)`.
 pub fn unpack(tarball: &[u8], limits: &Limits) -> Result<(RepoFiles, u64), FetchError> {
+    let mut files = Vec::new();
+    let mut skipped = 0u64;
+    unpack_each(
+        tarball,
+        limits,
+        &CancelFlag::default(),
+        |path, data| match data {
+            Some(data) => files.push((path, data)),
+            None => skipped += 1,
+        },
+    )?;
+    Ok((files, skipped))
+}
+
+/// Unpacks and scans a `.tar.gz` one file at a time, so only one file is held besides the
+/// archive. Stops with [`FetchError::Cancelled`] when `cancel` is set.
+pub fn scan_tarball(
+    scanner: &Scanner,
+    tarball: &[u8],
+    limits: &Limits,
+    cancel: &CancelFlag,
+) -> Result<ScanReport, FetchError> {
+    let mut scan = scanner.files_scan(limits);
+    unpack_each(tarball, limits, cancel, |path, data| match data {
+        Some(data) => scan.add(&path, &data),
+        None => scan.skip(),
+    })?;
+    Ok(scan.finish())
+}
+
+/// Calls `visit(path, Some(content))` for each regular file of a `.tar.gz` within the limits,
+/// `visit(path, None)` for a file over the per-file limit (skipped). Checks `cancel` before
+/// every entry and while decompressing.
+pub fn unpack_each(
+    tarball: &[u8],
+    limits: &Limits,
+    cancel: &CancelFlag,
+    mut visit: impl FnMut(String, Option<Vec<u8>>),
+) -> Result<(), FetchError> {
     let exceeded = Rc::new(Cell::new(false));
     let reader = CappedReader {
         inner: flate2::read::GzDecoder::new(tarball),
         remaining: limits.max_unpacked_bytes,
         exceeded: Rc::clone(&exceeded),
+        cancel: cancel.clone(),
     };
     let mut archive = tar::Archive::new(reader);
-    let mut files = Vec::new();
-    let mut skipped = 0u64;
     let mut count = 0u64;
     let fail = |exceeded: &Rc<Cell<bool>>| {
-        if exceeded.get() {
+        if cancel.is_cancelled() {
+            FetchError::Cancelled
+        } else if exceeded.get() {
             FetchError::TooLarge("unpacked size")
         } else {
             FetchError::InvalidArchive
@@ -575,6 +723,9 @@ pub fn unpack(tarball: &[u8], limits: &Limits) -> Result<(RepoFiles, u64), Fetch
     };
     let entries = archive.entries().map_err(|_| fail(&exceeded))?;
     for entry in entries {
+        if cancel.is_cancelled() {
+            return Err(FetchError::Cancelled);
+        }
         let mut entry = entry.map_err(|_| fail(&exceeded))?;
         let kind = entry.header().entry_type();
         if !(kind.is_file() || kind == tar::EntryType::Continuous) {
@@ -593,15 +744,15 @@ pub fn unpack(tarball: &[u8], limits: &Limits) -> Result<(RepoFiles, u64), Fetch
             .read_to_end(&mut data)
             .map_err(|_| fail(&exceeded))?;
         if data.len() as u64 > limits.max_file_bytes {
-            skipped += 1;
+            visit(path, None);
             continue;
         }
-        files.push((path, data));
+        visit(path, Some(data));
     }
     if exceeded.get() {
         return Err(FetchError::TooLarge("unpacked size"));
     }
-    Ok((files, skipped))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -619,6 +770,54 @@ mod tests {
         assert_eq!(entry_path(b"/etc/passwd"), None);
         assert_eq!(entry_path(b"repo-abc/"), None);
         assert_eq!(entry_path(b"repo-abc/a\\..\\b"), None);
+    }
+
+    #[test]
+    fn a_cancelled_unpack_stops_before_the_next_entry() {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for i in 0..10 {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(5);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, format!("r-abc/f{i}.txt"), &b"hello"[..])
+                .unwrap();
+        }
+        let tarball = builder.into_inner().unwrap().finish().unwrap();
+        let cancel = CancelFlag::default();
+        let mut seen = 0;
+        let result = unpack_each(&tarball, &Limits::CONTRACT, &cancel, |_, _| {
+            seen += 1;
+            if seen == 3 {
+                cancel.cancel();
+            }
+        });
+        assert_eq!(result, Err(FetchError::Cancelled));
+        assert_eq!(seen, 3, "no entry is visited after the flag is set");
+        let scanner = Scanner::new().unwrap();
+        assert_eq!(
+            scan_tarball(&scanner, &tarball, &Limits::CONTRACT, &cancel),
+            Err(FetchError::Cancelled)
+        );
+    }
+
+    #[test]
+    fn memory_reservations_never_exceed_the_budget() {
+        let budget = Arc::new(Semaphore::new(100));
+        let mut a = MemoryReservation::new(Some(Arc::clone(&budget)));
+        a.reserve_total(60 * 1024).unwrap();
+        let mut b = MemoryReservation::new(Some(Arc::clone(&budget)));
+        assert_eq!(b.reserve_total(50 * 1024), Err(FetchError::Busy));
+        b.reserve_total(40 * 1024).unwrap();
+        assert_eq!(budget.available_permits(), 0);
+        drop(a);
+        assert_eq!(budget.available_permits(), 60);
+        b.reserve_more(1024).unwrap();
+        assert_eq!(budget.available_permits(), 59);
     }
 
     #[test]

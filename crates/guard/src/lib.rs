@@ -8,7 +8,9 @@
 //! - [`ScanResult`] is the JSON body of `POST /guard/scan`; [`sarif::to_sarif`] the SARIF one;
 //!   [`guard_info`] the body of `GET /guard/scan`.
 //! - `fetch` (cargo feature `fetch`, on by default) downloads a public repository's default
-//!   branch from GitHub within the [`Limits`].
+//!   branch from GitHub within the [`Limits`]; `executor` runs scans on the Guard's own
+//!   bounded threads (concurrency, wait queue, per-caller caps, single flight, memory budget,
+//!   cancellation at the time-out).
 //! - [`cli`] is the engine of `gc-server guard scan PATH|-`.
 
 mod checks;
@@ -26,13 +28,15 @@ mod scanner;
 mod target;
 
 #[cfg(feature = "fetch")]
+pub mod executor;
+#[cfg(feature = "fetch")]
 pub mod fetch;
 
 pub use model::{
     Category, Finding, GuardInfo, Limits, RuleSummary, ScanReport, ScanResult, ScanStats, Severity,
     TargetInfo, Verdict,
 };
-pub use scanner::{is_binary, RuleError, Scanner};
+pub use scanner::{is_binary, FilesScan, RuleError, Scanner, MAX_PER_RULE_PER_SCAN, MAX_PER_SCAN};
 pub use target::{parse_target, valid_owner, valid_repo, Target, TargetError};
 
 /// The only scan mode.

@@ -143,6 +143,9 @@ pub struct ScanStats {
     pub files_skipped: u64,
     pub bytes_scanned: u64,
     pub duration_ms: u64,
+    /// Findings left out by the caps (per rule and per file, per rule and in total per scan),
+    /// so an answer stays small.
+    pub findings_truncated: u64,
 }
 
 /// Findings and counters of a scan over one text or a set of files.

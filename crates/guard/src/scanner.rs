@@ -38,6 +38,10 @@ pub enum RuleError {
 const MAX_PER_RULE_PER_FILE: usize = 20;
 /// At most this many findings in one file.
 const MAX_PER_FILE: usize = 200;
+/// At most this many findings of one rule in one scan (all files together).
+pub const MAX_PER_RULE_PER_SCAN: usize = 50;
+/// At most this many findings in one scan, so an answer stays small (a few hundred KiB).
+pub const MAX_PER_SCAN: usize = 500;
 
 struct CompiledRule {
     def: &'static RuleDef,
@@ -192,6 +196,11 @@ impl Scanner {
     /// Scans one text. `path` (if any) appears in the findings and enables file-type checks
     /// (SKILL.md frontmatter, Python loops).
     pub fn scan_text(&self, path: Option<&str>, text: &str) -> Vec<Finding> {
+        self.scan_text_counted(path, text).0
+    }
+
+    /// [`Scanner::scan_text`], and how many detections the per-rule and per-file caps left out.
+    pub fn scan_text_counted(&self, path: Option<&str>, text: &str) -> (Vec<Finding>, u64) {
         let mut hits = self.collect_hits(path, text, 0);
         context::adjust(path, text, &mut hits);
         self.to_findings(path, text, hits)
@@ -252,58 +261,42 @@ impl Scanner {
         P: AsRef<str>,
         B: AsRef<[u8]>,
     {
-        let started = Instant::now();
-        let mut report = ScanReport::default();
-        let mut seen: u64 = 0;
+        let mut scan = self.files_scan(limits);
         for (path, bytes) in files {
-            let path = path.as_ref();
-            let bytes = bytes.as_ref();
-            seen += 1;
-            if seen > limits.max_files || bytes.len() as u64 > limits.max_file_bytes {
-                report.stats.files_skipped += 1;
-                continue;
-            }
-            if is_binary(bytes) {
-                report.stats.files_skipped += 1;
-                if let Some(kind) = executable_kind(bytes) {
-                    if let Some(rule) = self.rule_index("file.executable-binary") {
-                        let def = &RULES[rule];
-                        report.findings.push(Finding {
-                            rule_id: def.id.to_string(),
-                            severity: def.severity,
-                            title: def.title.to_string(),
-                            message: format!("{} binary bundled with the skill", kind),
-                            path: Some(path.to_string()),
-                            line: 1,
-                            column: 1,
-                            excerpt: String::new(),
-                        });
-                    }
-                }
-                continue;
-            }
-            let text = String::from_utf8_lossy(bytes);
-            report.stats.files_scanned += 1;
-            report.stats.bytes_scanned += bytes.len() as u64;
-            report.findings.extend(self.scan_text(Some(path), &text));
+            scan.add(path.as_ref(), bytes.as_ref());
         }
-        report.stats.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        report
+        scan.finish()
+    }
+
+    /// A scan fed one file at a time, so a repository need not be held in memory whole.
+    pub fn files_scan(&self, limits: &Limits) -> FilesScan<'_> {
+        FilesScan {
+            scanner: self,
+            limits: *limits,
+            report: ScanReport::default(),
+            seen: 0,
+            per_rule: HashMap::new(),
+            started: Instant::now(),
+        }
     }
 
     /// Scans pasted content as one text and returns a report with stats.
     pub fn scan_content(&self, text: &str) -> ScanReport {
         let started = Instant::now();
-        let findings = self.scan_text(None, text);
-        ScanReport {
-            findings,
+        let (findings, truncated) = self.scan_text_counted(None, text);
+        let mut report = ScanReport {
+            findings: Vec::new(),
             stats: ScanStats {
                 files_scanned: 1,
-                files_skipped: 0,
                 bytes_scanned: text.len() as u64,
-                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                findings_truncated: truncated,
+                ..ScanStats::default()
             },
-        }
+        };
+        let mut per_rule = HashMap::new();
+        keep_within_scan_caps(&mut report, &mut per_rule, findings);
+        report.stats.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        report
     }
 
     fn regex_pass(&self, path: Option<&str>, text: &str, hits: &mut Vec<Hit>) -> Prepass {
@@ -456,18 +449,24 @@ impl Scanner {
         }
     }
 
-    fn to_findings(&self, path: Option<&str>, text: &str, mut hits: Vec<Hit>) -> Vec<Finding> {
+    /// Findings of one text within the per-rule and per-file caps, and how many the caps left
+    /// out (detections on a line already reported for the same rule are duplicates, not
+    /// counted).
+    fn to_findings(
+        &self,
+        path: Option<&str>,
+        text: &str,
+        mut hits: Vec<Hit>,
+    ) -> (Vec<Finding>, u64) {
         hits.sort_by_key(|h| (h.start, h.rule));
         let bytes = text.as_bytes();
         let mut findings: Vec<Finding> = Vec::new();
-        let mut seen: Vec<(usize, u32)> = Vec::new();
+        let mut seen: std::collections::HashSet<(usize, u32)> = std::collections::HashSet::new();
         let mut per_rule: HashMap<usize, usize> = HashMap::new();
         let mut line_no: u32 = 1;
         let mut counted_to = 0usize;
+        let mut truncated = 0u64;
         for hit in hits {
-            if findings.len() >= MAX_PER_FILE {
-                break;
-            }
             let start = hit.start.min(text.len());
             if start >= counted_to {
                 let n =
@@ -479,11 +478,14 @@ impl Scanner {
                 continue;
             }
             let n = per_rule.entry(hit.rule).or_insert(0);
-            if *n >= MAX_PER_RULE_PER_FILE {
+            if *n >= MAX_PER_RULE_PER_FILE || findings.len() >= MAX_PER_FILE {
+                truncated += 1;
+                // Count each left-out line once.
+                seen.insert((hit.rule, line_no));
                 continue;
             }
             *n += 1;
-            seen.push((hit.rule, line_no));
+            seen.insert((hit.rule, line_no));
             let Some(def) = RULES.get(hit.rule) else {
                 continue;
             };
@@ -510,7 +512,7 @@ impl Scanner {
                 excerpt,
             });
         }
-        findings
+        (findings, truncated)
     }
 
     /// A short, single-line excerpt around the match, secrets redacted, hidden characters shown.
@@ -558,6 +560,84 @@ impl Scanner {
                 redacted(c.get(0).map_or("", |m| m.as_str()))
             })
             .into_owned()
+    }
+}
+
+/// A scan over files fed one at a time ([`Scanner::files_scan`]); [`FilesScan::finish`] gives
+/// the report. Applies the per-scan caps on findings ([`MAX_PER_RULE_PER_SCAN`],
+/// [`MAX_PER_SCAN`]) and counts what they leave out in `stats.findings_truncated`.
+pub struct FilesScan<'a> {
+    scanner: &'a Scanner,
+    limits: Limits,
+    report: ScanReport,
+    seen: u64,
+    per_rule: HashMap<String, usize>,
+    started: Instant,
+}
+
+impl FilesScan<'_> {
+    /// Scans one file (or skips and counts it: over the size or count limit, binary).
+    pub fn add(&mut self, path: &str, bytes: &[u8]) {
+        self.seen += 1;
+        if self.seen > self.limits.max_files || bytes.len() as u64 > self.limits.max_file_bytes {
+            self.report.stats.files_skipped += 1;
+            return;
+        }
+        if is_binary(bytes) {
+            self.report.stats.files_skipped += 1;
+            if let Some(kind) = executable_kind(bytes) {
+                if let Some(rule) = self.scanner.rule_index("file.executable-binary") {
+                    let def = &RULES[rule];
+                    let finding = Finding {
+                        rule_id: def.id.to_string(),
+                        severity: def.severity,
+                        title: def.title.to_string(),
+                        message: format!("{} binary bundled with the skill", kind),
+                        path: Some(path.to_string()),
+                        line: 1,
+                        column: 1,
+                        excerpt: String::new(),
+                    };
+                    keep_within_scan_caps(&mut self.report, &mut self.per_rule, vec![finding]);
+                }
+            }
+            return;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        self.report.stats.files_scanned += 1;
+        self.report.stats.bytes_scanned += bytes.len() as u64;
+        let (findings, truncated) = self.scanner.scan_text_counted(Some(path), &text);
+        self.report.stats.findings_truncated += truncated;
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, findings);
+    }
+
+    /// Counts a file that was not scanned (over a limit while unpacking).
+    pub fn skip(&mut self) {
+        self.report.stats.files_skipped += 1;
+    }
+
+    /// The report, with the scan's duration.
+    pub fn finish(mut self) -> ScanReport {
+        self.report.stats.duration_ms =
+            u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.report
+    }
+}
+
+/// Adds `findings` to `report` within the per-scan caps, counting what is left out.
+fn keep_within_scan_caps(
+    report: &mut ScanReport,
+    per_rule: &mut HashMap<String, usize>,
+    findings: Vec<Finding>,
+) {
+    for finding in findings {
+        let n = per_rule.entry(finding.rule_id.clone()).or_insert(0);
+        if *n >= MAX_PER_RULE_PER_SCAN || report.findings.len() >= MAX_PER_SCAN {
+            report.stats.findings_truncated += 1;
+            continue;
+        }
+        *n += 1;
+        report.findings.push(finding);
     }
 }
 

@@ -208,6 +208,7 @@ pub fn json_error(err: &actix_web::error::JsonPayloadError) -> ApiError {
             ApiError::from_status(StatusCode::PAYLOAD_TOO_LARGE)
         }
         E::ContentType => ApiError::from_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        E::Payload(e) if crate::middleware::is_body_timeout(e) => body_timeout(),
         E::Deserialize(e) if e.is_data() => data_error(e),
         E::Deserialize(e) => ApiError::new(
             ErrorCode::InvalidJson,
@@ -218,6 +219,14 @@ pub fn json_error(err: &actix_web::error::JsonPayloadError) -> ApiError {
             format!("the body could not be read: {other}"),
         ),
     }
+}
+
+/// 408 `request_timeout`: the body did not arrive within its deadline.
+pub fn body_timeout() -> ApiError {
+    ApiError::new(
+        ErrorCode::RequestTimeout,
+        "the request body did not arrive in time",
+    )
 }
 
 /// A serde data error as 422: `unknown_field` or `validation_failed` naming the field.

@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod routes;
 pub mod state;
 pub mod system;
+pub mod throttle;
 pub mod views;
 pub mod workspace;
 

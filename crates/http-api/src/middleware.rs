@@ -1,10 +1,15 @@
-//! The outermost middleware: request ids, the uniform error body, and the Shadow header.
+//! The outermost middleware: request ids, the uniform error body, the Shadow header, and
+//! the deadline on reading request bodies.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpResponse};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -30,7 +35,7 @@ fn sane(id: &str) -> bool {
 }
 
 pub async fn request_context(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let id = req
@@ -41,6 +46,7 @@ pub async fn request_context(
         .map_or_else(|| Uuid::now_v7().to_string(), str::to_owned);
     req.extensions_mut().insert(RequestId(id.clone()));
     let started = std::time::Instant::now();
+    limit_body_time(&mut req);
 
     let res = next.call(req).await?.map_into_boxed_body();
 
@@ -77,6 +83,12 @@ pub async fn request_context(
         latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "request"
     );
+    if res.status() == actix_web::http::StatusCode::REQUEST_TIMEOUT {
+        // The rest of a late body is not worth waiting for: close the connection.
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
     let shadow = res.request().extensions().get::<ShadowTenant>().copied();
     if let Some(ShadowTenant(tenant)) = shadow {
         if let Ok(v) = HeaderValue::from_str(&tenant.to_string()) {
@@ -121,4 +133,79 @@ fn rewrite(res: ServiceResponse<BoxBody>, e: &ApiError, id: &str) -> ServiceResp
 /// The 404 for unknown routes.
 pub async fn not_found() -> HttpResponse {
     HttpResponse::NotFound().finish()
+}
+
+/// The message of the I/O error a body stream ends with at its deadline.
+const BODY_TIMEOUT: &str = "request body deadline passed";
+
+/// True when a payload error is the body deadline of [`limit_body_time`].
+pub fn is_body_timeout(e: &actix_web::error::PayloadError) -> bool {
+    matches!(e, actix_web::error::PayloadError::Io(io)
+        if io.kind() == std::io::ErrorKind::TimedOut && io.to_string() == BODY_TIMEOUT)
+}
+
+/// Wraps the request body in a deadline (`HttpSettings::body_timeout`, counted from the end of
+/// the headers): a body still arriving then ends with an error that the JSON extractor answers
+/// with 408 `request_timeout`, and the connection is closed. actix-web has a deadline for
+/// headers (`client_request_timeout`) but none for bodies, so without this a client sending
+/// one byte a second would hold its connection for as long as it likes.
+fn limit_body_time(req: &mut ServiceRequest) {
+    use actix_web::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    let has_body = req.headers().contains_key(TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if !has_body {
+        return;
+    }
+    let timeout = req
+        .app_data::<actix_web::web::Data<crate::AppState>>()
+        .map_or(Duration::from_secs(10), |s| s.http.body_timeout);
+    let payload = req.take_payload();
+    let stream: Pin<
+        Box<
+            dyn futures_util::Stream<
+                Item = Result<actix_web::web::Bytes, actix_web::error::PayloadError>,
+            >,
+        >,
+    > = Box::pin(DeadlineBody {
+        inner: payload,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        done: false,
+    });
+    req.set_payload(actix_web::dev::Payload::from(stream));
+}
+
+/// A body stream that fails once its deadline has passed.
+struct DeadlineBody {
+    inner: actix_web::dev::Payload,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    done: bool,
+}
+
+impl futures_util::Stream for DeadlineBody {
+    type Item = Result<actix_web::web::Bytes, actix_web::error::PayloadError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match futures_util::Stream::poll_next(Pin::new(&mut self.inner), cx) {
+            Poll::Ready(None) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(item)) => Poll::Ready(Some(item)),
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.done = true;
+                    Poll::Ready(Some(Err(actix_web::error::PayloadError::Io(
+                        std::io::Error::new(std::io::ErrorKind::TimedOut, BODY_TIMEOUT),
+                    ))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
 }

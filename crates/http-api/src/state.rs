@@ -2,12 +2,14 @@
 //! and the HTTP settings. Handlers reach storage only through domain functions that take the
 //! ports (`AppState::db` hands them over), never by calling a port themselves.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use gc_domain::accounts::{AccountPolicy, PasswordHasher};
 use gc_domain::ports::{CredentialCodec, KeySealer, Store};
 use gc_domain::runs::Runs;
-use gc_domain::DomainResult;
+use gc_domain::{DomainResult, ErrorCode};
 use gc_gateway::Gateways;
 use ipnet::IpNet;
 use tokio::sync::Semaphore;
@@ -15,6 +17,7 @@ use tokio::sync::Semaphore;
 use crate::error::ApiError;
 use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
+use crate::throttle::IpThrottle;
 
 /// HTTP-facing settings, built once from configuration by the binary.
 #[derive(Debug, Clone)]
@@ -28,6 +31,12 @@ pub struct HttpSettings {
     pub trusted_proxies: Vec<IpNet>,
     /// Largest accepted request body.
     pub body_limit: usize,
+    /// A request body must have arrived whole this long after its headers (else 408).
+    pub body_timeout: Duration,
+    /// Password checks that may wait for a hashing slot; more are refused with 503 `busy`.
+    pub hash_queue: usize,
+    /// Sign-ins and sign-ups per client IP per minute (`GC_AUTH_PER_IP_PER_MIN`).
+    pub auth_per_ip_per_min: u32,
 }
 
 impl HttpSettings {
@@ -44,6 +53,9 @@ impl Default for HttpSettings {
             chat_completions: false,
             trusted_proxies: Vec::new(),
             body_limit: 1024 * 1024,
+            body_timeout: Duration::from_secs(10),
+            hash_queue: 4,
+            auth_per_ip_per_min: 20,
         }
     }
 }
@@ -67,6 +79,11 @@ pub struct AppState {
     pub(crate) sealer: Arc<dyn KeySealer>,
     /// Bounds concurrent bcrypt work so it never takes every core from the event loop.
     hash_permits: Arc<Semaphore>,
+    /// Password checks running or waiting for a permit; bounded by `hash_capacity`.
+    hash_in_flight: Arc<AtomicUsize>,
+    hash_capacity: usize,
+    /// Sign-ins and sign-ups per client IP.
+    pub(crate) auth_throttle: Arc<IpThrottle>,
     pub policy: AccountPolicy,
     pub http: HttpSettings,
     /// The run orchestration over the region gateways.
@@ -89,12 +106,16 @@ impl AppState {
             Arc::clone(&adapters.gateways),
             Arc::new(recorder.clone()),
         ));
+        let hashing = cores.saturating_sub(1).max(1);
         Self {
             store: adapters.store,
             hasher: adapters.hasher,
             credentials: adapters.credentials,
             sealer: adapters.sealer,
-            hash_permits: Arc::new(Semaphore::new(cores.saturating_sub(1).max(1))),
+            hash_permits: Arc::new(Semaphore::new(hashing)),
+            hash_in_flight: Arc::new(AtomicUsize::new(0)),
+            hash_capacity: hashing + http.hash_queue,
+            auth_throttle: Arc::new(IpThrottle::per_minute(http.auth_per_ip_per_min)),
             policy,
             http,
             runs,
@@ -118,12 +139,26 @@ impl AppState {
     }
 
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at
-    /// a time.
+    /// a time. At most `hash_queue` more wait for a slot; beyond that the answer is 503 `busy`
+    /// with `Retry-After`, at once, so a flood cannot build a queue that delays everyone.
     pub async fn with_hasher<T, F>(&self, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn Store, &dyn PasswordHasher) -> DomainResult<T> + Send + 'static,
     {
+        let capacity = self.hash_capacity;
+        self.hash_in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < capacity).then_some(n + 1)
+            })
+            .map_err(|_| {
+                ApiError::new(
+                    ErrorCode::Busy,
+                    "too many password checks are waiting; try again shortly",
+                )
+                .with_retry_after(1)
+            })?;
+        let _place = InFlight(Arc::clone(&self.hash_in_flight));
         let _permit = Arc::clone(&self.hash_permits)
             .acquire_owned()
             .await
@@ -135,5 +170,14 @@ impl AppState {
         let store = Arc::clone(&self.store);
         let hasher = Arc::clone(&self.hasher);
         Ok(actix_web::web::block(move || work(store.as_ref(), hasher.as_ref())).await??)
+    }
+}
+
+/// Gives back a place in a bounded queue when dropped (also when the request goes away).
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -19,6 +19,18 @@
 //! | `GC_GITHUB_API_URL`, `GC_GITHUB_CODELOAD_URL` | `https://api.github.com`, `https://codeload.github.com` | Guard repository fetch |
 //! | `GC_GITHUB_TOKEN` | unset | optional read-only token for the GitHub API rate limit |
 //! | `GC_GUARD_ANON_PER_MIN` | `30` | anonymous Guard scans per minute per client IP |
+//! | `GC_GUARD_CONCURRENCY` | number of cores | Guard scans running at once (its own threads) |
+//! | `GC_GUARD_QUEUE` | twice the concurrency | Guard scans waiting for a slot; beyond that 503 `scanner_busy` |
+//! | `GC_GUARD_PER_CALLER` | `4` | Guard scans in flight per tenant (or account without one); beyond that 429 |
+//! | `GC_GUARD_PER_ANON_IP` | `2` | Guard scans in flight per anonymous client IP; beyond that 429 |
+//! | `GC_GUARD_MEMORY_MIB` | `256` | memory all Guard scans may hold together; a scan without room → 503 `scanner_busy` |
+//! | `GC_GUARD_TIMEOUT_S` | `20` | a Guard scan (queue, download, unpacking, scanning) is stopped after this long → 504 |
+//! | `GC_AUTH_PER_IP_PER_MIN` | `20` | sign-ins and sign-ups per client IP per minute; beyond that 429 `rate_limited` |
+//! | `GC_HASH_QUEUE` | `4` | password checks waiting for a hashing thread; beyond that 503 `busy` |
+//! | `GC_HEADER_TIMEOUT_S` | `5` | request headers must arrive within this long (else 408, connection closed) |
+//! | `GC_BODY_TIMEOUT_S` | `10` | a request body must arrive within this long after its headers (else 408, closed) |
+//! | `GC_KEEP_ALIVE_S` | `5` | an idle kept-alive connection is closed after this long |
+//! | `GC_MAX_CONNECTIONS` | the open-file limit less 256 for files, the database and upstreams | open client connections at most (split across workers) |
 //! | `GC_SESSION_IDLE_HOURS`, `GC_SESSION_MAX_DAYS` | `24`, `30` | session idle and absolute lifetime |
 //! | `GC_DB_POOL_SIZE` | `8` (SQLite), `16` (PostgreSQL) | database connections per process |
 //! | `GC_WORKERS` | number of cores | HTTP worker threads |
@@ -325,6 +337,45 @@ pub struct Config {
     /// Anonymous Guard scans per minute per client IP.
     #[arg(long, env = "GC_GUARD_ANON_PER_MIN", default_value_t = 30)]
     pub guard_anon_per_min: u32,
+    /// Guard scans running at once, on the Guard's own threads. Default: the number of cores.
+    #[arg(long, env = "GC_GUARD_CONCURRENCY")]
+    pub guard_concurrency: Option<usize>,
+    /// Guard scans waiting for a slot; beyond that 503 `scanner_busy`. Default: twice the
+    /// concurrency.
+    #[arg(long, env = "GC_GUARD_QUEUE")]
+    pub guard_queue: Option<usize>,
+    /// Guard scans in flight per tenant (or account without one); beyond that 429.
+    #[arg(long, env = "GC_GUARD_PER_CALLER", default_value_t = 4)]
+    pub guard_per_caller: usize,
+    /// Guard scans in flight per anonymous client IP; beyond that 429.
+    #[arg(long, env = "GC_GUARD_PER_ANON_IP", default_value_t = 2)]
+    pub guard_per_anon_ip: usize,
+    /// MiB all Guard scans may hold together; a scan without room gets 503 `scanner_busy`.
+    #[arg(long, env = "GC_GUARD_MEMORY_MIB", default_value_t = 256)]
+    pub guard_memory_mib: u64,
+    /// Seconds a Guard scan (queue, download, unpacking, scanning) may take; then it is
+    /// stopped and answered 504.
+    #[arg(long, env = "GC_GUARD_TIMEOUT_S", default_value_t = 20)]
+    pub guard_timeout_s: u64,
+    /// Sign-ins and sign-ups per client IP per minute; beyond that 429 `rate_limited`.
+    #[arg(long, env = "GC_AUTH_PER_IP_PER_MIN", default_value_t = 20)]
+    pub auth_per_ip_per_min: u32,
+    /// Password checks waiting for a hashing thread; beyond that 503 `busy`.
+    #[arg(long, env = "GC_HASH_QUEUE", default_value_t = 4)]
+    pub hash_queue: usize,
+    /// Seconds for the request headers to arrive (else 408 and the connection is closed).
+    #[arg(long, env = "GC_HEADER_TIMEOUT_S", default_value_t = 5)]
+    pub header_timeout_s: u64,
+    /// Seconds for a request body to arrive after its headers (else 408, closed).
+    #[arg(long, env = "GC_BODY_TIMEOUT_S", default_value_t = 10)]
+    pub body_timeout_s: u64,
+    /// Seconds an idle kept-alive connection stays open.
+    #[arg(long, env = "GC_KEEP_ALIVE_S", default_value_t = 5)]
+    pub keep_alive_s: u64,
+    /// Open client connections at most, split across workers. Default: the open-file limit
+    /// less 256 (kept for files, the database and upstreams).
+    #[arg(long, env = "GC_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// Hours a session may stay unused before it expires.
     #[arg(long, env = "GC_SESSION_IDLE_HOURS", default_value_t = 24)]
     pub session_idle_hours: i64,
@@ -373,6 +424,18 @@ impl Config {
             github_codeload_url: "https://codeload.github.com".into(),
             github_token: None,
             guard_anon_per_min: 30,
+            guard_concurrency: None,
+            guard_queue: None,
+            guard_per_caller: 4,
+            guard_per_anon_ip: 2,
+            guard_memory_mib: 256,
+            guard_timeout_s: 20,
+            auth_per_ip_per_min: 20,
+            hash_queue: 4,
+            header_timeout_s: 5,
+            body_timeout_s: 10,
+            keep_alive_s: 5,
+            max_connections: None,
             session_idle_hours: 24,
             session_max_days: 30,
             db_pool_size: None,

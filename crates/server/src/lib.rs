@@ -22,7 +22,9 @@ use gc_domain::runs::RunEvent;
 use gc_domain::values::Region;
 use gc_gateway::Gateways;
 use gc_gateway::{GatewayConfig, RegionGateway};
+use gc_guard::executor::{ExecutorConfig, ScanExecutor};
 use gc_guard::fetch::{FetchConfig, GitHubFetcher};
+use gc_guard::Limits;
 use gc_http_api::gateway::RunRecorder;
 use gc_http_api::guard::GuardService;
 use gc_http_api::state::Adapters;
@@ -196,15 +198,36 @@ pub fn fetch_config(config: &Config) -> FetchConfig {
         api_base: config.github_api_url.trim_end_matches('/').to_owned(),
         codeload_base: config.github_codeload_url.trim_end_matches('/').to_owned(),
         token: config.github_token.clone().filter(|t| !t.trim().is_empty()),
+        limits: Limits {
+            timeout_ms: config.guard_timeout_s.max(1).saturating_mul(1000),
+            ..Limits::CONTRACT
+        },
         ..FetchConfig::default()
     }
 }
 
-/// The Guard: the GitHub fetcher and the anonymous throttle (rules compile on first scan).
+/// The Guard: its bounded executor with the GitHub fetcher, and the anonymous throttle
+/// (rules compile on the first scan).
 pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
     let fetcher = GitHubFetcher::new(fetch_config(config))
         .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
-    Ok(GuardService::new(fetcher, config.guard_anon_per_min))
+    let defaults = ExecutorConfig::default();
+    let concurrency = config
+        .guard_concurrency
+        .unwrap_or(defaults.concurrency)
+        .max(1);
+    let executor = ScanExecutor::new(
+        fetcher,
+        ExecutorConfig {
+            concurrency,
+            queue: config.guard_queue.unwrap_or(2 * concurrency),
+            per_account: config.guard_per_caller.max(1),
+            per_anonymous: config.guard_per_anon_ip.max(1),
+            memory_bytes: config.guard_memory_mib.max(1).saturating_mul(1024 * 1024),
+        },
+    )
+    .context("starting the Guard's executor")?;
+    Ok(GuardService::new(executor, config.guard_anon_per_min))
 }
 
 /// The state and the run-record writer that goes with it.
@@ -236,6 +259,9 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         signup_open: config.signup == "open",
         chat_completions: config.chat_completions,
         trusted_proxies: config.trusted_proxies.clone(),
+        body_timeout: std::time::Duration::from_secs(config.body_timeout_s.max(1)),
+        hash_queue: config.hash_queue,
+        auth_per_ip_per_min: config.auth_per_ip_per_min.max(1),
         ..HttpSettings::default()
     };
     let hasher = Arc::new(hasher);
@@ -340,6 +366,11 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
     let Prepared { state, store, runs } = prepared;
     let writer = actix_web::rt::spawn(write_runs(store, runs));
     let data = web::Data::new(state);
+    let workers = config
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let max_connections = connection_cap(config);
     let mut server = HttpServer::new(move || {
         let data = data.clone();
         App::new()
@@ -351,14 +382,21 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
             .default_service(web::to(fallback))
     })
     .shutdown_timeout(30)
+    // Slow clients: headers must arrive in time (else 408 and close; bodies have their own
+    // deadline in `request_context`), idle connections are closed, and the open connections
+    // stay below the file-descriptor limit.
+    .client_request_timeout(std::time::Duration::from_secs(
+        config.header_timeout_s.max(1),
+    ))
+    .client_disconnect_timeout(std::time::Duration::from_secs(1))
+    .keep_alive(std::time::Duration::from_secs(config.keep_alive_s.max(1)))
+    .max_connections(max_connections.div_ceil(workers).max(1))
+    .workers(workers)
     // Few blocking threads per worker: database work waits for a pooled connection anyway,
     // and every extra thread costs memory (stacks, allocator arenas).
     .worker_max_blocking_threads(config.blocking_threads.max(1))
     .bind(config.bind)
     .with_context(|| format!("binding {}", config.bind))?;
-    if let Some(workers) = config.workers {
-        server = server.workers(workers.max(1));
-    }
     if !handle_signals {
         server = server.disable_signals();
     }
@@ -386,17 +424,111 @@ async fn fallback(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
     }
 }
 
+/// Descriptors kept for everything but client connections: the database pool, upstream and
+/// GitHub connections, files, the listener.
+const RESERVED_FDS: u64 = 256;
+
+/// Raises the soft limit on open files to the hard limit (logged), and returns the soft limit
+/// in force.
+pub fn raise_fd_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(limit) => {
+                tracing::debug!(limit, "open-file limit");
+                limit
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read or raise the open-file limit");
+                1024
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        8192
+    }
+}
+
+/// Open client connections at most: `GC_MAX_CONNECTIONS`, never above the open-file limit less
+/// [`RESERVED_FDS`].
+pub fn connection_cap(config: &Config) -> usize {
+    let fd_room = raise_fd_limit().saturating_sub(RESERVED_FDS).max(64);
+    let room = usize::try_from(fd_room).unwrap_or(usize::MAX);
+    config.max_connections.map_or(room, |m| m.clamp(1, room))
+}
+
 /// Sets up tracing as configured. Request logs carry method, path, status and request id;
 /// never bodies, cookies or authorization headers.
 pub fn init_tracing(config: &Config) {
+    init_tracing_to(config, std::io::stderr);
+}
+
+/// [`init_tracing`] writing to `writer` (tests capture the lines).
+///
+/// Client protocol errors (bad header bytes, a duplicate `Content-Length`, a reset
+/// connection) are the client's doing, yet actix-http reports them at ERROR as
+/// `actix_http::h1::dispatcher` "stream error". ERROR is kept for gc's own faults: those events
+/// are written again at DEBUG under the target `gc_server::client_protocol` instead, so no client
+/// can flood the error log.
+pub fn init_tracing_to<W>(config: &Config, writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if config.log_format == "json" {
-        builder.json().try_init()
+    let fmt = if config.log_format == "json" {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(writer)
+            .boxed()
     } else {
-        builder.try_init()
+        tracing_subscriber::fmt::layer().with_writer(writer).boxed()
     };
+    let not_client_protocol =
+        tracing_subscriber::filter::filter_fn(|meta| !is_client_protocol_error(meta));
+    let _ = tracing_subscriber::registry()
+        .with(fmt.with_filter(filter).with_filter(not_client_protocol))
+        .with(
+            ClientProtocolErrors.with_filter(tracing_subscriber::filter::filter_fn(
+                is_client_protocol_error,
+            )),
+        )
+        .try_init();
+}
+
+/// actix-http's report of a connection that failed on the client's side.
+fn is_client_protocol_error(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == tracing::Level::ERROR
+        && meta.target().starts_with("actix_http::h1::dispatcher")
+}
+
+/// Writes actix-http's client protocol errors again at DEBUG (see [`init_tracing_to`]).
+struct ClientProtocolErrors;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ClientProtocolErrors {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut message = MessageText(String::new());
+        event.record(&mut message);
+        tracing::debug!(
+            target: "gc_server::client_protocol",
+            error = %message.0,
+            "client protocol error"
+        );
+    }
+}
+
+/// The `message` field of an event.
+struct MessageText(String);
+
+impl tracing::field::Visit for MessageText {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
 }

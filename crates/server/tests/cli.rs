@@ -387,7 +387,7 @@ fn guard_scan_fetches_a_github_address_and_refuses_any_other() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("repository_not_found"), "{stderr}");
+    assert!(stderr.contains("repository not found"), "{stderr}");
     assert_eq!(paths.lock().unwrap().as_slice(), ["/repos/acme/skill"]);
 
     for refused in [

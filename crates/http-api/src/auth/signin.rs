@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
+use crate::throttle::admit_auth;
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -20,12 +21,14 @@ pub struct SigninBody {
 /// it for the rest of that window (429 with `Retry-After`), on every node.
 #[utoipa::path(post, path = "/api/v1/auth/signin", tag = "auth", request_body = SigninBody,
     responses((status = 200, body = AccountView, description = "Signed in; sets the gc_session cookie"),
-        (status = 401, description = "invalid_credentials"), (status = 429, description = "too_many_attempts")))]
+        (status = 401, description = "invalid_credentials"), (status = 429, description = "too_many_attempts, or rate_limited (per client IP)"),
+        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
 pub async fn signin(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Json<SigninBody>,
 ) -> Result<HttpResponse, ApiError> {
+    admit_auth(&req, &state)?;
     let body = body.into_inner();
     let (token, token_hash) = state.credentials.new_session_token();
     let meta = ClientMeta {

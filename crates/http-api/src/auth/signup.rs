@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
+use crate::throttle::admit_auth;
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -23,12 +24,15 @@ pub struct SignupBody {
 #[utoipa::path(post, path = "/api/v1/auth/signup", tag = "auth", request_body = SignupBody,
     responses((status = 201, body = AccountView, description = "Created; sets the gc_session cookie"),
         (status = 403, description = "signup_disabled"), (status = 409, description = "email_taken"),
-        (status = 422, description = "validation_failed")))]
+        (status = 422, description = "validation_failed"),
+        (status = 429, description = "rate_limited (per client IP)"),
+        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
 pub async fn signup(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Json<SignupBody>,
 ) -> Result<HttpResponse, ApiError> {
+    admit_auth(&req, &state)?;
     let open = state.http.signup_open;
     if !open {
         return Err(DomainError::SignupDisabled.into());

@@ -2,43 +2,31 @@
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::sync::{Arc, OnceLock};
 
-use gc_guard::fetch::GitHubFetcher;
-use gc_guard::Scanner;
+use gc_guard::executor::ScanExecutor;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 pub mod scan;
 
-/// The scanner, the GitHub fetcher and the anonymous throttle, shared by every worker.
+/// The Guard's executor (its own bounded threads, with the GitHub fetcher) and the anonymous
+/// throttle, shared by every worker. Scans never run on the HTTP workers or on the blocking
+/// pool that serves the database.
 pub struct GuardService {
-    /// Compiled on the first scan: the rules' automata take several MiB, which a server that
-    /// never scans should not carry.
-    scanner: OnceLock<Arc<Scanner>>,
-    pub fetcher: GitHubFetcher,
+    /// Scans run here; the rules compile on the first scan (their automata take several MiB,
+    /// which a server that never scans should not carry).
+    pub executor: ScanExecutor,
     anonymous: DefaultKeyedRateLimiter<IpAddr>,
 }
 
 impl GuardService {
     /// `anonymous_per_minute` scans per client IP for callers without credentials.
-    pub fn new(fetcher: GitHubFetcher, anonymous_per_minute: u32) -> Self {
+    pub fn new(executor: ScanExecutor, anonymous_per_minute: u32) -> Self {
         let per_minute = NonZeroU32::new(anonymous_per_minute.max(1)).unwrap_or(NonZeroU32::MIN);
         Self {
-            scanner: OnceLock::new(),
-            fetcher,
+            executor,
             anonymous: RateLimiter::keyed(Quota::per_minute(per_minute)),
         }
-    }
-
-    /// The compiled scanner, built on first use. Call it off the event loop: the first call
-    /// compiles every rule.
-    pub fn scanner(&self) -> Result<Arc<Scanner>, gc_guard::RuleError> {
-        if let Some(scanner) = self.scanner.get() {
-            return Ok(Arc::clone(scanner));
-        }
-        let built = Arc::new(Scanner::new()?);
-        Ok(Arc::clone(self.scanner.get_or_init(|| built)))
     }
 
     /// `Err(seconds to wait)` when this IP has used its anonymous allowance.

@@ -4,6 +4,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::workspace::{KeyScope, NewActivity};
 use gc_domain::{DomainError, ErrorCode};
+use gc_guard::executor::{Caller, ScanError};
 use gc_guard::fetch::FetchError;
 use gc_guard::{parse_target, sarif, ScanResult, Target, TargetError, TargetInfo};
 use serde::Deserialize;
@@ -51,8 +52,23 @@ fn target_error(e: TargetError) -> ApiError {
     }
 }
 
-fn rule_error(e: gc_guard::RuleError) -> ApiError {
-    DomainError::Internal(format!("the Guard rules do not compile: {e}")).into()
+fn scan_error(e: ScanError) -> ApiError {
+    match e {
+        ScanError::Busy { retry_after_secs } => ApiError::new(
+            ErrorCode::ScannerBusy,
+            "the scanner is at capacity; try again shortly",
+        )
+        .with_retry_after(retry_after_secs),
+        ScanError::OverShare { retry_after_secs } => ApiError::new(
+            ErrorCode::RateLimited,
+            "you already have the most scans in flight at once; wait for one to finish",
+        )
+        .with_retry_after(retry_after_secs),
+        ScanError::Fetch(e) => fetch_error(&e),
+        ScanError::Rules(e) => {
+            DomainError::Internal(format!("the Guard rules do not compile: {e}")).into()
+        }
+    }
 }
 
 fn fetch_error(e: &FetchError) -> ApiError {
@@ -66,7 +82,15 @@ fn fetch_error(e: &FetchError) -> ApiError {
             ErrorCode::RepositoryTooLarge,
             format!("the repository is over the scan limits: {what}"),
         ),
-        FetchError::Timeout => ApiError::new(ErrorCode::UpstreamTimeout, "the repository download took too long"),
+        FetchError::Timeout | FetchError::Cancelled => ApiError::new(
+            ErrorCode::UpstreamTimeout,
+            "the scan took too long and was stopped",
+        ),
+        FetchError::Busy => ApiError::new(
+            ErrorCode::ScannerBusy,
+            "the scanner has no memory to spare now; try again shortly",
+        )
+        .with_retry_after(2),
         FetchError::Upstream(status) => ApiError::new(
             ErrorCode::UpstreamError,
             format!("the code host answered {status}"),
@@ -87,7 +111,8 @@ fn fetch_error(e: &FetchError) -> ApiError {
     responses((status = 200, description = "{verdict, mode, target, findings, stats}, or SARIF 2.1.0 with ?format=sarif"),
         (status = 404, description = "repository_not_found"),
         (status = 422, description = "unsupported_mode, target_not_allowed, archive_not_accepted, redirect_not_followed, repository_too_large"),
-        (status = 429, description = "rate_limited (anonymous)"), (status = 502, description = "upstream_error"),
+        (status = 429, description = "rate_limited (anonymous allowance, or the caller's share of concurrent scans)"), (status = 502, description = "upstream_error"),
+        (status = 503, description = "scanner_busy (Retry-After)"),
         (status = 504, description = "upstream_timeout")))]
 pub async fn scan(
     state: web::Data<AppState>,
@@ -107,13 +132,23 @@ pub async fn scan(
         }
     };
     // Who is scanning: a tenant's member or key (recorded), or an anonymous caller (throttled).
+    let caller = match &principal {
+        None => Caller::Anonymous(
+            client_ip(&req, &state).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0])),
+        ),
+        Some(p) => Caller::Account(p.tenant().map_or_else(
+            || format!("user:{}", p.user().id),
+            |t| format!("tenant:{}", t.id),
+        )),
+    };
     let scope = match &principal {
         None => {
-            let ip = client_ip(&req, &state).unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
-            if let Err(wait) = state.guard.admit_anonymous(ip) {
-                return Err(ApiError::from(DomainError::RateLimited {
-                    retry_after_secs: wait,
-                }));
+            if let Caller::Anonymous(ip) = caller {
+                if let Err(wait) = state.guard.admit_anonymous(ip) {
+                    return Err(ApiError::from(DomainError::RateLimited {
+                        retry_after_secs: wait,
+                    }));
+                }
             }
             None
         }
@@ -133,25 +168,20 @@ pub async fn scan(
         ));
     }
     let target = parse_target(&body.target).map_err(target_error)?;
-    let guard = state.guard.clone();
+    let executor = &state.guard.executor;
     let result: ScanResult = match target {
         Target::Content(text) => {
-            let g = guard.clone();
-            let report = web::block(move || g.scanner().map(|s| s.scan_content(&text)))
-                .await?
-                .map_err(rule_error)?;
+            let report = executor
+                .scan_content(&caller, text)
+                .await
+                .map_err(scan_error)?;
             ScanResult::new(TargetInfo::Content, report)
         }
-        Target::Repository { owner, repo } => {
-            let g = guard.clone();
-            let scanner = web::block(move || g.scanner()).await?.map_err(rule_error)?;
-            guard
-                .fetcher
-                .scan_repository(scanner, &owner, &repo)
-                .await
-                .map_err(|e| fetch_error(&e))?
-                .into_result()
-        }
+        Target::Repository { owner, repo } => executor
+            .scan_repository(&caller, &owner, &repo)
+            .await
+            .map_err(scan_error)?
+            .into_result(),
     };
     if let Some(scope) = scope {
         let (kind, owner, repo) = match &result.target {

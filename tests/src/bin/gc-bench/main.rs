@@ -4,8 +4,10 @@
 //! a zero-delay mock upstream and a bare actix handler in this process, and reports figures as
 //! ratios against baselines measured in the same run. Nothing here asserts on time.
 //!
-//! Usage: `gc-bench <path to gc-server> [--seconds N]`
+//! Usage: `gc-bench <path to gc-server> [--seconds N] [--hostile]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod hostile;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -15,17 +17,17 @@ use std::time::{Duration, Instant};
 use gc_gateway::mock::MockUpstream;
 use serde_json::{json, Value};
 
-const ADMIN: &str = "bench-admin@gc.test";
-const PASSWORD: &str = "bench-password-123";
+pub(crate) const ADMIN: &str = "bench-admin@gc.test";
+pub(crate) const PASSWORD: &str = "bench-password-123";
 
-struct Stats {
-    latencies_us: Vec<u64>,
-    errors: usize,
-    elapsed: Duration,
+pub(crate) struct Stats {
+    pub(crate) latencies_us: Vec<u64>,
+    pub(crate) errors: usize,
+    pub(crate) elapsed: Duration,
 }
 
 impl Stats {
-    fn pct(&self, p: f64) -> f64 {
+    pub(crate) fn pct(&self, p: f64) -> f64 {
         if self.latencies_us.is_empty() {
             return f64::NAN;
         }
@@ -38,7 +40,7 @@ impl Stats {
 }
 
 /// `conns` tasks send requests back to back for `secs`.
-async fn load<F>(conns: usize, secs: f64, make: F) -> Stats
+pub(crate) async fn load<F>(conns: usize, secs: f64, make: F) -> Stats
 where
     F: Fn() -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
@@ -84,7 +86,7 @@ where
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -103,9 +105,9 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
 impl Drop for Server {
@@ -137,7 +139,7 @@ fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server
     }
 }
 
-async fn wait_healthy(client: &reqwest::Client, base: &str) -> Duration {
+pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) -> Duration {
     let t = Instant::now();
     loop {
         if let Ok(r) = client.get(format!("{base}/health")).send().await {
@@ -153,7 +155,7 @@ async fn wait_healthy(client: &reqwest::Client, base: &str) -> Duration {
     }
 }
 
-async fn signin(client: &reqwest::Client, base: &str, email: &str) -> String {
+pub(crate) async fn signin(client: &reqwest::Client, base: &str, email: &str) -> String {
     let r = client
         .post(format!("{base}/auth/signin"))
         .json(&json!({"email": email, "password": PASSWORD}))
@@ -171,7 +173,12 @@ async fn signin(client: &reqwest::Client, base: &str, email: &str) -> String {
     format!("gc_session={cookie}")
 }
 
-async fn post(client: &reqwest::Client, url: String, cookie: &str, body: Value) -> Value {
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    url: String,
+    cookie: &str,
+    body: Value,
+) -> Value {
     let r = client
         .post(url)
         .header("cookie", cookie)
@@ -232,6 +239,10 @@ async fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|s| s.parse().ok())
         .unwrap_or(4.0);
+    if args.iter().any(|a| a == "--hostile") {
+        hostile::run(&bin, secs).await;
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("gc-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("gc.db").display().to_string();

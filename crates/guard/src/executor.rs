@@ -1,0 +1,521 @@
+//! The Guard's own bounded executor (cargo feature `fetch`): every scan served over the
+//! network runs here, never on the threads of the program that embeds the Guard.
+//!
+//! Architecture Invariant: every queue here is bounded and says what happens when it is full.
+//!
+//! - **Work.** Scans run on a dedicated tokio runtime (one I/O thread, `gc-guard-io`) whose
+//!   blocking pool (`gc-guard`) has `concurrency` threads for unpacking and scanning. At most
+//!   `concurrency` scans run at once; `queue` more may wait for a slot. A scan that finds both
+//!   full is refused at once ([`ScanError::Busy`]).
+//! - **Callers.** Each caller (a tenant or account, an anonymous IP) has at most
+//!   `per_account` / `per_anonymous` scans in flight; one more is refused at once
+//!   ([`ScanError::OverShare`]).
+//! - **Single flight.** Concurrent scans of one repository share one flight: one metadata
+//!   lookup, one download, one result (then the short result cache of the fetcher answers).
+//! - **Memory.** Downloads and the scan's working set are counted against one budget shared
+//!   by every scan (a semaphore of KiB); a scan that finds no room fails at once with
+//!   [`FetchError::Busy`] rather than waiting (waiting while holding memory could deadlock).
+//! - **Time-out.** A flight ends at its deadline (counted from admission, queue included):
+//!   the download future is dropped and the [`CancelFlag`] stops unpacking and scanning at
+//!   their next check; the slot and the memory are released when the work has stopped.
+
+use crate::fetch::{
+    scan_tarball, validated, CancelFlag, FetchError, GitHubFetcher, MemoryReservation, RepoScan,
+};
+use crate::model::ScanReport;
+use crate::scanner::Scanner;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+use tokio::runtime::Runtime;
+use tokio::sync::{watch, Semaphore};
+
+/// Bounds of the executor (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    /// Scans running at once (threads of the scanning pool).
+    pub concurrency: usize,
+    /// Scans waiting for a running slot, at most.
+    pub queue: usize,
+    /// Scans in flight per tenant or account, at most.
+    pub per_account: usize,
+    /// Scans in flight per anonymous client IP, at most.
+    pub per_anonymous: usize,
+    /// Bytes all scans together may hold (downloads and working sets).
+    pub memory_bytes: u64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            concurrency: cores,
+            queue: 2 * cores,
+            per_account: 4,
+            per_anonymous: 2,
+            memory_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// Who asks for a scan, for the per-caller caps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Caller {
+    /// A tenant (members and keys of one tenant share its share) or an account without one.
+    Account(String),
+    /// A caller without credentials, by client IP.
+    Anonymous(IpAddr),
+}
+
+/// Why a scan was not done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    /// Every running slot and every waiting place is taken (`scanner_busy`, 503).
+    #[error("the scanner is at capacity")]
+    Busy { retry_after_secs: u64 },
+    /// The caller already has its share of scans in flight (`rate_limited`, 429).
+    #[error("too many scans in flight for this caller")]
+    OverShare { retry_after_secs: u64 },
+    /// Fetching or scanning failed (including the time-out and a full memory budget).
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The rule catalog does not compile (a bug).
+    #[error("the Guard rules do not compile: {0}")]
+    Rules(String),
+}
+
+/// How long a refused caller should wait before trying again.
+const RETRY_AFTER_SECS: u64 = 2;
+/// Working memory counted for scanning one file besides the archive: the file (at most
+/// `Limits::MAX_FILE_BYTES`) and its normalised view or decoded runs.
+const SCAN_WORKING_SET: u64 = 2 * crate::model::Limits::MAX_FILE_BYTES;
+
+type Outcome = Result<RepoScan, FetchError>;
+
+struct Flight {
+    id: u64,
+    done: watch::Receiver<Option<Outcome>>,
+}
+
+struct Inner {
+    fetcher: GitHubFetcher,
+    config: ExecutorConfig,
+    scanner: OnceLock<Arc<Scanner>>,
+    /// Scans admitted (running or waiting).
+    admitted: AtomicUsize,
+    slots: Arc<Semaphore>,
+    /// KiB.
+    memory: Arc<Semaphore>,
+    flights: Mutex<HashMap<(String, String), Flight>>,
+    callers: Mutex<HashMap<Caller, usize>>,
+    next_flight: AtomicU64,
+    /// Downloads started (for tests and diagnostics).
+    downloads: AtomicU64,
+}
+
+/// The Guard's executor. Cheap to share in an `Arc`; dropping it stops its threads.
+pub struct ScanExecutor {
+    inner: Arc<Inner>,
+    runtime: Option<Runtime>,
+}
+
+impl std::fmt::Debug for ScanExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanExecutor")
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl Drop for ScanExecutor {
+    fn drop(&mut self) {
+        // May run inside another async runtime: do not block on the threads.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Releases an admission when the flight ends.
+struct Admission(Arc<Inner>);
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.0.admitted.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Releases a caller's place when its request ends.
+struct Share {
+    inner: Arc<Inner>,
+    caller: Caller,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        if let Ok(mut callers) = self.inner.callers.lock() {
+            if let Some(n) = callers.get_mut(&self.caller) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    callers.remove(&self.caller);
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn admit_caller(self: &Arc<Self>, caller: &Caller) -> Result<Share, ScanError> {
+        let cap = match caller {
+            Caller::Account(_) => self.config.per_account,
+            Caller::Anonymous(_) => self.config.per_anonymous,
+        }
+        .max(1);
+        let mut callers = self
+            .callers
+            .lock()
+            .map_err(|_| ScanError::Fetch(FetchError::Transport("lock poisoned".into())))?;
+        let n = callers.entry(caller.clone()).or_insert(0);
+        if *n >= cap {
+            return Err(ScanError::OverShare {
+                retry_after_secs: RETRY_AFTER_SECS,
+            });
+        }
+        *n += 1;
+        Ok(Share {
+            inner: Arc::clone(self),
+            caller: caller.clone(),
+        })
+    }
+
+    fn admit(self: &Arc<Self>) -> Result<Admission, ScanError> {
+        let max = self.config.concurrency.max(1) + self.config.queue;
+        self.admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map_err(|_| ScanError::Busy {
+                retry_after_secs: RETRY_AFTER_SECS,
+            })?;
+        Ok(Admission(Arc::clone(self)))
+    }
+
+    /// The compiled rules (the first call compiles them; call it on the scanning pool).
+    fn scanner(&self) -> Result<Arc<Scanner>, FetchError> {
+        if let Some(s) = self.scanner.get() {
+            return Ok(Arc::clone(s));
+        }
+        let built =
+            Arc::new(Scanner::new().map_err(|e| FetchError::Config(format!("rules: {e}")))?);
+        Ok(Arc::clone(self.scanner.get_or_init(|| built)))
+    }
+
+    /// The compiled rules, compiled on the scanning pool the first time. A one-time cost of
+    /// the process, not of a scan: it is not counted in the scan's time-out.
+    async fn compiled(self: &Arc<Self>) -> Result<Arc<Scanner>, FetchError> {
+        if let Some(s) = self.scanner.get() {
+            return Ok(Arc::clone(s));
+        }
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.scanner())
+            .await
+            .map_err(|e| FetchError::Transport(format!("rule compilation failed: {e}")))?
+    }
+
+    /// One repository flight: metadata, the result cache, a running slot, the download and
+    /// the scan, all within `deadline`.
+    async fn repository_flight(self: Arc<Self>, owner: String, repo: String) -> Outcome {
+        let scanner = self.compiled().await?;
+        let started = Instant::now();
+        let limits = self.fetcher.config().limits;
+        let cancel = CancelFlag::default();
+        let work = {
+            let cancel = cancel.clone();
+            let this = Arc::clone(&self);
+            async move {
+                let sha = this.fetcher.head_sha(&owner, &repo).await?;
+                let key = (
+                    owner.to_ascii_lowercase(),
+                    repo.to_ascii_lowercase(),
+                    sha.clone(),
+                );
+                if let Some(report) = this.fetcher.cached_report(&key) {
+                    return Ok(RepoScan {
+                        owner,
+                        repo,
+                        sha,
+                        report: (*report).clone(),
+                        cached: true,
+                    });
+                }
+                let slot = Arc::clone(&this.slots)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| FetchError::Transport("the executor stopped".into()))?;
+                let mut memory = MemoryReservation::new(Some(Arc::clone(&this.memory)));
+                this.downloads.fetch_add(1, Ordering::Relaxed);
+                let tarball = this
+                    .fetcher
+                    .download_counted(&owner, &repo, &sha, &mut memory)
+                    .await?;
+                memory.reserve_more(SCAN_WORKING_SET)?;
+                // The slot and the memory go with the work: they are released when it has
+                // stopped, even after a time-out.
+                let report = tokio::task::spawn_blocking(move || {
+                    let _slot = slot;
+                    let _memory = memory;
+                    scan_tarball(&scanner, &tarball, &limits, &cancel)
+                })
+                .await
+                .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))??;
+                this.fetcher.remember_report(key, &report);
+                Ok(RepoScan {
+                    owner,
+                    repo,
+                    sha,
+                    report,
+                    cached: false,
+                })
+            }
+        };
+        let mut scan = match tokio::time::timeout(limits.timeout(), work).await {
+            Ok(scan) => scan?,
+            Err(_) => {
+                cancel.cancel();
+                return Err(FetchError::Timeout);
+            }
+        };
+        scan.report.stats.duration_ms =
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(scan)
+    }
+}
+
+impl ScanExecutor {
+    /// Starts the executor's threads.
+    pub fn new(fetcher: GitHubFetcher, config: ExecutorConfig) -> Result<Self, FetchError> {
+        let concurrency = config.concurrency.max(1);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(concurrency)
+            .thread_name("gc-guard")
+            .enable_all()
+            .build()
+            .map_err(|e| FetchError::Config(format!("guard runtime: {e}")))?;
+        let memory_kib = usize::try_from(config.memory_bytes / 1024)
+            .unwrap_or(Semaphore::MAX_PERMITS)
+            .min(Semaphore::MAX_PERMITS);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                fetcher,
+                config,
+                scanner: OnceLock::new(),
+                admitted: AtomicUsize::new(0),
+                slots: Arc::new(Semaphore::new(concurrency)),
+                memory: Arc::new(Semaphore::new(memory_kib)),
+                flights: Mutex::new(HashMap::new()),
+                callers: Mutex::new(HashMap::new()),
+                next_flight: AtomicU64::new(0),
+                downloads: AtomicU64::new(0),
+            }),
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    pub fn fetcher(&self) -> &GitHubFetcher {
+        &self.inner.fetcher
+    }
+
+    /// Tarball downloads started since the executor was made.
+    pub fn downloads(&self) -> u64 {
+        self.inner.downloads.load(Ordering::Relaxed)
+    }
+
+    /// Scans admitted and not yet finished (running or waiting).
+    pub fn in_flight(&self) -> usize {
+        self.inner.admitted.load(Ordering::Acquire)
+    }
+
+    fn runtime(&self) -> Result<&Runtime, ScanError> {
+        self.runtime
+            .as_ref()
+            .ok_or_else(|| FetchError::Transport("the executor stopped".into()).into())
+    }
+
+    /// Scans a public repository's default branch, sharing the flight of a concurrent scan
+    /// of the same repository.
+    pub async fn scan_repository(
+        &self,
+        caller: &Caller,
+        owner: &str,
+        repo: &str,
+    ) -> Result<RepoScan, ScanError> {
+        let runtime = self.runtime()?;
+        let _share = self.inner.admit_caller(caller)?;
+        let (owner, repo) = validated(owner, repo)?;
+        let key = (owner.to_ascii_lowercase(), repo.to_ascii_lowercase());
+        let mut done = {
+            let mut flights = self
+                .inner
+                .flights
+                .lock()
+                .map_err(|_| FetchError::Transport("lock poisoned".into()))?;
+            match flights.get(&key) {
+                Some(flight) => flight.done.clone(),
+                None => {
+                    let admission = self.inner.admit()?;
+                    let (tx, rx) = watch::channel(None);
+                    let id = self.inner.next_flight.fetch_add(1, Ordering::Relaxed);
+                    flights.insert(
+                        key.clone(),
+                        Flight {
+                            id,
+                            done: rx.clone(),
+                        },
+                    );
+                    let inner = Arc::clone(&self.inner);
+                    // The flight belongs to no caller: callers that go away do not cancel the
+                    // scan others wait for; its own deadline ends it.
+                    runtime.spawn(async move {
+                        let outcome = Arc::clone(&inner).repository_flight(owner, repo).await;
+                        if let Ok(mut flights) = inner.flights.lock() {
+                            if flights.get(&key).is_some_and(|f| f.id == id) {
+                                flights.remove(&key);
+                            }
+                        }
+                        // Give the place back before anyone hears the outcome, so a caller
+                        // that asks again at once finds it free.
+                        drop(admission);
+                        let _ = tx.send(Some(outcome));
+                    });
+                    rx
+                }
+            }
+        };
+        let outcome = done
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| FetchError::Transport("the scan task failed".into()))?
+            .clone();
+        match outcome {
+            Some(outcome) => Ok(outcome?),
+            None => Err(FetchError::Transport("the scan task failed".into()).into()),
+        }
+    }
+
+    /// Scans pasted content on the executor, within the same bounds (no single flight: the
+    /// content is the request's own).
+    pub async fn scan_content(
+        &self,
+        caller: &Caller,
+        text: String,
+    ) -> Result<ScanReport, ScanError> {
+        let _share = self.inner.admit_caller(caller)?;
+        let admission = self.inner.admit()?;
+        let inner = Arc::clone(&self.inner);
+        let timeout = inner.fetcher.config().limits.timeout();
+        let task = self.runtime()?.spawn(async move {
+            let _admission = admission;
+            let scanner = inner.compiled().await?;
+            let started = Instant::now();
+            let slot = Arc::clone(&inner.slots)
+                .acquire_owned()
+                .await
+                .map_err(|_| FetchError::Transport("the executor stopped".into()))?;
+            let mut memory = MemoryReservation::new(Some(Arc::clone(&inner.memory)));
+            memory.reserve_total(text.len() as u64 + SCAN_WORKING_SET)?;
+            let work = tokio::task::spawn_blocking(move || {
+                let _slot = slot;
+                let _memory = memory;
+                scanner.scan_content(&text)
+            });
+            let remaining = timeout.saturating_sub(started.elapsed());
+            match tokio::time::timeout(remaining, work).await {
+                Ok(report) => {
+                    report.map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))
+                }
+                Err(_) => Err(FetchError::Timeout),
+            }
+        });
+        task.await
+            .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))?
+            .map_err(ScanError::from)
+    }
+
+    /// Compiles the rules on the scanning pool now (otherwise the first scan does).
+    pub async fn warm_up(&self) -> Result<(), ScanError> {
+        let inner = Arc::clone(&self.inner);
+        let task = self
+            .runtime()?
+            .spawn_blocking(move || inner.scanner().map(|_| ()));
+        task.await
+            .map_err(|e| FetchError::Transport(format!("warm-up failed: {e}")))?
+            .map_err(|e| ScanError::Rules(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::FetchConfig;
+
+    fn executor(config: ExecutorConfig) -> ScanExecutor {
+        let fetcher = GitHubFetcher::new(FetchConfig {
+            api_base: "http://127.0.0.1:9".into(),
+            codeload_base: "http://127.0.0.1:9".into(),
+            ..FetchConfig::default()
+        })
+        .unwrap();
+        ScanExecutor::new(fetcher, config).unwrap()
+    }
+
+    #[test]
+    fn callers_and_admissions_are_bounded() {
+        let ex = executor(ExecutorConfig {
+            concurrency: 1,
+            queue: 1,
+            per_account: 2,
+            per_anonymous: 1,
+            memory_bytes: 1 << 20,
+        });
+        let ip = Caller::Anonymous(IpAddr::from([203, 0, 113, 1]));
+        let first = ex.inner.admit_caller(&ip).unwrap();
+        assert!(matches!(
+            ex.inner.admit_caller(&ip),
+            Err(ScanError::OverShare { .. })
+        ));
+        // Another client is not affected; the place comes back when the request ends.
+        ex.inner
+            .admit_caller(&Caller::Anonymous(IpAddr::from([203, 0, 113, 2])))
+            .unwrap();
+        drop(first);
+        assert!(ex.inner.admit_caller(&ip).is_ok());
+        assert!(
+            ex.inner.callers.lock().unwrap().is_empty(),
+            "no entry outlives its requests"
+        );
+
+        let a = ex.inner.admit().unwrap();
+        let _b = ex.inner.admit().unwrap();
+        assert!(matches!(ex.inner.admit(), Err(ScanError::Busy { .. })));
+        drop(a);
+        assert!(ex.inner.admit().is_ok());
+    }
+
+    #[test]
+    fn the_executor_can_be_dropped_inside_a_runtime() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ex = executor(ExecutorConfig::default());
+            drop(ex);
+        });
+    }
+}

@@ -1,0 +1,110 @@
+//! Hostile clients: a sign-in flood from one address, a full password-hashing queue, and slow
+//! clients (slowloris on headers and on bodies) that must not hold their connections.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use gc_server::Config;
+use gc_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn signin_body(email: &str) -> Value {
+    json!({"email": email, "password": "not-the-password-1"})
+}
+
+both_backends_with! {
+    async fn signin_and_signup_are_limited_per_client_ip(app: TestApp) with |c: &mut Config| {
+        c.auth_per_ip_per_min = 3;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    }; {
+        let anon = app.anon();
+        for i in 0..3 {
+            let r = anon.post("/auth/signin", signin_body(&format!("nobody{i}@gc.test"))).await;
+            assert_error(&r, 401, "invalid_credentials");
+        }
+        let r = anon.post("/auth/signin", signin_body("nobody@gc.test")).await;
+        assert_error(&r, 429, "rate_limited");
+        assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+        // Sign-up shares the allowance.
+        let r = anon.post("/auth/signup", json!({"email": "new@gc.test", "password": "a-long-password-1", "name": "N"})).await;
+        assert_error(&r, 429, "rate_limited");
+        // Another client behind the trusted proxy has its own allowance.
+        let other = read(app.client.post(app.url("/auth/signin"))
+            .header("x-forwarded-for", "203.0.113.77")
+            .json(&signin_body("nobody@gc.test")).send().await.unwrap()).await;
+        assert_error(&other, 401, "invalid_credentials");
+    }
+
+    async fn a_full_hashing_queue_answers_busy_at_once(app: TestApp) with |c: &mut Config| {
+        // Slow hashes and no waiting places: concurrent sign-ins beyond the hashing threads
+        // are refused rather than queued.
+        c.bcrypt_cost = 13;
+        c.hash_queue = 0;
+    }; {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let attempts: Vec<_> = (0..(4 * cores + 4))
+            .map(|i| {
+                let anon = app.anon();
+                tokio::spawn(async move { anon.post("/auth/signin", signin_body(&format!("flood{i}@gc.test"))).await })
+            })
+            .collect();
+        let mut busy = 0;
+        for a in attempts {
+            let r = a.await.unwrap();
+            match r.status.as_u16() {
+                401 => assert_error(&r, 401, "invalid_credentials"),
+                _ => {
+                    assert_error(&r, 503, "busy");
+                    assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+                    busy += 1;
+                }
+            }
+        }
+        assert!(busy > 0, "some sign-ins found the queue full");
+        // The queue drains: a sign-in afterwards is checked.
+        app.admin().await;
+    }
+
+    async fn a_slow_body_is_cut_at_its_deadline(app: TestApp) with |c: &mut Config| {
+        c.body_timeout_s = 1;
+    }; {
+        let mut conn = TcpStream::connect(app.addr).await.unwrap();
+        conn.write_all(b"POST /api/v1/auth/signin HTTP/1.1\r\nHost: gc\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{").await.unwrap();
+        let (closed, answer) = dribble(&mut conn, 30).await;
+        assert!(closed, "the connection is closed at the deadline, not held: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("request_timeout"), "{answer}");
+    }
+
+    async fn slow_headers_are_cut_at_their_deadline(app: TestApp) with |c: &mut Config| {
+        c.header_timeout_s = 1;
+    }; {
+        let mut conn = TcpStream::connect(app.addr).await.unwrap();
+        conn.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: gc\r\nX-Slow: ").await.unwrap();
+        let (closed, answer) = dribble(&mut conn, 30).await;
+        assert!(closed, "the connection is closed at the header deadline: {answer}");
+    }
+}
+
+/// Sends one byte a second, at most `max` of them, reading whatever comes back; stops when
+/// the server closes the connection. Returns whether it did, and what it answered.
+async fn dribble(conn: &mut TcpStream, max: usize) -> (bool, String) {
+    let mut answer = Vec::new();
+    for _ in 0..max {
+        let mut buf = [0u8; 4096];
+        // Read for up to a second (the pace of the slow client).
+        match tokio::time::timeout(Duration::from_secs(1), conn.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (true, String::from_utf8_lossy(&answer).into_owned()),
+            Ok(Ok(n)) => {
+                answer.extend_from_slice(&buf[..n]);
+                continue;
+            }
+            Err(_) => {}
+        }
+        if conn.write_all(b" ").await.is_err() {
+            return (true, String::from_utf8_lossy(&answer).into_owned());
+        }
+    }
+    (false, String::from_utf8_lossy(&answer).into_owned())
+}
