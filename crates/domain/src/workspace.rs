@@ -332,3 +332,52 @@ impl NewActivity {
         &self.detail
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_record_kind_reads_back_from_its_stored_name_and_nothing_else_does() {
+        for kind in RecordKind::ALL {
+            assert_eq!(RecordKind::from_stored(kind.as_str()), Some(kind));
+        }
+        assert_eq!(RecordKind::from_stored("agents"), None);
+        assert_eq!(RecordKind::from_stored(""), None);
+    }
+
+    #[test]
+    fn only_the_three_draft_segments_name_a_draft_kind() {
+        assert_eq!(
+            RecordKind::draft_from_path("agents"),
+            Some(RecordKind::AgentDraft)
+        );
+        assert_eq!(
+            RecordKind::draft_from_path("workflows"),
+            Some(RecordKind::WorkflowDraft)
+        );
+        assert_eq!(
+            RecordKind::draft_from_path("apps"),
+            Some(RecordKind::AppDraft)
+        );
+        for other in ["skills", "agent_draft", "Agents", ""] {
+            assert_eq!(RecordKind::draft_from_path(other), None);
+        }
+    }
+
+    #[test]
+    fn not_found_messages_name_the_kind_in_words() {
+        let nouns: Vec<&str> = RecordKind::ALL.iter().map(|k| k.noun()).collect();
+        assert_eq!(
+            nouns,
+            [
+                "skill",
+                "memory collection",
+                "memory source",
+                "agent draft",
+                "workflow draft",
+                "app draft"
+            ]
+        );
+    }
+}
