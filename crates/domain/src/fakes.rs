@@ -47,6 +47,8 @@ pub struct Fake {
     pub moves: Mutex<Vec<Move>>,
     /// Every `set_shadow`.
     pub shadow_writes: Mutex<Vec<ShadowWrite>>,
+    /// The workspace side, for services that need both (the overview).
+    pub workspace: FakeWorkspace,
 }
 
 impl Fake {
@@ -299,11 +301,24 @@ impl SessionRepo for Fake {
     }
     fn shadow_viewers(
         &self,
-        _: Uuid,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
+        tenant_id: Uuid,
+        seen_after: DateTime<Utc>,
+        now: DateTime<Utc>,
     ) -> DomainResult<Vec<(String, DateTime<Utc>)>> {
-        Err(DomainError::Internal("not faked".into()))
+        let sessions = self.sessions.lock().unwrap().clone();
+        let mut viewers = Vec::new();
+        for s in sessions {
+            let (Some(t), Some(since)) = (s.shadow_tenant_id, s.shadow_since) else {
+                continue;
+            };
+            if t == tenant_id && s.last_seen_at > seen_after && s.expires_at > now {
+                if let Some(user) = self.find_user(s.user_id)? {
+                    viewers.push((user.email.as_str().to_owned(), since));
+                }
+            }
+        }
+        viewers.sort_by_key(|(_, since)| *since);
+        Ok(viewers)
     }
     fn set_shadow(
         &self,
@@ -377,6 +392,99 @@ impl ApiKeyRepo for Fake {
             }
         }
         Ok(())
+    }
+}
+
+/// The workspace ports of [`Fake`] are those of its [`FakeWorkspace`].
+impl WorkspaceRepo for Fake {
+    fn list_records(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Record>> {
+        self.workspace.list_records(scope, kind, parent_id, page)
+    }
+    fn find_record(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace.find_record(scope, kind, parent_id, id)
+    }
+    fn insert_record(
+        &self,
+        scope: &WriteScope,
+        record: &Record,
+        activity: &NewActivity,
+    ) -> DomainResult<Record> {
+        self.workspace.insert_record(scope, record, activity)
+    }
+    fn update_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace.update_record(
+            scope,
+            kind,
+            parent_id,
+            id,
+            expected_version,
+            fields,
+            at,
+            activity,
+        )
+    }
+    fn delete_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        activity: &NewActivity,
+    ) -> DomainResult<bool> {
+        self.workspace
+            .delete_record(scope, kind, parent_id, id, activity)
+    }
+    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
+        self.workspace.record_counts(scope)
+    }
+    fn settings(&self, scope: &TenantScope) -> DomainResult<Settings> {
+        self.workspace.settings(scope)
+    }
+    fn update_settings(
+        &self,
+        scope: &WriteScope,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Settings> {
+        self.workspace
+            .update_settings(scope, expected_version, fields, at, activity)
+    }
+    fn list_activity(
+        &self,
+        scope: &TenantScope,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Activity>> {
+        self.workspace.list_activity(scope, page)
+    }
+    fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
+        self.workspace.append_activity(activity)
+    }
+    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
+        self.workspace.append_activities(activities)
     }
 }
 
@@ -543,8 +651,23 @@ impl WorkspaceRepo for FakeWorkspace {
         Ok(deleted)
     }
 
-    fn record_counts(&self, _scope: &TenantScope) -> DomainResult<RecordCounts> {
-        Err(DomainError::Internal("not faked".into()))
+    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
+        self.call("record_counts");
+        let records = self.records.lock().unwrap();
+        let count = |kind: RecordKind| {
+            records
+                .iter()
+                .filter(|(t, r)| *t == scope.tenant_id() && r.kind == kind)
+                .count() as u64
+        };
+        Ok(RecordCounts {
+            skills: count(RecordKind::Skill),
+            memory_collections: count(RecordKind::MemoryCollection),
+            agents: count(RecordKind::AgentDraft),
+            workflows: count(RecordKind::WorkflowDraft),
+            apps: count(RecordKind::AppDraft),
+            api_keys: 0,
+        })
     }
 
     fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {
