@@ -593,4 +593,331 @@ mod tests {
         assert_eq!(*store.passwords_changed.lock().unwrap(), 1);
         assert!(store.attempts.lock().unwrap().is_empty());
     }
+
+    // Sessions: the absolute expiry and the idle limit, each on its own, at the boundary.
+
+    fn policy() -> AccountPolicy {
+        AccountPolicy::default()
+    }
+
+    /// A session of `user` stored with token hash `tok`, seen at `last_seen`, expiring at
+    /// `expires`.
+    fn stored_session(
+        store: &Fake,
+        user: &User,
+        last_seen: DateTime<Utc>,
+        expires: DateTime<Utc>,
+    ) -> Session {
+        let session = Session {
+            id: new_id(),
+            user_id: user.id,
+            token_hash: "tok".into(),
+            created_at: last_seen,
+            last_seen_at: last_seen,
+            expires_at: expires,
+            user_agent: String::new(),
+            ip: String::new(),
+            shadow_tenant_id: None,
+            shadow_since: None,
+        };
+        store.sessions.lock().unwrap().push(session.clone());
+        session
+    }
+
+    fn session_code(store: &Fake, now: DateTime<Utc>) -> String {
+        match authenticate_session(store, &policy(), "tok", now) {
+            Ok(_) => "ok".into(),
+            Err(e) => e.code().to_string(),
+        }
+    }
+
+    #[test]
+    fn a_new_session_lasts_the_absolute_lifetime() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let now = Utc::now();
+        let s = open_session(
+            &store,
+            &policy(),
+            &user,
+            "tok".into(),
+            &ClientMeta::default(),
+            now,
+        )
+        .unwrap();
+        assert_eq!(s.expires_at, now + Duration::days(30));
+        // Kept alive by use, it works until just before its absolute expiry.
+        let mut at = now;
+        while at + Duration::hours(12) < s.expires_at {
+            at += Duration::hours(12);
+            assert_eq!(session_code(&store, at), "ok");
+        }
+        assert_eq!(session_code(&store, s.expires_at), "unauthenticated");
+    }
+
+    #[test]
+    fn a_session_is_refused_from_its_absolute_expiry_on() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let now = Utc::now();
+        // Seen a minute ago, so only the absolute expiry decides.
+        stored_session(&store, &user, now - Duration::minutes(1), now);
+        assert_eq!(session_code(&store, now), "unauthenticated");
+        assert_eq!(
+            session_code(&store, now + Duration::hours(1)),
+            "unauthenticated"
+        );
+        assert_eq!(session_code(&store, now - Duration::seconds(1)), "ok");
+    }
+
+    #[test]
+    fn a_session_is_refused_from_its_idle_limit_on() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let now = Utc::now();
+        let seen = now - Duration::hours(24);
+        // Far from its absolute expiry, so only the idle limit decides.
+        stored_session(&store, &user, seen, now + Duration::days(20));
+        assert_eq!(session_code(&store, now), "unauthenticated");
+        assert_eq!(
+            session_code(&store, now + Duration::hours(1)),
+            "unauthenticated"
+        );
+        assert_eq!(session_code(&store, now - Duration::seconds(1)), "ok");
+    }
+
+    #[test]
+    fn a_session_is_touched_once_per_touch_interval() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let seen = Utc::now();
+        let s = stored_session(&store, &user, seen, seen + Duration::days(1));
+        let before = seen + Duration::minutes(1) - Duration::seconds(1);
+        assert_eq!(session_code(&store, before), "ok");
+        assert!(store.touched.lock().unwrap().is_empty());
+        let at = seen + Duration::minutes(1);
+        assert_eq!(session_code(&store, at), "ok");
+        assert_eq!(*store.touched.lock().unwrap(), vec![(s.id, at)]);
+    }
+
+    fn in_shadow_view(
+        store: &Fake,
+        role: Role,
+    ) -> (Principal, crate::model::Tenant, DateTime<Utc>) {
+        let t = crate::access::tests::tenant(crate::model::Status::Active);
+        store.tenants.lock().unwrap().push(t.clone());
+        let mut user = crate::access::tests::user(role, crate::model::Status::Active, None);
+        user.email = Email::parse("email", "root@example.com").unwrap();
+        store.users.lock().unwrap().push(user.clone());
+        let now = Utc::now();
+        let since = now - Duration::minutes(5);
+        let mut s = stored_session(store, &user, now, now + Duration::days(1));
+        s.shadow_tenant_id = Some(t.id);
+        s.shadow_since = Some(since);
+        *store.sessions.lock().unwrap() = vec![s];
+        let p = authenticate_session(store, &policy(), "tok", now).unwrap();
+        (p, t, since)
+    }
+
+    #[test]
+    fn a_platform_admins_session_keeps_its_shadow_view() {
+        let store = Fake::default();
+        let (p, t, since) = in_shadow_view(&store, Role::PlatformAdmin);
+        assert_eq!(p.shadow(), Some(&(t.clone(), since)));
+        assert_eq!(
+            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+                .unwrap()
+                .tenant_id(),
+            t.id
+        );
+    }
+
+    #[test]
+    fn a_members_session_carries_no_shadow_view() {
+        // A demoted admin's session may still name a Shadow tenant: it is dropped.
+        let store = Fake::default();
+        let (p, _, _) = in_shadow_view(&store, Role::Member);
+        assert!(matches!(
+            p.credential(),
+            Credential::Session { shadow: None, .. }
+        ));
+        assert_eq!(
+            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+                .unwrap_err()
+                .code(),
+            "member_unassigned"
+        );
+    }
+
+    // Keys: revoked, expired and moved members lose them; unassigned members keep them.
+
+    fn stored_key(store: &Fake, user: &User, tenant_id: uuid::Uuid) -> crate::workspace::ApiKey {
+        let key = crate::workspace::ApiKey {
+            id: new_id(),
+            tenant_id,
+            user_id: user.id,
+            name: "ci".into(),
+            scopes: vec![crate::workspace::KeyScope::WorkspaceRead],
+            hint: "abcd".into(),
+            key_hash: "kh".into(),
+            created_at: Utc::now(),
+            last_used_at: None,
+            expires_at: None,
+            revoked_at: None,
+        };
+        store.api_keys.lock().unwrap().push(key.clone());
+        key
+    }
+
+    fn key_code(store: &Fake, now: DateTime<Utc>) -> String {
+        match authenticate_key(store, &policy(), "kh", now) {
+            Ok(_) => "ok".into(),
+            Err(e) => e.code().to_string(),
+        }
+    }
+
+    fn member_in(store: &Fake) -> (User, crate::model::Tenant) {
+        let t = crate::access::tests::tenant(crate::model::Status::Active);
+        store.tenants.lock().unwrap().push(t.clone());
+        let user = crate::access::tests::user(Role::Member, crate::model::Status::Active, Some(&t));
+        store.users.lock().unwrap().push(user.clone());
+        (user, t)
+    }
+
+    #[test]
+    fn a_members_usable_key_of_their_tenant_authenticates() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        stored_key(&store, &user, t.id);
+        let p = authenticate_key(&store, &policy(), "kh", Utc::now()).unwrap();
+        assert_eq!(p.user().id, user.id);
+        assert_eq!(p.tenant().map(|t| t.id), Some(t.id));
+        assert!(p.session_id().is_none());
+        assert_eq!(key_code(&store, Utc::now()), "ok");
+        assert_eq!(key_code(&Fake::default(), Utc::now()), "invalid_api_key");
+    }
+
+    #[test]
+    fn a_revoked_key_is_refused() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        let now = Utc::now();
+        stored_key(&store, &user, t.id);
+        store.api_keys.lock().unwrap()[0].revoked_at = Some(now - Duration::seconds(1));
+        assert_eq!(key_code(&store, now), "invalid_api_key");
+        assert!(store.touched.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_key_is_refused_from_its_expiry_on() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        let now = Utc::now();
+        stored_key(&store, &user, t.id);
+        store.api_keys.lock().unwrap()[0].expires_at = Some(now);
+        assert_eq!(key_code(&store, now), "invalid_api_key");
+        assert_eq!(key_code(&store, now - Duration::seconds(1)), "ok");
+    }
+
+    #[test]
+    fn a_member_moved_to_another_tenant_loses_the_key() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        stored_key(&store, &user, t.id);
+        let other = crate::access::tests::tenant(crate::model::Status::Active);
+        store.tenants.lock().unwrap().push(other.clone());
+        store.users.lock().unwrap()[0].tenant_id = Some(other.id);
+        assert_eq!(key_code(&store, Utc::now()), "invalid_api_key");
+    }
+
+    #[test]
+    fn an_unassigned_member_keeps_a_valid_key_that_the_scopes_refuse() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        stored_key(&store, &user, t.id);
+        store.users.lock().unwrap()[0].tenant_id = None;
+        let p = authenticate_key(&store, &policy(), "kh", Utc::now()).unwrap();
+        assert_eq!(
+            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+                .unwrap_err()
+                .code(),
+            "member_unassigned"
+        );
+    }
+
+    #[test]
+    fn a_key_is_touched_when_never_used_then_once_per_touch_interval() {
+        let store = Fake::default();
+        let (user, t) = member_in(&store);
+        let key = stored_key(&store, &user, t.id);
+        let t0 = Utc::now();
+        assert_eq!(key_code(&store, t0), "ok");
+        assert_eq!(*store.touched.lock().unwrap(), vec![(key.id, t0)]);
+        let early = t0 + Duration::minutes(1) - Duration::seconds(1);
+        assert_eq!(key_code(&store, early), "ok");
+        assert_eq!(store.touched.lock().unwrap().len(), 1);
+        let due = t0 + Duration::minutes(1);
+        assert_eq!(key_code(&store, due), "ok");
+        assert_eq!(
+            *store.touched.lock().unwrap(),
+            vec![(key.id, t0), (key.id, due)]
+        );
+    }
+
+    // Sign-up and session revocation.
+
+    #[test]
+    fn sign_up_is_refused_when_closed_and_opens_a_session_when_open() {
+        let store = Fake::default();
+        let signup = Signup::parse("bob@example.com", "x".repeat(12), "Bob").unwrap();
+        let meta = ClientMeta::default();
+        let now = Utc::now();
+        let e = sign_up(
+            &store,
+            &Plain,
+            &policy(),
+            false,
+            &signup,
+            "tok".into(),
+            &meta,
+            now,
+        );
+        assert_eq!(e.unwrap_err().code(), "signup_disabled");
+        assert!(store.users.lock().unwrap().is_empty());
+        assert!(store.sessions.lock().unwrap().is_empty());
+        let user = sign_up(
+            &store,
+            &Plain,
+            &policy(),
+            true,
+            &signup,
+            "tok".into(),
+            &meta,
+            now,
+        )
+        .unwrap();
+        assert_eq!(user.tenant_id, None);
+        assert_eq!(user.role, Role::Member);
+        assert_eq!(session_code(&store, now), "ok");
+    }
+
+    #[test]
+    fn revoking_a_session_needs_it_to_be_the_callers() {
+        let store = Fake::default();
+        let user = ann(&store);
+        let now = Utc::now();
+        let mine = stored_session(&store, &user, now, now + Duration::days(1));
+        let mut other = mine.clone();
+        other.id = new_id();
+        other.user_id = new_id();
+        store.sessions.lock().unwrap().push(other.clone());
+        let p = signed_in(user);
+        let e = revoke_sessions(&store, &p, Some(other.id)).unwrap_err();
+        assert!(matches!(e, DomainError::NotFound("session")));
+        assert_eq!(store.sessions.lock().unwrap().len(), 2);
+        revoke_sessions(&store, &p, Some(mine.id)).unwrap();
+        assert_eq!(*store.sessions.lock().unwrap(), vec![other.clone()]);
+        let e = revoke_sessions(&store, &p, Some(mine.id)).unwrap_err();
+        assert!(matches!(e, DomainError::NotFound("session")));
+    }
 }

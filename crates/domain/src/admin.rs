@@ -427,3 +427,130 @@ pub fn set_shadow<P: SessionRepo + TenantRepo + ?Sized>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::tests::{session, tenant, user};
+    use crate::fakes::{Fake, FakeSealer};
+    use crate::gateway::tests::key;
+
+    fn admin() -> Principal {
+        session(user(Role::PlatformAdmin, Status::Active, None), None, None)
+    }
+
+    /// An admin whose session is in `t`'s Shadow view, and since when.
+    fn admin_viewing(t: &Tenant) -> (Principal, DateTime<Utc>) {
+        let p = session(
+            user(Role::PlatformAdmin, Status::Active, None),
+            None,
+            Some(t.clone()),
+        );
+        let since = p.shadow().map(|(_, since)| *since).unwrap();
+        (p, since)
+    }
+
+    #[test]
+    fn assigning_the_tenant_a_member_already_has_changes_nothing() {
+        let store = Fake::default();
+        let t = tenant(Status::Active);
+        let member = user(Role::Member, Status::Active, Some(&t));
+        store.users.lock().unwrap().push(member.clone());
+        let got = assign_tenant(&store, &admin(), member.id, Some(t.id), Utc::now()).unwrap();
+        assert_eq!(got, member);
+        assert!(store.moves.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn assigning_another_tenant_moves_the_member_from_its_current_one() {
+        let store = Fake::default();
+        let t = tenant(Status::Active);
+        let other = tenant(Status::Active);
+        let member = user(Role::Member, Status::Active, Some(&t));
+        store.users.lock().unwrap().push(member.clone());
+        let got = assign_tenant(&store, &admin(), member.id, Some(other.id), Utc::now()).unwrap();
+        assert_eq!(got.tenant_id, Some(other.id));
+        assert_eq!(
+            *store.moves.lock().unwrap(),
+            vec![(member.id, Some(t.id), Some(other.id))]
+        );
+    }
+
+    #[test]
+    fn ai_access_is_disabled_when_ai_is_off_whatever_the_keys() {
+        let mut t = tenant(Status::Active);
+        let store = Fake::with_keys(vec![key(&t, t.region, true, AiKeyStatus::Ready)]);
+        assert_eq!(ai_access(&store, &t).unwrap(), AiAccess::Ready);
+        t.ai_enabled = false;
+        assert_eq!(ai_access(&store, &t).unwrap(), AiAccess::Disabled);
+    }
+
+    fn plan(store: &Fake, t: &Tenant, secret: &str) -> Result<NewAiKeyPlan, String> {
+        plan_ai_key(
+            store,
+            &FakeSealer,
+            &admin(),
+            t.id,
+            "AIHK",
+            secret,
+            None,
+            true,
+            Utc::now(),
+        )
+        .map_err(|e| match e {
+            DomainError::Validation { field, .. } => field,
+            other => other.code().to_string(),
+        })
+    }
+
+    #[test]
+    fn an_ai_key_secret_is_1_to_1024_visible_characters() {
+        let store = Fake::default();
+        let t = tenant(Status::Active);
+        store.tenants.lock().unwrap().push(t.clone());
+        let refused = Err("secret".to_owned());
+        let longest = "k".repeat(1024);
+        let accepted = plan(&store, &t, &format!("  {longest}\n")).unwrap();
+        assert_eq!(accepted.secret().expose(), longest);
+        assert!(plan(&store, &t, "k").is_ok());
+        assert_eq!(plan(&store, &t, "").map(|_| ()), refused);
+        assert_eq!(plan(&store, &t, " \t ").map(|_| ()), refused);
+        assert_eq!(plan(&store, &t, &"k".repeat(1025)).map(|_| ()), refused);
+        // An inner space (whitespace, not a control character) and an inner control character
+        // that is not whitespace are each refused.
+        assert_eq!(plan(&store, &t, "sk-ab cd").map(|_| ()), refused);
+        assert_eq!(plan(&store, &t, "sk-ab\u{1}cd").map(|_| ()), refused);
+        assert_eq!(plan(&store, &t, "sk-ab\u{a0}cd").map(|_| ()), refused);
+    }
+
+    #[test]
+    fn switching_the_shadow_view_leaves_the_old_tenant_then_enters_the_new_one() {
+        let store = Fake::default();
+        let a = tenant(Status::Active);
+        let b = tenant(Status::Active);
+        store.tenants.lock().unwrap().extend([a.clone(), b.clone()]);
+        let (p, _) = admin_viewing(&a);
+        let now = Utc::now();
+        let (viewed, since) = set_shadow(&store, &p, Some(b.id), now).unwrap().unwrap();
+        assert_eq!((viewed.id, since), (b.id, now));
+        assert_eq!(
+            *store.shadow_writes.lock().unwrap(),
+            vec![
+                (None, a.id, "shadow.exit".to_owned()),
+                (Some((b.id, now)), b.id, "shadow.enter".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn re_entering_the_current_shadow_view_keeps_its_since_and_writes_nothing() {
+        let store = Fake::default();
+        let a = tenant(Status::Active);
+        store.tenants.lock().unwrap().push(a.clone());
+        let (p, since) = admin_viewing(&a);
+        let later = since + chrono::Duration::minutes(10);
+        let (viewed, got) = set_shadow(&store, &p, Some(a.id), later).unwrap().unwrap();
+        assert_eq!((viewed.id, got), (a.id, since));
+        assert!(store.shadow_writes.lock().unwrap().is_empty());
+    }
+}

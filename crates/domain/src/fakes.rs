@@ -9,16 +9,28 @@ use uuid::Uuid;
 use crate::access::{AdminScope, TenantScope, WriteScope};
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
-use crate::model::{NewUser, User, UserPatch};
+use crate::model::{
+    NewUser, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
+};
 use crate::page::{Page, PageRequest};
 use crate::ports::{
-    AiKeyRepo, KeySealer, Reservation, SigninThrottleRepo, UserRepo, WorkspaceRepo,
+    AiKeyRepo, ApiKeyRepo, KeySealer, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo,
+    UserRepo, WorkspaceRepo,
 };
 use crate::secret::SecretString;
 use crate::values::{Email, Region};
-use crate::workspace::{Activity, NewActivity, Record, RecordCounts, RecordKind, Settings};
+use crate::workspace::{
+    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
+};
 
-/// A store holding users, password attempts and AI keys in memory.
+/// A recorded `move_member`: member, from, to.
+pub type Move = (Uuid, Option<Uuid>, Option<Uuid>);
+
+/// A recorded `set_shadow`: the view set (`None`: left), the activity line's tenant and action.
+pub type ShadowWrite = (Option<(Uuid, DateTime<Utc>)>, Uuid, String);
+
+/// A store holding users, tenants, sessions, workspace API keys, password attempts and AI
+/// keys in memory, recording the writes the services make.
 #[derive(Default)]
 pub struct Fake {
     pub users: Mutex<Vec<User>>,
@@ -26,6 +38,17 @@ pub struct Fake {
     pub keys: Mutex<Vec<TenantAiKey>>,
     pub verdicts: Mutex<Vec<KeyVerdict>>,
     pub passwords_changed: Mutex<u32>,
+    pub tenants: Mutex<Vec<Tenant>>,
+    pub sessions: Mutex<Vec<Session>>,
+    pub api_keys: Mutex<Vec<ApiKey>>,
+    /// Every `touch_session` / `touch_api_key`: the session's or key's id and the time.
+    pub touched: Mutex<Vec<(Uuid, DateTime<Utc>)>>,
+    /// Every `move_member`.
+    pub moves: Mutex<Vec<Move>>,
+    /// Every `set_shadow`.
+    pub shadow_writes: Mutex<Vec<ShadowWrite>>,
+    /// The workspace side, for services that need both (the overview).
+    pub workspace: FakeWorkspace,
 }
 
 impl Fake {
@@ -66,7 +89,22 @@ impl SigninThrottleRepo for Fake {
 
 impl UserRepo for Fake {
     fn insert_user(&self, user: &NewUser) -> DomainResult<User> {
-        Err(DomainError::Internal(format!("not faked: {}", user.id)))
+        let mut users = self.users.lock().unwrap();
+        if users.iter().any(|u| u.email == user.email) {
+            return Err(DomainError::EmailTaken);
+        }
+        let user = User {
+            id: user.id,
+            email: user.email.clone(),
+            name: user.name.clone(),
+            role: user.role,
+            status: Status::Active,
+            tenant_id: user.tenant_id,
+            password_hash: user.password_hash.clone(),
+            created_at: user.created_at,
+        };
+        users.push(user.clone());
+        Ok(user)
     }
     fn find_user(&self, id: Uuid) -> DomainResult<Option<User>> {
         Ok(self
@@ -103,13 +141,19 @@ impl UserRepo for Fake {
     fn move_member(
         &self,
         _: &AdminScope,
-        _: Uuid,
-        _: Option<Uuid>,
-        _: Option<Uuid>,
+        id: Uuid,
+        from: Option<Uuid>,
+        to: Option<Uuid>,
         _: DateTime<Utc>,
         _: Option<&crate::workspace::NewActivity>,
     ) -> DomainResult<Option<User>> {
-        Ok(None)
+        self.moves.lock().unwrap().push((id, from, to));
+        let mut users = self.users.lock().unwrap();
+        let Some(user) = users.iter_mut().find(|u| u.id == id && u.tenant_id == from) else {
+            return Ok(None);
+        };
+        user.tenant_id = to;
+        Ok(Some(user.clone()))
     }
     fn rename_user(&self, _: Uuid, _: Option<&str>) -> DomainResult<Option<User>> {
         Ok(None)
@@ -158,6 +202,289 @@ impl AiKeyRepo for Fake {
             .filter(|k| k.tenant_id == tenant_id)
             .cloned()
             .collect())
+    }
+}
+
+impl Fake {
+    fn tenant(&self, id: Option<Uuid>) -> Option<Tenant> {
+        let id = id?;
+        self.tenants
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|t| t.id == id)
+            .cloned()
+    }
+}
+
+impl TenantRepo for Fake {
+    fn insert_tenant(&self, _: &AdminScope, tenant: &Tenant) -> DomainResult<Tenant> {
+        self.tenants.lock().unwrap().push(tenant.clone());
+        Ok(tenant.clone())
+    }
+    fn find_tenant(&self, id: Uuid) -> DomainResult<Option<Tenant>> {
+        Ok(self.tenant(Some(id)))
+    }
+    fn list_tenants(&self, _: &AdminScope, _: &PageRequest) -> DomainResult<Page<Tenant>> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+    fn update_tenant(
+        &self,
+        _: &AdminScope,
+        _: Uuid,
+        _: &TenantPatch,
+    ) -> DomainResult<Option<Tenant>> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+}
+
+impl SessionRepo for Fake {
+    fn insert_session(&self, session: &Session) -> DomainResult<()> {
+        self.sessions.lock().unwrap().push(session.clone());
+        Ok(())
+    }
+    /// Whatever the state of the session, its user and tenants: the domain must decide.
+    fn session_context(&self, token_hash: &str) -> DomainResult<Option<SessionContext>> {
+        let Some(session) = self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.token_hash == token_hash)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let Some(user) = self.find_user(session.user_id)? else {
+            return Ok(None);
+        };
+        Ok(Some(SessionContext {
+            tenant: self.tenant(user.tenant_id),
+            shadow_tenant: self.tenant(session.shadow_tenant_id),
+            session,
+            user,
+        }))
+    }
+    fn touch_session(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
+        self.touched.lock().unwrap().push((id, at));
+        for s in self.sessions.lock().unwrap().iter_mut() {
+            if s.id == id {
+                s.last_seen_at = at;
+            }
+        }
+        Ok(())
+    }
+    fn list_sessions(&self, user_id: Uuid) -> DomainResult<Vec<Session>> {
+        Ok(self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.user_id == user_id)
+            .cloned()
+            .collect())
+    }
+    fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
+        let mut sessions = self.sessions.lock().unwrap();
+        let before = sessions.len();
+        sessions.retain(|s| !(s.user_id == user_id && s.id == id));
+        Ok(sessions.len() != before)
+    }
+    fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {
+        let mut sessions = self.sessions.lock().unwrap();
+        let before = sessions.len();
+        sessions.retain(|s| s.user_id != user_id || s.id == keep);
+        Ok((before - sessions.len()) as u64)
+    }
+    fn delete_expired_sessions(&self, _: DateTime<Utc>, _: DateTime<Utc>) -> DomainResult<u64> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+    fn shadow_viewers(
+        &self,
+        tenant_id: Uuid,
+        seen_after: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<Vec<(String, DateTime<Utc>)>> {
+        let sessions = self.sessions.lock().unwrap().clone();
+        let mut viewers = Vec::new();
+        for s in sessions {
+            let (Some(t), Some(since)) = (s.shadow_tenant_id, s.shadow_since) else {
+                continue;
+            };
+            if t == tenant_id && s.last_seen_at > seen_after && s.expires_at > now {
+                if let Some(user) = self.find_user(s.user_id)? {
+                    viewers.push((user.email.as_str().to_owned(), since));
+                }
+            }
+        }
+        viewers.sort_by_key(|(_, since)| *since);
+        Ok(viewers)
+    }
+    fn set_shadow(
+        &self,
+        session_id: Uuid,
+        shadow: Option<(Uuid, DateTime<Utc>)>,
+        activity: &NewActivity,
+    ) -> DomainResult<()> {
+        self.shadow_writes.lock().unwrap().push((
+            shadow,
+            activity.tenant_id(),
+            activity.action().to_owned(),
+        ));
+        for s in self.sessions.lock().unwrap().iter_mut() {
+            if s.id == session_id {
+                s.shadow_tenant_id = shadow.map(|(t, _)| t);
+                s.shadow_since = shadow.map(|(_, since)| since);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ApiKeyRepo for Fake {
+    fn insert_api_key(
+        &self,
+        _: &WriteScope,
+        key: &ApiKey,
+        _: &NewActivity,
+    ) -> DomainResult<ApiKey> {
+        self.api_keys.lock().unwrap().push(key.clone());
+        Ok(key.clone())
+    }
+    fn list_api_keys(&self, _: &TenantScope, _: &PageRequest) -> DomainResult<Page<ApiKey>> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+    fn revoke_api_key(
+        &self,
+        _: &WriteScope,
+        _: Uuid,
+        _: DateTime<Utc>,
+        _: &NewActivity,
+    ) -> DomainResult<bool> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+    /// Whatever the state of the key, its member and tenant: the domain must decide.
+    fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
+        let Some(key) = self
+            .api_keys
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|k| k.key_hash == key_hash)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let Some(user) = self.find_user(key.user_id)? else {
+            return Ok(None);
+        };
+        Ok(Some(KeyContext {
+            tenant: self.tenant(user.tenant_id),
+            key,
+            user,
+        }))
+    }
+    fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
+        self.touched.lock().unwrap().push((id, at));
+        for k in self.api_keys.lock().unwrap().iter_mut() {
+            if k.id == id {
+                k.last_used_at = Some(at);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The workspace ports of [`Fake`] are those of its [`FakeWorkspace`].
+impl WorkspaceRepo for Fake {
+    fn list_records(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Record>> {
+        self.workspace.list_records(scope, kind, parent_id, page)
+    }
+    fn find_record(
+        &self,
+        scope: &TenantScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace.find_record(scope, kind, parent_id, id)
+    }
+    fn insert_record(
+        &self,
+        scope: &WriteScope,
+        record: &Record,
+        activity: &NewActivity,
+    ) -> DomainResult<Record> {
+        self.workspace.insert_record(scope, record, activity)
+    }
+    fn update_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace.update_record(
+            scope,
+            kind,
+            parent_id,
+            id,
+            expected_version,
+            fields,
+            at,
+            activity,
+        )
+    }
+    fn delete_record(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        activity: &NewActivity,
+    ) -> DomainResult<bool> {
+        self.workspace
+            .delete_record(scope, kind, parent_id, id, activity)
+    }
+    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
+        self.workspace.record_counts(scope)
+    }
+    fn settings(&self, scope: &TenantScope) -> DomainResult<Settings> {
+        self.workspace.settings(scope)
+    }
+    fn update_settings(
+        &self,
+        scope: &WriteScope,
+        expected_version: Option<i64>,
+        fields: &Map<String, Value>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Settings> {
+        self.workspace
+            .update_settings(scope, expected_version, fields, at, activity)
+    }
+    fn list_activity(
+        &self,
+        scope: &TenantScope,
+        page: &PageRequest,
+    ) -> DomainResult<Page<Activity>> {
+        self.workspace.list_activity(scope, page)
+    }
+    fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
+        self.workspace.append_activity(activity)
+    }
+    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
+        self.workspace.append_activities(activities)
     }
 }
 
@@ -324,8 +651,23 @@ impl WorkspaceRepo for FakeWorkspace {
         Ok(deleted)
     }
 
-    fn record_counts(&self, _scope: &TenantScope) -> DomainResult<RecordCounts> {
-        Err(DomainError::Internal("not faked".into()))
+    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
+        self.call("record_counts");
+        let records = self.records.lock().unwrap();
+        let count = |kind: RecordKind| {
+            records
+                .iter()
+                .filter(|(t, r)| *t == scope.tenant_id() && r.kind == kind)
+                .count() as u64
+        };
+        Ok(RecordCounts {
+            skills: count(RecordKind::Skill),
+            memory_collections: count(RecordKind::MemoryCollection),
+            agents: count(RecordKind::AgentDraft),
+            workflows: count(RecordKind::WorkflowDraft),
+            apps: count(RecordKind::AppDraft),
+            api_keys: 0,
+        })
     }
 
     fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {

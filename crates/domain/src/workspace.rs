@@ -332,3 +332,136 @@ impl NewActivity {
         &self.detail
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::AdminAuthority;
+
+    #[test]
+    fn every_record_kind_reads_back_from_its_stored_name_and_nothing_else_does() {
+        for kind in RecordKind::ALL {
+            assert_eq!(RecordKind::from_stored(kind.as_str()), Some(kind));
+        }
+        assert_eq!(RecordKind::from_stored("agents"), None);
+        assert_eq!(RecordKind::from_stored(""), None);
+    }
+
+    #[test]
+    fn only_the_three_draft_segments_name_a_draft_kind() {
+        assert_eq!(
+            RecordKind::draft_from_path("agents"),
+            Some(RecordKind::AgentDraft)
+        );
+        assert_eq!(
+            RecordKind::draft_from_path("workflows"),
+            Some(RecordKind::WorkflowDraft)
+        );
+        assert_eq!(
+            RecordKind::draft_from_path("apps"),
+            Some(RecordKind::AppDraft)
+        );
+        for other in ["skills", "agent_draft", "Agents", ""] {
+            assert_eq!(RecordKind::draft_from_path(other), None);
+        }
+    }
+
+    #[test]
+    fn not_found_messages_name_the_kind_in_words() {
+        let nouns: Vec<&str> = RecordKind::ALL.iter().map(|k| k.noun()).collect();
+        assert_eq!(
+            nouns,
+            [
+                "skill",
+                "memory collection",
+                "memory source",
+                "agent draft",
+                "workflow draft",
+                "app draft"
+            ]
+        );
+    }
+
+    #[test]
+    fn key_scopes_parse_from_their_contract_names_only() {
+        let names = ["workspace:read", "workspace:write", "guard:scan", "run"];
+        for (scope, name) in KeyScope::ALL.into_iter().zip(names) {
+            assert_eq!(scope.as_str(), name);
+            assert_eq!(KeyScope::parse("scopes", name).unwrap(), scope);
+        }
+        let e = KeyScope::parse("scopes", "workspace:admin").unwrap_err();
+        assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "scopes"));
+    }
+
+    fn api_key(scopes: Vec<KeyScope>) -> ApiKey {
+        ApiKey {
+            id: Uuid::now_v7(),
+            tenant_id: Uuid::now_v7(),
+            user_id: Uuid::now_v7(),
+            name: "ci".into(),
+            scopes,
+            hint: "abcd".into(),
+            key_hash: "h".into(),
+            created_at: Utc::now(),
+            last_used_at: None,
+            expires_at: None,
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn a_key_has_exactly_the_scopes_it_was_given() {
+        let key = api_key(vec![KeyScope::WorkspaceRead, KeyScope::Run]);
+        assert!(key.has_scope(KeyScope::WorkspaceRead));
+        assert!(key.has_scope(KeyScope::Run));
+        assert!(!key.has_scope(KeyScope::WorkspaceWrite));
+        assert!(!key.has_scope(KeyScope::GuardScan));
+    }
+
+    #[test]
+    fn a_key_is_usable_until_its_expiry_and_never_once_revoked() {
+        let now = Utc::now();
+        let second = chrono::Duration::seconds(1);
+        let mut key = api_key(vec![KeyScope::WorkspaceRead]);
+        assert!(key.is_usable_at(now));
+        key.expires_at = Some(now + second);
+        assert!(key.is_usable_at(now));
+        key.expires_at = Some(now);
+        assert!(!key.is_usable_at(now));
+        key.expires_at = Some(now - second);
+        assert!(!key.is_usable_at(now));
+        // Revoked, whether or not it would still be valid.
+        key.expires_at = Some(now + second);
+        key.revoked_at = Some(now - second);
+        assert!(!key.is_usable_at(now));
+        key.expires_at = None;
+        assert!(!key.is_usable_at(now));
+    }
+
+    #[test]
+    fn actor_kinds_read_back_from_their_stored_names() {
+        for (kind, name) in [
+            (ActorKind::Member, "member"),
+            (ActorKind::Admin, "admin"),
+            (ActorKind::Key, "key"),
+        ] {
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(ActorKind::from_stored(name), kind);
+        }
+    }
+
+    #[test]
+    fn every_activity_line_gets_its_own_id() {
+        let scope = crate::access::LocalOperator::at_the_console("ops")
+            .admin_scope()
+            .unwrap();
+        let tenant = Uuid::now_v7();
+        let line = |action: &str| {
+            NewActivity::admin(&scope, tenant, Utc::now(), action, None, Value::Null)
+        };
+        let (a, b) = (line("shadow.enter"), line("shadow.exit"));
+        assert!(!a.id().is_nil());
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.tenant_id(), tenant);
+    }
+}

@@ -537,4 +537,38 @@ mod tests {
         assert_eq!(settings(&ws, &p).unwrap().version, 3);
         assert_eq!(ws.activity.lock().unwrap().len(), 3);
     }
+
+    #[test]
+    fn the_overview_shows_a_shadow_viewer_seen_within_the_idle_time_only() {
+        let store = crate::fakes::Fake::default();
+        let t = tenant(Status::Active);
+        store.tenants.lock().unwrap().push(t.clone());
+        let mut admin = user(Role::PlatformAdmin, Status::Active, None);
+        admin.email = crate::values::Email::parse("email", "root@example.com").unwrap();
+        store.users.lock().unwrap().push(admin.clone());
+        let now = Utc::now();
+        let idle = Duration::hours(24);
+        let since = now - Duration::hours(30);
+        let viewing = |last_seen: DateTime<Utc>| crate::model::Session {
+            id: Uuid::now_v7(),
+            user_id: admin.id,
+            token_hash: "tok".into(),
+            created_at: since,
+            last_seen_at: last_seen,
+            expires_at: now + Duration::days(1),
+            user_agent: String::new(),
+            ip: String::new(),
+            shadow_tenant_id: Some(t.id),
+            shadow_since: Some(since),
+        };
+        let p = member_of(&t);
+        *store.sessions.lock().unwrap() = vec![viewing(now - idle + Duration::seconds(1))];
+        let seen = overview(&store, &p, idle, now).unwrap();
+        assert_eq!(
+            seen.support_view,
+            Some(("root@example.com".to_owned(), since))
+        );
+        *store.sessions.lock().unwrap() = vec![viewing(now - idle - Duration::seconds(1))];
+        assert_eq!(overview(&store, &p, idle, now).unwrap().support_view, None);
+    }
 }
