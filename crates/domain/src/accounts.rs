@@ -247,6 +247,7 @@ pub fn authenticate_key<P: ApiKeyRepo + ?Sized>(
             key_id: ctx.key.id,
             name: ctx.key.name.clone(),
             scopes: ctx.key.scopes.clone(),
+            limits: ctx.key.limits,
         },
     ))
 }

@@ -14,9 +14,11 @@ pub mod gateway;
 pub mod model;
 pub mod page;
 pub mod ports;
+pub mod quota;
 pub mod records;
 pub mod runs;
 pub mod secret;
+pub mod usage;
 pub mod values;
 pub mod workspace;
 

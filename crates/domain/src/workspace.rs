@@ -158,6 +158,8 @@ pub struct ApiKey {
     pub last_used_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The key's own per-minute limits, at most the tenant's when set.
+    pub limits: crate::quota::KeyLimits,
 }
 
 impl ApiKey {
