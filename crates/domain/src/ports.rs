@@ -22,7 +22,7 @@ use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Region};
 use crate::workspace::{
-    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
+    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
 };
 
 pub trait UserRepo {
@@ -229,6 +229,15 @@ pub trait ApiKeyRepo {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<bool>;
+    /// Renames a key of the tenant or changes its limits, and appends `activity`, in one
+    /// transaction; `Ok(None)` when not found or revoked.
+    fn update_api_key(
+        &self,
+        scope: &WriteScope,
+        id: Uuid,
+        patch: &ApiKeyPatch,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<ApiKey>>;
     /// The key with this hash, with its member and the member's tenant.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>>;
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()>;

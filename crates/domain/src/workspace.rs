@@ -172,6 +172,14 @@ impl ApiKey {
     }
 }
 
+/// A change to a key: its name and its own limits (each `Some(None)` removes one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiKeyPatch {
+    pub name: Option<String>,
+    pub requests_per_minute: Option<Option<u64>>,
+    pub tokens_per_minute: Option<Option<u64>>,
+}
+
 /// A key with the member and tenant it acts for, loaded in one go.
 #[derive(Debug, Clone)]
 pub struct KeyContext {
