@@ -8,6 +8,7 @@ use actix_web::{HttpMessage, HttpResponse};
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const SHADOW_TENANT: HeaderName = HeaderName::from_static("x-shadow-tenant");
@@ -77,6 +78,18 @@ pub async fn request_context(
         latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "request"
     );
+    // The route template, never the raw path: label values stay a small, fixed set.
+    if let Some(state) = res.request().app_data::<actix_web::web::Data<AppState>>() {
+        let route = res
+            .request()
+            .match_pattern()
+            .unwrap_or_else(|| "unmatched".to_owned());
+        state.metrics.http_request(
+            res.request().method().as_str(),
+            route,
+            res.status().as_u16(),
+        );
+    }
     let shadow = res.request().extensions().get::<ShadowTenant>().copied();
     if let Some(ShadowTenant(tenant)) = shadow {
         if let Ok(v) = HeaderValue::from_str(&tenant.to_string()) {

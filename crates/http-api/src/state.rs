@@ -15,6 +15,28 @@ use tokio::sync::Semaphore;
 use crate::error::ApiError;
 use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
+use crate::metrics::Metrics;
+
+/// The run sink of the orchestration: counts finished runs, then queues them for the writer.
+struct MeteredSink {
+    recorder: RunRecorder,
+    metrics: Arc<Metrics>,
+}
+
+impl gc_domain::runs::RunSink for MeteredSink {
+    fn send(&self, event: gc_domain::runs::RunEvent) {
+        if let gc_domain::runs::RunEvent::Run(_, line) = &event {
+            let usage = line.usage();
+            self.metrics.run_finished(
+                line.region().as_str(),
+                line.outcome(),
+                usage.prompt_tokens,
+                usage.completion_tokens,
+            );
+        }
+        self.recorder.send(event);
+    }
+}
 
 /// HTTP-facing settings, built once from configuration by the binary.
 #[derive(Debug, Clone)]
@@ -28,6 +50,9 @@ pub struct HttpSettings {
     pub trusted_proxies: Vec<IpNet>,
     /// Largest accepted request body.
     pub body_limit: usize,
+    /// Serve `GET /metrics` on the main listener (false when metrics are off or have their
+    /// own address, `GC_METRICS_BIND`).
+    pub metrics_on_main: bool,
 }
 
 impl HttpSettings {
@@ -44,6 +69,7 @@ impl Default for HttpSettings {
             chat_completions: false,
             trusted_proxies: Vec::new(),
             body_limit: 1024 * 1024,
+            metrics_on_main: true,
         }
     }
 }
@@ -74,6 +100,8 @@ pub struct AppState {
     /// Queue of activity lines and key verdicts written off the request path (runs, scans).
     pub(crate) recorder: RunRecorder,
     pub guard: Arc<GuardService>,
+    /// The Prometheus metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -85,9 +113,15 @@ impl AppState {
         guard: Arc<GuardService>,
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let metrics = Arc::new(Metrics::new());
+        let queue = recorder.clone();
+        metrics.set_queue_probe(move || queue.depth());
         let runs = Arc::new(Runs::new(
             Arc::clone(&adapters.gateways),
-            Arc::new(recorder.clone()),
+            Arc::new(MeteredSink {
+                recorder: recorder.clone(),
+                metrics: Arc::clone(&metrics),
+            }),
         ));
         Self {
             store: adapters.store,
@@ -100,6 +134,7 @@ impl AppState {
             runs,
             recorder,
             guard,
+            metrics,
         }
     }
 

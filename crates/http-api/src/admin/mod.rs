@@ -5,6 +5,7 @@ use actix_web::web;
 pub mod ai_keys;
 pub mod diagnostics;
 pub mod tenants;
+pub mod usage;
 pub mod users;
 
 pub fn config(cfg: &mut web::ServiceConfig) {
@@ -16,6 +17,7 @@ pub fn config(cfg: &mut web::ServiceConfig) {
                     .route(web::post().to(tenants::create_tenant)),
             )
             .service(web::resource("/tenants/{id}").route(web::patch().to(tenants::patch_tenant)))
+            .service(web::resource("/usage").route(web::get().to(usage::admin_usage)))
             .service(
                 web::resource("/tenants/{id}/ai-keys")
                     .route(web::get().to(ai_keys::list_ai_keys))

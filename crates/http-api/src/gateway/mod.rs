@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::middleware::OpenAiErrors;
 
+pub mod models;
 pub mod run;
 
 /// Hands run records to a background writer through a bounded queue, off the request path.
@@ -31,6 +32,11 @@ impl RunRecorder {
     pub fn record(&self, activity: NewActivity) {
         self.send(RunEvent::Activity(activity));
     }
+
+    /// Entries waiting for the writer.
+    pub fn depth(&self) -> usize {
+        self.tx.max_capacity().saturating_sub(self.tx.capacity())
+    }
 }
 
 impl RunSink for RunRecorder {
@@ -51,6 +57,17 @@ async fn openai_errors(
 
 pub fn config(cfg: &mut web::ServiceConfig, chat_completions: bool) {
     cfg.service(web::resource("/run").route(web::post().to(run::run)));
+    // OpenAI's model list, for /run users and OpenAI SDKs alike (errors in OpenAI's shape).
+    cfg.service(
+        web::resource("/models")
+            .wrap(from_fn(openai_errors))
+            .route(web::get().to(models::list_models)),
+    );
+    cfg.service(
+        web::resource("/models/{id}")
+            .wrap(from_fn(openai_errors))
+            .route(web::get().to(models::get_model)),
+    );
     if chat_completions {
         cfg.service(
             web::resource("/chat/completions")

@@ -16,6 +16,7 @@ pub mod records;
 pub mod settings;
 pub mod skills;
 pub mod sources;
+pub mod usage;
 
 pub fn config(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -77,7 +78,11 @@ pub fn config(cfg: &mut web::ServiceConfig) {
                     .route(web::post().to(api_keys::create_api_key)),
             )
             .service(
-                web::resource("/api-keys/{id}").route(web::delete().to(api_keys::revoke_api_key)),
+                web::resource("/api-keys/{id}")
+                    .route(web::delete().to(api_keys::revoke_api_key))
+                    .route(web::patch().to(api_keys::patch_api_key)),
+            )
+            .service(web::resource("/usage").route(web::get().to(usage::workspace_usage))
             )
             .service(web::resource("/ai-access").route(web::get().to(ai_access::get_ai_access)))
             .service(web::resource("/ai-access/guide").route(web::get().to(ai_access::get_guide))),
