@@ -385,8 +385,8 @@ impl<U: ChatUpstream> Runs<U> {
         let requested_model = body
             .get("model")
             .and_then(Value::as_str)
-            .unwrap_or("auto")
-            .to_owned();
+            .filter(|m| *m != "auto")
+            .map(str::to_owned);
         let n = keys.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -440,7 +440,12 @@ impl<U: ChatUpstream> Runs<U> {
                     self.upstream.backoff().await;
                 }
                 Err(failure) => {
-                    self.sink.send(record.failed(&failure, started));
+                    // `auto` (or no model) is recorded as the region's default model.
+                    let model = record.requested_model.clone().unwrap_or_else(|| {
+                        let models = self.upstream.models(scope.region());
+                        models.into_iter().next().unwrap_or_else(|| "auto".to_owned())
+                    });
+                    self.sink.send(record.failed(&failure, started, &model));
                     return Err(RunError::Upstream(failure));
                 }
             }
@@ -457,8 +462,8 @@ struct RunRecord {
     route: &'static str,
     /// A first attempt failed (connect failure or 5xx) and this one is the retry.
     retried: bool,
-    /// The model the caller asked for (`auto` when none), for failed runs' usage lines.
-    requested_model: String,
+    /// The model the caller named (`None` for `auto` or none), for failed runs' usage lines.
+    requested_model: Option<String>,
 }
 
 impl RunRecord {
@@ -518,7 +523,7 @@ impl RunRecord {
         )
     }
 
-    fn failed(&self, failure: &UpstreamFailure, started: Instant) -> RunEvent {
+    fn failed(&self, failure: &UpstreamFailure, started: Instant, model: &str) -> RunEvent {
         let (code, status) = match failure {
             UpstreamFailure::Timeout => ("upstream_timeout", None),
             UpstreamFailure::Refused { status: 429, .. } => ("upstream_rate_limited", Some(429)),
@@ -527,7 +532,7 @@ impl RunRecord {
         };
         let at = Utc::now();
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let line = self.line(at, &self.requested_model, code, None, latency_ms);
+        let line = self.line(at, model, code, None, latency_ms);
         let activity = NewActivity::run(
             &self.scope,
             at,

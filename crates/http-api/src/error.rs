@@ -187,6 +187,13 @@ impl ResponseError for ApiError {
                 res.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
+        if self.code == ErrorCode::BudgetExhausted {
+            // The budget is spent until the month turns: tells OpenAI's SDKs not to retry.
+            res.headers_mut().insert(
+                header::HeaderName::from_static("x-should-retry"),
+                HeaderValue::from_static("false"),
+            );
+        }
         for (name, value) in &self.headers {
             res.headers_mut().insert(name.clone(), value.clone());
         }

@@ -103,6 +103,8 @@ fn rewrite(res: ServiceResponse<BoxBody>, e: &ApiError, id: &str) -> ServiceResp
     let openai = res.request().extensions().get::<OpenAiErrors>().is_some();
     let body = if openai {
         let kind = match e.status().as_u16() {
+            // OpenAI's word for a spent budget: its clients do not retry it.
+            429 if e.code() == gc_domain::ErrorCode::BudgetExhausted => "insufficient_quota",
             401 => "authentication_error",
             403 => "permission_error",
             404 => "not_found_error",
