@@ -701,7 +701,7 @@ gateway_tests! {
         let refused = s.member.post("/run", s.chat()).await;
         assert_error(&refused, 429, "budget_exhausted");
         let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
-        assert!(wait >= 1 && wait <= 31 * 86_400, "{wait}");
+        assert!((1..=31 * 86_400).contains(&wait), "{wait}");
         assert_eq!(s.hk.chat_requests().len(), 2);
     }
 
@@ -792,22 +792,40 @@ async fn metrics_can_move_to_their_own_address_or_be_turned_off() {
     else {
         return;
     };
-    let main = app.client.get(format!("{}/metrics", app.base)).send().await.unwrap();
+    let main = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(main.status(), 404, "not on the main listener");
     let (config, db) = app.stop().await;
     let state = gc_server::build_state(&config).unwrap();
     let running = gc_server::start(&config, state, false).unwrap();
     let addr = running.metrics_addr.unwrap();
     actix_web::rt::spawn(running.server);
-    let r = reqwest::get(format!("http://{addr}/metrics")).await.unwrap();
+    let r = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.text().await.unwrap().contains("gc_run_record_queue_depth"));
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("gc_run_record_queue_depth"));
     running.handle.stop(true).await;
     drop(db);
-    let Some(off) = TestApp::start_with(Backend::Sqlite, "metrics_off", |c| c.metrics = false).await else {
+    let Some(off) =
+        TestApp::start_with(Backend::Sqlite, "metrics_off", |c| c.metrics = false).await
+    else {
         return;
     };
-    let r = off.client.get(format!("{}/metrics", off.base)).send().await.unwrap();
+    let r = off
+        .client
+        .get(format!("{}/metrics", off.base))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
 }
 
@@ -835,16 +853,30 @@ async fn two_nodes_on_postgres_admit_exactly_the_limit() {
     }
     let mut calls = Vec::new();
     for i in 0..16 {
-        let actor = if i % 2 == 0 { on_a.clone() } else { on_b.clone() };
+        let actor = if i % 2 == 0 {
+            on_a.clone()
+        } else {
+            on_b.clone()
+        };
         let body = s.chat();
-        calls.push(actix_web::rt::spawn(async move { actor.post("/run", body).await.status.as_u16() }));
+        calls.push(actix_web::rt::spawn(async move {
+            actor.post("/run", body).await.status.as_u16()
+        }));
     }
     let mut statuses = Vec::new();
     for c in calls {
         statuses.push(c.await.unwrap());
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 5, "{statuses:?}");
-    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 11, "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        11,
+        "{statuses:?}"
+    );
     assert_eq!(s.hk.chat_requests().len(), 5);
 }
 
@@ -878,7 +910,10 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     let models = client.models().list().await.expect("models.list()");
     let ids: Vec<_> = models.data.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["auto", "gpt-4o-mini", "gpt-4o"]);
-    assert_eq!(client.models().retrieve("gpt-4o").await.unwrap().id, "gpt-4o");
+    assert_eq!(
+        client.models().retrieve("gpt-4o").await.unwrap().id,
+        "gpt-4o"
+    );
 
     let request = CreateChatCompletionRequestArgs::default()
         .model("auto")
@@ -905,12 +940,19 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     let calls = s.hk.chat_requests().len();
     for _ in 0..4 {
         s.hk.push_behavior(
-            Behavior::openai_error(429, "slow down", Some("rate_limit_exceeded"), Some("requests"))
-                .with_header("retry-after", "1"),
+            Behavior::openai_error(
+                429,
+                "slow down",
+                Some("rate_limit_exceeded"),
+                Some("requests"),
+            )
+            .with_header("retry-after", "1"),
         );
     }
     let err = client.chat().create(request.clone()).await.unwrap_err();
-    let OpenAIError::ApiError(e) = &err else { panic!("{err:?}") };
+    let OpenAIError::ApiError(e) = &err else {
+        panic!("{err:?}")
+    };
     assert_eq!(e.status_code.as_u16(), 429);
     assert_eq!(e.api_error.r#type.as_deref(), Some("rate_limit_error"));
     assert_eq!(e.api_error.code.as_deref(), Some("upstream_rate_limited"));
@@ -924,9 +966,15 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     eventually(async || member.post("/run", chat.clone()).await.code() == "budget_exhausted").await;
     let calls = s.hk.chat_requests().len();
     let err = client.chat().create(request.clone()).await.unwrap_err();
-    let OpenAIError::ApiError(e) = &err else { panic!("{err:?}") };
+    let OpenAIError::ApiError(e) = &err else {
+        panic!("{err:?}")
+    };
     assert_eq!(e.status_code.as_u16(), 429);
     assert_eq!(e.api_error.code.as_deref(), Some("budget_exhausted"));
     assert_eq!(e.api_error.r#type.as_deref(), Some("insufficient_quota"));
-    assert_eq!(s.hk.chat_requests().len(), calls, "refusals never reach the upstream");
+    assert_eq!(
+        s.hk.chat_requests().len(),
+        calls,
+        "refusals never reach the upstream"
+    );
 }

@@ -11,9 +11,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, User, UserPatch};
 use crate::page::{Page, PageRequest};
-use crate::ports::{
-    AiKeyRepo, KeySealer, QuotaRepo, Reservation, SigninThrottleRepo, UserRepo,
-};
+use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo, Reservation, SigninThrottleRepo, UserRepo};
 use crate::quota::{QuotaWindow, Take};
 use crate::secret::SecretString;
 use crate::values::{Email, Region};

@@ -22,7 +22,8 @@ use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Region};
 use crate::workspace::{
-    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
+    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordKind,
+    Settings,
 };
 
 pub trait UserRepo {

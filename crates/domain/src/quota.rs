@@ -134,7 +134,9 @@ pub fn next_month_start(at: DateTime<Utc>) -> DateTime<Utc> {
     } else {
         (at.year(), at.month() + 1)
     };
-    Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0).single().unwrap_or(at)
+    Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(at)
 }
 
 /// Whole seconds (at least 1) from `now` to `until_ms`.
@@ -428,7 +430,10 @@ mod tests {
         let now = at("2026-11-21T10:00:00Z");
         let s = admit(&store, &scope, now).unwrap();
         assert_eq!(s.requests.unwrap().remaining, 0, "the key's is the tighter");
-        assert_eq!(admit(&store, &scope, now).unwrap_err().code(), "rate_limited");
+        assert_eq!(
+            admit(&store, &scope, now).unwrap_err().code(),
+            "rate_limited"
+        );
         let tenant_window = QuotaWindow {
             subject: QuotaSubject::TenantMinute(scope.tenant().id),
             start_ms: minute_start(now),
@@ -485,7 +490,10 @@ mod tests {
             tokens_per_minute: None,
         };
         let e = over.check_within(&tenant).unwrap_err();
-        assert!(e.to_string().starts_with("limits.requests_per_minute"), "{e}");
+        assert!(
+            e.to_string().starts_with("limits.requests_per_minute"),
+            "{e}"
+        );
         assert!(limit_value("x", Some(0)).is_err());
         assert!(limit_value("x", Some(-1)).is_err());
         assert_eq!(limit_value("x", Some(5)).unwrap(), Some(5));
@@ -498,6 +506,9 @@ mod tests {
             next_month_start(at("2026-12-31T23:59:59Z")),
             at("2027-01-01T00:00:00Z")
         );
-        assert_eq!(month_start(at("2026-02-14T08:00:00Z")), at("2026-02-01T00:00:00Z"));
+        assert_eq!(
+            month_start(at("2026-02-14T08:00:00Z")),
+            at("2026-02-01T00:00:00Z")
+        );
     }
 }

@@ -393,11 +393,8 @@ impl<U: ChatUpstream> Runs<U> {
         let mut rejected = vec![false; n];
         let mut retried = false;
         let mut at = start;
-        loop {
-            // The next key not proven bad (there is one: the loop ends when all are).
-            let Some(i) = (0..n).map(|d| (at + d) % n).find(|i| !rejected[*i]) else {
-                break;
-            };
+        // Each turn takes the next key not proven bad; the loop ends when all are.
+        while let Some(i) = (0..n).map(|d| (at + d) % n).find(|i| !rejected[*i]) {
             at = i + 1;
             let (key, secret) = &keys[i];
             let record = RunRecord {
@@ -443,7 +440,10 @@ impl<U: ChatUpstream> Runs<U> {
                     // `auto` (or no model) is recorded as the region's default model.
                     let model = record.requested_model.clone().unwrap_or_else(|| {
                         let models = self.upstream.models(scope.region());
-                        models.into_iter().next().unwrap_or_else(|| "auto".to_owned())
+                        models
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| "auto".to_owned())
                     });
                     self.sink.send(record.failed(&failure, started, &model));
                     return Err(RunError::Upstream(failure));
@@ -806,12 +806,24 @@ mod tests {
         k.sealed_secret = "sealed:k".into();
         let store = Fake::with_keys(vec![k]);
         let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare(&store, &FakeSealer, &member(&t, session()), Ok::<_, ()>(body()), |_| true)
-            .unwrap()
-            .unwrap();
+        let plan = prepare(
+            &store,
+            &FakeSealer,
+            &member(&t, session()),
+            Ok::<_, ()>(body()),
+            |_| true,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(plan.limits().requests.unwrap().remaining, 0);
-        let e = prepare(&store, &FakeSealer, &member(&t, session()), Ok::<_, ()>(body()), |_| true)
-            .unwrap_err();
+        let e = prepare(
+            &store,
+            &FakeSealer,
+            &member(&t, session()),
+            Ok::<_, ()>(body()),
+            |_| true,
+        )
+        .unwrap_err();
         assert_eq!(e.code(), "rate_limited");
     }
 

@@ -59,9 +59,8 @@ impl UsageRange {
             .unwrap_or(today);
         let date = |field: &str, raw: Option<&str>, default: NaiveDate| match raw {
             None | Some("") => Ok(default),
-            Some(raw) => NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| {
-                DomainError::invalid(field, "must be a date such as 2026-11-01")
-            }),
+            Some(raw) => NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+                .map_err(|_| DomainError::invalid(field, "must be a date such as 2026-11-01")),
         };
         let from = date("from", from, first)?;
         let to = date("to", to, last)?;
@@ -185,7 +184,10 @@ mod tests {
     #[test]
     fn ranges_default_to_the_month_and_are_checked() {
         let r = UsageRange::parse(None, None, d("2026-02-14")).unwrap();
-        assert_eq!((r.from_day(), r.to_day()), ("2026-02-01".into(), "2026-02-28".into()));
+        assert_eq!(
+            (r.from_day(), r.to_day()),
+            ("2026-02-01".into(), "2026-02-28".into())
+        );
         let r = UsageRange::parse(Some("2026-01-05"), Some("2026-01-05"), d("2026-02-14")).unwrap();
         assert_eq!(r.from_day(), "2026-01-05");
         for (from, to) in [

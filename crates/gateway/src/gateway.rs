@@ -508,7 +508,10 @@ impl RegionGateway {
         let resp = match tokio::time::timeout_at(deadline, self.inner.client.request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Err(e)) if e.is_connect() => {
-                return Err(UpstreamError::Unreachable(transport_error(&e, Some(secret))))
+                return Err(UpstreamError::Unreachable(transport_error(
+                    &e,
+                    Some(secret),
+                )))
             }
             Ok(Err(e)) => return Err(UpstreamError::Transport(transport_error(&e, Some(secret)))),
             Ok(Ok(resp)) => resp,
@@ -612,7 +615,8 @@ impl RegionGateway {
         };
         let stream = matches!(obj.get("stream"), Some(Value::Bool(true)));
         let wants_usage = matches!(
-            obj.get("stream_options").and_then(|o| o.get("include_usage")),
+            obj.get("stream_options")
+                .and_then(|o| o.get("include_usage")),
             Some(Value::Bool(true))
         );
         if stream {
@@ -716,7 +720,10 @@ mod tests {
         );
         assert_eq!(b["temperature"], 0.5);
         let mut b = serde_json::json!({"stream": true, "stream_options": {"include_usage": true}});
-        assert!(gw.prepare_body(&mut b).2, "the client asked for the usage chunk");
+        assert!(
+            gw.prepare_body(&mut b).2,
+            "the client asked for the usage chunk"
+        );
         assert_eq!(gw.models(), ["m-default", "m-large"]);
     }
 

@@ -782,7 +782,8 @@ mod tests {
     #[test]
     fn the_usage_chunk_is_read_but_kept_from_clients_that_did_not_ask() {
         let usage = br#"{"model":"real","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
-        let content = br#"{"model":"real","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}"#;
+        let content =
+            br#"{"model":"real","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}"#;
         // A last content chunk that also carries usage is content: it goes out either way.
         let both = br#"{"model":"real","choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
         for (strip, expect) in [(true, 2), (false, 3)] {
@@ -795,7 +796,11 @@ mod tests {
             let text = String::from_utf8(out.to_vec()).unwrap();
             assert_eq!(text.matches("data: ").count(), expect, "{text}");
             assert_eq!(text.contains(r#""choices":[]"#), !strip, "{text}");
-            assert_eq!(run.usage.map(|u| u.total_tokens), Some(7), "read either way");
+            assert_eq!(
+                run.usage.map(|u| u.total_tokens),
+                Some(7),
+                "read either way"
+            );
         }
     }
 }

@@ -618,7 +618,10 @@ async fn https_goes_through_rustls() {
     let gw = gateway(format!("https://{addr}/v1"), Duration::from_secs(2));
     let err = chat(&gw, messages()).await.unwrap_err();
     assert!(
-        matches!(err, UpstreamError::Transport(_) | UpstreamError::Unreachable(_)),
+        matches!(
+            err,
+            UpstreamError::Transport(_) | UpstreamError::Unreachable(_)
+        ),
         "{err:?}"
     );
     let p = gw.probe(&secret()).await;

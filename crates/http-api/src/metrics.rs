@@ -122,15 +122,17 @@ impl Metrics {
             "Runs (/run and /chat/completions) that reached the upstream, by region and outcome",
             runs.clone(),
         );
-        let upstream_latency =
-            Family::<RegionLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let upstream_latency = Family::<RegionLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
         registry.register(
             "gc_upstream_latency_seconds",
             "Time from sending a run upstream to its response (headers, for streams), retries included",
             upstream_latency.clone(),
         );
-        let added_latency =
-            Family::<RouteLabels, Histogram>::new_with_constructor(added_histogram as fn() -> Histogram);
+        let added_latency = Family::<RouteLabels, Histogram>::new_with_constructor(
+            added_histogram as fn() -> Histogram,
+        );
         registry.register(
             "gc_added_latency_seconds",
             "Time gc itself adds to a run before its response starts (authentication, quotas, keys)",
@@ -215,7 +217,13 @@ impl Metrics {
     }
 
     /// A finished run: its outcome (`ok`, `cancelled`, an error code) and tokens.
-    pub fn run_finished(&self, region: &'static str, outcome: &'static str, prompt: u64, completion: u64) {
+    pub fn run_finished(
+        &self,
+        region: &'static str,
+        outcome: &'static str,
+        prompt: u64,
+        completion: u64,
+    ) {
         self.runs
             .get_or_create(&RunLabels { region, outcome })
             .inc();
@@ -238,7 +246,13 @@ impl Metrics {
     }
 
     /// The upstream's share and gc's own share of a run's time to its response.
-    pub fn run_latency(&self, region: &'static str, route: &'static str, upstream_s: f64, added_s: f64) {
+    pub fn run_latency(
+        &self,
+        region: &'static str,
+        route: &'static str,
+        upstream_s: f64,
+        added_s: f64,
+    ) {
         self.upstream_latency
             .get_or_create(&RegionLabels { region })
             .observe(upstream_s);

@@ -596,7 +596,10 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
     assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 7);
     // Nothing is left counted by refused two-window takes: the tenant holds exactly 7.
     let store = &db.store;
-    assert_eq!(store.take_request(&[(tenant, 8)]).unwrap(), Take::Taken(vec![8]));
+    assert_eq!(
+        store.take_request(&[(tenant, 8)]).unwrap(),
+        Take::Taken(vec![8])
+    );
     // The key's count holds only its admitted takes (at most 3), never a refused one.
     let Take::Taken(key_count) = store.take_request(&[(key, 100)]).unwrap() else {
         panic!("the key window is not full")
@@ -607,7 +610,10 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
         start_ms: start_ms + 60_000,
         ..tenant
     };
-    assert_eq!(store.take_request(&[(next, 1)]).unwrap(), Take::Taken(vec![1]));
+    assert_eq!(
+        store.take_request(&[(next, 1)]).unwrap(),
+        Take::Taken(vec![1])
+    );
     assert_eq!(store.take_request(&[(next, 1)]).unwrap(), Take::Full(0));
     assert_eq!(store.prune_windows(start_ms + 60_000, 0).unwrap(), 2);
 }

@@ -82,7 +82,10 @@ pub async fn get_model(
     } else {
         Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("the model `{}` does not exist", id.chars().take(200).collect::<String>()),
+            format!(
+                "the model `{}` does not exist",
+                id.chars().take(200).collect::<String>()
+            ),
         )
         .with_param("model"))
     }

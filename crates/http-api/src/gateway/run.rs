@@ -100,7 +100,10 @@ async fn pipeline(
         })
         .await
         .inspect_err(|e| {
-            if matches!(e.code(), ErrorCode::RateLimited | ErrorCode::BudgetExhausted) {
+            if matches!(
+                e.code(),
+                ErrorCode::RateLimited | ErrorCode::BudgetExhausted
+            ) {
                 state.metrics.quota_refused(e.code().as_str());
             }
         })??;

@@ -4,8 +4,8 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::model::new_id;
-use gc_domain::values::text;
 use gc_domain::quota::{limit_value, KeyLimits};
+use gc_domain::values::text;
 use gc_domain::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 use gc_domain::DomainError;
 use serde::{Deserialize, Serialize};
@@ -57,12 +57,15 @@ pub struct KeyLimitsBody {
     pub tokens_per_minute: Option<Option<i64>>,
 }
 
+/// One limit of a PATCH: left out (`None`), removed (`Some(None)`) or set.
+type LimitChange = Option<Option<u64>>;
+
 /// The checked limits of a body: `(requests_per_minute, tokens_per_minute)`, each `None` when
 /// left out, and refused above the caller's tenant's limits.
 fn checked_limits(
     p: &gc_domain::access::Principal,
     body: Option<&KeyLimitsBody>,
-) -> Result<(Option<Option<u64>>, Option<Option<u64>>), ApiError> {
+) -> Result<(LimitChange, LimitChange), ApiError> {
     let Some(body) = body else {
         return Ok((None, None));
     };

@@ -82,8 +82,7 @@ pub fn config(cfg: &mut web::ServiceConfig) {
                     .route(web::delete().to(api_keys::revoke_api_key))
                     .route(web::patch().to(api_keys::patch_api_key)),
             )
-            .service(web::resource("/usage").route(web::get().to(usage::workspace_usage))
-            )
+            .service(web::resource("/usage").route(web::get().to(usage::workspace_usage)))
             .service(web::resource("/ai-access").route(web::get().to(ai_access::get_ai_access)))
             .service(web::resource("/ai-access/guide").route(web::get().to(ai_access::get_guide))),
     );

@@ -56,8 +56,8 @@ pub(crate) fn query(params: &UsageParams, group: UsageGroup) -> Result<UsageQuer
         params.to.as_deref(),
         Utc::now().date_naive(),
     )?;
-    Ok(UsageQuery::new(range, group, params.limit, before)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))?)
+    UsageQuery::new(range, group, params.limit, before)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
 }
 
 /// One group's sums; exactly one of `day`, `model`, `key_id`, `tenant_id` is present.

@@ -43,7 +43,8 @@ const GIVE_BACK: &str = "UPDATE quota_windows SET requests = requests - 1 \
      WHERE subject = ? AND window_start = ?";
 const GIVE_BACK_PG: &str = "UPDATE quota_windows SET requests = requests - 1 \
      WHERE subject = $1 AND window_start = $2";
-const ADD_TOKENS_SQLITE: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+const ADD_TOKENS_SQLITE: &str =
+    "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
      VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
      SET tokens = quota_windows.tokens + excluded.tokens";
 const ADD_TOKENS_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
@@ -236,11 +237,7 @@ fn usage_sql(column: &str, pg: bool) -> String {
     )
 }
 
-fn usage(
-    store: &DbStore,
-    tenant_id: Option<Uuid>,
-    query: &UsageQuery,
-) -> DomainResult<UsagePage> {
+fn usage(store: &DbStore, tenant_id: Option<Uuid>, query: &UsageQuery) -> DomainResult<UsagePage> {
     let column = match query.group {
         UsageGroup::Day => "day",
         UsageGroup::Model => "model",
