@@ -32,6 +32,8 @@ pub enum Backend {
 pub enum DbGuard {
     Sqlite(TempDirGuard),
     Postgres(PostgresTestDatabase),
+    /// A second node on a database another `TestApp` keeps alive.
+    Shared,
 }
 
 /// A running server on its own database.
@@ -109,6 +111,12 @@ impl TestApp {
             handle,
             _db: db,
         }
+    }
+
+    /// A second node on this app's database (same configuration, its own process state), as
+    /// a multi-node deployment sharing one PostgreSQL database runs. Keep `self` alive longer.
+    pub fn second_node(&self) -> Self {
+        Self::start_on(self.config.clone(), DbGuard::Shared)
     }
 
     /// Stops the server gracefully and hands back its database (for restart tests).

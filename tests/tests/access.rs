@@ -26,6 +26,9 @@ enum Policy {
     WorkspaceSession { write: bool },
     /// A member's session or a key with `run`.
     Run,
+    /// The models a run may use: the same rules as a run (the Shadow view, which may not run,
+    /// is refused too).
+    ModelList,
 }
 
 /// The policy of every mounted route. A route missing here fails the test.
@@ -49,18 +52,19 @@ fn policy(route: Route) -> Option<Policy> {
             | "/admin/ai-gateways/diagnostics"
             | "/admin/users"
             | "/admin/users/{id}"
-            | "/admin/users/{id}/tenant",
+            | "/admin/users/{id}/tenant"
+            | "/admin/usage",
         ) => AdminOnly,
-        ("GET" | "POST", "/workspace/api-keys") | ("DELETE", "/workspace/api-keys/{id}") => {
-            WorkspaceSession { write: !read }
-        }
+        ("GET" | "POST", "/workspace/api-keys")
+        | ("DELETE" | "PATCH", "/workspace/api-keys/{id}") => WorkspaceSession { write: !read },
         (
             "GET",
             "/workspace"
             | "/workspace/settings"
             | "/workspace/activity"
             | "/workspace/ai-access"
-            | "/workspace/ai-access/guide",
+            | "/workspace/ai-access/guide"
+            | "/workspace/usage",
         ) => WorkspaceRead { item: false },
         ("PATCH", "/workspace/settings") => WorkspaceWrite { item: false },
         (
@@ -78,6 +82,7 @@ fn policy(route: Route) -> Option<Policy> {
             _ => WorkspaceWrite { item },
         },
         ("POST", "/run" | "/chat/completions") => Run,
+        ("GET", "/models" | "/models/{id}") => ModelList,
         _ => return None,
     })
 }
@@ -161,6 +166,7 @@ fn want(policy: Policy, who: Who) -> Want {
         WorkspaceWrite { item } => member(who, item, true, Some("workspace:write")),
         WorkspaceSession { write } => member(who, false, write, None),
         Run => member(who, false, true, Some("run")),
+        ModelList => member(who, false, true, Some("run")),
     }
 }
 

@@ -57,6 +57,7 @@ async fn setup(
         c.gateway_aihk_url = Some(hk_url);
         c.gateway_aica_url = Some(ca_url);
         c.gateway_timeout_s = 2;
+        c.gateway_aihk_models = vec!["m-large".into()];
         tweak(c);
     })
     .await?;
@@ -260,6 +261,8 @@ gateway_tests! {
 
     async fn upstream_failures_map_to_502_and_504(s) {
         s.add_key("AIHK", SECRET, true).await;
+        // A 5xx is retried once (on the next key): two in a row are the caller's 502.
+        s.hk.push_behavior(Behavior::status(500, "upstream exploded"));
         s.hk.push_behavior(Behavior::status(500, "upstream exploded"));
         let r = s.member.post("/run", s.chat()).await;
         assert_error(&r, 502, "upstream_error");
@@ -525,4 +528,454 @@ async fn an_openai_client_library_can_use_chat_completions() {
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("run"), "{refused}");
+}
+
+// ---- Quotas, usage, models, metrics and failover (issue 10) --------------------------------
+
+impl Setup {
+    async fn limit_tenant(&self, limits: Value) -> Value {
+        let r = self
+            .admin
+            .patch(
+                &format!("/admin/tenants/{}", self.tenant_id()),
+                json!({ "limits": limits }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.body
+    }
+}
+
+/// Polls `f` until it answers true (the run-record writer batches for 50 ms).
+async fn eventually(mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..100 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the condition did not hold in time");
+}
+
+gateway_tests! {
+    async fn a_tenant_over_its_request_limit_is_refused_before_the_upstream(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        let t = s.limit_tenant(json!({"requests_per_minute": 2})).await;
+        assert_eq!(t["limits"], json!({"requests_per_minute": 2, "tokens_per_minute": null, "monthly_tokens": null}));
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-limit-requests"), Some("2"));
+        assert_eq!(r.header("x-ratelimit-remaining-requests"), Some("1"));
+        assert!(r.header("x-ratelimit-reset-requests").is_some_and(|v| v.ends_with('s')));
+        assert_eq!(r.header("x-ratelimit-limit-tokens"), None, "no token limit applies");
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.header("x-ratelimit-remaining-requests"), Some("0"));
+        let refused = s.member.post("/run", s.chat()).await;
+        assert_error(&refused, 429, "rate_limited");
+        let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+        assert_eq!(refused.header("x-ratelimit-remaining-requests"), Some("0"));
+        assert_eq!(s.hk.chat_requests().len(), 2, "a refused run never reaches the upstream");
+        // A stream is refused the same way, as JSON, before any byte.
+        let mut body = s.chat();
+        body["stream"] = json!(true);
+        assert_error(&s.member.post("/run", body).await, 429, "rate_limited");
+        // Lifting the limit takes effect at the next request.
+        s.limit_tenant(json!({"requests_per_minute": null})).await;
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-limit-requests"), None);
+        // Limits are validated.
+        for bad in [json!({"requests_per_minute": 0}), json!({"monthly_tokens": -5}), json!({"tokens": 1})] {
+            let r = s.admin.patch(&format!("/admin/tenants/{}", s.tenant_id()), json!({"limits": bad})).await;
+            assert_eq!(r.status, 422, "{bad}: {}", r.text);
+        }
+        assert_error(&s.member.patch(&format!("/admin/tenants/{}", s.tenant_id()),
+            json!({"limits": {"requests_per_minute": 1000}})).await, 403, "admin_required");
+    }
+
+    async fn keys_carry_lower_limits_of_their_own(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        s.limit_tenant(json!({"requests_per_minute": 3, "tokens_per_minute": 1000})).await;
+        let r = s.member.post("/workspace/api-keys",
+            json!({"name": "ci", "scopes": ["run"], "limits": {"requests_per_minute": 4}})).await;
+        assert_error(&r, 422, "validation_failed");
+        assert!(r.text.contains("limits.requests_per_minute"), "{}", r.text);
+        let r = s.member.post("/workspace/api-keys",
+            json!({"name": "ci", "scopes": ["run"], "limits": {"requests_per_minute": 1}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(r.body["limits"], json!({"requests_per_minute": 1, "tokens_per_minute": null}));
+        let key_id = r.body["id"].as_str().unwrap().to_owned();
+        let ci = s.member.with_key(r.body["key"].as_str().unwrap());
+        let ok = ci.post("/run", s.chat()).await;
+        assert_eq!(ok.status, 200, "{}", ok.text);
+        assert_eq!(ok.header("x-ratelimit-limit-requests"), Some("1"), "the key's is the tighter");
+        assert_eq!(ok.header("x-ratelimit-limit-tokens"), Some("1000"));
+        assert_error(&ci.post("/run", s.chat()).await, 429, "rate_limited");
+        // The member's session is not bound by the key's limit.
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
+        // PATCH: above the tenant's is refused; null removes the key's own limit.
+        let path = format!("/workspace/api-keys/{key_id}");
+        assert_error(&s.member.patch(&path, json!({"limits": {"tokens_per_minute": 1001}})).await, 422, "validation_failed");
+        assert_error(&ci.patch(&path, json!({"limits": {"requests_per_minute": null}})).await, 403, "session_required");
+        let r = s.member.patch(&path, json!({"name": "ci-2", "limits": {"requests_per_minute": null}})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["name"], "ci-2");
+        assert_eq!(r.body["limits"]["requests_per_minute"], Value::Null);
+        let r = ci.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-limit-requests"), Some("3"));
+        assert_eq!(r.header("x-ratelimit-remaining-requests"), Some("0"), "three runs of the tenant this minute");
+        assert_error(&s.member.patch("/workspace/api-keys/0190a0a0-0000-7000-8000-000000000000",
+            json!({"name": "x"})).await, 404, "not_found");
+    }
+
+    async fn usage_is_summed_from_the_run_records(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        let ci = s.member.keyed(&["run"]).await;
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
+        assert_eq!(ci.post("/run", s.chat()).await.status, 200);
+        let mut large = s.chat();
+        large["model"] = json!("m-large");
+        assert_eq!(ci.post("/run", large).await.status, 200);
+        s.hk.push_behavior(Behavior::openai_error(400, "bad", None, None));
+        assert_eq!(ci.post("/run", s.chat()).await.status, 400);
+        let mut stream = s.chat();
+        stream["stream"] = json!(true);
+        let res = s.member.request(Method::POST, "/run").json(&stream).send().await.unwrap();
+        assert_eq!(sse_events(res).await.last().map(String::as_str), Some("[DONE]"));
+        let member = s.member.clone();
+        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == 5).await;
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        let r = s.member.get("/workspace/usage").await;
+        assert_eq!(r.body["data"].as_array().unwrap().len(), 1, "{}", r.text);
+        let day = &r.body["data"][0];
+        assert_eq!(day["day"], today);
+        assert_eq!(day["errors"], 1);
+        // Completions report 5 + 7; the 3-chunk stream 5 + 3.
+        assert_eq!(day["prompt_tokens"], 20);
+        assert_eq!(day["completion_tokens"], 24);
+        assert_eq!(day["total_tokens"], 44);
+        let r = s.member.get("/workspace/usage?group_by=model&limit=1").await;
+        assert_eq!(r.body["data"].as_array().unwrap().len(), 1, "{}", r.text);
+        assert_eq!(r.body["data"][0]["model"], "m-large");
+        let cursor = r.body["next_cursor"].as_str().unwrap().to_owned();
+        let r = s.member.get(&format!("/workspace/usage?group_by=model&cursor={cursor}")).await;
+        assert_eq!(r.body["data"][0]["model"], "gpt-4o-mini", "{}", r.text);
+        assert_eq!(r.body["data"][0]["requests"], 4);
+        assert_eq!(r.body["next_cursor"], Value::Null);
+        let r = s.member.get("/workspace/usage?group_by=key").await;
+        let lines = r.body["data"].as_array().unwrap();
+        assert_eq!(lines.len(), 2, "{}", r.text);
+        assert!(lines.iter().any(|l| l["key_id"].is_null() && l["requests"] == 2), "{}", r.text);
+        assert!(lines.iter().any(|l| l["key_id"].is_string() && l["requests"] == 3), "{}", r.text);
+        // Ranges are checked; another month is empty.
+        for bad in ["from=2026-02-10&to=2026-02-01", "from=2024-01-01&to=2026-01-01", "from=tuesday", "group_by=tenant", "color=red"] {
+            let r = s.member.get(&format!("/workspace/usage?{bad}")).await;
+            assert!(r.status == 422 || r.status == 400, "{bad}: {}", r.text);
+        }
+        let r = s.member.get("/workspace/usage?from=2020-01-01&to=2020-01-31").await;
+        assert_eq!(r.body["data"], json!([]));
+        // Keys need workspace:read; admins see every tenant.
+        assert_error(&ci.get("/workspace/usage").await, 403, "insufficient_scope");
+        let reader = s.member.keyed(&["workspace:read"]).await;
+        assert_eq!(reader.get("/workspace/usage").await.status, 200);
+        assert_error(&s.member.get("/admin/usage").await, 403, "admin_required");
+        let r = s.admin.get(&format!("/admin/usage?tenant_id={}", s.tenant_id())).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["data"][0]["tenant_id"], s.tenant["id"]);
+        assert_eq!(r.body["data"][0]["requests"], 5);
+    }
+
+    async fn a_monthly_budget_refuses_from_the_next_request(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        s.limit_tenant(json!({"monthly_tokens": 20})).await;
+        // Each completion reports 12 tokens, counted when the run's record is written: the
+        // second run is still under budget (12 < 20), the third is not (24).
+        let member = s.member.clone();
+        for n in [1, 2] {
+            let r = s.member.post("/run", s.chat()).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n).await;
+        }
+        let refused = s.member.post("/run", s.chat()).await;
+        assert_error(&refused, 429, "budget_exhausted");
+        let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=31 * 86_400).contains(&wait), "{wait}");
+        assert_eq!(s.hk.chat_requests().len(), 2);
+    }
+
+    async fn models_list_the_region_and_auto_first(s) {
+        let key = s.member.keyed(&["run"]).await;
+        let r = key.get("/models").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["object"], "list");
+        let ids: Vec<&str> = r.body["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["auto", "gpt-4o-mini", "m-large"]);
+        assert_eq!(r.body["data"][0]["object"], "model");
+        assert_eq!(s.member.get("/models/m-large").await.body["id"], "m-large");
+        let missing = key.get("/models/gpt-9").await;
+        assert_error(&missing, 404, "not_found");
+        assert_eq!(missing.body["error"]["type"], "not_found_error");
+        let reader = s.member.keyed(&["workspace:read"]).await;
+        let r = reader.get("/models").await;
+        assert_error(&r, 403, "insufficient_scope");
+        assert_eq!(r.body["error"]["type"], "permission_error");
+        assert_error(&s.app.anon().get("/models").await, 401, "unauthenticated");
+    }
+
+    async fn a_server_error_before_the_first_byte_is_retried_once_on_the_next_key(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        s.add_key("AIHK", SECRET_2, true).await;
+        let before = s.hk.chat_requests().len();
+        s.hk.push_behavior(Behavior::openai_error(503, "overloaded", None, None));
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let seen = s.hk.chat_requests();
+        assert_eq!(seen.len() - before, 2);
+        assert_ne!(seen[before].bearer(), seen[before + 1].bearer(), "the next key");
+        // Twice in a row: one retry only, then 502.
+        s.hk.push_behavior(Behavior::openai_error(500, "down", None, None));
+        s.hk.push_behavior(Behavior::openai_error(502, "down", None, None));
+        assert_error(&s.member.post("/run", s.chat()).await, 502, "upstream_error");
+        assert_eq!(s.hk.chat_requests().len() - before, 4);
+        // A 4xx is the caller's: never retried.
+        s.hk.push_behavior(Behavior::openai_error(400, "bad", None, None));
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 400);
+        assert_eq!(s.hk.chat_requests().len() - before, 5);
+        // A stream that breaks after its first bytes is never retried.
+        s.hk.push_behavior(Behavior::BreakMidStream { after: 1 });
+        let mut body = s.chat();
+        body["stream"] = json!(true);
+        let res = s.member.request(Method::POST, "/run").json(&body).send().await.unwrap();
+        let events = sse_events(res).await;
+        assert!(events[0].contains("chunk-0"), "{events:?}");
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        assert_eq!(s.hk.chat_requests().len() - before, 6);
+    }
+
+    async fn metrics_count_routes_runs_and_refusals_without_ids(s) {
+        s.add_key("AIHK", SECRET, true).await;
+        s.limit_tenant(json!({"requests_per_minute": 1})).await;
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 429);
+        let _ = s.member.get(&format!("/admin/tenants/{}/ai-keys", s.tenant_id())).await;
+        let res = s.app.client.get(format!("{}/metrics", s.app.base)).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+        let text = res.text().await.unwrap();
+        for needle in [
+            r#"gc_http_requests_total{method="POST",route="/api/v1/run",status="200"} 1"#,
+            r#"gc_http_requests_total{method="POST",route="/api/v1/run",status="429"} 1"#,
+            r#"route="/api/v1/admin/tenants/{id}/ai-keys""#,
+            r#"gc_runs_total{region="AIHK",outcome="ok"} 1"#,
+            r#"gc_quota_refusals_total{reason="rate_limited"} 1"#,
+            r#"gc_tokens_total{region="AIHK",kind="completion"} 7"#,
+            "gc_upstream_latency_seconds_count{region=\"AIHK\"} 1",
+            "gc_added_latency_seconds_bucket",
+            "gc_db_pool_connections{state=\"in_use\"}",
+            "gc_run_record_queue_depth",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from:\n{text}");
+        }
+        assert!(!text.contains(s.tenant_id()), "no tenant id in metrics");
+        assert!(!text.contains(&s.member.id), "no member id in metrics");
+    }
+}
+
+#[actix_web::test]
+async fn metrics_can_move_to_their_own_address_or_be_turned_off() {
+    let Some(app) = TestApp::start_with(Backend::Sqlite, "metrics_bind", |c| {
+        c.metrics_bind = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await
+    else {
+        return;
+    };
+    let main = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(main.status(), 404, "not on the main listener");
+    let (config, db) = app.stop().await;
+    let state = gc_server::build_state(&config).unwrap();
+    let running = gc_server::start(&config, state, false).unwrap();
+    let addr = running.metrics_addr.unwrap();
+    actix_web::rt::spawn(running.server);
+    let r = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("gc_run_record_queue_depth"));
+    running.handle.stop(true).await;
+    drop(db);
+    let Some(off) =
+        TestApp::start_with(Backend::Sqlite, "metrics_off", |c| c.metrics = false).await
+    else {
+        return;
+    };
+    let r = off
+        .client
+        .get(format!("{}/metrics", off.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// Two nodes on one PostgreSQL database: a tenant limited to N requests a minute gets exactly
+/// N through across both, however the requests are spread and raced.
+#[actix_web::test]
+async fn two_nodes_on_postgres_admit_exactly_the_limit() {
+    let Some(s) = setup(Backend::Postgres, "two_nodes", |_| {}).await else {
+        return;
+    };
+    s.add_key("AIHK", SECRET, true).await;
+    s.limit_tenant(json!({"requests_per_minute": 5})).await;
+    let node_b = s.app.second_node();
+    let key = s.member.new_key(&["run"]).await;
+    let on_a = s.member.with_key(&key);
+    let mut on_b = on_a.clone();
+    on_b.app = AppRef {
+        base: node_b.base.clone(),
+        client: node_b.client.clone(),
+        origin: on_a.app.origin.clone(),
+    };
+    // Keep clear of a minute boundary so all requests fall in one window.
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second > 50 {
+        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+    }
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        let actor = if i % 2 == 0 {
+            on_a.clone()
+        } else {
+            on_b.clone()
+        };
+        let body = s.chat();
+        calls.push(actix_web::rt::spawn(async move {
+            actor.post("/run", body).await.status.as_u16()
+        }));
+    }
+    let mut statuses = Vec::new();
+    for c in calls {
+        statuses.push(c.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        11,
+        "{statuses:?}"
+    );
+    assert_eq!(s.hk.chat_requests().len(), 5);
+}
+
+/// The OpenAI client library against gc: `models.list()`, a quota 429 that surfaces as a
+/// rate-limit error without the upstream being called again, a `/chat/completions` stream
+/// without `include_usage` whose every chunk has a choice, and an upstream 429 passed on once.
+#[actix_web::test]
+async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
+    use async_openai::config::OpenAIConfig;
+    use async_openai::error::OpenAIError;
+    use async_openai::types::chat::{
+        ChatCompletionRequestUserMessageArgs, CreateChatCompletionRequestArgs,
+    };
+    use futures_util::StreamExt;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(s) = setup(Backend::Sqlite, "openai_fidelity", |c| {
+        c.chat_completions = true;
+        c.gateway_aihk_models = vec!["gpt-4o".into()];
+    })
+    .await
+    else {
+        return;
+    };
+    s.add_key("AIHK", SECRET, true).await;
+    let client = async_openai::Client::with_config(
+        OpenAIConfig::new()
+            .with_api_base(format!("{}/api/v1", s.app.base))
+            .with_api_key(s.member.new_key(&["run"]).await),
+    );
+    let models = client.models().list().await.expect("models.list()");
+    let ids: Vec<_> = models.data.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["auto", "gpt-4o-mini", "gpt-4o"]);
+    assert_eq!(
+        client.models().retrieve("gpt-4o").await.unwrap().id,
+        "gpt-4o"
+    );
+
+    let request = CreateChatCompletionRequestArgs::default()
+        .model("auto")
+        .messages([ChatCompletionRequestUserMessageArgs::default()
+            .content("hello")
+            .build()
+            .unwrap()
+            .into()])
+        .build()
+        .unwrap();
+    // A stream without include_usage: every chunk the client sees has a choice.
+    let mut stream = client.chat().create_stream(request.clone()).await.unwrap();
+    let mut chunks = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("a chunk");
+        assert!(!chunk.choices.is_empty(), "{chunk:?}");
+        chunks += 1;
+    }
+    assert_eq!(chunks, 3);
+
+    // An upstream 429 reaches the client as a rate-limit error with the upstream's
+    // Retry-After. The client library retries 429s on its own (3 times, after Retry-After);
+    // gc adds no attempt of its own, so the upstream sees exactly 1 + 3 calls, no storm.
+    let calls = s.hk.chat_requests().len();
+    for _ in 0..4 {
+        s.hk.push_behavior(
+            Behavior::openai_error(
+                429,
+                "slow down",
+                Some("rate_limit_exceeded"),
+                Some("requests"),
+            )
+            .with_header("retry-after", "1"),
+        );
+    }
+    let err = client.chat().create(request.clone()).await.unwrap_err();
+    let OpenAIError::ApiError(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.status_code.as_u16(), 429);
+    assert_eq!(e.api_error.r#type.as_deref(), Some("rate_limit_error"));
+    assert_eq!(e.api_error.code.as_deref(), Some("upstream_rate_limited"));
+    assert_eq!(s.hk.chat_requests().len(), calls + 4);
+
+    // gc's own monthly budget: `insufficient_quota`, which OpenAI clients do not retry, and
+    // the upstream is never called for it.
+    s.limit_tenant(json!({"monthly_tokens": 1})).await;
+    let member = s.member.clone();
+    let chat = s.chat();
+    eventually(async || member.post("/run", chat.clone()).await.code() == "budget_exhausted").await;
+    let calls = s.hk.chat_requests().len();
+    let err = client.chat().create(request.clone()).await.unwrap_err();
+    let OpenAIError::ApiError(e) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(e.status_code.as_u16(), 429);
+    assert_eq!(e.api_error.code.as_deref(), Some("budget_exhausted"));
+    assert_eq!(e.api_error.r#type.as_deref(), Some("insufficient_quota"));
+    assert_eq!(
+        s.hk.chat_requests().len(),
+        calls,
+        "refusals never reach the upstream"
+    );
 }

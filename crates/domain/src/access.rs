@@ -25,6 +25,8 @@ pub enum Credential {
         key_id: Uuid,
         name: String,
         scopes: Vec<KeyScope>,
+        /// The key's own quotas, as loaded for this request.
+        limits: crate::quota::KeyLimits,
     },
 }
 
@@ -351,6 +353,7 @@ pub(crate) mod tests {
             region: Region::Aihk,
             ai_enabled: true,
             created_at: Utc::now(),
+            limits: crate::quota::TenantLimits::default(),
         }
     }
 
@@ -498,6 +501,7 @@ pub(crate) mod tests {
                 key_id: Uuid::now_v7(),
                 name: "ci".into(),
                 scopes: vec![KeyScope::WorkspaceRead],
+                limits: crate::quota::KeyLimits::default(),
             },
         };
         assert!(p.read_scope(KeyScope::WorkspaceRead).is_ok());

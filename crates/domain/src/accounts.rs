@@ -247,6 +247,7 @@ pub fn authenticate_key<P: ApiKeyRepo + ?Sized>(
             key_id: ctx.key.id,
             name: ctx.key.name.clone(),
             scopes: ctx.key.scopes.clone(),
+            limits: ctx.key.limits,
         },
     ))
 }
@@ -764,6 +765,7 @@ mod tests {
             last_used_at: None,
             expires_at: None,
             revoked_at: None,
+            limits: crate::quota::KeyLimits::default(),
         };
         store.api_keys.lock().unwrap().push(key.clone());
         key

@@ -74,6 +74,7 @@ pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
             region,
             ai_enabled,
             created_at: now,
+            limits: crate::quota::TenantLimits::default(),
         },
     )?;
     with_access(store, t)

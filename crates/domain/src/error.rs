@@ -29,6 +29,13 @@ pub enum DomainError {
     TooManyAttempts { retry_after_secs: u64 },
     #[error("too many requests; try again later")]
     RateLimited { retry_after_secs: u64 },
+    /// A run over one of its tenant's or key's quotas (before any upstream call).
+    #[error("{reason}; retry in {retry_after_secs} s")]
+    QuotaExceeded {
+        reason: crate::quota::QuotaReason,
+        retry_after_secs: u64,
+        state: crate::quota::RateLimitState,
+    },
     #[error("an account with this email already exists")]
     EmailTaken,
     #[error("{0} not found")]
@@ -74,6 +81,11 @@ impl DomainError {
             Self::InvalidApiKey => ErrorCode::InvalidApiKey,
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::QuotaExceeded {
+                reason: crate::quota::QuotaReason::MonthlyTokens,
+                ..
+            } => ErrorCode::BudgetExhausted,
+            Self::QuotaExceeded { .. } => ErrorCode::RateLimited,
             Self::EmailTaken => ErrorCode::EmailTaken,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::VersionConflict { .. } => ErrorCode::VersionConflict,

@@ -1,5 +1,6 @@
 //! In-memory fakes of the ports, for the services' unit tests.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
@@ -14,9 +15,10 @@ use crate::model::{
 };
 use crate::page::{Page, PageRequest};
 use crate::ports::{
-    AiKeyRepo, ApiKeyRepo, KeySealer, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo,
-    UserRepo, WorkspaceRepo,
+    AiKeyRepo, ApiKeyRepo, KeySealer, QuotaRepo, Reservation, SessionRepo, SigninThrottleRepo,
+    TenantRepo, UserRepo, WorkspaceRepo,
 };
+use crate::quota::{QuotaWindow, Take};
 use crate::secret::SecretString;
 use crate::values::{Email, Region};
 use crate::workspace::{
@@ -49,6 +51,10 @@ pub struct Fake {
     pub shadow_writes: Mutex<Vec<ShadowWrite>>,
     /// The workspace side, for services that need both (the overview).
     pub workspace: FakeWorkspace,
+    /// Quota counters: (requests, tokens) per window.
+    pub quota: Mutex<HashMap<QuotaWindow, (u64, u64)>>,
+    /// Calls to the quota port.
+    pub quota_calls: Mutex<u32>,
 }
 
 impl Fake {
@@ -56,6 +62,48 @@ impl Fake {
         let fake = Self::default();
         *fake.keys.lock().unwrap() = keys;
         fake
+    }
+
+    /// Adds tokens as the run-record writer does when runs end.
+    pub fn add_tokens_now(&self, windows: Vec<QuotaWindow>, tokens: u64) {
+        let mut quota = self.quota.lock().unwrap();
+        for w in windows {
+            quota.entry(w).or_default().1 += tokens;
+        }
+    }
+}
+
+impl QuotaRepo for Fake {
+    fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+        *self.quota_calls.lock().unwrap() += 1;
+        let quota = self.quota.lock().unwrap();
+        Ok(windows
+            .iter()
+            .map(|w| quota.get(w).map_or(0, |c| c.1))
+            .collect())
+    }
+    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take> {
+        *self.quota_calls.lock().unwrap() += 1;
+        let mut quota = self.quota.lock().unwrap();
+        if let Some(i) = takes
+            .iter()
+            .position(|(w, max)| quota.get(w).map_or(0, |c| c.0) >= *max)
+        {
+            return Ok(Take::Full(i));
+        }
+        Ok(Take::Taken(
+            takes
+                .iter()
+                .map(|(w, _)| {
+                    let c = quota.entry(*w).or_default();
+                    c.0 += 1;
+                    c.0
+                })
+                .collect(),
+        ))
+    }
+    fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
+        Ok(0)
     }
 }
 
@@ -384,6 +432,16 @@ impl ApiKeyRepo for Fake {
             user,
         }))
     }
+    fn update_api_key(
+        &self,
+        _scope: &WriteScope,
+        _id: Uuid,
+        _patch: &crate::workspace::ApiKeyPatch,
+        _activity: &NewActivity,
+    ) -> DomainResult<Option<ApiKey>> {
+        Err(DomainError::Internal("not faked".into()))
+    }
+
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
         self.touched.lock().unwrap().push((id, at));
         for k in self.api_keys.lock().unwrap().iter_mut() {

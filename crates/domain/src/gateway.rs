@@ -88,6 +88,8 @@ impl AiAccess {
 pub struct RunScope {
     tenant: Tenant,
     actor: crate::workspace::Actor,
+    /// The workspace key the caller used, with its own limits (`None` for a session).
+    key: Option<(Uuid, crate::quota::KeyLimits)>,
     keys: Vec<TenantAiKey>,
 }
 
@@ -128,9 +130,14 @@ impl RunScope {
                 tenant.region.as_str()
             )));
         }
+        let key = match principal.credential() {
+            crate::access::Credential::ApiKey { key_id, limits, .. } => Some((*key_id, *limits)),
+            crate::access::Credential::Session { .. } => None,
+        };
         Ok(Self {
             tenant,
             actor: principal.actor(),
+            key,
             keys,
         })
     }
@@ -162,6 +169,11 @@ impl RunScope {
 
     pub fn actor(&self) -> &crate::workspace::Actor {
         &self.actor
+    }
+
+    /// The workspace key the caller used and its own limits; `None` for a session.
+    pub fn key(&self) -> Option<(Uuid, crate::quota::KeyLimits)> {
+        self.key
     }
 
     /// The usable keys, starting at `start` (modulo their number) to spread the load.
@@ -375,6 +387,7 @@ pub(crate) mod tests {
             key_id: Uuid::now_v7(),
             name: "k".into(),
             scopes: vec![KeyScope::WorkspaceRead],
+            limits: crate::quota::KeyLimits::default(),
         };
         let err =
             RunScope::authorize(&member(&t, key_without_run), &Fake::default(), true).unwrap_err();

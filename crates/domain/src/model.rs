@@ -134,6 +134,8 @@ pub struct Tenant {
     pub region: Region,
     pub ai_enabled: bool,
     pub created_at: DateTime<Utc>,
+    /// Quotas set by platform admins (none by default).
+    pub limits: crate::quota::TenantLimits,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -142,6 +144,10 @@ pub struct TenantPatch {
     pub status: Option<Status>,
     pub region: Option<Region>,
     pub ai_enabled: Option<bool>,
+    /// Each limit: absent (`None`) leaves it, `Some(None)` removes it.
+    pub requests_per_minute: Option<Option<u64>>,
+    pub tokens_per_minute: Option<Option<u64>>,
+    pub monthly_tokens: Option<Option<u64>>,
 }
 
 /// A signed-in browser or script session. Only the SHA-256 of its token is stored.

@@ -17,9 +17,13 @@ use crate::error::DomainResult;
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
+use crate::quota::{QuotaWindow, Take};
+use crate::runs::RunLine;
+use crate::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Region};
 use crate::workspace::{
-    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
+    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordKind,
+    Settings,
 };
 
 pub trait UserRepo {
@@ -226,6 +230,15 @@ pub trait ApiKeyRepo {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<bool>;
+    /// Renames a key of the tenant or changes its limits, and appends `activity`, in one
+    /// transaction; `Ok(None)` when not found or revoked.
+    fn update_api_key(
+        &self,
+        scope: &WriteScope,
+        id: Uuid,
+        patch: &ApiKeyPatch,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<ApiKey>>;
     /// The key with this hash, with its member and the member's tenant.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>>;
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()>;
@@ -245,6 +258,35 @@ pub trait AiKeyRepo {
     fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>>;
 }
 
+/// Quota counters, shared by every node on the database (see `crate::quota`).
+pub trait QuotaRepo {
+    /// The tokens counted in each window, in order (0 for a window never written).
+    fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>>;
+    /// Atomically, whatever the number of nodes and concurrent callers: when every window has
+    /// counted fewer requests than its maximum, counts one request in each and answers the new
+    /// counts; otherwise counts none and names the first full window.
+    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take>;
+    /// Forgets per-minute windows that started before `minute_before` and monthly windows that
+    /// started before `month_before` (unix milliseconds).
+    fn prune_windows(&self, minute_before: i64, month_before: i64) -> DomainResult<u64>;
+}
+
+/// Run records for usage, written by the run-record writer; read by the usage services.
+pub trait UsageRepo {
+    /// Stores finished runs and, in the same transaction, adds each run's tokens to its
+    /// windows (`RunLine::token_windows`).
+    fn record_runs(&self, runs: &[RunLine]) -> DomainResult<()>;
+    /// The scope's tenant's usage.
+    fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage>;
+    /// Every tenant's usage (or one's), grouped by tenant.
+    fn all_usage(
+        &self,
+        scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+        query: &UsageQuery,
+    ) -> DomainResult<UsagePage>;
+}
+
 pub trait HealthRepo {
     /// Answers when the database does.
     fn ping(&self) -> DomainResult<()>;
@@ -259,6 +301,8 @@ pub trait Store:
     + WorkspaceRepo
     + ApiKeyRepo
     + AiKeyRepo
+    + QuotaRepo
+    + UsageRepo
     + HealthRepo
     + Send
     + Sync
@@ -274,6 +318,8 @@ impl<T> Store for T where
         + WorkspaceRepo
         + ApiKeyRepo
         + AiKeyRepo
+        + QuotaRepo
+        + UsageRepo
         + HealthRepo
         + Send
         + Sync

@@ -5,8 +5,12 @@
 //! [`RunScope::authorize`], which loads the keys itself. [`Runs::execute`] (async) sends the
 //! request through the [`ChatUpstream`] port, trying the next key only when the upstream
 //! proves a key bad (401) — the only answer that marks a key `not_ready`. Every other upstream
-//! refusal is the caller's and leaves the tenant's keys as they were. Run records and key
-//! verdicts leave through the [`RunSink`] port (a bounded queue), off the request path.
+//! refusal is the caller's and leaves the tenant's keys as they were. A connect failure or an
+//! upstream 5xx (nothing has reached the client yet) is retried once, on the next ready key,
+//! after the port's short jittered back-off; never once a response is on its way. The tenant's
+//! and key's quotas are applied last in [`prepare`] ([`crate::quota::admit`]), so a refused
+//! run never reaches the upstream. Run records, usage lines and key verdicts leave through
+//! the [`RunSink`] port (a bounded queue), off the request path.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +23,8 @@ use serde_json::{json, Map, Value};
 use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
-use crate::ports::{AiKeyRepo, KeySealer};
+use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
+use crate::quota::{QuotaWindow, RateLimitState};
 use crate::secret::SecretString;
 use crate::values::Region;
 use crate::workspace::NewActivity;
@@ -145,8 +150,10 @@ pub enum UpstreamFailure {
         message: String,
         retry_after_secs: Option<u64>,
     },
-    /// A 5xx, a transport failure or a response that is not a completion.
-    Failed { message: String },
+    /// A 5xx, a transport failure or a response that is not a completion. `retryable` when
+    /// nothing was answered by the upstream (a connect failure) or it answered a 5xx: the run
+    /// may try once more on the next key.
+    Failed { message: String, retryable: bool },
     /// No answer in time.
     Timeout,
 }
@@ -165,6 +172,10 @@ pub trait ChatUpstream: Send + Sync + 'static {
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl Future<Output = Result<ChatAnswer<Self::Body, Self::Stream>, UpstreamFailure>> + Send;
+    /// The models configured for the region (its default model first), without `auto`.
+    fn models(&self, region: Region) -> Vec<String>;
+    /// Waits a short, jittered while before a retry.
+    fn backoff(&self) -> impl Future<Output = ()> + Send;
     /// Registers what a stream does with its report when it ends (exactly once).
     fn on_finish(
         &self,
@@ -184,6 +195,67 @@ pub trait RunSink: Send + Sync + 'static {
 pub enum RunEvent {
     Activity(NewActivity),
     KeyVerdict(KeyVerdict),
+    /// A finished run: its activity line and its usage line.
+    Run(NewActivity, Box<RunLine>),
+}
+
+/// The usage record of one finished run (delivered or failed), made only from a [`RunScope`].
+/// Its tokens count toward the tenant's and key's quotas when it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLine {
+    id: uuid::Uuid,
+    tenant_id: uuid::Uuid,
+    key_id: Option<uuid::Uuid>,
+    at: chrono::DateTime<Utc>,
+    region: Region,
+    model: String,
+    outcome: &'static str,
+    usage: TokenUsage,
+    latency_ms: u64,
+}
+
+impl RunLine {
+    pub fn id(&self) -> uuid::Uuid {
+        self.id
+    }
+    pub fn tenant_id(&self) -> uuid::Uuid {
+        self.tenant_id
+    }
+    /// The workspace key the run was made with (`None` for a session).
+    pub fn key_id(&self) -> Option<uuid::Uuid> {
+        self.key_id
+    }
+    pub fn at(&self) -> chrono::DateTime<Utc> {
+        self.at
+    }
+    pub fn region(&self) -> Region {
+        self.region
+    }
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+    /// `ok`, `cancelled`, or an error code (`upstream_error`, `upstream_rejected`, ...).
+    pub fn outcome(&self) -> &'static str {
+        self.outcome
+    }
+    /// True unless the run ended `ok` or was cancelled by the client.
+    pub fn failed(&self) -> bool {
+        !matches!(self.outcome, "ok" | "cancelled")
+    }
+    pub fn usage(&self) -> TokenUsage {
+        self.usage
+    }
+    pub fn latency_ms(&self) -> u64 {
+        self.latency_ms
+    }
+    /// The UTC day of the run, `YYYY-MM-DD`.
+    pub fn day(&self) -> String {
+        self.at.format("%Y-%m-%d").to_string()
+    }
+    /// The quota windows its tokens count in.
+    pub fn token_windows(&self) -> Vec<QuotaWindow> {
+        crate::quota::token_windows(self.tenant_id, self.key_id, self.at)
+    }
 }
 
 /// A run that may go ahead: its scope, the opened keys, the checked body.
@@ -193,19 +265,25 @@ pub struct RunPlan {
     keys: Vec<(TenantAiKey, SecretString)>,
     body: Map<String, Value>,
     stream: bool,
+    limits: RateLimitState,
 }
 
 impl RunPlan {
     pub fn scope(&self) -> &RunScope {
         &self.scope
     }
+
+    /// The quotas that apply to the run, for its response headers.
+    pub fn limits(&self) -> RateLimitState {
+        self.limits
+    }
 }
 
 /// Every refusal of a run before the upstream is called, in the contract's order: the
 /// caller (member rules, `run` scope, no Shadow view), then the body (`body` is the HTTP
-/// layer's parse result, held back until now), then AI access. Keys that do not open with the
-/// master key are marked `not_ready` and skipped.
-pub fn prepare<P: AiKeyRepo + ?Sized, E>(
+/// layer's parse result, held back until now), then AI access, then the quotas (which count
+/// the request). Keys that do not open with the master key are marked `not_ready` and skipped.
+pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
     principal: &Principal,
@@ -236,12 +314,28 @@ pub fn prepare<P: AiKeyRepo + ?Sized, E>(
         ));
     }
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let limits = crate::quota::admit(store, &scope, Utc::now())?;
     Ok(Ok(RunPlan {
         scope,
         keys,
         body,
         stream,
+        limits,
     }))
+}
+
+/// The models a caller may name on a run: `auto` first, then the region's configured ones.
+/// The same caller rules as a run (the `run` scope for keys, active member and tenant, no
+/// Shadow view).
+pub fn models<U: ChatUpstream>(upstream: &U, principal: &Principal) -> DomainResult<Vec<String>> {
+    let tenant = RunScope::caller_tenant(principal)?;
+    let mut out = vec!["auto".to_owned()];
+    for m in upstream.models(tenant.region) {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
 }
 
 /// Why a run failed before anything reached the client.
@@ -272,8 +366,9 @@ impl<U: ChatUpstream> Runs<U> {
         &self.upstream
     }
 
-    /// Sends the planned request, starting at a rotating key. Only a 401 moves on to the next
-    /// key (and marks the refused one `not_ready`); anything else ends the run.
+    /// Sends the planned request, starting at a rotating key. A 401 moves on to the next key
+    /// (and marks the refused one `not_ready`); a connect failure or a 5xx is retried once on
+    /// the next key not proven bad, after a short back-off; anything else ends the run.
     pub async fn execute(
         &self,
         plan: RunPlan,
@@ -284,18 +379,31 @@ impl<U: ChatUpstream> Runs<U> {
             keys,
             body,
             stream,
+            ..
         } = plan;
         let scope = Arc::new(scope);
+        let requested_model = body
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| *m != "auto")
+            .map(str::to_owned);
         let n = keys.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        for i in 0..n {
-            let (key, secret) = &keys[(start + i) % n];
+        let mut rejected = vec![false; n];
+        let mut retried = false;
+        let mut at = start;
+        // Each turn takes the next key not proven bad; the loop ends when all are.
+        while let Some(i) = (0..n).map(|d| (at + d) % n).find(|i| !rejected[*i]) {
+            at = i + 1;
+            let (key, secret) = &keys[i];
             let record = RunRecord {
                 scope: Arc::clone(&scope),
                 key_id: key.id,
                 stream,
                 route,
+                retried,
+                requested_model: requested_model.clone(),
             };
             match self
                 .upstream
@@ -303,30 +411,41 @@ impl<U: ChatUpstream> Runs<U> {
                 .await
             {
                 Ok(ChatAnswer::Complete { body, report }) => {
-                    self.sink
-                        .send(RunEvent::Activity(record.delivered(&report)));
+                    self.sink.send(record.delivered(&report));
                     return Ok(ChatAnswer::Complete { body, report });
                 }
                 Ok(ChatAnswer::Stream(s)) => {
                     let sink = Arc::clone(&self.sink);
                     let s = self.upstream.on_finish(
                         s,
-                        Box::new(move |report| {
-                            sink.send(RunEvent::Activity(record.delivered(&report)))
-                        }),
+                        Box::new(move |report| sink.send(record.delivered(&report))),
                     );
                     return Ok(ChatAnswer::Stream(s));
                 }
                 Err(UpstreamFailure::KeyRejected) => {
+                    rejected[i] = true;
                     if let Some(v) =
                         KeyVerdict::rejected(&scope, key, "rejected by the gateway", Utc::now())
                     {
                         self.sink.send(RunEvent::KeyVerdict(v));
                     }
                 }
+                Err(UpstreamFailure::Failed {
+                    retryable: true, ..
+                }) if !retried => {
+                    retried = true;
+                    self.upstream.backoff().await;
+                }
                 Err(failure) => {
-                    self.sink
-                        .send(RunEvent::Activity(record.failed(&failure, started)));
+                    // `auto` (or no model) is recorded as the region's default model.
+                    let model = record.requested_model.clone().unwrap_or_else(|| {
+                        let models = self.upstream.models(scope.region());
+                        models
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| "auto".to_owned())
+                    });
+                    self.sink.send(record.failed(&failure, started, &model));
                     return Err(RunError::Upstream(failure));
                 }
             }
@@ -341,13 +460,49 @@ struct RunRecord {
     key_id: uuid::Uuid,
     stream: bool,
     route: &'static str,
+    /// A first attempt failed (connect failure or 5xx) and this one is the retry.
+    retried: bool,
+    /// The model the caller named (`None` for `auto` or none), for failed runs' usage lines.
+    requested_model: Option<String>,
 }
 
 impl RunRecord {
-    fn delivered(&self, report: &RunReport) -> NewActivity {
+    fn line(
+        &self,
+        at: chrono::DateTime<Utc>,
+        model: &str,
+        outcome: &'static str,
+        usage: Option<TokenUsage>,
+        latency_ms: u64,
+    ) -> Box<RunLine> {
+        Box::new(RunLine {
+            id: crate::model::new_id(),
+            tenant_id: self.scope.tenant().id,
+            key_id: self.scope.key().map(|(id, _)| id),
+            at,
+            region: self.scope.region(),
+            model: model.to_owned(),
+            outcome,
+            usage: usage.unwrap_or_default(),
+            latency_ms,
+        })
+    }
+
+    fn delivered(&self, report: &RunReport) -> RunEvent {
+        let at = Utc::now();
+        let outcome = match report.end {
+            RunEnd::Ok => "ok",
+            RunEnd::Cancelled => "cancelled",
+            RunEnd::Error => "upstream_error",
+        };
+        let line = self.line(at, &report.model, outcome, report.usage, report.latency_ms);
+        RunEvent::Run(self.delivered_activity(report, at), line)
+    }
+
+    fn delivered_activity(&self, report: &RunReport, at: chrono::DateTime<Utc>) -> NewActivity {
         NewActivity::run(
             &self.scope,
-            Utc::now(),
+            at,
             json!({
                 "route": self.route,
                 "model": report.model,
@@ -363,30 +518,37 @@ impl RunRecord {
                     "total_tokens": u.total_tokens,
                 })),
                 "error": report.error_code,
+                "retried": self.retried,
             }),
         )
     }
 
-    fn failed(&self, failure: &UpstreamFailure, started: Instant) -> NewActivity {
+    fn failed(&self, failure: &UpstreamFailure, started: Instant, model: &str) -> RunEvent {
         let (code, status) = match failure {
             UpstreamFailure::Timeout => ("upstream_timeout", None),
+            UpstreamFailure::Refused { status: 429, .. } => ("upstream_rate_limited", Some(429)),
             UpstreamFailure::Refused { status, .. } => ("upstream_rejected", Some(*status)),
             _ => ("upstream_error", None),
         };
-        NewActivity::run(
+        let at = Utc::now();
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let line = self.line(at, model, code, None, latency_ms);
+        let activity = NewActivity::run(
             &self.scope,
-            Utc::now(),
+            at,
             json!({
                 "route": self.route,
                 "region": self.scope.region().as_str(),
                 "key_id": self.key_id,
                 "stream": self.stream,
                 "status": "error",
-                "latency_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "latency_ms": latency_ms,
                 "error": code,
                 "upstream_status": status,
+                "retried": self.retried,
             }),
-        )
+        );
+        RunEvent::Run(activity, line)
     }
 }
 
@@ -405,6 +567,7 @@ mod tests {
     struct Scripted {
         answers: Mutex<VecDeque<Result<(), UpstreamFailure>>>,
         used: Mutex<Vec<String>>,
+        backoffs: Mutex<u32>,
     }
 
     impl ChatUpstream for Scripted {
@@ -437,9 +600,17 @@ mod tests {
                     Some(Err(e)) => Err(e),
                     None => Err(UpstreamFailure::Failed {
                         message: "unscripted".into(),
+                        retryable: false,
                     }),
                 }
             }
+        }
+        fn models(&self, _: Region) -> Vec<String> {
+            vec!["m-default".into(), "m-large".into(), "auto".into()]
+        }
+        fn backoff(&self) -> impl Future<Output = ()> + Send {
+            *self.backoffs.lock().unwrap() += 1;
+            std::future::ready(())
         }
         fn on_finish(&self, s: (), _: Box<dyn FnOnce(RunReport) + Send>) {
             s
@@ -481,6 +652,7 @@ mod tests {
         let upstream = Arc::new(Scripted {
             answers: Mutex::new(answers.into()),
             used: Mutex::new(Vec::new()),
+            backoffs: Mutex::new(0),
         });
         (Runs::new(upstream, sink.clone()), sink, plan, store)
     }
@@ -547,18 +719,123 @@ mod tests {
     }
 
     #[test]
-    fn server_failures_and_timeouts_do_not_fail_over() {
+    fn timeouts_and_invalid_answers_are_not_retried() {
         for failure in [
             UpstreamFailure::Timeout,
             UpstreamFailure::Failed {
-                message: "502".into(),
+                message: "not a completion".into(),
+                retryable: false,
             },
         ] {
             let (runs, sink, plan, _) = setup(vec![Err(failure.clone()), Ok(())]);
             let out = ready(runs.execute(plan, "/run"));
             assert_eq!(out.err(), Some(RunError::Upstream(failure)));
             assert_eq!(verdicts(&sink), 0);
+            assert_eq!(runs.upstream().used.lock().unwrap().len(), 1);
+            assert_eq!(*runs.upstream().backoffs.lock().unwrap(), 0);
         }
+    }
+
+    fn server_error() -> UpstreamFailure {
+        UpstreamFailure::Failed {
+            message: "upstream answered status 503".into(),
+            retryable: true,
+        }
+    }
+
+    #[test]
+    fn a_server_error_is_retried_once_on_the_next_key_after_a_backoff() {
+        let (runs, sink, plan, _) = setup(vec![Err(server_error()), Ok(())]);
+        assert!(ready(runs.execute(plan, "/run")).is_ok());
+        let used = runs.upstream().used.lock().unwrap().clone();
+        assert_eq!(used.len(), 2);
+        assert_ne!(used[0], used[1], "the retry goes to the next key");
+        assert_eq!(*runs.upstream().backoffs.lock().unwrap(), 1);
+        assert_eq!(verdicts(&sink), 0, "a 5xx says nothing about the key");
+        let events = sink.0.lock().unwrap();
+        let RunEvent::Run(activity, line) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(activity.detail()["retried"], true);
+        assert_eq!(line.outcome(), "ok");
+    }
+
+    #[test]
+    fn a_second_server_error_ends_the_run() {
+        let (runs, sink, plan, _) = setup(vec![Err(server_error()), Err(server_error()), Ok(())]);
+        let out = ready(runs.execute(plan, "/run"));
+        assert_eq!(out.err(), Some(RunError::Upstream(server_error())));
+        assert_eq!(runs.upstream().used.lock().unwrap().len(), 2);
+        let events = sink.0.lock().unwrap();
+        let RunEvent::Run(_, line) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(line.outcome(), "upstream_error");
+        assert!(line.failed());
+    }
+
+    #[test]
+    fn a_retry_skips_keys_proven_bad() {
+        let (runs, sink, plan, _) = setup(vec![
+            Err(UpstreamFailure::KeyRejected),
+            Err(server_error()),
+            Err(server_error()),
+        ]);
+        let out = ready(runs.execute(plan, "/run"));
+        assert_eq!(out.err(), Some(RunError::Upstream(server_error())));
+        let used = runs.upstream().used.lock().unwrap().clone();
+        assert_eq!(used.len(), 3);
+        assert_eq!(used[1], used[2], "the only key left is retried");
+        assert_eq!(verdicts(&sink), 1);
+    }
+
+    #[test]
+    fn models_list_auto_first_without_duplicates() {
+        let t = crate::access::tests::tenant(Status::Active);
+        let upstream = Scripted {
+            answers: Mutex::new(VecDeque::new()),
+            used: Mutex::new(Vec::new()),
+            backoffs: Mutex::new(0),
+        };
+        let list = models(&upstream, &member(&t, session())).unwrap();
+        assert_eq!(list, vec!["auto", "m-default", "m-large"]);
+        let no_run = crate::access::Credential::ApiKey {
+            key_id: uuid::Uuid::now_v7(),
+            name: "k".into(),
+            scopes: vec![crate::workspace::KeyScope::WorkspaceRead],
+            limits: crate::quota::KeyLimits::default(),
+        };
+        let e = models(&upstream, &member(&t, no_run)).unwrap_err();
+        assert_eq!(e.code(), "insufficient_scope");
+    }
+
+    #[test]
+    fn a_run_over_its_quota_is_refused_before_any_upstream_call() {
+        let mut t = crate::access::tests::tenant(Status::Active);
+        t.limits.requests_per_minute = Some(1);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
+        let plan = prepare(
+            &store,
+            &FakeSealer,
+            &member(&t, session()),
+            Ok::<_, ()>(body()),
+            |_| true,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(plan.limits().requests.unwrap().remaining, 0);
+        let e = prepare(
+            &store,
+            &FakeSealer,
+            &member(&t, session()),
+            Ok::<_, ()>(body()),
+            |_| true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
     }
 
     #[test]

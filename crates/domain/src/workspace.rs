@@ -158,6 +158,8 @@ pub struct ApiKey {
     pub last_used_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The key's own per-minute limits, at most the tenant's when set.
+    pub limits: crate::quota::KeyLimits,
 }
 
 impl ApiKey {
@@ -168,6 +170,14 @@ impl ApiKey {
     pub fn is_usable_at(&self, now: DateTime<Utc>) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| at > now)
     }
+}
+
+/// A change to a key: its name and its own limits (each `Some(None)` removes one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiKeyPatch {
+    pub name: Option<String>,
+    pub requests_per_minute: Option<Option<u64>>,
+    pub tokens_per_minute: Option<Option<u64>>,
 }
 
 /// A key with the member and tenant it acts for, loaded in one go.
@@ -406,6 +416,7 @@ mod tests {
             last_used_at: None,
             expires_at: None,
             revoked_at: None,
+            limits: crate::quota::KeyLimits::default(),
         }
     }
 

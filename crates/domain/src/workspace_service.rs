@@ -340,6 +340,7 @@ mod tests {
                 key_id: Uuid::now_v7(),
                 name: "ci".into(),
                 scopes,
+                limits: crate::quota::KeyLimits::default(),
             },
         )
     }

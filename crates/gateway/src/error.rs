@@ -70,9 +70,13 @@ pub enum UpstreamError {
     /// No response (non-streamed: no complete response) within the gateway's time-out.
     #[error("upstream did not answer in time")]
     Timeout,
-    /// Connecting or talking to the upstream failed.
+    /// Talking to the upstream failed after the connection was made.
     #[error("upstream unreachable: {0}")]
     Transport(String),
+    /// No connection could be made (refused, DNS, TLS handshake, connect time-out): the
+    /// request never reached the upstream.
+    #[error("upstream unreachable: {0}")]
+    Unreachable(String),
 }
 
 /// ` (code, type)` for the `Status` message, or nothing.
@@ -92,6 +96,17 @@ impl UpstreamError {
         match self {
             UpstreamError::Timeout => ErrorCode::UpstreamTimeout,
             _ => ErrorCode::UpstreamError,
+        }
+    }
+
+    /// True when the call may be tried once more on another key: no connection could be made,
+    /// or the upstream answered a 5xx. Never for time-outs (the upstream may still be working
+    /// on it) or 4xx answers.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            UpstreamError::Unreachable(_) => true,
+            UpstreamError::Status { status, .. } => *status >= 500,
+            _ => false,
         }
     }
 

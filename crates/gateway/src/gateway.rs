@@ -46,6 +46,9 @@ pub struct GatewayConfig {
     pub timeout: Duration,
     /// Time-out for establishing a TCP (and TLS) connection.
     pub connect_timeout: Duration,
+    /// The models offered on `GET /models` besides `auto` (the default model is always
+    /// first, whether listed or not).
+    pub models: Vec<String>,
 }
 
 /// The answer to a key probe or reachability check.
@@ -138,6 +141,7 @@ struct Inner {
     models_uri: Uri,
     chat_uri: Uri,
     default_model: String,
+    models: Vec<String>,
     timeout: Duration,
 }
 
@@ -290,13 +294,21 @@ impl RegionGateway {
             .pool_max_idle_per_host(1024)
             .build(https);
 
+        let default_model = cfg.default_model.trim().to_owned();
+        let mut models = vec![default_model.clone()];
+        for m in cfg.models.iter().map(|m| m.trim()) {
+            if !m.is_empty() && m != "auto" && !models.iter().any(|have| have == m) {
+                models.push(m.to_owned());
+            }
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 base_url: base,
                 models_uri,
                 chat_uri,
-                default_model: cfg.default_model.trim().to_owned(),
+                default_model,
+                models,
                 timeout: cfg.timeout,
             }),
         })
@@ -310,6 +322,11 @@ impl RegionGateway {
     /// The model `auto` resolves to.
     pub fn default_model(&self) -> &str {
         &self.inner.default_model
+    }
+
+    /// The configured models, the default model first.
+    pub fn models(&self) -> &[String] {
+        &self.inner.models
     }
 
     /// Checks a key: `GET {base}/models` with `Authorization: Bearer <secret>`.
@@ -466,7 +483,7 @@ impl RegionGateway {
                 message: "the key contains characters not allowed in an HTTP header".into(),
             });
         };
-        let (model, stream) = self.prepare_body(&mut body);
+        let (model, stream, client_wants_usage) = self.prepare_body(&mut body);
         let payload = serde_json::to_vec(&body).map_err(|e| {
             UpstreamError::InvalidResponse(format!("request not serialisable: {e}"))
         })?;
@@ -490,6 +507,12 @@ impl RegionGateway {
         let deadline = tokio::time::Instant::now() + self.inner.timeout;
         let resp = match tokio::time::timeout_at(deadline, self.inner.client.request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout),
+            Ok(Err(e)) if e.is_connect() => {
+                return Err(UpstreamError::Unreachable(transport_error(
+                    &e,
+                    Some(secret),
+                )))
+            }
             Ok(Err(e)) => return Err(UpstreamError::Transport(transport_error(&e, Some(secret)))),
             Ok(Ok(resp)) => resp,
         };
@@ -525,6 +548,7 @@ impl RegionGateway {
                 self.inner.timeout,
                 model,
                 secret.clone(),
+                client_wants_usage,
             )));
         }
 
@@ -572,11 +596,12 @@ impl RegionGateway {
         }))
     }
 
-    /// Resolves the model and adds `stream_options.include_usage` for streams. Returns the
-    /// model sent and whether the call streams.
-    fn prepare_body(&self, body: &mut Value) -> (String, bool) {
+    /// Resolves the model and adds `stream_options.include_usage` for streams (gc needs the
+    /// usage for its records and quotas). Returns the model sent, whether the call streams and
+    /// whether the client asked for the usage chunk itself (when not, the stream drops it).
+    fn prepare_body(&self, body: &mut Value) -> (String, bool, bool) {
         let Some(obj) = body.as_object_mut() else {
-            return (self.inner.default_model.clone(), false);
+            return (self.inner.default_model.clone(), false, false);
         };
         let model = match obj.get("model") {
             Some(Value::String(m)) if !m.trim().is_empty() && m != "auto" => m.clone(),
@@ -589,6 +614,11 @@ impl RegionGateway {
             }
         };
         let stream = matches!(obj.get("stream"), Some(Value::Bool(true)));
+        let wants_usage = matches!(
+            obj.get("stream_options")
+                .and_then(|o| o.get("include_usage")),
+            Some(Value::Bool(true))
+        );
         if stream {
             match obj.get_mut("stream_options") {
                 Some(Value::Object(opts)) => {
@@ -602,7 +632,7 @@ impl RegionGateway {
                 }
             }
         }
-        (model, stream)
+        (model, stream, wants_usage)
     }
 }
 
@@ -616,6 +646,7 @@ mod tests {
             default_model: "m-default".into(),
             timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(1),
+            models: vec!["m-large".into(), "m-default".into(), " ".into()],
         })
     }
 
@@ -673,7 +704,7 @@ mod tests {
             serde_json::json!({"model": null, "messages": []}),
         ] {
             let mut b = input;
-            let (m, s) = gw.prepare_body(&mut b);
+            let (m, s, _) = gw.prepare_body(&mut b);
             assert_eq!(m, "m-default");
             assert!(!s);
             assert_eq!(b["model"], "m-default");
@@ -681,13 +712,19 @@ mod tests {
         }
         let mut b = serde_json::json!({"model": "gpt-x", "stream": true, "temperature": 0.5,
             "stream_options": {"other": 1}});
-        let (m, s) = gw.prepare_body(&mut b);
-        assert_eq!((m.as_str(), s), ("gpt-x", true));
+        let (m, s, wants) = gw.prepare_body(&mut b);
+        assert_eq!((m.as_str(), s, wants), ("gpt-x", true, false));
         assert_eq!(
             b["stream_options"],
             serde_json::json!({"other": 1, "include_usage": true})
         );
         assert_eq!(b["temperature"], 0.5);
+        let mut b = serde_json::json!({"stream": true, "stream_options": {"include_usage": true}});
+        assert!(
+            gw.prepare_body(&mut b).2,
+            "the client asked for the usage chunk"
+        );
+        assert_eq!(gw.models(), ["m-default", "m-large"]);
     }
 
     #[test]

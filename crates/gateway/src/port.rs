@@ -65,6 +65,7 @@ pub fn failure(e: &UpstreamError) -> UpstreamFailure {
         }
         _ => UpstreamFailure::Failed {
             message: e.to_string(),
+            retryable: e.is_retryable(),
         },
     }
 }
@@ -89,6 +90,7 @@ impl ChatUpstream for Gateways {
             let Some(gateway) = gateway else {
                 return Err(UpstreamFailure::Failed {
                     message: format!("the {} gateway is not configured", region.as_str()),
+                    retryable: false,
                 });
             };
             match gateway.chat(&secret, Value::Object(body)).await {
@@ -103,6 +105,20 @@ impl ChatUpstream for Gateways {
                 Err(e) => Err(failure(&e)),
             }
         }
+    }
+
+    fn models(&self, region: Region) -> Vec<String> {
+        self.regions
+            .get(&region)
+            .map(|g| g.models().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// 100 to 300 ms: long enough for a restarting upstream instance to be skipped by its load
+    /// balancer, short enough to stay well inside any client's time-out.
+    fn backoff(&self) -> impl Future<Output = ()> + Send {
+        let jitter = rand::random_range(0..200u64);
+        tokio::time::sleep(std::time::Duration::from_millis(100 + jitter))
     }
 
     fn on_finish(

@@ -91,6 +91,9 @@ struct RunState {
     done: bool,
     /// The key, to keep it out of everything passed on (never printed: `Secret`'s `Debug`).
     secret: Secret,
+    /// The client did not ask for `stream_options.include_usage`: gc asked for it on its own
+    /// behalf, so the usage-only chunk (`"choices": []`) is read and not passed on.
+    strip_usage_chunk: bool,
 }
 
 /// How feeding a piece of the upstream body left the run.
@@ -119,6 +122,7 @@ impl RunStream {
         idle_timeout: Duration,
         model: String,
         secret: Secret,
+        client_wants_usage: bool,
     ) -> Self {
         Self {
             body: Some(body),
@@ -134,6 +138,7 @@ impl RunStream {
                 upstream_error: None,
                 done: false,
                 secret,
+                strip_usage_chunk: !client_wants_usage,
             },
             out: BytesMut::with_capacity(4096),
             phase: Phase::Streaming,
@@ -283,8 +288,11 @@ impl RunState {
             self.done = true;
             return;
         }
-        if self.inspect(data) {
-            return;
+        match self.inspect(data) {
+            Inspected::Pass => {}
+            Inspected::UpstreamError => return,
+            Inspected::UsageOnly if self.strip_usage_chunk => return,
+            Inspected::UsageOnly => {}
         }
         if self.ttft_ms.is_none() {
             self.ttft_ms =
@@ -306,14 +314,15 @@ impl RunState {
     }
 
     /// Reads the model, usage and errors out of a chunk, parsing JSON only when the chunk can
-    /// carry something new (the first chunk with a model, a non-null usage, an error). True
-    /// when the chunk is an upstream error event (kept in `upstream_error`, not passed on).
-    fn inspect(&mut self, data: &[u8]) -> bool {
+    /// carry something new (the first chunk with a model, a non-null usage, an error). Says
+    /// whether the chunk is an upstream error event (kept in `upstream_error`, not passed on)
+    /// or a usage-only chunk (`"choices": []` with a usage).
+    fn inspect(&mut self, data: &[u8]) -> Inspected {
         let wants_model = !self.model_from_upstream && find(data, b"\"model\"").is_some();
         let has_usage = non_null_field(data, b"\"usage\"");
         let has_error = non_null_field(data, b"\"error\"");
         if !(wants_model || has_usage || has_error) {
-            return false;
+            return Inspected::Pass;
         }
         #[derive(Deserialize)]
         struct ChunkPeek {
@@ -323,9 +332,11 @@ impl RunState {
             usage: Option<Value>,
             #[serde(default)]
             error: Option<Value>,
+            #[serde(default)]
+            choices: Option<Vec<serde::de::IgnoredAny>>,
         }
         let Ok(peek) = serde_json::from_slice::<ChunkPeek>(data) else {
-            return false;
+            return Inspected::Pass;
         };
         if peek.error.as_ref().is_some_and(|e| !e.is_null()) {
             self.upstream_error = Some(ErrorDetails::parse(
@@ -333,7 +344,7 @@ impl RunState {
                 Some(&self.secret),
                 MAX_MESSAGE_CHARS,
             ));
-            return true;
+            return Inspected::UpstreamError;
         }
         if let Some(model) = peek.model.filter(|m| !m.is_empty()) {
             if !self.model_from_upstream {
@@ -349,9 +360,22 @@ impl RunState {
             .and_then(|u| serde_json::from_value::<Usage>(u).ok())
         {
             self.usage = Some(usage);
+            if peek.choices.is_none_or(|c| c.is_empty()) {
+                return Inspected::UsageOnly;
+            }
         }
-        false
+        Inspected::Pass
     }
+}
+
+/// What [`RunState::inspect`] made of a chunk.
+enum Inspected {
+    /// Content to pass on.
+    Pass,
+    /// An upstream error event.
+    UpstreamError,
+    /// The usage-only chunk at the end of a stream.
+    UsageOnly,
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -627,6 +651,7 @@ mod tests {
             upstream_error: None,
             done: false,
             secret: Secret::new(secret),
+            strip_usage_chunk: false,
         }
     }
 
@@ -752,5 +777,30 @@ mod tests {
         let text = String::from_utf8(out.to_vec()).unwrap();
         assert_eq!(text.matches("data: ").count(), 2);
         assert!(!text.contains("after") && !text.contains("[DONE]"));
+    }
+
+    #[test]
+    fn the_usage_chunk_is_read_but_kept_from_clients_that_did_not_ask() {
+        let usage = br#"{"model":"real","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
+        let content =
+            br#"{"model":"real","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}"#;
+        // A last content chunk that also carries usage is content: it goes out either way.
+        let both = br#"{"model":"real","choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+        for (strip, expect) in [(true, 2), (false, 3)] {
+            let mut run = run_state("sk-unused-key-000");
+            run.strip_usage_chunk = strip;
+            let mut out = BytesMut::new();
+            run.on_event(b"", content, &mut out);
+            run.on_event(b"", both, &mut out);
+            run.on_event(b"", usage, &mut out);
+            let text = String::from_utf8(out.to_vec()).unwrap();
+            assert_eq!(text.matches("data: ").count(), expect, "{text}");
+            assert_eq!(text.contains(r#""choices":[]"#), !strip, "{text}");
+            assert_eq!(
+                run.usage.map(|u| u.total_tokens),
+                Some(7),
+                "read either way"
+            );
+        }
     }
 }

@@ -24,6 +24,7 @@ fn gateway(base_url: String, timeout: Duration) -> RegionGateway {
         default_model: "region-default".into(),
         timeout,
         connect_timeout: Duration::from_secs(2),
+        models: Vec::new(),
     })
     .unwrap()
 }
@@ -299,6 +300,18 @@ async fn done_is_sent_exactly_once_at_the_end() {
     let (_mock, gw) = setup().await;
     let (s, report) = open_stream(&gw, stream_body()).await;
     let text = collect(s).await;
+    let events = payloads(&text);
+    // The client did not ask for usage: gc asked upstream for its records and kept the
+    // usage-only chunk to itself.
+    assert_eq!(events.len(), 3 + 1, "{text}"); // chunks, [DONE]
+    for chunk in &events[..3] {
+        let v: Value = serde_json::from_str(chunk).unwrap();
+        assert!(!v["choices"].as_array().unwrap().is_empty(), "{chunk}");
+    }
+    let mut asked = stream_body();
+    asked["stream_options"] = json!({"include_usage": true});
+    let (with_usage, _) = open_stream(&gw, asked).await;
+    let text = collect(with_usage).await;
     let events = payloads(&text);
     assert_eq!(events.len(), 3 + 1 + 1, "{text}"); // chunks, usage, [DONE]
     assert_eq!(events.iter().filter(|p| p.contains("[DONE]")).count(), 1);
@@ -604,7 +617,13 @@ async fn https_goes_through_rustls() {
     });
     let gw = gateway(format!("https://{addr}/v1"), Duration::from_secs(2));
     let err = chat(&gw, messages()).await.unwrap_err();
-    assert!(matches!(err, UpstreamError::Transport(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            UpstreamError::Transport(_) | UpstreamError::Unreachable(_)
+        ),
+        "{err:?}"
+    );
     let p = gw.probe(&secret()).await;
     assert!(!p.reachable, "{p:?}");
 }
@@ -621,7 +640,8 @@ async fn unreachable_upstream_is_a_transport_error() {
     );
     for body in [messages(), stream_body()] {
         let err = chat(&gw, body).await.unwrap_err();
-        assert!(matches!(err, UpstreamError::Transport(_)), "{err:?}");
+        assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
+        assert!(err.is_retryable(), "nothing reached the upstream");
         assert_eq!(err.code(), "upstream_error");
         assert_no_secret(&err);
     }
@@ -655,11 +675,11 @@ async fn a_stream_without_done_ends_with_an_error_frame_then_done() {
     mock.push_behavior(Behavior::StreamWithoutDone { chunks: 2 });
     let (s, report) = open_stream(&gw, stream_body()).await;
     let events = payloads(&collect(s).await);
-    assert_eq!(events.len(), 2 + 1 + 2, "{events:?}"); // chunks, usage, error, [DONE]
-    let err = error_frame(&events[3]);
+    assert_eq!(events.len(), 2 + 2, "{events:?}"); // chunks, error, [DONE]
+    let err = error_frame(&events[2]);
     assert_eq!(err["error"]["code"], "upstream_error");
     assert!(err["error"]["message"].as_str().unwrap().contains("[DONE]"));
-    assert_eq!(events[4], "[DONE]");
+    assert_eq!(events[3], "[DONE]");
     let report = report.await.unwrap();
     assert_eq!(report.status, RunStatus::Error);
     assert_eq!(report.usage.map(|u| u.completion_tokens), Some(2));

@@ -23,6 +23,31 @@ pub struct ApiError {
     retry_after: Option<u64>,
     /// The offending parameter, for OpenAI-shaped errors.
     param: Option<String>,
+    /// Extra headers (the `x-ratelimit-*` of a run).
+    headers: Vec<(header::HeaderName, HeaderValue)>,
+}
+
+/// The `x-ratelimit-*` headers OpenAI sends, for the limits that apply to a run: the tighter
+/// of the tenant's and the key's per-minute request limit, and of their per-minute token limit
+/// (the monthly budget has no header; its refusal says so). Resets are `<seconds>s`.
+pub fn rate_limit_headers(
+    state: &gc_domain::quota::RateLimitState,
+) -> Vec<(header::HeaderName, HeaderValue)> {
+    let mut out = Vec::new();
+    for (kind, allowance) in [("requests", state.requests), ("tokens", state.tokens)] {
+        let Some(a) = allowance else { continue };
+        for (what, value) in [
+            ("limit", a.limit.to_string()),
+            ("remaining", a.remaining.to_string()),
+            ("reset", format!("{}s", a.reset_secs)),
+        ] {
+            let name = header::HeaderName::try_from(format!("x-ratelimit-{what}-{kind}"));
+            if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(&value)) {
+                out.push((name, value));
+            }
+        }
+    }
+    out
 }
 
 impl ApiError {
@@ -34,7 +59,14 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             param: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds the `x-ratelimit-*` headers of a run's limits.
+    pub fn with_rate_limits(mut self, state: &gc_domain::quota::RateLimitState) -> Self {
+        self.headers.extend(rate_limit_headers(state));
+        self
     }
 
     /// `upstream_rejected` with the upstream's own 4xx status (the one code whose status is
@@ -155,6 +187,16 @@ impl ResponseError for ApiError {
                 res.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
+        if self.code == ErrorCode::BudgetExhausted {
+            // The budget is spent until the month turns: tells OpenAI's SDKs not to retry.
+            res.headers_mut().insert(
+                header::HeaderName::from_static("x-should-retry"),
+                HeaderValue::from_static("false"),
+            );
+        }
+        for (name, value) in &self.headers {
+            res.headers_mut().insert(name.clone(), value.clone());
+        }
         res
     }
 }
@@ -171,8 +213,15 @@ impl From<DomainError> for ApiError {
         let retry_after = match &e {
             DomainError::TooManyAttempts { retry_after_secs }
             | DomainError::RateLimited { retry_after_secs }
+            | DomainError::QuotaExceeded {
+                retry_after_secs, ..
+            }
             | DomainError::Unavailable { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
+        };
+        let headers = match &e {
+            DomainError::QuotaExceeded { state, .. } => rate_limit_headers(state),
+            _ => Vec::new(),
         };
         let param = match &e {
             DomainError::Validation { field, .. } => Some(field.clone()),
@@ -184,6 +233,7 @@ impl From<DomainError> for ApiError {
         Self {
             retry_after: retry_after.map(|s| s.max(1)),
             param,
+            headers,
             ..Self::new(e.code(), message)
         }
     }

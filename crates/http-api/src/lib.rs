@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 pub mod gateway;
 pub mod guard;
+pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod routes;
@@ -31,6 +32,7 @@ pub use state::{AppState, HttpSettings};
 pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
     let limit = state.http.body_limit;
     let chat_completions = state.http.chat_completions;
+    let metrics_on_main = state.http.metrics_on_main;
     cfg.app_data(state)
         .app_data(
             web::JsonConfig::default()
@@ -49,5 +51,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: web::Data<AppState>) {
             web::PathConfig::default().error_handler(|_, _| error::ApiError::not_found().into()),
         )
         .service(web::scope("/api/v1").configure(|cfg| routes::mount(cfg, chat_completions)))
+        .configure(|cfg| {
+            if metrics_on_main {
+                metrics::config(cfg);
+            }
+        })
         .default_service(web::to(middleware::not_found));
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const SHADOW_TENANT: HeaderName = HeaderName::from_static("x-shadow-tenant");
@@ -89,6 +90,18 @@ pub async fn request_context(
             .head_mut()
             .set_connection_type(actix_web::http::ConnectionType::Close);
     }
+    // The route template, never the raw path: label values stay a small, fixed set.
+    if let Some(state) = res.request().app_data::<actix_web::web::Data<AppState>>() {
+        let route = res
+            .request()
+            .match_pattern()
+            .unwrap_or_else(|| "unmatched".to_owned());
+        state.metrics.http_request(
+            res.request().method().as_str(),
+            route,
+            res.status().as_u16(),
+        );
+    }
     let shadow = res.request().extensions().get::<ShadowTenant>().copied();
     if let Some(ShadowTenant(tenant)) = shadow {
         if let Ok(v) = HeaderValue::from_str(&tenant.to_string()) {
@@ -102,6 +115,8 @@ fn rewrite(res: ServiceResponse<BoxBody>, e: &ApiError, id: &str) -> ServiceResp
     let openai = res.request().extensions().get::<OpenAiErrors>().is_some();
     let body = if openai {
         let kind = match e.status().as_u16() {
+            // OpenAI's word for a spent budget: its clients do not retry it.
+            429 if e.code() == gc_domain::ErrorCode::BudgetExhausted => "insufficient_quota",
             401 => "authentication_error",
             403 => "permission_error",
             404 => "not_found_error",

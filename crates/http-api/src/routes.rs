@@ -54,6 +54,7 @@ route_table! { ROUTES, mount_api;
     "/admin/users" => { GET admin::users::list_users, POST admin::users::create_user },
     "/admin/users/{id}" => { PATCH admin::users::patch_user },
     "/admin/users/{id}/tenant" => { PATCH admin::users::assign_tenant },
+    "/admin/usage" => { GET admin::usage::admin_usage },
 
     "/workspace" => { GET workspace::overview::overview },
     "/workspace/settings" => { GET workspace::settings::get_settings, PATCH workspace::settings::patch_settings },
@@ -86,13 +87,20 @@ route_table! { ROUTES, mount_api;
         DELETE workspace::drafts::delete_draft,
     },
     "/workspace/api-keys" => { GET workspace::api_keys::list_api_keys, POST workspace::api_keys::create_api_key },
-    "/workspace/api-keys/{id}" => { DELETE workspace::api_keys::revoke_api_key },
+    "/workspace/api-keys/{id}" => {
+        DELETE workspace::api_keys::revoke_api_key,
+        PATCH workspace::api_keys::patch_api_key,
+    },
+    "/workspace/usage" => { GET workspace::usage::workspace_usage },
     "/workspace/ai-access" => { GET workspace::ai_access::get_ai_access },
     "/workspace/ai-access/guide" => { GET workspace::ai_access::get_guide },
 
     "/guard/scan" => { GET guard::scan::describe, POST guard::scan::scan },
 
     "/run" => { POST gateway::run::run },
+    // OpenAI's model list, for /run users and OpenAI SDKs alike (errors in OpenAI's shape).
+    "/models" [wrap gateway::openai_errors] => { GET gateway::models::list_models },
+    "/models/{id}" [wrap gateway::openai_errors] => { GET gateway::models::get_model },
 }
 
 route_table! { CHAT_ROUTES, mount_chat;

@@ -17,7 +17,29 @@ use tokio::sync::Semaphore;
 use crate::error::ApiError;
 use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
+use crate::metrics::Metrics;
 use crate::throttle::IpThrottle;
+
+/// The run sink of the orchestration: counts finished runs, then queues them for the writer.
+struct MeteredSink {
+    recorder: RunRecorder,
+    metrics: Arc<Metrics>,
+}
+
+impl gc_domain::runs::RunSink for MeteredSink {
+    fn send(&self, event: gc_domain::runs::RunEvent) {
+        if let gc_domain::runs::RunEvent::Run(_, line) = &event {
+            let usage = line.usage();
+            self.metrics.run_finished(
+                line.region().as_str(),
+                line.outcome(),
+                usage.prompt_tokens,
+                usage.completion_tokens,
+            );
+        }
+        self.recorder.send(event);
+    }
+}
 
 /// HTTP-facing settings, built once from configuration by the binary.
 #[derive(Debug, Clone)]
@@ -37,6 +59,9 @@ pub struct HttpSettings {
     pub hash_queue: usize,
     /// Sign-ins and sign-ups per client IP per minute (`GC_AUTH_PER_IP_PER_MIN`).
     pub auth_per_ip_per_min: u32,
+    /// Serve `GET /metrics` on the main listener (false when metrics are off or have their
+    /// own address, `GC_METRICS_BIND`).
+    pub metrics_on_main: bool,
 }
 
 impl HttpSettings {
@@ -56,6 +81,7 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(10),
             hash_queue: 4,
             auth_per_ip_per_min: 20,
+            metrics_on_main: true,
         }
     }
 }
@@ -91,6 +117,8 @@ pub struct AppState {
     /// Queue of activity lines and key verdicts written off the request path (runs, scans).
     pub(crate) recorder: RunRecorder,
     pub guard: Arc<GuardService>,
+    /// The Prometheus metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -102,9 +130,15 @@ impl AppState {
         guard: Arc<GuardService>,
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let metrics = Arc::new(Metrics::new());
+        let queue = recorder.clone();
+        metrics.set_queue_probe(move || queue.depth());
         let runs = Arc::new(Runs::new(
             Arc::clone(&adapters.gateways),
-            Arc::new(recorder.clone()),
+            Arc::new(MeteredSink {
+                recorder: recorder.clone(),
+                metrics: Arc::clone(&metrics),
+            }),
         ));
         let hashing = cores.saturating_sub(1).max(1);
         Self {
@@ -121,6 +155,7 @@ impl AppState {
             runs,
             recorder,
             guard,
+            metrics,
         }
     }
 

@@ -122,6 +122,16 @@ pub struct TenantView {
     #[schema(value_type = String)]
     pub ai_access: AiAccess,
     pub created_at: DateTime<Utc>,
+    /// Quotas; each null when there is none.
+    pub limits: TenantLimitsView,
+}
+
+/// A tenant's quotas, as shown and as `PATCH /admin/tenants/{id}` takes them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantLimitsView {
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+    pub monthly_tokens: Option<u64>,
 }
 
 impl TenantView {
@@ -134,6 +144,11 @@ impl TenantView {
             ai_enabled: t.ai_enabled,
             ai_access,
             created_at: t.created_at,
+            limits: TenantLimitsView {
+                requests_per_minute: t.limits.requests_per_minute,
+                tokens_per_minute: t.limits.tokens_per_minute,
+                monthly_tokens: t.limits.monthly_tokens,
+            },
         }
     }
 }

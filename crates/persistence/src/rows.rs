@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
 use gc_domain::model::{Role, Session, Status, Tenant, User};
+use gc_domain::quota::{KeyLimits, TenantLimits};
 use gc_domain::values::{Email, Region};
 use gc_domain::workspace::{
     Activity, ActivityTarget, Actor, ActorKind, ApiKey, KeyScope, NewActivity, Record, RecordKind,
@@ -79,6 +80,19 @@ pub(crate) struct TenantRow {
     pub region: String,
     pub ai_enabled: bool,
     pub created_at: i64,
+    pub requests_per_minute: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
+    pub monthly_tokens: Option<i64>,
+}
+
+/// A stored limit: a positive count, or none.
+pub(crate) fn limit_in(n: Option<u64>) -> Option<i64> {
+    n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn limit_out(n: Option<i64>) -> DomainResult<Option<u64>> {
+    n.map(|n| u64::try_from(n).map_err(|_| corrupt("limit")))
+        .transpose()
 }
 
 impl TenantRow {
@@ -90,6 +104,9 @@ impl TenantRow {
             region: t.region.as_str().to_owned(),
             ai_enabled: t.ai_enabled,
             created_at: ms(t.created_at),
+            requests_per_minute: limit_in(t.limits.requests_per_minute),
+            tokens_per_minute: limit_in(t.limits.tokens_per_minute),
+            monthly_tokens: limit_in(t.limits.monthly_tokens),
         }
     }
 
@@ -101,6 +118,11 @@ impl TenantRow {
             region: region(&self.region)?,
             ai_enabled: self.ai_enabled,
             created_at: time(self.created_at)?,
+            limits: TenantLimits {
+                requests_per_minute: limit_out(self.requests_per_minute)?,
+                tokens_per_minute: limit_out(self.tokens_per_minute)?,
+                monthly_tokens: limit_out(self.monthly_tokens)?,
+            },
         })
     }
 }
@@ -278,6 +300,8 @@ pub(crate) struct ApiKeyRow {
     pub last_used_at: Option<i64>,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    pub requests_per_minute: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
 }
 
 impl ApiKeyRow {
@@ -300,6 +324,8 @@ impl ApiKeyRow {
             last_used_at: opt_ms(k.last_used_at),
             expires_at: opt_ms(k.expires_at),
             revoked_at: opt_ms(k.revoked_at),
+            requests_per_minute: limit_in(k.limits.requests_per_minute),
+            tokens_per_minute: limit_in(k.limits.tokens_per_minute),
         }
     }
 
@@ -321,6 +347,10 @@ impl ApiKeyRow {
             last_used_at: opt_time(self.last_used_at)?,
             expires_at: opt_time(self.expires_at)?,
             revoked_at: opt_time(self.revoked_at)?,
+            limits: KeyLimits {
+                requests_per_minute: limit_out(self.requests_per_minute)?,
+                tokens_per_minute: limit_out(self.tokens_per_minute)?,
+            },
         })
     }
 }

@@ -9,6 +9,9 @@ diesel::table! {
         region -> Text,
         ai_enabled -> Bool,
         created_at -> BigInt,
+        requests_per_minute -> Nullable<BigInt>,
+        tokens_per_minute -> Nullable<BigInt>,
+        monthly_tokens -> Nullable<BigInt>,
     }
 }
 
@@ -99,6 +102,8 @@ diesel::table! {
         last_used_at -> Nullable<BigInt>,
         expires_at -> Nullable<BigInt>,
         revoked_at -> Nullable<BigInt>,
+        requests_per_minute -> Nullable<BigInt>,
+        tokens_per_minute -> Nullable<BigInt>,
     }
 }
 
@@ -118,6 +123,30 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    quota_windows (subject, window_start) {
+        subject -> Text,
+        window_start -> BigInt,
+        requests -> BigInt,
+        tokens -> BigInt,
+    }
+}
+
+diesel::table! {
+    run_usage (id) {
+        id -> Text,
+        tenant_id -> Text,
+        key_id -> Text,
+        at -> BigInt,
+        day -> Text,
+        model -> Text,
+        failed -> Bool,
+        prompt_tokens -> BigInt,
+        completion_tokens -> BigInt,
+        total_tokens -> BigInt,
+    }
+}
+
 diesel::joinable!(sessions -> users (user_id));
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(users -> tenants (tenant_id));
@@ -132,4 +161,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     activity,
     api_keys,
     tenant_ai_keys,
+    quota_windows,
+    run_usage,
 );

@@ -318,6 +318,15 @@ impl DbStore {
         write_transaction(&mut conn, op, f)
     }
 
+    /// Connections of the pool: `(in use, idle)`.
+    pub fn pool_stats(&self) -> (u32, u32) {
+        let state = self.pool.state();
+        (
+            state.connections.saturating_sub(state.idle_connections),
+            state.idle_connections,
+        )
+    }
+
     /// Takes a connection out of the pool and holds it until the guard drops (tests use it to
     /// exhaust a pool).
     #[doc(hidden)]

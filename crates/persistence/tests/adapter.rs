@@ -24,6 +24,7 @@ on_both_backends!(
     change_password_revokes_other_sessions,
     throttle_counts_failures_per_email,
     throttle_holds_under_concurrency,
+    quota_takes_hold_under_concurrency,
     records_crud_with_versions_and_activity,
     records_of_another_tenant_are_not_found,
     sources_only_through_their_own_collection,
@@ -300,6 +301,9 @@ fn tenants_insert_list_update(db: &Db) {
                 status: Some(Status::Suspended),
                 region: Some(Region::Aica),
                 ai_enabled: Some(false),
+                requests_per_minute: Some(Some(60)),
+                tokens_per_minute: None,
+                monthly_tokens: Some(None),
             },
         )
         .unwrap()
@@ -308,6 +312,8 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(patched.status, Status::Suspended);
     assert_eq!(patched.region, Region::Aica);
     assert!(!patched.ai_enabled);
+    assert_eq!(patched.limits.requests_per_minute, Some(60));
+    assert_eq!(patched.limits.monthly_tokens, None);
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(patched));
     assert_eq!(
         db.store
@@ -554,6 +560,62 @@ fn throttle_holds_under_concurrency(db: &Db) {
         }
     });
     assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 5);
+}
+
+fn quota_takes_hold_under_concurrency(db: &Db) {
+    use gc_domain::ports::QuotaRepo;
+    use gc_domain::quota::{QuotaSubject, QuotaWindow, Take};
+    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
+    let start_ms = 1_800_000_000_000;
+    let tenant = QuotaWindow {
+        subject: QuotaSubject::TenantMinute(new_id()),
+        start_ms,
+    };
+    let key = QuotaWindow {
+        subject: QuotaSubject::KeyMinute(new_id()),
+        start_ms,
+    };
+    let admitted = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for i in 0..40 {
+            let store = &stores[i % stores.len()];
+            let admitted = &admitted;
+            s.spawn(move || {
+                // Half the callers take the tenant alone, half the key (3) and the tenant (7).
+                let takes = if i % 2 == 0 {
+                    vec![(tenant, 7)]
+                } else {
+                    vec![(key, 3), (tenant, 7)]
+                };
+                if let Take::Taken(_) = store.take_request(&takes).unwrap() {
+                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 7);
+    // Nothing is left counted by refused two-window takes: the tenant holds exactly 7.
+    let store = &db.store;
+    assert_eq!(
+        store.take_request(&[(tenant, 8)]).unwrap(),
+        Take::Taken(vec![8])
+    );
+    // The key's count holds only its admitted takes (at most 3), never a refused one.
+    let Take::Taken(key_count) = store.take_request(&[(key, 100)]).unwrap() else {
+        panic!("the key window is not full")
+    };
+    assert!(key_count[0] <= 4, "{key_count:?}");
+    assert_eq!(store.window_tokens(&[tenant, key]).unwrap(), vec![0, 0]);
+    let next = QuotaWindow {
+        start_ms: start_ms + 60_000,
+        ..tenant
+    };
+    assert_eq!(
+        store.take_request(&[(next, 1)]).unwrap(),
+        Take::Taken(vec![1])
+    );
+    assert_eq!(store.take_request(&[(next, 1)]).unwrap(), Take::Full(0));
+    assert_eq!(store.prune_windows(start_ms + 60_000, 0).unwrap(), 2);
 }
 
 // ---- Workspace records, settings, activity -----------------------------------------------
@@ -1131,6 +1193,7 @@ fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
         last_used_at: None,
         expires_at: Some(now() + Duration::days(30)),
         revoked_at: None,
+        limits: Default::default(),
     }
 }
 

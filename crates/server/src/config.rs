@@ -14,6 +14,9 @@
 //! | `GC_CHAT_COMPLETIONS` | `false` | mount `/chat/completions` |
 //! | `GC_GATEWAY_AIHK_URL`, `GC_GATEWAY_AICA_URL` | unset (region not configured) | OpenAI-compatible base URL, e.g. `https://host/v1` |
 //! | `GC_GATEWAY_AIHK_MODEL`, `GC_GATEWAY_AICA_MODEL` | `gpt-4o-mini` | what `auto` resolves to |
+//! | `GC_GATEWAY_AIHK_MODELS`, `GC_GATEWAY_AICA_MODELS` | the region's default model | comma-separated models listed by `GET /models` (after `auto`) |
+//! | `GC_METRICS` | `true` | serve `GET /metrics` (Prometheus text); `false` turns it off |
+//! | `GC_METRICS_BIND` | unset (the main listener) | serve `/metrics` on this address only, e.g. `127.0.0.1:9090` |
 //! | `GC_GATEWAY_TIMEOUT_S` | `60` | no upstream response (or a silent stream) this long → 504 / an in-band error |
 //! | `GC_GATEWAY_CONNECT_TIMEOUT_S` | `10` | upstream connect time-out |
 //! | `GC_GITHUB_API_URL`, `GC_GITHUB_CODELOAD_URL` | `https://api.github.com`, `https://codeload.github.com` | Guard repository fetch |
@@ -309,6 +312,14 @@ pub struct Config {
     /// The model `auto` resolves to in the AICA region.
     #[arg(long, env = "GC_GATEWAY_AICA_MODEL", default_value = "gpt-4o-mini")]
     pub gateway_aica_model: String,
+    #[arg(long, env = "GC_GATEWAY_AIHK_MODELS", value_delimiter = ',')]
+    pub gateway_aihk_models: Vec<String>,
+    #[arg(long, env = "GC_GATEWAY_AICA_MODELS", value_delimiter = ',')]
+    pub gateway_aica_models: Vec<String>,
+    #[arg(long, env = "GC_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics: bool,
+    #[arg(long, env = "GC_METRICS_BIND")]
+    pub metrics_bind: Option<SocketAddr>,
     /// Seconds without an upstream response (504) or, in a stream, without a chunk (an
     /// in-band error event).
     #[arg(long, env = "GC_GATEWAY_TIMEOUT_S", default_value_t = 60)]
@@ -418,6 +429,10 @@ impl Config {
             gateway_aica_url: None,
             gateway_aihk_model: "gpt-4o-mini".into(),
             gateway_aica_model: "gpt-4o-mini".into(),
+            gateway_aihk_models: Vec::new(),
+            gateway_aica_models: Vec::new(),
+            metrics: true,
+            metrics_bind: None,
             gateway_timeout_s: 60,
             gateway_connect_timeout_s: 10,
             github_api_url: "https://api.github.com".into(),

@@ -147,16 +147,18 @@ pub fn bootstrap_admin(
 /// The region gateways whose URLs are configured.
 pub fn gateways(config: &Config) -> anyhow::Result<HashMap<Region, RegionGateway>> {
     let mut out = HashMap::new();
-    for (region, url, model) in [
+    for (region, url, model, models) in [
         (
             Region::Aihk,
             &config.gateway_aihk_url,
             &config.gateway_aihk_model,
+            &config.gateway_aihk_models,
         ),
         (
             Region::Aica,
             &config.gateway_aica_url,
             &config.gateway_aica_model,
+            &config.gateway_aica_models,
         ),
     ] {
         let Some(url) = url.as_deref().filter(|u| !u.trim().is_empty()) else {
@@ -169,6 +171,7 @@ pub fn gateways(config: &Config) -> anyhow::Result<HashMap<Region, RegionGateway
             connect_timeout: std::time::Duration::from_secs(
                 config.gateway_connect_timeout_s.max(1),
             ),
+            models: models.clone(),
         })
         .with_context(|| format!("GC_GATEWAY_{}_URL", region.as_str()))?;
         out.insert(region, gateway);
@@ -262,6 +265,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         body_timeout: std::time::Duration::from_secs(config.body_timeout_s.max(1)),
         hash_queue: config.hash_queue,
         auth_per_ip_per_min: config.auth_per_ip_per_min.max(1),
+        metrics_on_main: config.metrics && config.metrics_bind.is_none(),
         ..HttpSettings::default()
     };
     let hasher = Arc::new(hasher);
@@ -271,6 +275,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
     std::thread::spawn(move || {
         warm.dummy_hash();
     });
+    let pool = store.clone();
     let store: Arc<dyn Store> = Arc::new(store);
     let adapters = Adapters {
         store: Arc::clone(&store),
@@ -280,6 +285,10 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         gateways: Arc::new(gateways),
     };
     let state = AppState::new(adapters, policy, http, recorder, Arc::new(guard(config)?));
+    state.metrics.set_pool_probe(move || {
+        let (in_use, idle) = pool.pool_stats();
+        gc_http_api::metrics::PoolStats { in_use, idle }
+    });
     Ok(Prepared { state, store, runs })
 }
 
@@ -291,7 +300,12 @@ const RUN_QUEUE: usize = 4096;
 /// batch it waits up to [`RUN_BATCH_WINDOW`] for more, so a busy gateway costs a few commits a
 /// second rather than one per run.
 async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
+    let mut last_prune = std::time::Instant::now();
     while let Some(first) = runs.recv().await {
+        if last_prune.elapsed() >= PRUNE_EVERY {
+            last_prune = std::time::Instant::now();
+            prune_quota_windows(Arc::clone(&store)).await;
+        }
         let mut batch = vec![first];
         let window = tokio::time::sleep(RUN_BATCH_WINDOW);
         tokio::pin!(window);
@@ -308,13 +322,20 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
         let count = batch.len();
         let written = web::block(move || {
             let mut lines = Vec::with_capacity(batch.len());
+            let mut usage = Vec::new();
             for event in batch {
                 match event {
                     RunEvent::Activity(line) => lines.push(line),
+                    RunEvent::Run(line, run) => {
+                        lines.push(line);
+                        usage.push(*run);
+                    }
                     // A proven-bad key is marked at once, before the batch's records.
                     RunEvent::KeyVerdict(v) => store.set_ai_key_status(&v)?,
                 }
             }
+            // Usage first: its tokens count toward the quotas from the next request on.
+            store.record_runs(&usage)?;
             store.append_activities(&lines)
         })
         .await;
@@ -326,6 +347,23 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
                 "the run-record writer could not use the blocking pool"
             ),
         }
+    }
+}
+
+/// How often the writer forgets quota windows that can no longer matter.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Deletes per-minute windows older than ten minutes and monthly windows older than two
+/// months.
+async fn prune_quota_windows(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    let minute_before = now.timestamp_millis() - 10 * 60_000;
+    let month_before = (now - Duration::days(62)).timestamp_millis();
+    match web::block(move || store.prune_windows(minute_before, month_before)).await {
+        Ok(Ok(n)) if n > 0 => tracing::debug!(windows = n, "pruned quota windows"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not prune quota windows"),
+        Err(_) => tracing::warn!("could not prune quota windows: blocking pool gone"),
     }
 }
 
@@ -346,12 +384,18 @@ pub struct Running {
     pub server: actix_web::dev::Server,
     /// The run-record writer; ends once the server has stopped and the queue is flushed.
     pub writer: tokio::task::JoinHandle<()>,
+    /// The metrics-only listener (`GC_METRICS_BIND`), when configured.
+    pub metrics_addr: Option<SocketAddr>,
+    metrics_handle: Option<ServerHandle>,
 }
 
 impl Running {
     /// Serves until stopped, then flushes the run-record queue.
     pub async fn wait(self) -> anyhow::Result<()> {
         self.server.await.context("server")?;
+        if let Some(metrics) = self.metrics_handle {
+            metrics.stop(true).await;
+        }
         if self.writer.await.is_err() {
             tracing::error!("the run-record writer failed");
         }
@@ -371,6 +415,13 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let max_connections = connection_cap(config);
+    let (metrics_addr, metrics_handle) = match config.metrics_bind.filter(|_| config.metrics) {
+        Some(bind) => {
+            let (addr, handle) = start_metrics(bind, data.clone(), handle_signals)?;
+            (Some(addr), Some(handle))
+        }
+        None => (None, None),
+    };
     let mut server = HttpServer::new(move || {
         let data = data.clone();
         App::new()
@@ -411,6 +462,8 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         handle: server.handle(),
         server,
         writer,
+        metrics_addr,
+        metrics_handle,
     })
 }
 
@@ -456,6 +509,34 @@ pub fn connection_cap(config: &Config) -> usize {
     let fd_room = raise_fd_limit().saturating_sub(RESERVED_FDS).max(64);
     let room = usize::try_from(fd_room).unwrap_or(usize::MAX);
     config.max_connections.map_or(room, |m| m.clamp(1, room))
+}
+
+/// A one-worker listener that serves only `GET /metrics` (`GC_METRICS_BIND`).
+fn start_metrics(
+    bind: SocketAddr,
+    data: web::Data<AppState>,
+    handle_signals: bool,
+) -> anyhow::Result<(SocketAddr, ServerHandle)> {
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(gc_http_api::metrics::config)
+    })
+    .workers(1)
+    .bind(bind)
+    .with_context(|| format!("binding GC_METRICS_BIND {bind}"))?;
+    if !handle_signals {
+        server = server.disable_signals();
+    }
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .context("the metrics listener has no address")?;
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    Ok((addr, handle))
 }
 
 /// Sets up tracing as configured. Request logs carry method, path, status and request id;

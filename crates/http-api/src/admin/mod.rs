@@ -3,4 +3,5 @@
 pub mod ai_keys;
 pub mod diagnostics;
 pub mod tenants;
+pub mod usage;
 pub mod users;

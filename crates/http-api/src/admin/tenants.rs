@@ -2,6 +2,7 @@ use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::admin::{self, tenant_name};
 use gc_domain::model::{Status, TenantPatch};
+use gc_domain::quota::limit_value;
 use gc_domain::values::Region;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -82,10 +83,32 @@ pub struct PatchTenantBody {
     /// `AIHK` or `AICA`.
     pub region: Option<String>,
     pub ai_enabled: Option<bool>,
+    /// Quotas to change; a field left out stays, `null` removes that limit.
+    pub limits: Option<TenantLimitsBody>,
 }
 
-/// Renames, suspends or re-activates a tenant, moves its region or switches AI on or off.
-/// A suspension refuses its members at their very next request.
+/// `PATCH` of a tenant's quotas: each a positive integer, or null for no limit.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantLimitsBody {
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub requests_per_minute: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub tokens_per_minute: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub monthly_tokens: Option<Option<i64>>,
+}
+
+fn limit(field: &str, raw: Option<Option<i64>>) -> Result<Option<Option<u64>>, ApiError> {
+    Ok(raw.map(|v| limit_value(field, v)).transpose()?)
+}
+
+/// Renames, suspends or re-activates a tenant, moves its region, switches AI on or off, or
+/// sets its quotas. A suspension refuses its members at their very next request; new limits
+/// apply from the next run.
 #[utoipa::path(patch, path = "/api/v1/admin/tenants/{id}", tag = "admin", request_body = PatchTenantBody,
     params(("id" = Uuid, Path, description = "Tenant id")),
     responses((status = 200, body = TenantView), (status = 404, description = "not_found"),
@@ -111,6 +134,18 @@ pub async fn patch_tenant(
             .map(|r| Region::parse("region", r))
             .transpose()?,
         ai_enabled: body.ai_enabled,
+        requests_per_minute: limit(
+            "limits.requests_per_minute",
+            body.limits.as_ref().and_then(|l| l.requests_per_minute),
+        )?,
+        tokens_per_minute: limit(
+            "limits.tokens_per_minute",
+            body.limits.as_ref().and_then(|l| l.tokens_per_minute),
+        )?,
+        monthly_tokens: limit(
+            "limits.monthly_tokens",
+            body.limits.as_ref().and_then(|l| l.monthly_tokens),
+        )?,
     };
     let id = id.into_inner();
     let (t, access) = state

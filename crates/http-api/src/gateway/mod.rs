@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::middleware::OpenAiErrors;
 
+pub mod models;
 pub mod run;
 
 /// Hands run records to a background writer through a bounded queue, off the request path.
@@ -30,6 +31,11 @@ impl RunRecorder {
 
     pub fn record(&self, activity: NewActivity) {
         self.send(RunEvent::Activity(activity));
+    }
+
+    /// Entries waiting for the writer.
+    pub fn depth(&self) -> usize {
+        self.tx.max_capacity().saturating_sub(self.tx.capacity())
     }
 }
 

@@ -7,7 +7,9 @@ use gc_domain::runs::{prepare, ChatAnswer, RunError, UpstreamFailure};
 use gc_domain::ErrorCode;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use std::time::Instant;
+
+use crate::error::{rate_limit_headers, ApiError};
 use crate::extract::{Body, Caller};
 use crate::state::AppState;
 
@@ -32,7 +34,7 @@ fn run_error(e: RunError) -> ApiError {
             ErrorCode::UpstreamTimeout,
             "upstream did not answer in time",
         ),
-        RunError::Upstream(UpstreamFailure::Failed { message }) => {
+        RunError::Upstream(UpstreamFailure::Failed { message, .. }) => {
             ApiError::new(ErrorCode::UpstreamError, message)
         }
         // Cannot happen from the gateway: a 401 moves on to the next key.
@@ -55,6 +57,7 @@ fn run_error(e: RunError) -> ApiError {
     responses((status = 200, description = "The upstream completion, or with stream: true a text/event-stream ending in data: [DONE]"),
         (status = 403, description = "member refusals, insufficient_scope, shadow_read_only, ai_access_disabled, ai_access_not_ready"),
         (status = 422, description = "validation_failed or provider_not_allowed"),
+        (status = 429, description = "rate_limited or budget_exhausted (a quota, with Retry-After), upstream_rate_limited"),
         (status = 502, description = "upstream_error"), (status = 504, description = "upstream_timeout")))]
 pub async fn run(
     state: web::Data<AppState>,
@@ -84,24 +87,49 @@ async fn pipeline(
     route: &'static str,
 ) -> Result<HttpResponse, ApiError> {
     use gc_domain::runs::ChatUpstream;
+    let started = Instant::now();
     let runs = state.runs.clone();
     let sealer = state.sealer.clone();
-    // One trip to the database: authenticate, then every refusal in the contract's order.
+    // One trip to the database: authenticate, then every refusal in the contract's order,
+    // the quotas last (they count the request).
     let plan = caller
         .db(&state, move |ports, p| {
             prepare(ports, sealer.as_ref(), p, body, |r| {
                 runs.upstream().configured(r)
             })
         })
-        .await??;
-    match state.runs.execute(plan, route).await.map_err(run_error)? {
-        ChatAnswer::Complete { body, .. } => Ok(HttpResponse::Ok()
+        .await
+        .inspect_err(|e| {
+            if matches!(
+                e.code(),
+                ErrorCode::RateLimited | ErrorCode::BudgetExhausted
+            ) {
+                state.metrics.quota_refused(e.code().as_str());
+            }
+        })??;
+    let limits = plan.limits();
+    let region = plan.scope().region().as_str();
+    let upstream_started = Instant::now();
+    let answer = state.runs.execute(plan, route).await;
+    let upstream = upstream_started.elapsed();
+    let answer = answer.map_err(|e| run_error(e).with_rate_limits(&limits))?;
+    let mut res = HttpResponse::Ok();
+    for header in rate_limit_headers(&limits) {
+        res.insert_header(header);
+    }
+    let res = match answer {
+        ChatAnswer::Complete { body, .. } => res
             .insert_header((CONTENT_TYPE, "application/json"))
-            .body(body)),
-        ChatAnswer::Stream(run) => Ok(HttpResponse::Ok()
+            .body(body),
+        ChatAnswer::Stream(run) => res
             .insert_header((CONTENT_TYPE, "text/event-stream"))
             .insert_header((CACHE_CONTROL, "no-cache"))
             .insert_header(("x-accel-buffering", "no"))
-            .streaming(run)),
-    }
+            .streaming(run),
+    };
+    let added = started.elapsed().saturating_sub(upstream);
+    state
+        .metrics
+        .run_latency(region, route, upstream.as_secs_f64(), added.as_secs_f64());
+    Ok(res)
 }

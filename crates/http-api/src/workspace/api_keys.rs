@@ -4,8 +4,9 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::model::new_id;
+use gc_domain::quota::{limit_value, KeyLimits};
 use gc_domain::values::text;
-use gc_domain::workspace::{ActivityTarget, ApiKey, KeyScope, NewActivity};
+use gc_domain::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 use gc_domain::DomainError;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -32,6 +33,57 @@ pub struct ApiKeyView {
     pub last_used_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The key's own per-minute quotas (each null when it has none of its own; the tenant's
+    /// apply as well).
+    pub limits: KeyLimitsView,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyLimitsView {
+    pub requests_per_minute: Option<u64>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// A key's own quotas on create and PATCH: each a positive integer at most the tenant's
+/// limit, or null for none of its own. On PATCH a field left out stays as it is.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyLimitsBody {
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub requests_per_minute: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub tokens_per_minute: Option<Option<i64>>,
+}
+
+/// One limit of a PATCH: left out (`None`), removed (`Some(None)`) or set.
+type LimitChange = Option<Option<u64>>;
+
+/// The checked limits of a body: `(requests_per_minute, tokens_per_minute)`, each `None` when
+/// left out, and refused above the caller's tenant's limits.
+fn checked_limits(
+    p: &gc_domain::access::Principal,
+    body: Option<&KeyLimitsBody>,
+) -> Result<(LimitChange, LimitChange), ApiError> {
+    let Some(body) = body else {
+        return Ok((None, None));
+    };
+    let rpm = body
+        .requests_per_minute
+        .map(|v| limit_value("limits.requests_per_minute", v))
+        .transpose()?;
+    let tpm = body
+        .tokens_per_minute
+        .map(|v| limit_value("limits.tokens_per_minute", v))
+        .transpose()?;
+    let tenant = p.active_member_tenant()?.limits;
+    KeyLimits {
+        requests_per_minute: rpm.flatten(),
+        tokens_per_minute: tpm.flatten(),
+    }
+    .check_within(&tenant)?;
+    Ok((rpm, tpm))
 }
 
 impl From<&ApiKey> for ApiKeyView {
@@ -45,6 +97,10 @@ impl From<&ApiKey> for ApiKeyView {
             last_used_at: k.last_used_at,
             expires_at: k.expires_at,
             revoked_at: k.revoked_at,
+            limits: KeyLimitsView {
+                requests_per_minute: k.limits.requests_per_minute,
+                tokens_per_minute: k.limits.tokens_per_minute,
+            },
         }
     }
 }
@@ -68,6 +124,16 @@ pub struct CreateApiKeyBody {
     pub scopes: Vec<String>,
     /// An RFC 3339 time in the future; absent or null for a key that does not expire.
     pub expires_at: Option<String>,
+    /// The key's own per-minute quotas, at most the tenant's.
+    pub limits: Option<KeyLimitsBody>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchApiKeyBody {
+    /// 1 to 100 characters.
+    pub name: Option<String>,
+    pub limits: Option<KeyLimitsBody>,
 }
 
 /// The caller's tenant's keys, newest first (revoked ones included). Session only; a Shadow
@@ -111,6 +177,7 @@ pub async fn create_api_key(
             scopes.push(s);
         }
     }
+    let (rpm, tpm) = checked_limits(&p, body.limits.as_ref())?;
     let now = Utc::now();
     let expires_at = match body.expires_at.as_deref() {
         None => None,
@@ -142,6 +209,10 @@ pub async fn create_api_key(
         last_used_at: None,
         expires_at,
         revoked_at: None,
+        limits: KeyLimits {
+            requests_per_minute: rpm.flatten(),
+            tokens_per_minute: tpm.flatten(),
+        },
     };
     let stored = state
         .db(move |store| {
@@ -166,6 +237,63 @@ pub async fn create_api_key(
         view: ApiKeyView::from(&stored),
         key: secret.expose().to_owned(),
     }))
+}
+
+/// Renames a key or sets its own per-minute quotas (at most the tenant's; 422 otherwise).
+/// New limits apply from the key's next request.
+#[utoipa::path(patch, path = "/api/v1/workspace/api-keys/{id}", tag = "workspace",
+    params(("id" = Uuid, Path, description = "Key id")), request_body = PatchApiKeyBody,
+    responses((status = 200, body = ApiKeyView),
+        (status = 403, description = "session_required, shadow_read_only or a member refusal"),
+        (status = 404, description = "not_found (also when revoked)"),
+        (status = 422, description = "validation_failed (a limit above the tenant's) or unknown_field")))]
+pub async fn patch_api_key(
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+    Auth(p): Auth,
+    body: Body<PatchApiKeyBody>,
+) -> Result<HttpResponse, ApiError> {
+    let scope = p.key_management_scope()?;
+    let body = body.into_inner()?;
+    let name = body
+        .name
+        .as_deref()
+        .map(|n| text("name", n, 1, 100))
+        .transpose()?;
+    let (rpm, tpm) = checked_limits(&p, body.limits.as_ref())?;
+    let patch = ApiKeyPatch {
+        name,
+        requests_per_minute: rpm,
+        tokens_per_minute: tpm,
+    };
+    let id = id.into_inner();
+    let updated = state
+        .db(move |store| {
+            let mut detail = serde_json::Map::new();
+            if let Some(name) = &patch.name {
+                detail.insert("name".into(), json!(name));
+            }
+            if let Some(v) = patch.requests_per_minute {
+                detail.insert("requests_per_minute".into(), json!(v));
+            }
+            if let Some(v) = patch.tokens_per_minute {
+                detail.insert("tokens_per_minute".into(), json!(v));
+            }
+            let line = NewActivity::write(
+                &scope,
+                Utc::now(),
+                "api_key.update",
+                Some(ActivityTarget {
+                    kind: "api_key".into(),
+                    id,
+                }),
+                serde_json::Value::Object(detail),
+            );
+            store.update_api_key(&scope, id, &patch, &line)
+        })
+        .await?
+        .ok_or(DomainError::NotFound("API key"))?;
+    Ok(HttpResponse::Ok().json(ApiKeyView::from(&updated)))
 }
 
 /// Revokes a key: its next request gets 401 `invalid_api_key`. Revoking twice is a 404.

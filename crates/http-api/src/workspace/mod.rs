@@ -14,3 +14,4 @@ pub mod records;
 pub mod settings;
 pub mod skills;
 pub mod sources;
+pub mod usage;

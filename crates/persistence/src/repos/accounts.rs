@@ -67,6 +67,9 @@ struct TenantChanges<'a> {
     status: Option<&'static str>,
     region: Option<&'static str>,
     ai_enabled: Option<bool>,
+    requests_per_minute: Option<Option<i64>>,
+    tokens_per_minute: Option<Option<i64>>,
+    monthly_tokens: Option<Option<i64>>,
 }
 
 impl UserRepo for DbStore {
@@ -323,11 +326,17 @@ impl TenantRepo for DbStore {
             status: patch.status.map(|s| s.as_str()),
             region: patch.region.map(|r| r.as_str()),
             ai_enabled: patch.ai_enabled,
+            requests_per_minute: patch.requests_per_minute.map(crate::rows::limit_in),
+            tokens_per_minute: patch.tokens_per_minute.map(crate::rows::limit_in),
+            monthly_tokens: patch.monthly_tokens.map(crate::rows::limit_in),
         };
         let empty = changes.name.is_none()
             && changes.status.is_none()
             && changes.region.is_none()
-            && changes.ai_enabled.is_none();
+            && changes.ai_enabled.is_none()
+            && changes.requests_per_minute.is_none()
+            && changes.tokens_per_minute.is_none()
+            && changes.monthly_tokens.is_none();
         self.write("update_tenant", |conn| {
             if !empty {
                 diesel::update(tenants::table.find(&id))

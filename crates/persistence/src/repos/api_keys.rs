@@ -5,16 +5,24 @@ use diesel::prelude::*;
 use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::ports::ApiKeyRepo;
-use gc_domain::workspace::{ApiKey, KeyContext, NewActivity};
+use gc_domain::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
 use super::fetch_limit;
 use super::workspace::append;
 use crate::error::db_error;
-use crate::rows::{ms, text, ApiKeyRow, TenantRow, UserRow};
+use crate::rows::{limit_in, ms, text, ApiKeyRow, TenantRow, UserRow};
 use crate::schema::{api_keys, tenants, users};
 use crate::store::DbStore;
+
+#[derive(AsChangeset)]
+#[diesel(table_name = api_keys)]
+struct KeyChanges<'a> {
+    name: Option<&'a str>,
+    requests_per_minute: Option<Option<i64>>,
+    tokens_per_minute: Option<Option<i64>>,
+}
 
 impl ApiKeyRepo for DbStore {
     fn insert_api_key(
@@ -89,6 +97,52 @@ impl ApiKeyRepo for DbStore {
             append(conn, "revoke_api_key", activity, tenant)?;
             Ok(true)
         })
+    }
+
+    fn update_api_key(
+        &self,
+        scope: &WriteScope,
+        id: Uuid,
+        patch: &ApiKeyPatch,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<ApiKey>> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let id = text(id);
+        let changes = KeyChanges {
+            name: patch.name.as_deref(),
+            requests_per_minute: patch.requests_per_minute.map(limit_in),
+            tokens_per_minute: patch.tokens_per_minute.map(limit_in),
+        };
+        let row = self.write("update_api_key", |conn| {
+            let target = api_keys::table
+                .filter(api_keys::id.eq(&id))
+                .filter(api_keys::tenant_id.eq(&tenant_id))
+                .filter(api_keys::revoked_at.is_null());
+            let found = if changes.name.is_none()
+                && changes.requests_per_minute.is_none()
+                && changes.tokens_per_minute.is_none()
+            {
+                target.count().get_result::<i64>(conn)
+            } else {
+                diesel::update(target)
+                    .set(&changes)
+                    .execute(conn)
+                    .map(|n| i64::try_from(n).unwrap_or(1))
+            }
+            .map_err(|e| db_error("update_api_key", e))?;
+            if found == 0 {
+                return Ok(None);
+            }
+            append(conn, "update_api_key", activity, tenant)?;
+            api_keys::table
+                .filter(api_keys::id.eq(&id))
+                .select(ApiKeyRow::as_select())
+                .first(conn)
+                .optional()
+                .map_err(|e| db_error("update_api_key", e))
+        })?;
+        row.map(ApiKeyRow::into_domain).transpose()
     }
 
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {

@@ -3,6 +3,7 @@
 mod accounts;
 mod ai_keys;
 mod api_keys;
+mod quota;
 mod workspace;
 
 use gc_domain::page::PageRequest;

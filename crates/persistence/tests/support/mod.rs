@@ -91,6 +91,7 @@ pub fn tenant(store: &DbStore, name: &str) -> Tenant {
                 region: Region::Aihk,
                 ai_enabled: true,
                 created_at: now(),
+                limits: Default::default(),
             },
         )
         .unwrap()

@@ -473,6 +473,76 @@ async fn main() {
         println!();
     }
 
+    // 5. The quota check (issue 10): the same /run load with no limit set, then with the
+    // tenant's three limits set (high enough never to refuse), then also a key limit.
+    {
+        println!("## Quota check (issue 10): `/run` p50 with and without limits\n");
+        println!("| concurrency | no limits p50 ms | tenant limits p50 ms | tenant + key limits p50 ms | no limits req/s | tenant limits req/s | tenant + key req/s |");
+        println!("|---|---|---|---|---|---|---|");
+        let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
+        let limited_key = post(
+            &client,
+            format!("{base}/workspace/api-keys"),
+            &member,
+            json!({"name": "bench-limited", "scopes": ["run"],
+                   "limits": {"requests_per_minute": 1_000_000_000i64, "tokens_per_minute": 1_000_000_000_000i64}}),
+        )
+        .await;
+        let limited_key = limited_key["key"].as_str().unwrap().to_owned();
+        let set_limits = |on: bool| {
+            let limits = if on {
+                json!({"requests_per_minute": 1_000_000_000i64, "tokens_per_minute": 1_000_000_000_000i64, "monthly_tokens": 1_000_000_000_000i64})
+            } else {
+                json!({"requests_per_minute": null, "tokens_per_minute": null, "monthly_tokens": null})
+            };
+            let c = client.clone();
+            let url = format!("{base}/admin/tenants/{tid}");
+            let admin = admin.clone();
+            async move {
+                let r = c
+                    .patch(url)
+                    .header("cookie", &admin)
+                    .header("origin", "http://127.0.0.1:8080")
+                    .json(&json!({"limits": limits}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success(), "{}", r.status());
+            }
+        };
+        for conns in [1usize, 16] {
+            let mut figures = Vec::new();
+            for (limits, k) in [(false, &key), (true, &key), (true, &limited_key)] {
+                set_limits(limits).await;
+                let c = client.clone();
+                let b = base.clone();
+                let k = k.clone();
+                let body = body.clone();
+                let stats = load(conns, secs, move || {
+                    c.post(format!("{b}/run")).bearer_auth(&k).json(&body)
+                })
+                .await;
+                if stats.errors > 0 {
+                    println!("\n({} errors at {conns}, limits {limits})\n", stats.errors);
+                }
+                figures.push(stats);
+            }
+            println!(
+                "| {conns} | {:.3} | {:.3} ({:+.1} %) | {:.3} ({:+.1} %) | {:.0} | {:.0} | {:.0} |",
+                figures[0].pct(0.5),
+                figures[1].pct(0.5),
+                (figures[1].pct(0.5) / figures[0].pct(0.5) - 1.0) * 100.0,
+                figures[2].pct(0.5),
+                (figures[2].pct(0.5) / figures[0].pct(0.5) - 1.0) * 100.0,
+                figures[0].rate(),
+                figures[1].rate(),
+                figures[2].rate(),
+            );
+        }
+        set_limits(false).await;
+        println!();
+    }
+
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after_rss = rss_kib(server.child.id());
     println!("## Memory\n\nserver RSS idle after start: {:.1} MiB; after all of the above: {:.1} MiB (target: idle < 20 MiB, flat under load)\n",

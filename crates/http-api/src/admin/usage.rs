@@ -1,0 +1,56 @@
+//! `GET /admin/usage`: every tenant's usage (or one's), grouped by tenant, for platform admins.
+
+use actix_web::{web, HttpResponse};
+use gc_domain::usage::{self, UsageGroup};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{Auth, Query};
+use crate::state::AppState;
+use crate::workspace::usage::{query, UsageBody, UsageParams};
+
+/// `?from=&to=&tenant_id=&limit=&cursor=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AdminUsageParams {
+    /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
+    pub from: Option<String>,
+    /// Last day, inclusive; default the last of the current month.
+    pub to: Option<String>,
+    /// Only this tenant.
+    pub tenant_id: Option<Uuid>,
+    /// 1 to 200, default 50.
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Usage per tenant, ordered by tenant id descending (newest tenants first).
+#[utoipa::path(get, path = "/api/v1/admin/usage", tag = "admin", params(AdminUsageParams),
+    responses((status = 200, body = UsageBody), (status = 403, description = "admin_required"),
+        (status = 422, description = "validation_failed (from, to)")))]
+pub async fn admin_usage(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    params: Query<AdminUsageParams>,
+) -> Result<HttpResponse, ApiError> {
+    p.admin_scope()?;
+    let params = params.into_inner()?;
+    let tenant_id = params.tenant_id;
+    let q = query(
+        &UsageParams {
+            from: params.from,
+            to: params.to,
+            group_by: None,
+            limit: params.limit,
+            cursor: params.cursor,
+        },
+        UsageGroup::Tenant,
+    )?;
+    let page = state
+        .db(move |store| usage::admin_usage(store, &p, tenant_id, &q))
+        .await?;
+    Ok(HttpResponse::Ok().json(UsageBody::new(UsageGroup::Tenant, page)))
+}

@@ -1,0 +1,316 @@
+//! Prometheus metrics (`GET /metrics`, text format 0.0.4), every name starting with `gc_`.
+//!
+//! Labels are bounded sets only: route templates (never raw paths), methods, statuses,
+//! regions, outcomes and refusal reasons. No tenant, member or key id is ever a label.
+//! The database pool and the run-record queue are read when the page is scraped.
+
+use std::sync::{Arc, OnceLock};
+
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::{web, HttpResponse};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::state::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    method: &'static str,
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    region: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegionLabels {
+    region: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    region: &'static str,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    state: &'static str,
+}
+
+/// The database pool as the binary sees it: connections in use and idle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub in_use: u32,
+    pub idle: u32,
+}
+
+type PoolProbe = Box<dyn Fn() -> PoolStats + Send + Sync>;
+type QueueProbe = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// Every metric of the service. Cheap to update from any thread.
+pub struct Metrics {
+    registry: Registry,
+    http_requests: Family<HttpLabels, Counter>,
+    runs: Family<RunLabels, Counter>,
+    upstream_latency: Family<RegionLabels, Histogram>,
+    added_latency: Family<RouteLabels, Histogram>,
+    tokens: Family<TokenLabels, Counter>,
+    quota_refusals: Family<ReasonLabels, Counter>,
+    guard_scans: Family<VerdictLabels, Counter>,
+    db_pool: Family<PoolLabels, Gauge>,
+    run_queue_depth: Gauge,
+    pool_probe: OnceLock<PoolProbe>,
+    queue_probe: OnceLock<QueueProbe>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms to ~16 s.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.001, 2.0, 15,
+    ))
+}
+
+fn added_histogram() -> Histogram {
+    // 0.1 ms to ~0.4 s: gc's own work is small.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0001, 2.0, 13,
+    ))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "gc_http_requests",
+            "HTTP requests by method, route template and status",
+            http_requests.clone(),
+        );
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register(
+            "gc_runs",
+            "Runs (/run and /chat/completions) that reached the upstream, by region and outcome",
+            runs.clone(),
+        );
+        let upstream_latency = Family::<RegionLabels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "gc_upstream_latency_seconds",
+            "Time from sending a run upstream to its response (headers, for streams), retries included",
+            upstream_latency.clone(),
+        );
+        let added_latency = Family::<RouteLabels, Histogram>::new_with_constructor(
+            added_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "gc_added_latency_seconds",
+            "Time gc itself adds to a run before its response starts (authentication, quotas, keys)",
+            added_latency.clone(),
+        );
+        let tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "gc_tokens",
+            "Tokens reported by the upstream, by region and kind (prompt, completion)",
+            tokens.clone(),
+        );
+        let quota_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "gc_quota_refusals",
+            "Runs refused by a quota before any upstream call, by reason",
+            quota_refusals.clone(),
+        );
+        let guard_scans = Family::<VerdictLabels, Counter>::default();
+        registry.register(
+            "gc_guard_scans",
+            "Guard scans by verdict",
+            guard_scans.clone(),
+        );
+        let db_pool = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "gc_db_pool_connections",
+            "Database pool connections by state (in_use, idle)",
+            db_pool.clone(),
+        );
+        let run_queue_depth = Gauge::default();
+        registry.register(
+            "gc_run_record_queue_depth",
+            "Run records and key verdicts waiting for the writer",
+            run_queue_depth.clone(),
+        );
+        Self {
+            registry,
+            http_requests,
+            runs,
+            upstream_latency,
+            added_latency,
+            tokens,
+            quota_refusals,
+            guard_scans,
+            db_pool,
+            run_queue_depth,
+            pool_probe: OnceLock::new(),
+            queue_probe: OnceLock::new(),
+        }
+    }
+
+    /// Where the pool's state is read at scrape time (set once by the binary).
+    pub fn set_pool_probe(&self, probe: impl Fn() -> PoolStats + Send + Sync + 'static) {
+        let _ = self.pool_probe.set(Box::new(probe));
+    }
+
+    /// Where the run-record queue's depth is read at scrape time.
+    pub(crate) fn set_queue_probe(&self, probe: impl Fn() -> usize + Send + Sync + 'static) {
+        let _ = self.queue_probe.set(Box::new(probe));
+    }
+
+    /// One HTTP request; `route` is the matched template (`/api/v1/workspace/skills/{id}`) or
+    /// `unmatched`.
+    pub fn http_request(&self, method: &str, route: String, status: u16) {
+        let method = match method {
+            "GET" => "GET",
+            "POST" => "POST",
+            "PATCH" => "PATCH",
+            "PUT" => "PUT",
+            "DELETE" => "DELETE",
+            "HEAD" => "HEAD",
+            "OPTIONS" => "OPTIONS",
+            _ => "other",
+        };
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                method,
+                route,
+                status,
+            })
+            .inc();
+    }
+
+    /// A finished run: its outcome (`ok`, `cancelled`, an error code) and tokens.
+    pub fn run_finished(
+        &self,
+        region: &'static str,
+        outcome: &'static str,
+        prompt: u64,
+        completion: u64,
+    ) {
+        self.runs
+            .get_or_create(&RunLabels { region, outcome })
+            .inc();
+        if prompt > 0 {
+            self.tokens
+                .get_or_create(&TokenLabels {
+                    region,
+                    kind: "prompt",
+                })
+                .inc_by(prompt);
+        }
+        if completion > 0 {
+            self.tokens
+                .get_or_create(&TokenLabels {
+                    region,
+                    kind: "completion",
+                })
+                .inc_by(completion);
+        }
+    }
+
+    /// The upstream's share and gc's own share of a run's time to its response.
+    pub fn run_latency(
+        &self,
+        region: &'static str,
+        route: &'static str,
+        upstream_s: f64,
+        added_s: f64,
+    ) {
+        self.upstream_latency
+            .get_or_create(&RegionLabels { region })
+            .observe(upstream_s);
+        self.added_latency
+            .get_or_create(&RouteLabels { route })
+            .observe(added_s);
+    }
+
+    /// A run refused by a quota: `requests_per_minute`, `tokens_per_minute`, `monthly_tokens`.
+    pub fn quota_refused(&self, reason: &'static str) {
+        self.quota_refusals
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// A Guard scan and its verdict (`pass`, `warn`, `fail`). Not wired yet: the Guard's HTTP
+    /// handler is being rewritten; it should call this once per finished scan.
+    pub fn guard_scan(&self, verdict: &'static str) {
+        self.guard_scans
+            .get_or_create(&VerdictLabels { verdict })
+            .inc();
+    }
+
+    /// The page in Prometheus text format.
+    pub fn render(&self) -> String {
+        if let Some(probe) = self.pool_probe.get() {
+            let stats = probe();
+            self.db_pool
+                .get_or_create(&PoolLabels { state: "in_use" })
+                .set(i64::from(stats.in_use));
+            self.db_pool
+                .get_or_create(&PoolLabels { state: "idle" })
+                .set(i64::from(stats.idle));
+        }
+        if let Some(probe) = self.queue_probe.get() {
+            self.run_queue_depth
+                .set(i64::try_from(probe()).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::error!("encoding the metrics failed");
+        }
+        out
+    }
+}
+
+/// `GET /metrics`: the Prometheus page. Public and low-cardinality on the main listener, or
+/// on its own address (`GC_METRICS_BIND`); see `docs/decisions/0008-metrics.md`.
+pub async fn serve(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"))
+        .body(state.metrics.render())
+}
+
+/// Mounts `GET /metrics` (for the main app and for a metrics-only listener).
+pub fn config(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/metrics").route(web::get().to(serve)));
+}
+
+/// Shared handle, as kept in [`AppState`].
+pub type SharedMetrics = Arc<Metrics>;

@@ -1,0 +1,147 @@
+//! `GET /workspace/usage`: the tenant's requests, errors and tokens from its run records, by
+//! day, model or key, for a range of UTC dates (default: the current month).
+
+use actix_web::{web, HttpResponse};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use chrono::Utc;
+use gc_domain::usage::{self, UsageGroup, UsageLine, UsagePage, UsageQuery, UsageRange};
+use gc_domain::workspace::KeyScope;
+use gc_domain::ErrorCode;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{Auth, Query};
+use crate::state::AppState;
+
+/// `?from=&to=&group_by=&limit=&cursor=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct UsageParams {
+    /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
+    pub from: Option<String>,
+    /// Last day, inclusive; default the last of the current month. At most 400 days after
+    /// `from`.
+    pub to: Option<String>,
+    /// `day` (default), `model` or `key`.
+    pub group_by: Option<String>,
+    /// 1 to 200, default 50.
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The range, page size and cursor of a usage query (`group` as given).
+pub(crate) fn query(params: &UsageParams, group: UsageGroup) -> Result<UsageQuery, ApiError> {
+    let before = match params.cursor.as_deref() {
+        None | Some("") => None,
+        Some(raw) => Some(
+            URL_SAFE_NO_PAD
+                .decode(raw)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidCursor,
+                        "the cursor is not one this service issued",
+                    )
+                })?,
+        ),
+    };
+    let range = UsageRange::parse(
+        params.from.as_deref(),
+        params.to.as_deref(),
+        Utc::now().date_naive(),
+    )?;
+    UsageQuery::new(range, group, params.limit, before)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
+}
+
+/// One group's sums; exactly one of `day`, `model`, `key_id`, `tenant_id` is present.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UsageLineView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub day: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The workspace key; null for runs made with a session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Uuid>)]
+    pub key_id: Option<Option<Uuid>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<Uuid>,
+    pub requests: u64,
+    /// Runs that ended in an upstream error, time-out or refusal.
+    pub errors: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl UsageLineView {
+    fn new(group: UsageGroup, line: UsageLine) -> Self {
+        let g = line.group;
+        let mut view = Self {
+            day: None,
+            model: None,
+            key_id: None,
+            tenant_id: None,
+            requests: line.requests,
+            errors: line.errors,
+            prompt_tokens: line.prompt_tokens,
+            completion_tokens: line.completion_tokens,
+            total_tokens: line.total_tokens,
+        };
+        match group {
+            UsageGroup::Day => view.day = Some(g),
+            UsageGroup::Model => view.model = Some(g),
+            UsageGroup::Key => view.key_id = Some(Uuid::parse_str(&g).ok()),
+            UsageGroup::Tenant => view.tenant_id = Uuid::parse_str(&g).ok(),
+        }
+        view
+    }
+}
+
+/// A page of usage lines, ordered by the group key descending (days newest first).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UsageBody {
+    pub data: Vec<UsageLineView>,
+    pub next_cursor: Option<String>,
+}
+
+impl UsageBody {
+    pub(crate) fn new(group: UsageGroup, page: UsagePage) -> Self {
+        Self {
+            data: page
+                .items
+                .into_iter()
+                .map(|l| UsageLineView::new(group, l))
+                .collect(),
+            next_cursor: page.next.map(|g| URL_SAFE_NO_PAD.encode(g.as_bytes())),
+        }
+    }
+}
+
+/// The tenant's usage. Sessions of members (and Shadow views); keys need `workspace:read`.
+#[utoipa::path(get, path = "/api/v1/workspace/usage", tag = "workspace", params(UsageParams),
+    responses((status = 200, body = UsageBody),
+        (status = 403, description = "insufficient_scope or a member refusal"),
+        (status = 422, description = "validation_failed (from, to, group_by)")))]
+pub async fn workspace_usage(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    params: Query<UsageParams>,
+) -> Result<HttpResponse, ApiError> {
+    // Refused callers hear so before any complaint about the query.
+    p.read_scope(KeyScope::WorkspaceRead)?;
+    let params = params.into_inner()?;
+    let group = UsageGroup::parse(params.group_by.as_deref())?;
+    let q = query(&params, group)?;
+    let page = state
+        .db(move |store| usage::workspace_usage(store, &p, &q))
+        .await?;
+    Ok(HttpResponse::Ok().json(UsageBody::new(group, page)))
+}

@@ -1,0 +1,338 @@
+//! Quota counters and run usage.
+//!
+//! A request is counted with one conditional upsert per window (`INSERT … ON CONFLICT DO
+//! UPDATE … WHERE requests < max RETURNING requests`), which both SQLite and PostgreSQL run
+//! atomically: concurrent callers on any number of nodes queue on the row, and no answer ever
+//! exceeds the maximum. Several windows are taken in one write transaction, the earlier ones
+//! handed back when a later one is full. Tokens are added when run lines are stored, in the
+//! same transaction as the lines.
+
+use std::collections::HashMap;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
+use gc_domain::access::{AdminScope, TenantScope};
+use gc_domain::ports::{QuotaRepo, UsageRepo};
+use gc_domain::quota::{QuotaWindow, Take};
+use gc_domain::runs::RunLine;
+use gc_domain::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
+use gc_domain::DomainResult;
+use uuid::Uuid;
+
+use super::count;
+use crate::error::db_error;
+use crate::rows::text;
+use crate::schema::{quota_windows, run_usage};
+use crate::store::{on_backend, DbConnection, DbStore};
+
+#[derive(QueryableByName)]
+struct Requests {
+    #[diesel(sql_type = BigInt)]
+    requests: i64,
+}
+
+const TAKE_SQLITE: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+     VALUES (?, ?, 1, 0) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET requests = quota_windows.requests + 1 WHERE quota_windows.requests < ? \
+     RETURNING requests";
+const TAKE_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+     VALUES ($1, $2, 1, 0) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET requests = quota_windows.requests + 1 WHERE quota_windows.requests < $3 \
+     RETURNING requests";
+const GIVE_BACK: &str = "UPDATE quota_windows SET requests = requests - 1 \
+     WHERE subject = ? AND window_start = ?";
+const GIVE_BACK_PG: &str = "UPDATE quota_windows SET requests = requests - 1 \
+     WHERE subject = $1 AND window_start = $2";
+const ADD_TOKENS_SQLITE: &str =
+    "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+     VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET tokens = quota_windows.tokens + excluded.tokens";
+const ADD_TOKENS_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+     VALUES ($1, $2, 0, $3) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET tokens = quota_windows.tokens + excluded.tokens";
+
+fn limit(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Counts one request in `w` unless it holds `max` already; the new count, or `None`.
+fn take_one(conn: &mut DbConnection, w: &QuotaWindow, max: u64) -> DomainResult<Option<u64>> {
+    let subject = w.subject.stored();
+    let found: Vec<Requests> = match conn {
+        DbConnection::Sqlite(c) => diesel::sql_query(TAKE_SQLITE)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(max))
+            .load(c),
+        DbConnection::Pg(c) => diesel::sql_query(TAKE_PG)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(max))
+            .load(c),
+    }
+    .map_err(|e| db_error("take_request", e))?;
+    Ok(found.first().map(|r| count(r.requests)))
+}
+
+fn give_back(conn: &mut DbConnection, w: &QuotaWindow) -> DomainResult<()> {
+    let subject = w.subject.stored();
+    match conn {
+        DbConnection::Sqlite(c) => diesel::sql_query(GIVE_BACK)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .execute(c),
+        DbConnection::Pg(c) => diesel::sql_query(GIVE_BACK_PG)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .execute(c),
+    }
+    .map_err(|e| db_error("take_request", e))?;
+    Ok(())
+}
+
+fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainResult<()> {
+    let subject = w.subject.stored();
+    match conn {
+        DbConnection::Sqlite(c) => diesel::sql_query(ADD_TOKENS_SQLITE)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(tokens))
+            .execute(c),
+        DbConnection::Pg(c) => diesel::sql_query(ADD_TOKENS_PG)
+            .bind::<Text, _>(&subject)
+            .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(tokens))
+            .execute(c),
+    }
+    .map_err(|e| db_error("record_runs", e))?;
+    Ok(())
+}
+
+impl QuotaRepo for DbStore {
+    fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+        let subjects: Vec<String> = windows.iter().map(|w| w.subject.stored()).collect();
+        let rows: Vec<(String, i64, i64)> = self.read(|conn| {
+            on_backend!(conn, |c| quota_windows::table
+                .filter(quota_windows::subject.eq_any(&subjects))
+                .select((
+                    quota_windows::subject,
+                    quota_windows::window_start,
+                    quota_windows::tokens,
+                ))
+                .load(c))
+            .map_err(|e| db_error("window_tokens", e))
+        })?;
+        Ok(windows
+            .iter()
+            .zip(&subjects)
+            .map(|(w, s)| {
+                rows.iter()
+                    .find(|(subject, start, _)| subject == s && *start == w.start_ms)
+                    .map_or(0, |(_, _, tokens)| count(*tokens))
+            })
+            .collect())
+    }
+
+    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take> {
+        if let [(w, max)] = takes {
+            // One statement is atomic on its own: no transaction to pay for.
+            return self.read(|conn| {
+                Ok(match take_one(conn, w, *max)? {
+                    Some(n) => Take::Taken(vec![n]),
+                    None => Take::Full(0),
+                })
+            });
+        }
+        self.write("take_request", |conn| {
+            let mut counts = Vec::with_capacity(takes.len());
+            for (i, (w, max)) in takes.iter().enumerate() {
+                match take_one(conn, w, *max)? {
+                    Some(n) => counts.push(n),
+                    None => {
+                        for (earlier, _) in &takes[..i] {
+                            give_back(conn, earlier)?;
+                        }
+                        return Ok(Take::Full(i));
+                    }
+                }
+            }
+            Ok(Take::Taken(counts))
+        })
+    }
+
+    fn prune_windows(&self, minute_before: i64, month_before: i64) -> DomainResult<u64> {
+        self.read(|conn| {
+            on_backend!(conn, |c| diesel::delete(
+                quota_windows::table.filter(
+                    quota_windows::subject
+                        .like("m:%")
+                        .and(quota_windows::window_start.lt(month_before))
+                        .or(quota_windows::subject
+                            .not_like("m:%")
+                            .and(quota_windows::window_start.lt(minute_before))),
+                )
+            )
+            .execute(c))
+            .map(super::affected)
+            .map_err(|e| db_error("prune_windows", e))
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = run_usage)]
+struct RunUsageRow {
+    id: String,
+    tenant_id: String,
+    key_id: String,
+    at: i64,
+    day: String,
+    model: String,
+    failed: bool,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    total_tokens: i64,
+}
+
+#[derive(QueryableByName)]
+struct UsageRow {
+    #[diesel(sql_type = Text)]
+    grp: String,
+    #[diesel(sql_type = BigInt)]
+    requests: i64,
+    #[diesel(sql_type = BigInt)]
+    errors: i64,
+    #[diesel(sql_type = BigInt)]
+    prompt: i64,
+    #[diesel(sql_type = BigInt)]
+    completion: i64,
+    #[diesel(sql_type = BigInt)]
+    total: i64,
+}
+
+/// The usage query for `column`, with `$n` placeholders (PostgreSQL) or `?` (SQLite). Binds,
+/// in order: from, to, tenant (twice; empty for every tenant), before (twice; empty for the
+/// first page), limit.
+fn usage_sql(column: &str, pg: bool) -> String {
+    let mut n = 0;
+    let mut p = || {
+        n += 1;
+        if pg {
+            format!("CAST(${n} AS TEXT)")
+        } else {
+            "CAST(? AS TEXT)".to_owned()
+        }
+    };
+    let (from, to, t1, t2, b1, b2) = (p(), p(), p(), p(), p(), p());
+    let lim = if pg { "$7".to_owned() } else { "?".to_owned() };
+    format!(
+        "SELECT {column} AS grp, COUNT(*) AS requests, \
+         CAST(SUM(CASE WHEN failed THEN 1 ELSE 0 END) AS BIGINT) AS errors, \
+         CAST(SUM(prompt_tokens) AS BIGINT) AS prompt, \
+         CAST(SUM(completion_tokens) AS BIGINT) AS completion, \
+         CAST(SUM(total_tokens) AS BIGINT) AS total \
+         FROM run_usage WHERE day >= {from} AND day <= {to} \
+         AND ({t1} = '' OR tenant_id = {t2}) AND ({b1} = '' OR {column} < {b2}) \
+         GROUP BY {column} ORDER BY {column} DESC LIMIT {lim}"
+    )
+}
+
+fn usage(store: &DbStore, tenant_id: Option<Uuid>, query: &UsageQuery) -> DomainResult<UsagePage> {
+    let column = match query.group {
+        UsageGroup::Day => "day",
+        UsageGroup::Model => "model",
+        UsageGroup::Key => "key_id",
+        UsageGroup::Tenant => "tenant_id",
+    };
+    let tenant = tenant_id.map(text).unwrap_or_default();
+    let before = query.before.clone().unwrap_or_default();
+    let (from, to) = (query.range.from_day(), query.range.to_day());
+    let fetch = i64::from(query.limit) + 1;
+    let rows: Vec<UsageRow> = store.read(|conn| {
+        let pg = matches!(conn, DbConnection::Pg(_));
+        let sql = usage_sql(column, pg);
+        on_backend!(conn, |c| diesel::sql_query(&sql)
+            .bind::<Text, _>(&from)
+            .bind::<Text, _>(&to)
+            .bind::<Text, _>(&tenant)
+            .bind::<Text, _>(&tenant)
+            .bind::<Text, _>(&before)
+            .bind::<Text, _>(&before)
+            .bind::<BigInt, _>(fetch)
+            .load(c))
+        .map_err(|e| db_error("usage", e))
+    })?;
+    let lines = rows
+        .into_iter()
+        .map(|r| UsageLine {
+            group: r.grp,
+            requests: count(r.requests),
+            errors: count(r.errors),
+            prompt_tokens: count(r.prompt),
+            completion_tokens: count(r.completion),
+            total_tokens: count(r.total),
+        })
+        .collect();
+    Ok(UsagePage::finish(query, lines))
+}
+
+impl UsageRepo for DbStore {
+    fn record_runs(&self, runs: &[RunLine]) -> DomainResult<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<RunUsageRow> = runs
+            .iter()
+            .map(|r| {
+                let u = r.usage();
+                RunUsageRow {
+                    id: text(r.id()),
+                    tenant_id: text(r.tenant_id()),
+                    key_id: r.key_id().map(text).unwrap_or_default(),
+                    at: r.at().timestamp_millis(),
+                    day: r.day(),
+                    model: r.model().chars().take(200).collect(),
+                    failed: r.failed(),
+                    prompt_tokens: limit(u.prompt_tokens),
+                    completion_tokens: limit(u.completion_tokens),
+                    total_tokens: limit(u.total_tokens),
+                }
+            })
+            .collect();
+        // One upsert per window of the batch, not per run.
+        let mut tokens: HashMap<QuotaWindow, u64> = HashMap::new();
+        for r in runs {
+            let n = r.usage().total_tokens;
+            if n > 0 {
+                for w in r.token_windows() {
+                    *tokens.entry(w).or_default() += n;
+                }
+            }
+        }
+        self.write("record_runs", |conn| {
+            for row in &rows {
+                on_backend!(conn, |c| diesel::insert_into(run_usage::table)
+                    .values(row)
+                    .execute(c))
+                .map_err(|e| db_error("record_runs", e))?;
+            }
+            for (w, n) in &tokens {
+                add_tokens(conn, w, *n)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage> {
+        usage(self, Some(scope.tenant_id()), query)
+    }
+
+    fn all_usage(
+        &self,
+        _scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+        query: &UsageQuery,
+    ) -> DomainResult<UsagePage> {
+        usage(self, tenant_id, query)
+    }
+}
