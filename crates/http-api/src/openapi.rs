@@ -451,7 +451,7 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
 fn chat_request_schema() -> Value {
     let content =
         json!({"type": ["string", "array"], "description": "Text, or OpenAI content parts."});
-    let mut properties = json!({
+    let properties = json!({
         "messages": {
             "type": "array",
             "minItems": 1,
@@ -466,14 +466,11 @@ fn chat_request_schema() -> Value {
                 }}
             ]}
         },
-        "model": {"type": ["string", "null"], "maxLength": 200, "pattern": "^[\\x20-\\x7E]*[\\x21-\\x7E][\\x20-\\x7E]*$",
-                  "description": "Default `auto`: the region's default model."},
+        "model": {"type": ["string", "null"], "maxLength": 50, "pattern": "\\S",
+                  "description": "Default `auto`: the region's default model. The server takes up to 200 bytes."},
         "stream": {"type": ["boolean", "null"], "description": "true: `text/event-stream` ending with `data: [DONE]`."},
-        "max_tokens": {"type": ["integer", "null"], "minimum": 1}
+        "max_tokens": {"type": ["integer", "null"], "minimum": 1, "maximum": 4294967295_u64}
     });
-    for field in gc_domain::runs::PROVIDER_FIELDS {
-        properties[field] = json!(false);
-    }
     json!({
         "type": "object",
         "description": "OpenAI's chat-completions body. A `provider`, `base_url`, `api_key`, `region` or `gateway` field is refused (422 `provider_not_allowed`); other OpenAI parameters pass through.",
@@ -754,11 +751,15 @@ fn contract(doc: &mut Value) {
                 op["requestBody"]["required"] = json!(true);
             }
             special_bodies(method, path, op);
-            if let Some(params) = op["parameters"].as_array_mut() {
+            if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
                 for param in params {
                     match param["name"].as_str() {
                         Some("format") => param["schema"] = one_of(&["json", "sarif"]),
                         Some("kind") => param["schema"] = one_of(&["agents", "workflows", "apps"]),
+                        Some("If-Match") => {
+                            param["schema"] = json!({"type": "string",
+                                "pattern": "^(\\*|(W/)?(\"[0-9]{1,18}\"|[0-9]{1,18}))$"})
+                        }
                         _ => {}
                     }
                 }
@@ -810,9 +811,14 @@ fn special_bodies(method: &str, path: &str, op: &mut Value) {
             op["requestBody"]["required"] = json!(true);
             op["responses"]["200"]["content"] = json!({
                 "application/json": {"schema": schema_ref("ChatCompletion")},
-                "text/event-stream": {"schema": {"type": "string",
+                "text/event-stream": {"schema": {"type": "object", "required": ["data"],
+                    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
                     "description": "Server-sent events: the upstream's chunks as `data: {...}` lines, ending with `data: [DONE]`. A stream that breaks after the first byte sends one `data: {\"error\": {...}}` frame, then `data: [DONE]`."}}
             });
+        }
+        ("post", "/admin/ai-gateways/diagnostics") => {
+            // No body at all means `{}`.
+            op["requestBody"]["required"] = json!(false);
         }
         ("get", "/guard/scan") => {
             op["responses"]["200"]["content"] = json_content("GuardDescription");
