@@ -182,7 +182,8 @@ fn check(tools: &Path, work: &Path, line: &str) -> anyhow::Result<()> {
             if matches!(credential, Some(("session", _))) {
                 cmd.args(["-H", &format!("Origin: {origin}")]);
             }
-            cmd.env("NO_COLOR", "1");
+            // Schemathesis keeps its crash cache in `.schemathesis/` of its working directory.
+            cmd.current_dir(work).env("NO_COLOR", "1");
             run(cmd)
         };
     let mut failed = Vec::new();
