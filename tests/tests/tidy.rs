@@ -302,6 +302,8 @@ fn only_the_admin_command_line_makes_a_local_operator() {
     ];
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
+        // Unit tests may make one to reach the administration functions.
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
         if text.contains("at_the_console(") || text.contains("LocalOperator {") {
             assert!(
                 allowed.contains(&file),

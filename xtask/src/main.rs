@@ -6,6 +6,8 @@
 //! - `lint`: the first two steps only.
 //! - `openapi`: writes `docs/openapi.json` from `gc-server openapi` (xtask links no service
 //!   crate: it stays quick to build).
+//! - `api-check`: the running server against its OpenAPI document (openapi-spec-validator and
+//!   Schemathesis, installed into `target/api-check-venv` when missing); see `api_check.rs`.
 //! - `bench`: the benchmarks (see `docs/benchmarks.md`).
 //! - `guard-eval DIR`: the Guard's recall and false positives on a labelled corpus.
 //! - `mutants`: cargo-mutants over the access-deciding code (installed if missing); see
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+mod api_check;
 mod bench;
 mod guard_eval;
 mod mutants;
@@ -33,6 +36,7 @@ fn main() -> anyhow::Result<()> {
         }
         Some("lint") => lint(),
         Some("openapi") => openapi(&root),
+        Some("api-check") => api_check::run_check(&root),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("mutants") => mutants::run(&args[1..]),
         Some("guard-eval") => {
@@ -43,7 +47,9 @@ fn main() -> anyhow::Result<()> {
             guard_eval::run(&dir)
         }
         _ => {
-            eprintln!("usage: cargo xtask <test|lint|openapi|bench|mutants|guard-eval DIR>");
+            eprintln!(
+                "usage: cargo xtask <test|lint|openapi|api-check|bench|mutants|guard-eval DIR>"
+            );
             bail!("unknown command")
         }
     }

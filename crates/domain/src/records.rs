@@ -3,7 +3,7 @@
 //! Records are stored and returned, never executed, indexed or fetched: a skill's content is
 //! text, a source of kind `url` is a string. Validation checks shape and size only.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::error::{DomainError, DomainResult};
 use crate::values::{text, Timezone};
@@ -204,6 +204,101 @@ fn validate(
     Ok(out)
 }
 
+/// Characters [`text`] refuses: control characters other than tab, line feed and carriage
+/// return (Rust's `char::is_control`), as a regular-expression class body.
+const CONTROL_CLASS: &str = r"\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F";
+
+/// The JSON Schema of a string [`text`] accepts with `min ∈ {0, 1}` and `max` characters:
+/// no refused control character and, when `min` is 1, at least one character that is not
+/// white space (the value is trimmed before it is counted).
+pub fn text_schema(min: usize, max: usize) -> Value {
+    let pattern = if min > 0 {
+        format!("^[^{CONTROL_CLASS}]*[^\\s{CONTROL_CLASS}][^{CONTROL_CLASS}]*$")
+    } else {
+        format!("^[^{CONTROL_CLASS}]*$")
+    };
+    json!({"type": "string", "maxLength": max, "pattern": pattern})
+}
+
+fn field_schema(ty: FieldType) -> Value {
+    match ty {
+        FieldType::Name { min, max } => text_schema(min, max),
+        FieldType::Text { max } => json!({"type": "string", "maxLength": max}),
+        FieldType::Content { min } => {
+            let mut s = json!({
+                "type": "string",
+                "maxLength": MAX_CONTENT_BYTES,
+                "description": "At most 256 KiB (counted in bytes)."
+            });
+            if min > 0 {
+                s["pattern"] = json!("\\S");
+            }
+            s
+        }
+        FieldType::Tags => json!({
+            "type": "array",
+            "maxItems": MAX_TAGS,
+            "items": text_schema(1, 50),
+            "description": "Duplicates collapse."
+        }),
+        FieldType::OneOf(allowed) => json!({"type": "string", "enum": allowed}),
+        FieldType::Object => json!({
+            "type": "object",
+            "description": "Any JSON object, at most 256 KiB as JSON."
+        }),
+        FieldType::Timezone => json!({
+            "type": "string",
+            "enum": chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect::<Vec<_>>(),
+            "description": "An IANA time-zone name."
+        }),
+    }
+}
+
+/// A schema that also accepts `null`.
+fn nullable(mut schema: Value) -> Value {
+    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
+        schema["type"] = json!([ty, "null"]);
+    }
+    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+        values.push(Value::Null);
+    }
+    schema
+}
+
+fn schema_of(specs: &[FieldSpec], create: bool) -> Value {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for spec in specs {
+        // A required field never takes null; an optional one is reset to its default by it.
+        let schema = if spec.required {
+            field_schema(spec.ty)
+        } else {
+            nullable(field_schema(spec.ty))
+        };
+        if spec.required && create {
+            required.push(spec.name);
+        }
+        properties.insert(spec.name.to_owned(), schema);
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
+/// The JSON Schema of a record body, generated from the same table that validates it: `create`
+/// lists the required fields; a PATCH takes any subset. Unknown fields are refused.
+pub fn body_schema(kind: RecordKind, create: bool) -> Value {
+    schema_of(specs(kind), create)
+}
+
+/// The JSON Schema of a settings update.
+pub fn settings_schema() -> Value {
+    schema_of(SETTINGS, false)
+}
+
 /// Validates the body of a create: required fields present, defaults filled in.
 pub fn validate_create(
     kind: RecordKind,
@@ -248,7 +343,6 @@ pub fn settings_with_defaults(stored: &Map<String, Value>) -> Map<String, Value>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

@@ -82,7 +82,13 @@ pub fn validate_body(body: Value) -> DomainResult<Map<String, Value>> {
         return Err(DomainError::invalid("stream", "must be a boolean"));
     }
     if let Some(t) = map.get("max_tokens").filter(|t| !t.is_null()) {
-        if t.as_u64().is_none_or(|n| n < 1) {
+        // JSON Schema counts `5.0` as an integer, and so do OpenAI's clients.
+        let whole = t.as_u64().or_else(|| {
+            t.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(u32::MAX))
+                .map(|f| f as u64)
+        });
+        if whole.is_none_or(|n| n < 1) {
             return Err(DomainError::invalid(
                 "max_tokens",
                 "must be a positive integer",
@@ -907,6 +913,8 @@ mod tests {
     fn bodies_are_checked_and_providers_refused() {
         let ok = json!({"messages": [{"role": "user", "content": "hi"}], "temperature": 0.2, "stream": true});
         assert!(validate_body(ok.clone()).is_ok());
+        let whole = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5.0});
+        assert!(validate_body(whole).is_ok());
         for field in PROVIDER_FIELDS {
             let mut b = ok.clone();
             b[field] = json!("x");
@@ -919,6 +927,7 @@ mod tests {
             json!({"messages": [{"role": "user"}]}),
             json!({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}),
             json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}),
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2.5}),
             json!({"messages": [{"role": "user", "content": "x"}], "model": 3}),
             json!([1]),
         ] {

@@ -24,10 +24,13 @@ pub fn decode(raw: &str) -> Option<Uuid> {
 /// `?limit=&cursor=` of every list route.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page (opaque; an empty value means the first page).
+    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
     pub cursor: Option<String>,
 }
 

@@ -1,7 +1,17 @@
 //! The OpenAPI document, generated from the handlers' annotations. `cargo xtask openapi`
-//! writes it to `docs/openapi.json`; a test fails when the file drifts.
+//! writes it to `docs/openapi.json`; a test fails when the file drifts, and `cargo xtask
+//! api-check` tests the running server against it.
+//!
+//! The annotations give each route's body, answers and the errors peculiar to it; the
+//! [`Contract`] modifier adds what every route shares, from one table: the `Error` schema (its
+//! `code` enum generated from `gc_domain::ErrorCode::ALL`), the security schemes, each
+//! operation's credentials, and the statuses each kind of route can answer whoever calls it
+//! (401 for bad credentials, 403 refusals, the body and query errors, 503).
 
-use utoipa::OpenApi;
+use gc_domain::ErrorCode;
+use gc_domain::ErrorCode as C;
+use serde_json::{json, Map, Value};
+use utoipa::{Modify, OpenApi};
 
 use crate::{admin, auth, gateway, guard, system, workspace};
 
@@ -82,13 +92,752 @@ use crate::{admin, auth, gateway, guard, system, workspace};
         (name = "workspace", description = "The tenant's stored records"),
         (name = "gateway", description = "Chat runs through the tenant's region gateway"),
         (name = "guard", description = "The agent-skill scanner"),
-    )
+    ),
+    modifiers(&Contract)
 )]
 pub struct ApiDoc;
 
 /// The document as pretty JSON, as committed in `docs/openapi.json`.
 pub fn document() -> String {
-    ApiDoc::openapi()
-        .to_pretty_json()
+    serde_json::to_string_pretty(&document_json())
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The name of the shared error schema.
+const ERROR: &str = "Error";
+/// `/chat/completions` answers errors in OpenAI's shape.
+const OPENAI_ERROR: &str = "OpenAiError";
+const SESSION: &str = "session";
+const KEY: &str = "workspace_key";
+
+/// What a route accepts as credentials, and so which refusals it can answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// No credentials read at all.
+    Public,
+    /// Anonymous, a session or a `guard:scan` key (`POST /guard/scan`).
+    Guard,
+    /// A session of any account (`/auth/**` but sign-in, sign-up and ip-admin).
+    Session,
+    /// A platform admin's session (`/admin/**`, `/auth/ip-admin`).
+    Admin,
+    /// A member's session only (`/workspace/api-keys/**`).
+    KeyManagement,
+    /// A member's session or a key with `scope`.
+    Workspace(&'static str),
+    /// `/run` and `/chat/completions`.
+    Run,
+}
+
+fn access(method: &str, path: &str) -> Access {
+    match (method, path) {
+        (_, "/health" | "/openapi.json" | "/auth/signup" | "/auth/signin") => Access::Public,
+        ("get", "/guard/scan") => Access::Public,
+        (_, "/guard/scan") => Access::Guard,
+        (_, "/auth/ip-admin") => Access::Admin,
+        (_, "/run" | "/chat/completions") => Access::Run,
+        _ if path.starts_with("/admin/") => Access::Admin,
+        _ if path.starts_with("/auth/") => Access::Session,
+        _ if path.starts_with("/workspace/api-keys") => Access::KeyManagement,
+        ("get", _) => Access::Workspace("workspace:read"),
+        _ => Access::Workspace("workspace:write"),
+    }
+}
+
+/// The error statuses an operation can answer, each with its codes.
+#[derive(Default)]
+struct Statuses(std::collections::BTreeMap<String, Vec<ErrorCode>>);
+
+impl Statuses {
+    fn add(&mut self, status: &str, codes: &[ErrorCode]) {
+        let entry = self.0.entry(status.to_owned()).or_default();
+        for code in codes {
+            if !entry.contains(code) {
+                entry.push(*code);
+            }
+        }
+    }
+
+    /// Adds each code under its own status.
+    fn codes(&mut self, codes: &[ErrorCode]) {
+        for code in codes {
+            self.add(&code.status().to_string(), &[*code]);
+        }
+    }
+}
+
+/// The member refusals every tenant-scoped route answers.
+const MEMBER: [C; 3] = [C::MemberUnassigned, C::MemberSuspended, C::TenantSuspended];
+
+/// The statuses of one operation, from what it accepts and what it reads.
+fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
+    let mut s = Statuses::default();
+    let unsafe_method = method != "get";
+    let params = op["parameters"].as_array().cloned().unwrap_or_default();
+    let param = |kind: &str| params.iter().any(|p| p["in"] == kind);
+    let named = |name: &str| params.iter().any(|p| p["name"] == name);
+    if op.get("requestBody").is_some() {
+        s.codes(&[
+            C::InvalidJson,
+            C::InvalidBody,
+            C::PayloadTooLarge,
+            C::UnsupportedMediaType,
+            C::ValidationFailed,
+        ]);
+        if access(method, path) != Access::Run {
+            s.codes(&[C::UnknownField]);
+        }
+    }
+    if param("query") {
+        s.codes(&[C::InvalidQuery]);
+    }
+    if named("cursor") {
+        s.codes(&[C::InvalidCursor]);
+    }
+    if param("path") {
+        s.codes(&[C::NotFound]);
+    }
+    if named("If-Match") {
+        s.codes(&[C::InvalidIfMatch, C::VersionConflict]);
+    }
+    let credentials = [C::Unauthenticated, C::InvalidApiKey];
+    match access(method, path) {
+        Access::Public => match path {
+            "/health" => s.codes(&[C::ServiceUnavailable]),
+            "/auth/signup" => s.codes(&[
+                C::SignupDisabled,
+                C::EmailTaken,
+                C::Busy,
+                C::ServiceUnavailable,
+            ]),
+            "/auth/signin" => s.codes(&[
+                C::InvalidCredentials,
+                C::TooManyAttempts,
+                C::Busy,
+                C::ServiceUnavailable,
+            ]),
+            _ => {}
+        },
+        Access::Guard => {
+            s.codes(&credentials);
+            s.codes(&[C::OriginMismatch, C::InsufficientScope]);
+            s.codes(&MEMBER);
+            s.codes(&[
+                C::RepositoryNotFound,
+                C::UnsupportedMode,
+                C::InvalidTarget,
+                C::TargetNotAllowed,
+                C::ArchiveNotAccepted,
+                C::RedirectNotFollowed,
+                C::RepositoryTooLarge,
+                C::RateLimited,
+                C::UpstreamError,
+                C::ScannerBusy,
+                C::ServiceUnavailable,
+                C::UpstreamTimeout,
+            ]);
+        }
+        Access::Session | Access::Admin | Access::KeyManagement | Access::Workspace(_) => {
+            s.codes(&credentials);
+            s.codes(&[C::ServiceUnavailable]);
+            if unsafe_method {
+                s.codes(&[C::OriginMismatch]);
+            }
+            match access(method, path) {
+                Access::Session => s.codes(&[C::SessionRequired]),
+                Access::Admin => {
+                    s.codes(&[C::SessionRequired, C::AdminRequired, C::MemberSuspended])
+                }
+                Access::KeyManagement => {
+                    s.codes(&[C::SessionRequired]);
+                    s.codes(&MEMBER);
+                    if unsafe_method {
+                        s.codes(&[C::ShadowReadOnly]);
+                    }
+                }
+                _ => {
+                    s.codes(&MEMBER);
+                    s.codes(&[C::InsufficientScope]);
+                    if unsafe_method {
+                        s.codes(&[C::ShadowReadOnly]);
+                    }
+                }
+            }
+        }
+        Access::Run => {
+            s.codes(&credentials);
+            s.codes(&MEMBER);
+            s.codes(&[
+                C::InsufficientScope,
+                C::ShadowReadOnly,
+                C::OriginMismatch,
+                C::AiAccessDisabled,
+                C::AiAccessNotReady,
+                C::ProviderNotAllowed,
+                C::UpstreamRateLimited,
+                C::UpstreamError,
+                C::ServiceUnavailable,
+                C::UpstreamTimeout,
+            ]);
+            s.add("4XX", &[C::UpstreamRejected]);
+        }
+    }
+    // Route-specific answers.
+    match (method, path) {
+        ("post", "/auth/change-password") => s.codes(&[C::TooManyAttempts, C::Busy]),
+        ("delete", "/auth/sessions") => s.codes(&[C::NotFound]),
+        ("post", "/auth/ip-admin") => s.codes(&[C::NotFound]),
+        ("post", "/admin/users") => s.codes(&[C::EmailTaken, C::NotFound, C::Busy]),
+        ("post", "/admin/ai-gateways/diagnostics") => s.codes(&[C::NotFound]),
+        _ => {}
+    }
+    s
+}
+
+/// The security requirements of an operation.
+fn security(access: Access) -> Value {
+    match access {
+        Access::Public => json!([]),
+        Access::Guard => json!([{}, {SESSION: []}, {KEY: ["guard:scan"]}]),
+        Access::Session | Access::Admin | Access::KeyManagement => json!([{SESSION: []}]),
+        Access::Workspace(scope) => json!([{SESSION: []}, {KEY: [scope]}]),
+        Access::Run => json!([{SESSION: []}, {KEY: ["run"]}]),
+    }
+}
+
+fn error_schema(openai: bool) -> Value {
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    let mut properties = json!({
+        "code": {"type": "string", "enum": codes, "description": "Stable, snake_case; see docs/api.md."},
+        "message": {"type": "string", "description": "A human sentence; it names the field of a validation error."},
+        "request_id": {"type": "string", "description": "The request's `x-request-id`."}
+    });
+    let mut required = vec!["code", "message", "request_id"];
+    if openai {
+        properties["type"] = json!({"type": "string", "enum": [
+            "authentication_error", "permission_error", "not_found_error", "rate_limit_error",
+            "api_error", "invalid_request_error"
+        ]});
+        properties["param"] =
+            json!({"type": ["string", "null"], "description": "The offending field, if any."});
+        required.extend(["type", "param"]);
+    }
+    json!({
+        "type": "object",
+        "description": if openai {
+            "An error in OpenAI's shape: gc's code, message and request id, with `type` and `param`."
+        } else {
+            "The body of every answer with status 400 or above."
+        },
+        "required": ["error"],
+        "additionalProperties": false,
+        "properties": {"error": {
+            "type": "object",
+            "required": required,
+            "additionalProperties": false,
+            "properties": properties
+        }}
+    })
+}
+
+/// An email address as `gc_domain::values::Email` accepts it (ASCII addresses; the server also
+/// takes some others).
+fn email_schema() -> Value {
+    json!({
+        "type": "string",
+        "maxLength": 254,
+        "pattern": "^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,40}(\\.[A-Za-z0-9-]{1,40}){1,3}$",
+        "description": "An email address; case-insensitive."
+    })
+}
+
+/// A new password: 12 to 72 bytes, never truncated (the pattern keeps to printable ASCII,
+/// where bytes and characters agree).
+fn password_schema() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 12,
+        "maxLength": 72,
+        "pattern": "^[\\x20-\\x7E]*$",
+        "description": "12 to 72 bytes; never silently truncated."
+    })
+}
+
+fn one_of(values: &[&str]) -> Value {
+    json!({"type": "string", "enum": values})
+}
+
+fn nullable(mut schema: Value) -> Value {
+    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
+        schema["type"] = json!([ty, "null"]);
+    }
+    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+        values.push(Value::Null);
+    }
+    schema
+}
+
+fn uuid(nullable: bool) -> Value {
+    json!({"type": if nullable { json!(["string", "null"]) } else { json!("string") }, "format": "uuid"})
+}
+
+/// The constraints the server enforces on the typed request bodies, from the same domain rules
+/// (`gc_domain::values`, `gc_domain::records::text_schema`). Each entry replaces one property.
+fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
+    use gc_domain::records::text_schema;
+    let region = one_of(&["AIHK", "AICA"]);
+    let status = one_of(&["active", "suspended"]);
+    let role = one_of(&["member", "platform_admin"]);
+    let scopes: Vec<&str> = gc_domain::workspace::KeyScope::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    vec![
+        ("SignupBody", "email", email_schema()),
+        ("SignupBody", "password", password_schema()),
+        ("SignupBody", "name", text_schema(1, 100)),
+        ("ChangePasswordBody", "new_password", password_schema()),
+        ("PatchMeBody", "name", nullable(text_schema(1, 100))),
+        ("CreateTenantBody", "name", text_schema(1, 100)),
+        ("CreateTenantBody", "region", region.clone()),
+        ("PatchTenantBody", "name", nullable(text_schema(1, 100))),
+        ("PatchTenantBody", "status", nullable(status.clone())),
+        ("PatchTenantBody", "region", nullable(region.clone())),
+        ("CreateUserBody", "email", email_schema()),
+        ("CreateUserBody", "name", text_schema(1, 100)),
+        ("CreateUserBody", "password", password_schema()),
+        ("CreateUserBody", "role", nullable(role.clone())),
+        ("PatchUserBody", "name", nullable(text_schema(1, 100))),
+        ("PatchUserBody", "role", nullable(role)),
+        ("PatchUserBody", "status", nullable(status)),
+        ("AssignTenantBody", "tenant_id", uuid(true)),
+        ("IpAdminBody", "tenant_id", uuid(true)),
+        ("CreateAiKeyBody", "region", region.clone()),
+        (
+            "CreateAiKeyBody",
+            "secret",
+            json!({"type": "string", "pattern": "^[\\x21-\\x7E]{1,1024}$",
+                   "description": "The provider key: 1 to 1024 visible characters. Sealed at rest, never returned."}),
+        ),
+        ("CreateAiKeyBody", "label", nullable(text_schema(0, 100))),
+        ("DiagnosticsBody", "region", nullable(region)),
+        ("CreateApiKeyBody", "name", text_schema(1, 100)),
+        (
+            "CreateApiKeyBody",
+            "scopes",
+            json!({"type": "array", "minItems": 1, "items": {"type": "string", "enum": scopes},
+                   "description": "Duplicates collapse."}),
+        ),
+        (
+            "CreateApiKeyBody",
+            "expires_at",
+            json!({"type": ["string", "null"],
+                   "pattern": "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$",
+                   "description": "An RFC 3339 time in the future (the server takes any such time; the pattern describes a safe subset); absent or null: never expires."}),
+        ),
+        ("ScanBody", "mode", one_of(&[gc_guard::MODE_SKILL])),
+        (
+            "ScanBody",
+            "target",
+            json!({
+                "type": "string",
+                "description": "Exactly `https://github.com/OWNER/REPO` (optional trailing `/` or `.git`), or pasted content. Any other address (other hosts, IP literals, ports, credentials, deeper paths, `http:`, `ssh:`, `git@`, `file:`, MCP/SSE endpoints) is refused with `target_not_allowed`, a ZIP archive with `archive_not_accepted`. Single-line text that does not look like an address is content too; the schema describes multi-line content.",
+                "anyOf": [
+                    {"pattern": "^https://github\\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"},
+                    {"pattern": "^[^PUpu\\s][\\s\\S]*\\n[\\s\\S]*\\S[\\s\\S]*$"}
+                ]
+            }),
+        ),
+    ]
+}
+
+/// The body of `/run` and `/chat/completions`: OpenAI's chat-completions shape. Other OpenAI
+/// parameters pass through; the provider cannot be chosen.
+fn chat_request_schema() -> Value {
+    let content =
+        json!({"type": ["string", "array"], "description": "Text, or OpenAI content parts."});
+    let properties = json!({
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"anyOf": [
+                {"type": "object", "required": ["role", "content"], "properties": {
+                    "role": {"type": "string", "enum": ["system", "developer", "user", "tool"]},
+                    "content": content
+                }},
+                {"type": "object", "required": ["role"], "properties": {
+                    "role": {"type": "string", "enum": ["assistant"]},
+                    "content": nullable(content.clone())
+                }}
+            ]}
+        },
+        "model": {"type": ["string", "null"], "maxLength": 50, "pattern": "\\S",
+                  "description": "Default `auto`: the region's default model. The server takes up to 200 bytes."},
+        "stream": {"type": ["boolean", "null"], "description": "true: `text/event-stream` ending with `data: [DONE]`."},
+        "max_tokens": {"type": ["integer", "null"], "minimum": 1, "maximum": 4294967295_u64}
+    });
+    json!({
+        "type": "object",
+        "description": "OpenAI's chat-completions body. A `provider`, `base_url`, `api_key`, `region` or `gateway` field is refused (422 `provider_not_allowed`); other OpenAI parameters pass through.",
+        "required": ["messages"],
+        "properties": properties
+    })
+}
+
+/// The answer of a non-streaming run: the upstream's completion object.
+fn completion_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "The upstream's OpenAI chat completion, passed through.",
+        "required": ["choices"],
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"type": "string"},
+            "created": {"type": "integer"},
+            "model": {"type": "string"},
+            "choices": {"type": "array"},
+            "usage": {"type": ["object", "null"]}
+        }
+    })
+}
+
+/// Schemas of the Guard's answers (the guard crate has no schema derive).
+fn guard_schemas(schemas: &mut Map<String, Value>) {
+    let severity = one_of(&["info", "low", "medium", "high", "critical"]);
+    schemas.insert(
+        "GuardDescription".into(),
+        json!({
+            "type": "object",
+            "required": ["modes", "limits", "rules"],
+            "properties": {
+                "modes": {"type": "array", "items": {"type": "string"}},
+                "limits": {"type": "object", "properties": {
+                    "max_download_bytes": {"type": "integer"},
+                    "max_unpacked_bytes": {"type": "integer"},
+                    "max_files": {"type": "integer"},
+                    "max_file_bytes": {"type": "integer"},
+                    "timeout_ms": {"type": "integer"}
+                }},
+                "rules": {"type": "array", "items": {"type": "object", "required": ["id", "severity", "title"],
+                    "properties": {"id": {"type": "string"}, "severity": severity, "title": {"type": "string"}}}}
+            }
+        }),
+    );
+    schemas.insert(
+        "ScanResult".into(),
+        json!({
+            "type": "object",
+            "required": ["verdict", "mode", "target", "findings", "stats"],
+            "properties": {
+                "verdict": one_of(&["pass", "warn", "fail"]),
+                "mode": one_of(&[gc_guard::MODE_SKILL]),
+                "target": {"type": "object", "required": ["kind"], "properties": {
+                    "kind": one_of(&["content", "repository"]),
+                    "owner": {"type": "string"},
+                    "repo": {"type": "string"},
+                    "ref": {"type": "string", "description": "The commit that was scanned."}
+                }},
+                "findings": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["rule_id", "severity", "title", "message", "line", "column", "excerpt"],
+                    "properties": {
+                        "rule_id": {"type": "string"},
+                        "severity": severity,
+                        "title": {"type": "string"},
+                        "message": {"type": "string"},
+                        "path": {"type": "string"},
+                        "line": {"type": "integer", "minimum": 1},
+                        "column": {"type": "integer", "minimum": 1},
+                        "excerpt": {"type": "string"}
+                    }
+                }},
+                "stats": {"type": "object", "required": ["files_scanned", "files_skipped", "bytes_scanned", "duration_ms"],
+                    "properties": {
+                        "files_scanned": {"type": "integer", "minimum": 0},
+                        "files_skipped": {"type": "integer", "minimum": 0},
+                        "bytes_scanned": {"type": "integer", "minimum": 0},
+                        "duration_ms": {"type": "integer", "minimum": 0},
+                        "findings_truncated": {"type": "integer", "minimum": 0}
+                    }}
+            }
+        }),
+    );
+    schemas.insert(
+        "Sarif".into(),
+        json!({
+            "type": "object",
+            "description": "A SARIF 2.1.0 log (`?format=sarif`).",
+            "required": ["version", "runs"],
+            "properties": {
+                "version": {"const": "2.1.0"},
+                "$schema": {"type": "string"},
+                "runs": {"type": "array", "items": {"type": "object"}}
+            }
+        }),
+    );
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn json_content(name: &str) -> Value {
+    json!({"application/json": {"schema": schema_ref(name)}})
+}
+
+/// The record bodies, generated from `gc_domain::records`' field tables: (method, path,
+/// schema name, kind, create).
+fn record_bodies() -> Vec<(&'static str, &'static str, &'static str, Value)> {
+    use gc_domain::records::{body_schema, settings_schema};
+    use gc_domain::workspace::RecordKind as K;
+    vec![
+        (
+            "post",
+            "/workspace/skills",
+            "SkillCreate",
+            body_schema(K::Skill, true),
+        ),
+        (
+            "patch",
+            "/workspace/skills/{id}",
+            "SkillPatch",
+            body_schema(K::Skill, false),
+        ),
+        (
+            "post",
+            "/workspace/memory",
+            "MemoryCollectionCreate",
+            body_schema(K::MemoryCollection, true),
+        ),
+        (
+            "patch",
+            "/workspace/memory/{id}",
+            "MemoryCollectionPatch",
+            body_schema(K::MemoryCollection, false),
+        ),
+        (
+            "post",
+            "/workspace/memory/{collectionId}/sources",
+            "MemorySourceCreate",
+            body_schema(K::MemorySource, true),
+        ),
+        (
+            "patch",
+            "/workspace/memory/{collectionId}/sources/{id}",
+            "MemorySourcePatch",
+            body_schema(K::MemorySource, false),
+        ),
+        (
+            "post",
+            "/workspace/drafts/{kind}",
+            "DraftCreate",
+            body_schema(K::AgentDraft, true),
+        ),
+        (
+            "patch",
+            "/workspace/drafts/{kind}/{id}",
+            "DraftPatch",
+            body_schema(K::AgentDraft, false),
+        ),
+        (
+            "patch",
+            "/workspace/settings",
+            "SettingsPatch",
+            settings_schema(),
+        ),
+    ]
+}
+
+/// Adds the shared `Error` schemas (the `code` enum generated from `ErrorCode::ALL`) and the
+/// security schemes to the generated document. The per-operation rules are applied to the
+/// JSON by [`document_json`], as utoipa's types cannot hold every JSON Schema keyword used.
+pub struct Contract;
+
+impl Modify for Contract {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, openai) in [(ERROR, false), (OPENAI_ERROR, true)] {
+            match serde_json::from_value::<utoipa::openapi::schema::Schema>(error_schema(openai)) {
+                Ok(schema) => {
+                    components.schemas.insert(name.into(), schema.into());
+                }
+                Err(e) => tracing::error!(error = %e, "the error schema does not build"),
+            }
+        }
+        if let Some(schemes) = security_schemes().as_object() {
+            for (name, scheme) in schemes {
+                match serde_json::from_value::<utoipa::openapi::security::SecurityScheme>(
+                    scheme.clone(),
+                ) {
+                    Ok(scheme) => components.add_security_scheme(name, scheme),
+                    Err(e) => tracing::error!(error = %e, "a security scheme does not build"),
+                }
+            }
+        }
+    }
+}
+
+/// The whole document as JSON: the generated one with the per-operation contract applied.
+pub fn document_json() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    contract(&mut doc);
+    doc
+}
+
+fn security_schemes() -> Value {
+    json!({
+        SESSION: {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": crate::extract::SESSION_COOKIE,
+            "description": "The session cookie set by `POST /auth/signin` and `POST /auth/signup` (HttpOnly, SameSite=Lax, Secure when the public origin is https). A cookie-authenticated request with a method other than GET, HEAD or OPTIONS must carry an `Origin` header equal to the service's public origin (`GC_PUBLIC_ORIGIN`), else 403 `origin_mismatch`."
+        },
+        KEY: {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "gc_<base62><crc32>",
+            "description": "A workspace key, `Authorization: Bearer gc_...`, created with `POST /workspace/api-keys`. Scopes: `workspace:read` (GET on /workspace/**), `workspace:write` (POST/PATCH/DELETE on /workspace/**), `guard:scan` (POST /guard/scan), `run` (/run and /chat/completions); a missing scope is 403 `insufficient_scope`. Not accepted on /auth/**, /admin/** or /workspace/api-keys/** (403 `session_required`). Exempt from the Origin rule. A revoked or expired key is 401 `invalid_api_key`."
+        }
+    })
+}
+
+fn contract(doc: &mut Value) {
+    let components = &mut doc["components"];
+    let schemas = &mut components["schemas"];
+    if !schemas.is_object() {
+        *schemas = json!({});
+    }
+    let Some(schemas) = schemas.as_object_mut() else {
+        return;
+    };
+    schemas.insert("ChatRequest".into(), chat_request_schema());
+    schemas.insert("ChatCompletion".into(), completion_schema());
+    guard_schemas(schemas);
+    for (schema, property, constraint) in body_constraints() {
+        if let Some(p) = schemas
+            .get_mut(schema)
+            .and_then(|s| s.get_mut("properties"))
+            .and_then(|p| p.get_mut(property))
+        {
+            let description = p.get("description").cloned();
+            *p = constraint;
+            if let (Some(d), None) = (description, p.get("description")) {
+                p["description"] = d;
+            }
+        }
+    }
+    // Bodies whose field may be null but must be present.
+    for schema in ["AssignTenantBody", "IpAdminBody"] {
+        if let Some(s) = schemas.get_mut(schema) {
+            s["required"] = json!(["tenant_id"]);
+        }
+    }
+    let records = record_bodies();
+    for (_, _, name, schema) in &records {
+        schemas.insert((*name).into(), schema.clone());
+    }
+
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (full, item) in paths.iter_mut() {
+        let path = full.strip_prefix("/api/v1").unwrap_or(full);
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            let access = access(method, path);
+            op["security"] = security(access);
+            if let Some((_, _, name, _)) = records
+                .iter()
+                .find(|(m, p, _, _)| *m == method.as_str() && *p == path)
+            {
+                op["requestBody"]["content"] = json_content(name);
+                op["requestBody"]["required"] = json!(true);
+            }
+            special_bodies(method, path, op);
+            if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+                for param in params {
+                    match param["name"].as_str() {
+                        Some("format") => param["schema"] = one_of(&["json", "sarif"]),
+                        Some("kind") => param["schema"] = one_of(&["agents", "workflows", "apps"]),
+                        Some("If-Match") => {
+                            param["schema"] = json!({"type": "string",
+                                "pattern": "^(\\*|(W/)?(\"[0-9]{1,18}\"|[0-9]{1,18}))$"})
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let error = if path == "/chat/completions" {
+                OPENAI_ERROR
+            } else {
+                ERROR
+            };
+            let wanted = statuses(method, path, op);
+            let responses = &mut op["responses"];
+            for (status, codes) in wanted.0 {
+                let listed = codes
+                    .iter()
+                    .map(|c| format!("`{}`", c.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let response = &mut responses[status.as_str()];
+                let description = match response["description"].as_str() {
+                    Some(d) if !d.is_empty() => format!("{d}. Error codes: {listed}."),
+                    _ => format!("Error codes: {listed}."),
+                };
+                response["description"] = json!(description);
+            }
+            // Every error answer has the shared error body.
+            if let Some(responses) = responses.as_object_mut() {
+                for (status, response) in responses.iter_mut() {
+                    let is_error = status.starts_with('4') || status.starts_with('5');
+                    if is_error {
+                        response["content"] = json_content(error);
+                        if matches!(status.as_str(), "429" | "503") {
+                            response["headers"] = json!({"Retry-After": {
+                                "description": "Seconds to wait before trying again.",
+                                "schema": {"type": "integer", "minimum": 1}
+                            }});
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bodies and answers the annotations cannot name: the chat routes and the Guard.
+fn special_bodies(method: &str, path: &str, op: &mut Value) {
+    match (method, path) {
+        ("post", "/run" | "/chat/completions") => {
+            op["requestBody"]["content"] = json_content("ChatRequest");
+            op["requestBody"]["required"] = json!(true);
+            op["responses"]["200"]["content"] = json!({
+                "application/json": {"schema": schema_ref("ChatCompletion")},
+                "text/event-stream": {"schema": {"type": "object", "required": ["data"],
+                    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+                    "description": "Server-sent events: the upstream's chunks as `data: {...}` lines, ending with `data: [DONE]`. A stream that breaks after the first byte sends one `data: {\"error\": {...}}` frame, then `data: [DONE]`."}}
+            });
+        }
+        ("post", "/admin/ai-gateways/diagnostics") => {
+            // No body at all means `{}`.
+            op["requestBody"]["required"] = json!(false);
+        }
+        ("get", "/guard/scan") => {
+            op["responses"]["200"]["content"] = json_content("GuardDescription");
+        }
+        ("post", "/guard/scan") => {
+            op["responses"]["200"]["content"] = json!({
+                "application/json": {"schema": schema_ref("ScanResult")},
+                "application/sarif+json": {"schema": schema_ref("Sarif")}
+            });
+        }
+        ("get", "/openapi.json") => {
+            op["responses"]["200"]["content"] =
+                json!({"application/json": {"schema": {"type": "object"}}});
+        }
+        _ => {}
+    }
 }

@@ -312,12 +312,19 @@ pub struct Config {
     /// The model `auto` resolves to in the AICA region.
     #[arg(long, env = "GC_GATEWAY_AICA_MODEL", default_value = "gpt-4o-mini")]
     pub gateway_aica_model: String,
+    /// Models `GET /models` lists for AIHK after `auto` (comma-separated). Default: the
+    /// region's model.
     #[arg(long, env = "GC_GATEWAY_AIHK_MODELS", value_delimiter = ',')]
     pub gateway_aihk_models: Vec<String>,
+    /// Models `GET /models` lists for AICA after `auto` (comma-separated). Default: the
+    /// region's model.
     #[arg(long, env = "GC_GATEWAY_AICA_MODELS", value_delimiter = ',')]
     pub gateway_aica_models: Vec<String>,
+    /// Serve `GET /metrics` (Prometheus text); `false` turns it off.
     #[arg(long, env = "GC_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics: bool,
+    /// Serve `/metrics` only on this address (e.g. `127.0.0.1:9090`). Default: the main
+    /// listener.
     #[arg(long, env = "GC_METRICS_BIND")]
     pub metrics_bind: Option<SocketAddr>,
     /// Seconds without an upstream response (504) or, in a stream, without a chunk (an

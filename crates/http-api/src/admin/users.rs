@@ -16,12 +16,15 @@ use crate::views::{ListBody, UserView};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct UserListQuery {
     /// Only members of this tenant.
     pub tenant_id: Option<Uuid>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page (opaque; an empty value means the first page).
+    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
     pub cursor: Option<String>,
 }
 

@@ -30,6 +30,7 @@ pub async fn list_sessions(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DeleteSessionsQuery {
     /// Revoke only this session of the caller's.
     pub id: Option<Uuid>,

@@ -33,6 +33,7 @@ pub struct ScanBody {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ScanQuery {
     /// `json` (default) or `sarif` (SARIF 2.1.0).
     pub format: Option<String>,

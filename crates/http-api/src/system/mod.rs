@@ -3,7 +3,7 @@
 use actix_web::{web, HttpResponse};
 use gc_domain::ErrorCode;
 use serde::Serialize;
-use utoipa::{OpenApi, ToSchema};
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -36,5 +36,6 @@ pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system",
     responses((status = 200, description = "The OpenAPI document")))]
 pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().json(crate::openapi::ApiDoc::openapi())
+    static DOCUMENT: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    HttpResponse::Ok().json(DOCUMENT.get_or_init(crate::openapi::document_json))
 }

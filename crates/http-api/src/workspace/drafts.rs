@@ -29,18 +29,6 @@ impl<'de> Deserialize<'de> for DraftKind {
     }
 }
 
-/// The fields of a draft. On create `name` is required; PATCH takes any subset.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DraftInput {
-    /// 1 to 100 characters.
-    pub name: String,
-    /// Up to 1000 characters; default "".
-    pub description: Option<String>,
-    /// Any JSON object up to 256 KiB; default {}.
-    #[schema(value_type = Option<Object>)]
-    pub definition: Option<Map<String, Value>>,
-}
-
 /// A stored draft.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Draft {
@@ -76,7 +64,7 @@ pub async fn list_drafts(
 }
 
 /// Stores a draft (version 1).
-#[utoipa::path(post, path = "/api/v1/workspace/drafts/{kind}", tag = "workspace", request_body = DraftInput,
+#[utoipa::path(post, path = "/api/v1/workspace/drafts/{kind}", tag = "workspace", request_body(content = Object, description = "The fields of a draft (schema generated from gc_domain::records)"),
     params(("kind" = String, Path, description = "`agents`, `workflows` or `apps`")),
     responses((status = 201, body = Draft, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
@@ -107,7 +95,7 @@ pub async fn get_draft(
 }
 
 /// Changes some fields of a draft; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/drafts/{kind}/{id}", tag = "workspace", request_body = DraftInput,
+#[utoipa::path(patch, path = "/api/v1/workspace/drafts/{kind}/{id}", tag = "workspace", request_body(content = Object, description = "The fields of a draft (schema generated from gc_domain::records)"),
     params(("kind" = String, Path, description = "`agents`, `workflows` or `apps`"),
         ("id" = Uuid, Path, description = "Draft id"),
         ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),

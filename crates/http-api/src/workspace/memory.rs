@@ -16,15 +16,6 @@ use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemoryCollection;
 
-/// The fields of a memory collection. On create `name` is required; PATCH takes any subset.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MemoryCollectionInput {
-    /// 1 to 100 characters.
-    pub name: String,
-    /// Up to 1000 characters; default "".
-    pub description: Option<String>,
-}
-
 /// A stored memory collection.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemoryCollection {
@@ -57,7 +48,7 @@ pub async fn list_collections(
 }
 
 /// Stores a memory collection (version 1).
-#[utoipa::path(post, path = "/api/v1/workspace/memory", tag = "workspace", request_body = MemoryCollectionInput,
+#[utoipa::path(post, path = "/api/v1/workspace/memory", tag = "workspace", request_body(content = Object, description = "The fields of a memory collection (schema generated from gc_domain::records)"),
     responses((status = 201, body = MemoryCollection, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
         (status = 422, description = "validation_failed or unknown_field")))]
@@ -83,7 +74,7 @@ pub async fn get_collection(
 }
 
 /// Changes some fields of a memory collection; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/memory/{id}", tag = "workspace", request_body = MemoryCollectionInput,
+#[utoipa::path(patch, path = "/api/v1/workspace/memory/{id}", tag = "workspace", request_body(content = Object, description = "The fields of a memory collection (schema generated from gc_domain::records)"),
     params(("id" = Uuid, Path, description = "Collection id"),
         ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
     responses((status = 200, body = MemoryCollection, headers(("ETag" = String, description = "\"<version>\""))),

@@ -15,19 +15,6 @@ use crate::error::ApiError;
 use crate::extract::Auth;
 use crate::state::AppState;
 
-/// The settings fields; PATCH takes any subset. `null` resets a field to its default.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SettingsInput {
-    /// Up to 100 characters; default "".
-    pub display_name: Option<String>,
-    /// Up to 1000 characters; default "".
-    pub description: Option<String>,
-    /// Up to 100 characters; default "auto".
-    pub default_model: Option<String>,
-    /// An IANA time zone name such as `Asia/Hong_Kong`; default `UTC`.
-    pub timezone: Option<String>,
-}
-
 /// The tenant's settings. `version` is 0 until they are first written.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SettingsView {
@@ -66,7 +53,7 @@ pub async fn get_settings(
 }
 
 /// Changes some settings; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body = SettingsInput,
+#[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body(content = Object, description = "The fields of the settings (schema generated from gc_domain::records)"),
     params(("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
     responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),

@@ -15,19 +15,6 @@ use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::Skill;
 
-/// The fields of a skill. On create `name` and `content` are required; PATCH takes any subset.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SkillInput {
-    /// 1 to 100 characters.
-    pub name: String,
-    /// Up to 1000 characters; default "".
-    pub description: Option<String>,
-    /// SKILL.md text, up to 256 KiB.
-    pub content: String,
-    /// Up to 32 tags of 1 to 50 characters; duplicates collapse; default [].
-    pub tags: Option<Vec<String>>,
-}
-
 /// A stored skill.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Skill {
@@ -62,7 +49,7 @@ pub async fn list_skills(
 }
 
 /// Stores a skill (version 1).
-#[utoipa::path(post, path = "/api/v1/workspace/skills", tag = "workspace", request_body = SkillInput,
+#[utoipa::path(post, path = "/api/v1/workspace/skills", tag = "workspace", request_body(content = Object, description = "The fields of a skill (schema generated from gc_domain::records)"),
     responses((status = 201, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
         (status = 422, description = "validation_failed or unknown_field")))]
@@ -88,7 +75,7 @@ pub async fn get_skill(
 }
 
 /// Changes some fields of a skill; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/skills/{id}", tag = "workspace", request_body = SkillInput,
+#[utoipa::path(patch, path = "/api/v1/workspace/skills/{id}", tag = "workspace", request_body(content = Object, description = "The fields of a skill (schema generated from gc_domain::records)"),
     params(("id" = Uuid, Path, description = "Skill id"),
         ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
     responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),

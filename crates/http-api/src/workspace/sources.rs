@@ -17,17 +17,6 @@ use crate::state::AppState;
 
 const KIND: RecordKind = RecordKind::MemorySource;
 
-/// The fields of a source. On create all three are required; PATCH takes any subset.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct MemorySourceInput {
-    /// 1 to 200 characters.
-    pub title: String,
-    /// `text`, `url` or `note`.
-    pub kind: String,
-    /// Up to 256 KiB; for `url` the address, stored and never fetched.
-    pub content: String,
-}
-
 /// A stored memory source.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemorySource {
@@ -66,7 +55,7 @@ pub async fn list_sources(
 
 /// Adds a source to a collection (version 1).
 #[utoipa::path(post, path = "/api/v1/workspace/memory/{collectionId}/sources", tag = "workspace",
-    request_body = MemorySourceInput,
+    request_body(content = Object, description = "The fields of a memory source (schema generated from gc_domain::records)"),
     params(("collectionId" = Uuid, Path, description = "Collection id")),
     responses((status = 201, body = MemorySource, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
@@ -98,7 +87,7 @@ pub async fn get_source(
 
 /// Changes some fields of a source; `If-Match: "<version>"` makes it conditional.
 #[utoipa::path(patch, path = "/api/v1/workspace/memory/{collectionId}/sources/{id}", tag = "workspace",
-    request_body = MemorySourceInput,
+    request_body(content = Object, description = "The fields of a memory source (schema generated from gc_domain::records)"),
     params(("collectionId" = Uuid, Path, description = "Collection id"),
         ("id" = Uuid, Path, description = "Source id"),
         ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
