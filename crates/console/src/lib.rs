@@ -113,9 +113,11 @@ pub fn build_id() -> &'static str {
     &fingerprints().build
 }
 
-/// Whether a path belongs to the console (everything outside `/api`).
+/// Whether a path belongs to the console (everything outside `/api`, and not `/metrics`).
 pub fn is_console_path(path: &str) -> bool {
-    !(path == "/api" || path.starts_with("/api/"))
+    // `/metrics` belongs to the service even when it is served elsewhere (`GC_METRICS_BIND`)
+    // or off: a scraper must get a 404, never the console's page.
+    !(path == "/api" || path.starts_with("/api/") || path == "/metrics")
 }
 
 /// Mounts the console's own routes: the assets and the icon.
@@ -270,6 +272,7 @@ mod tests {
         assert!(!is_console_path("/api"));
         assert!(!is_console_path("/api/v1/nope"));
         assert!(!is_console_path("/api/other"));
+        assert!(!is_console_path("/metrics"));
         assert!(is_console_path("/"));
         assert!(is_console_path("/skills"));
         assert!(is_console_path("/apis"));
