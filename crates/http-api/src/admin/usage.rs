@@ -13,6 +13,7 @@ use crate::workspace::usage::{query, UsageBody, UsageParams};
 
 /// `?from=&to=&tenant_id=&limit=&cursor=`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AdminUsageParams {
     /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.

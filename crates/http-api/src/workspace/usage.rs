@@ -18,6 +18,7 @@ use crate::state::AppState;
 
 /// `?from=&to=&group_by=&limit=&cursor=`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct UsageParams {
     /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
