@@ -280,16 +280,7 @@ impl Inner {
                 })
             }
         };
-        let mut scan = match tokio::time::timeout(limits.timeout(), work).await {
-            Ok(scan) => scan?,
-            Err(_) => {
-                cancel.cancel();
-                return Err(FetchError::Timeout);
-            }
-        };
-        scan.report.stats.duration_ms =
-            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Ok(scan)
+        crate::fetch::within_deadline(&limits, &cancel, started, work).await
     }
 }
 

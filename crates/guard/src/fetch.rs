@@ -371,17 +371,7 @@ impl GitHubFetcher {
                 cached: false,
             })
         };
-        let mut scan = match tokio::time::timeout(limits.timeout(), work).await {
-            Ok(scan) => scan?,
-            Err(_) => {
-                // The download future is dropped; unpacking and scanning stop at their next check.
-                cancel.cancel();
-                return Err(FetchError::Timeout);
-            }
-        };
-        scan.report.stats.duration_ms =
-            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Ok(scan)
+        within_deadline(&limits, &cancel, started, work).await
     }
 
     /// Downloads and unpacks the default branch of a repository (no scan, no report cache).
@@ -753,6 +743,26 @@ pub fn unpack_each(
         return Err(FetchError::TooLarge("unpacked size"));
     }
     Ok(())
+}
+
+/// Runs a repository scan under the scan time-out: past it the work is dropped (the download
+/// stops) and `cancel` stops unpacking and scanning at their next check. Stamps the duration.
+pub(crate) async fn within_deadline(
+    limits: &Limits,
+    cancel: &CancelFlag,
+    started: Instant,
+    work: impl std::future::Future<Output = Result<RepoScan, FetchError>>,
+) -> Result<RepoScan, FetchError> {
+    let mut scan = match tokio::time::timeout(limits.timeout(), work).await {
+        Ok(scan) => scan?,
+        Err(_) => {
+            cancel.cancel();
+            return Err(FetchError::Timeout);
+        }
+    };
+    scan.report.stats.duration_ms =
+        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(scan)
 }
 
 #[cfg(test)]
