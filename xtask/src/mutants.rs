@@ -24,6 +24,7 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/gateway.rs",
     "crates/domain/src/workspace.rs",
     "crates/domain/src/workspace_service.rs",
+    "crates/domain/src/workspace_keys.rs",
 ];
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {

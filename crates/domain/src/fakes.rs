@@ -15,8 +15,8 @@ use crate::model::{
 };
 use crate::page::{Page, PageRequest};
 use crate::ports::{
-    AiKeyRepo, ApiKeyRepo, KeySealer, QuotaRepo, Reservation, SessionRepo, SigninThrottleRepo,
-    TenantRepo, UserRepo, WorkspaceRepo,
+    AiKeyRepo, ApiKeyRepo, CredentialCodec, KeySealer, QuotaRepo, Reservation, SessionRepo,
+    SigninThrottleRepo, TenantRepo, UserRepo, WorkspaceRepo,
 };
 use crate::quota::{QuotaWindow, Take};
 use crate::secret::SecretString;
@@ -394,22 +394,42 @@ impl ApiKeyRepo for Fake {
         &self,
         _: &WriteScope,
         key: &ApiKey,
-        _: &NewActivity,
+        activity: &NewActivity,
     ) -> DomainResult<ApiKey> {
         self.api_keys.lock().unwrap().push(key.clone());
+        self.workspace.append_activity(activity)?;
         Ok(key.clone())
     }
-    fn list_api_keys(&self, _: &TenantScope, _: &PageRequest) -> DomainResult<Page<ApiKey>> {
-        Err(DomainError::Internal("not faked".into()))
+    /// The tenant's keys, newest first, in one page.
+    fn list_api_keys(&self, scope: &TenantScope, _: &PageRequest) -> DomainResult<Page<ApiKey>> {
+        let mut items: Vec<ApiKey> = self
+            .api_keys
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|k| k.tenant_id == scope.tenant_id())
+            .cloned()
+            .collect();
+        items.reverse();
+        Ok(Page { items, next: None })
     }
     fn revoke_api_key(
         &self,
-        _: &WriteScope,
-        _: Uuid,
-        _: DateTime<Utc>,
-        _: &NewActivity,
+        scope: &WriteScope,
+        id: Uuid,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
     ) -> DomainResult<bool> {
-        Err(DomainError::Internal("not faked".into()))
+        let mut keys = self.api_keys.lock().unwrap();
+        let Some(key) = keys
+            .iter_mut()
+            .find(|k| k.id == id && k.tenant_id == scope.tenant_id() && k.revoked_at.is_none())
+        else {
+            return Ok(false);
+        };
+        key.revoked_at = Some(at);
+        self.workspace.append_activity(activity)?;
+        Ok(true)
     }
     /// Whatever the state of the key, its member and tenant: the domain must decide.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
@@ -434,12 +454,29 @@ impl ApiKeyRepo for Fake {
     }
     fn update_api_key(
         &self,
-        _scope: &WriteScope,
-        _id: Uuid,
-        _patch: &crate::workspace::ApiKeyPatch,
-        _activity: &NewActivity,
+        scope: &WriteScope,
+        id: Uuid,
+        patch: &crate::workspace::ApiKeyPatch,
+        activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>> {
-        Err(DomainError::Internal("not faked".into()))
+        let mut keys = self.api_keys.lock().unwrap();
+        let Some(key) = keys
+            .iter_mut()
+            .find(|k| k.id == id && k.tenant_id == scope.tenant_id() && k.revoked_at.is_none())
+        else {
+            return Ok(None);
+        };
+        if let Some(name) = &patch.name {
+            key.name = name.clone();
+        }
+        if let Some(v) = patch.requests_per_minute {
+            key.limits.requests_per_minute = v;
+        }
+        if let Some(v) = patch.tokens_per_minute {
+            key.limits.tokens_per_minute = v;
+        }
+        self.workspace.append_activity(activity)?;
+        Ok(Some(key.clone()))
     }
 
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
@@ -555,6 +592,35 @@ impl KeySealer for FakeSealer {
     }
     fn open(&self, sealed: &str, _: &[u8]) -> Option<SecretString> {
         sealed.strip_prefix("sealed:").map(SecretString::new)
+    }
+}
+
+/// Makes numbered keys `gc_test_<n>` whose hash is the key reversed.
+pub struct FakeCodec;
+
+impl FakeCodec {
+    pub fn hash_of(raw: &str) -> String {
+        raw.chars().rev().collect()
+    }
+}
+
+impl CredentialCodec for FakeCodec {
+    fn new_session_token(&self) -> (SecretString, String) {
+        let raw = format!("session_{}", Uuid::now_v7().simple());
+        let hash = Self::hash_of(&raw);
+        (SecretString::new(raw), hash)
+    }
+    fn new_api_key(&self) -> (SecretString, String, String) {
+        let raw = format!("gc_test_{}", Uuid::now_v7().simple());
+        let hash = Self::hash_of(&raw);
+        let hint = format!("gc_…{}", &raw[raw.len() - 4..]);
+        (SecretString::new(raw), hash, hint)
+    }
+    fn session_hash(&self, raw: &str) -> Option<String> {
+        Some(Self::hash_of(raw))
+    }
+    fn api_key_hash(&self, raw: &str) -> Option<String> {
+        raw.starts_with("gc_").then(|| Self::hash_of(raw))
     }
 }
 

@@ -22,6 +22,7 @@ pub mod system;
 pub mod usage;
 pub mod values;
 pub mod workspace;
+pub mod workspace_keys;
 pub mod workspace_service;
 
 pub use error::{DomainError, DomainResult, ErrorCode};

@@ -1,15 +1,15 @@
 //! `/workspace/api-keys`: scoped workspace keys, managed with a signed-in session only. The
-//! secret is shown once, at creation; only its SHA-256 is stored.
+//! secret is shown once, at creation; only its SHA-256 is stored. Every decision is in
+//! `gc_domain::workspace_keys`; the session check before the body is read only orders the
+//! refusals (a caller who may not manage keys hears 401/403, not a complaint about the body).
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::model::new_id;
-use gc_domain::quota::{limit_value, KeyLimits};
-use gc_domain::values::text;
-use gc_domain::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
-use gc_domain::DomainError;
+use gc_domain::workspace::ApiKey;
+use gc_domain::workspace_keys::{
+    self as service, KeyLimitsRequest, KeyPatchRequest, NewKeyRequest,
+};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -57,33 +57,13 @@ pub struct KeyLimitsBody {
     pub tokens_per_minute: Option<Option<i64>>,
 }
 
-/// One limit of a PATCH: left out (`None`), removed (`Some(None)`) or set.
-type LimitChange = Option<Option<u64>>;
-
-/// The checked limits of a body: `(requests_per_minute, tokens_per_minute)`, each `None` when
-/// left out, and refused above the caller's tenant's limits.
-fn checked_limits(
-    p: &gc_domain::access::Principal,
-    body: Option<&KeyLimitsBody>,
-) -> Result<(LimitChange, LimitChange), ApiError> {
-    let Some(body) = body else {
-        return Ok((None, None));
-    };
-    let rpm = body
-        .requests_per_minute
-        .map(|v| limit_value("limits.requests_per_minute", v))
-        .transpose()?;
-    let tpm = body
-        .tokens_per_minute
-        .map(|v| limit_value("limits.tokens_per_minute", v))
-        .transpose()?;
-    let tenant = p.active_member_tenant()?.limits;
-    KeyLimits {
-        requests_per_minute: rpm.flatten(),
-        tokens_per_minute: tpm.flatten(),
+impl From<KeyLimitsBody> for KeyLimitsRequest {
+    fn from(b: KeyLimitsBody) -> Self {
+        Self {
+            requests_per_minute: b.requests_per_minute,
+            tokens_per_minute: b.tokens_per_minute,
+        }
     }
-    .check_within(&tenant)?;
-    Ok((rpm, tpm))
 }
 
 impl From<&ApiKey> for ApiKeyView {
@@ -146,10 +126,10 @@ pub async fn list_api_keys(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.key_listing_scope()?;
+    p.key_listing_scope()?;
     let page = query.into_inner()?.page()?;
     let page = state
-        .db(move |store| store.list_api_keys(&scope, &page))
+        .db(move |store| service::list_api_keys(store, &p, &page))
         .await?;
     Ok(HttpResponse::Ok().json(ListBody::from_page(page, |k| ApiKeyView::from(&k))))
 }
@@ -164,78 +144,21 @@ pub async fn create_api_key(
     Auth(p): Auth,
     body: Body<CreateApiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.key_management_scope()?;
+    p.key_management_scope()?;
     let body = body.into_inner()?;
-    let name = text("name", &body.name, 1, 100)?;
-    if body.scopes.is_empty() {
-        return Err(DomainError::invalid("scopes", "must name at least one scope").into());
-    }
-    let mut scopes = Vec::with_capacity(body.scopes.len());
-    for raw in &body.scopes {
-        let s = KeyScope::parse("scopes", raw)?;
-        if !scopes.contains(&s) {
-            scopes.push(s);
-        }
-    }
-    let (rpm, tpm) = checked_limits(&p, body.limits.as_ref())?;
-    let now = Utc::now();
-    let expires_at = match body.expires_at.as_deref() {
-        None => None,
-        Some(raw) => {
-            let at = DateTime::parse_from_rfc3339(raw)
-                .map_err(|_| {
-                    DomainError::invalid(
-                        "expires_at",
-                        "must be an RFC 3339 time such as 2030-01-01T00:00:00Z",
-                    )
-                })?
-                .with_timezone(&Utc);
-            if at <= now {
-                return Err(DomainError::invalid("expires_at", "must be in the future").into());
-            }
-            Some(at)
-        }
+    let request = NewKeyRequest {
+        name: body.name,
+        scopes: body.scopes,
+        expires_at: body.expires_at,
+        limits: body.limits.map(Into::into),
     };
-    let (secret, key_hash, hint) = state.credentials.new_api_key();
-    let key = ApiKey {
-        id: new_id(),
-        tenant_id: scope.tenant_id(),
-        user_id: p.user().id,
-        name,
-        scopes,
-        hint,
-        key_hash,
-        created_at: now,
-        last_used_at: None,
-        expires_at,
-        revoked_at: None,
-        limits: KeyLimits {
-            requests_per_minute: rpm.flatten(),
-            tokens_per_minute: tpm.flatten(),
-        },
-    };
-    let stored = state
-        .db(move |store| {
-            let line = NewActivity::write(
-                &scope,
-                now,
-                "api_key.create",
-                Some(ActivityTarget {
-                    kind: "api_key".into(),
-                    id: key.id,
-                }),
-                json!({
-                    "name": key.name,
-                    "scopes": key.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-                    "expires_at": key.expires_at,
-                }),
-            );
-            store.insert_api_key(&scope, &key, &line)
-        })
+    let codec = state.credentials.clone();
+    let made = state
+        .db(move |store| service::create_api_key(store, &*codec, &p, &request, Utc::now()))
         .await?;
     Ok(HttpResponse::Created().json(CreatedApiKey {
-        view: ApiKeyView::from(&stored),
-        key: secret.expose().to_owned(),
+        view: ApiKeyView::from(&made.key),
+        key: made.secret.expose().to_owned(),
     }))
 }
 
@@ -253,46 +176,16 @@ pub async fn patch_api_key(
     Auth(p): Auth,
     body: Body<PatchApiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.key_management_scope()?;
+    p.key_management_scope()?;
     let body = body.into_inner()?;
-    let name = body
-        .name
-        .as_deref()
-        .map(|n| text("name", n, 1, 100))
-        .transpose()?;
-    let (rpm, tpm) = checked_limits(&p, body.limits.as_ref())?;
-    let patch = ApiKeyPatch {
-        name,
-        requests_per_minute: rpm,
-        tokens_per_minute: tpm,
+    let request = KeyPatchRequest {
+        name: body.name,
+        limits: body.limits.map(Into::into),
     };
     let id = id.into_inner();
     let updated = state
-        .db(move |store| {
-            let mut detail = serde_json::Map::new();
-            if let Some(name) = &patch.name {
-                detail.insert("name".into(), json!(name));
-            }
-            if let Some(v) = patch.requests_per_minute {
-                detail.insert("requests_per_minute".into(), json!(v));
-            }
-            if let Some(v) = patch.tokens_per_minute {
-                detail.insert("tokens_per_minute".into(), json!(v));
-            }
-            let line = NewActivity::write(
-                &scope,
-                Utc::now(),
-                "api_key.update",
-                Some(ActivityTarget {
-                    kind: "api_key".into(),
-                    id,
-                }),
-                serde_json::Value::Object(detail),
-            );
-            store.update_api_key(&scope, id, &patch, &line)
-        })
-        .await?
-        .ok_or(DomainError::NotFound("API key"))?;
+        .db(move |store| service::update_api_key(store, &p, id, &request, Utc::now()))
+        .await?;
     Ok(HttpResponse::Ok().json(ApiKeyView::from(&updated)))
 }
 
@@ -307,27 +200,9 @@ pub async fn revoke_api_key(
     id: web::Path<Uuid>,
     Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
-    let scope = p.key_management_scope()?;
     let id = id.into_inner();
-    let revoked = state
-        .db(move |store| {
-            let now = Utc::now();
-            let line = NewActivity::write(
-                &scope,
-                now,
-                "api_key.revoke",
-                Some(ActivityTarget {
-                    kind: "api_key".into(),
-                    id,
-                }),
-                json!({}),
-            );
-            store.revoke_api_key(&scope, id, now, &line)
-        })
+    state
+        .db(move |store| service::revoke_api_key(store, &p, id, Utc::now()))
         .await?;
-    if revoked {
-        Ok(HttpResponse::NoContent().finish())
-    } else {
-        Err(DomainError::NotFound("API key").into())
-    }
+    Ok(HttpResponse::NoContent().finish())
 }
