@@ -459,8 +459,11 @@ async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
     c.open("/usage").await;
     b.wait_text("#usage-result", "Requests").await;
     b.wait_text("#usage-limits", "no limit").await;
-    b.wait_text("#usage-month", "0 tokens used this month (no monthly budget)")
-        .await;
+    b.wait_text(
+        "#usage-month",
+        "0 tokens used this month (no monthly budget)",
+    )
+    .await;
     c.shot("usage").await;
     c.open("/ai-access").await;
     b.wait_text("main", "curl").await;
@@ -769,7 +772,8 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     b.click_button("Save quotas").await;
     b.wait_text("#tenant-quotas .field-error:not([hidden])", "at least 1")
         .await;
-    b.fill_labelled("Requests per minute", "2000000000000").await;
+    b.fill_labelled("Requests per minute", "2000000000000")
+        .await;
     b.click_button("Save quotas").await;
     b.wait_text(
         "#tenant-quotas .field-error:not([hidden])",
@@ -777,7 +781,10 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     )
     .await;
     let before = c.admin.get(&tenant_path).await;
-    assert!(before.body["limits"]["requests_per_minute"].is_null(), "nothing was sent");
+    assert!(
+        before.body["limits"]["requests_per_minute"].is_null(),
+        "nothing was sent"
+    );
     b.fill_labelled("Requests per minute", "120").await;
     b.fill_labelled("Tokens per minute", "50000").await;
     b.fill_labelled("Monthly token budget", "1000000").await;
@@ -801,7 +808,11 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     b.click_button("Save quotas").await;
     b.wait_text("#tenant-quotas", "Quotas saved").await;
     let saved = c.admin.get(&tenant_path).await;
-    assert!(saved.body["limits"]["monthly_tokens"].is_null(), "{}", saved.text);
+    assert!(
+        saved.body["limits"]["monthly_tokens"].is_null(),
+        "{}",
+        saved.text
+    );
     assert_eq!(saved.body["limits"]["requests_per_minute"], 120);
     b.assert_no_console_errors("tenant quotas").await;
     c.sign_out().await;
@@ -869,7 +880,10 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     assert_eq!(focused, "requests_per_minute", "the field is focused");
     c.shot("keys-limit-refused").await;
     let unchanged = c.member.get("/workspace/api-keys").await;
-    assert_eq!(unchanged.body["data"][0]["limits"]["requests_per_minute"], 60);
+    assert_eq!(
+        unchanged.body["data"][0]["limits"]["requests_per_minute"],
+        60
+    );
 
     // Within the limit: saved, and shown after a reload.
     b.fill("#key-limits input[name=requests_per_minute]", "25")
@@ -968,8 +982,11 @@ async fn a_visitor_scans_a_repository_and_finds_sign_up_closed() {
     b.fill(&format!("#{field}"), "https://github.com/acme/missing")
         .await;
     b.click_button("Scan").await;
-    b.wait_text(".field-error:not([hidden])", "does not exist or is not public")
-        .await;
+    b.wait_text(
+        ".field-error:not([hidden])",
+        "does not exist or is not public",
+    )
+    .await;
     // A public repository with a dangerous skill: FAIL, with the file and line.
     b.fill(&format!("#{field}"), "https://github.com/acme/evil")
         .await;
