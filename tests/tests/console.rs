@@ -802,6 +802,11 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     assert_eq!(value_of(b, &format!("#{rpm}")).await, "120");
     let monthly = b.labelled("Monthly token budget").await;
     assert_eq!(value_of(b, &format!("#{monthly}")).await, "1000000");
+    b.exec(
+        "document.getElementById('tenant-quotas').scrollIntoView()",
+        json!([]),
+    )
+    .await;
     c.shot("admin-tenant-quotas").await;
     // Emptying a field removes that limit.
     b.fill(&format!("#{monthly}"), "").await;
@@ -994,6 +999,7 @@ async fn a_visitor_scans_a_repository_and_finds_sign_up_closed() {
     b.wait_text("#verdict", "FAIL").await;
     let result = b.text("#guard-result").await;
     assert!(result.contains("acme/evil"), "{result}");
+    assert!(result.contains("exec.pipe-to-shell"), "{result}");
     let rows = b
         .exec(
             "return [...document.querySelectorAll('table.findings tbody tr')].map(r => r.cells[1].innerText.trim() + ':' + r.cells[2].innerText.trim())",
