@@ -40,7 +40,7 @@ fn policy(route: Route) -> Option<Policy> {
         (_, "/health" | "/openapi.json") => Public,
         ("GET", "/guard/scan") => Public,
         ("POST", "/guard/scan") => PublicMaybeAuth,
-        ("POST", "/auth/signup" | "/auth/signin") => Public,
+        (_, "/auth/signup") | ("POST", "/auth/signin") => Public,
         (_, "/auth/signout" | "/auth/change-password" | "/auth/me" | "/auth/sessions") => Account,
         ("POST", "/auth/ip-admin") => AdminOnly,
         (

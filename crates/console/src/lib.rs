@@ -59,6 +59,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/api.js", JS),
     asset!("js/ui.js", JS),
     asset!("js/messages.js", JS),
+    asset!("js/limits.js", JS),
     asset!("js/pages/account.js", JS),
     asset!("js/pages/workspace.js", JS),
     asset!("js/pages/records.js", JS),

@@ -56,6 +56,19 @@ pub fn list_tenants<P: TenantRepo + AiKeyRepo + ?Sized>(
     })
 }
 
+/// One tenant with its AI access; `NotFound` when there is none with this id.
+pub fn get_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
+    store: &P,
+    admin: &impl AdminAuthority,
+    id: Uuid,
+) -> DomainResult<TenantWithAccess> {
+    admin.admin_scope()?;
+    let t = store
+        .find_tenant(id)?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    with_access(store, t)
+}
+
 pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
     store: &P,
     admin: &impl AdminAuthority,

@@ -26,6 +26,7 @@ use crate::{admin, auth, gateway, guard, system, workspace};
     paths(
         system::health,
         system::openapi,
+        auth::signup::signup_status,
         auth::signup::signup,
         auth::signin::signin,
         auth::signout::signout,
@@ -37,6 +38,7 @@ use crate::{admin, auth, gateway, guard, system, workspace};
         auth::ip_admin::ip_admin,
         admin::tenants::list_tenants,
         admin::tenants::create_tenant,
+        admin::tenants::get_tenant,
         admin::tenants::patch_tenant,
         admin::usage::admin_usage,
         admin::users::list_users,
@@ -204,7 +206,7 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
     match access(method, path) {
         Access::Public => match path {
             "/health" => s.codes(&[C::ServiceUnavailable]),
-            "/auth/signup" => s.codes(&[
+            "/auth/signup" if unsafe_method => s.codes(&[
                 C::SignupDisabled,
                 C::EmailTaken,
                 C::Busy,

@@ -38,7 +38,7 @@ route_table! { ROUTES, mount_api;
     "/health" => { GET system::health },
     "/openapi.json" => { GET system::openapi },
 
-    "/auth/signup" => { POST auth::signup::signup },
+    "/auth/signup" => { GET auth::signup::signup_status, POST auth::signup::signup },
     "/auth/signin" => { POST auth::signin::signin },
     "/auth/signout" => { POST auth::signout::signout },
     "/auth/change-password" => { POST auth::change_password::change_password },
@@ -47,7 +47,7 @@ route_table! { ROUTES, mount_api;
     "/auth/sessions" => { GET auth::sessions::list_sessions, DELETE auth::sessions::delete_sessions },
 
     "/admin/tenants" => { GET admin::tenants::list_tenants, POST admin::tenants::create_tenant },
-    "/admin/tenants/{id}" => { PATCH admin::tenants::patch_tenant },
+    "/admin/tenants/{id}" => { GET admin::tenants::get_tenant, PATCH admin::tenants::patch_tenant },
     "/admin/tenants/{id}/ai-keys" => { GET admin::ai_keys::list_ai_keys, POST admin::ai_keys::create_ai_key },
     "/admin/tenants/{id}/ai-keys/{key_id}" => { DELETE admin::ai_keys::delete_ai_key },
     "/admin/ai-gateways/diagnostics" => { POST admin::diagnostics::diagnostics },

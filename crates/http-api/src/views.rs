@@ -5,6 +5,7 @@ use gc_domain::access::Principal;
 use gc_domain::gateway::AiAccess;
 use gc_domain::model::{Session, Tenant, User};
 use gc_domain::page::Page;
+use gc_domain::quota::TenantLimits;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -36,6 +37,9 @@ pub struct TenantSummary {
     pub status: &'static str,
     /// `AIHK` or `AICA`.
     pub region: &'static str,
+    /// The tenant's quotas (each null when there is none): a key's own limits may not exceed
+    /// them.
+    pub limits: TenantLimitsView,
 }
 
 impl From<&Tenant> for TenantSummary {
@@ -45,6 +49,7 @@ impl From<&Tenant> for TenantSummary {
             name: t.name.clone(),
             status: t.status.as_str(),
             region: t.region.as_str(),
+            limits: TenantLimitsView::from(&t.limits),
         }
     }
 }
@@ -134,6 +139,16 @@ pub struct TenantLimitsView {
     pub monthly_tokens: Option<u64>,
 }
 
+impl From<&TenantLimits> for TenantLimitsView {
+    fn from(l: &TenantLimits) -> Self {
+        Self {
+            requests_per_minute: l.requests_per_minute,
+            tokens_per_minute: l.tokens_per_minute,
+            monthly_tokens: l.monthly_tokens,
+        }
+    }
+}
+
 impl TenantView {
     pub fn new(t: &Tenant, ai_access: AiAccess) -> Self {
         Self {
@@ -144,11 +159,7 @@ impl TenantView {
             ai_enabled: t.ai_enabled,
             ai_access,
             created_at: t.created_at,
-            limits: TenantLimitsView {
-                requests_per_minute: t.limits.requests_per_minute,
-                tokens_per_minute: t.limits.tokens_per_minute,
-                monthly_tokens: t.limits.monthly_tokens,
-            },
+            limits: TenantLimitsView::from(&t.limits),
         }
     }
 }

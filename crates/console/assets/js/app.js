@@ -123,7 +123,11 @@ function header(current) {
   if (me) {
     who.append(h('a', { href: '/account', class: 'me', 'aria-label': `Your account: ${me.email}` }, me.name || me.email), ' ', actionButton('Sign out', signout, { write: false, class: 'link' }));
   } else {
-    who.append(h('a', { href: '/signin' }, 'Sign in'), ' ', h('a', { href: '/signup' }, 'Sign up'));
+    who.append(h('a', { href: '/signin' }, 'Sign in'));
+    // "Sign up" only when the server takes new accounts.
+    account.signupOpen().then((open) => {
+      if (open && who.isConnected && !who.querySelector('a[href="/signup"]')) who.append(' ', h('a', { href: '/signup' }, 'Sign up'));
+    });
   }
   const toggle = h('button', { type: 'button', class: 'menu', 'aria-expanded': 'false', 'aria-controls': 'nav' }, 'Menu');
   const navEl = h('nav', { id: 'nav', 'aria-label': 'Main' }, nav);

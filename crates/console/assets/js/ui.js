@@ -167,7 +167,7 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const bytes = (s) => new TextEncoder().encode(s).length;
 
 // A form from field specs. Each field: {name, label, type, required, max, minBytes, maxBytes,
-// options, value, help, autocomplete, placeholder, validate}. Types: text, email, password,
+// options, value, help, autocomplete, placeholder, validate, min, maxValue}. Types: text, email, password,
 // textarea, json, tags, select, checkbox, checkboxes, number, date.
 // `onSubmit(values)` may throw an ApiError; `onError(err)` may handle it and return true.
 export function form(spec) {
@@ -193,7 +193,7 @@ export function form(spec) {
     } else {
       if (f.type === 'textarea' || f.type === 'json') input = h('textarea', { rows: f.rows || (f.type === 'json' ? 6 : 4), spellcheck: f.type === 'json' ? 'false' : null });
       else if (f.type === 'select') input = h('select', {}, f.options.map(([v, l]) => h('option', { value: v }, l)));
-      else input = h('input', { type: { tags: 'text', json: 'text' }[f.type] || f.type || 'text', autocomplete: f.autocomplete || (f.type === 'password' ? 'off' : null), placeholder: f.placeholder, inputmode: f.inputmode });
+      else input = h('input', { type: { tags: 'text', json: 'text' }[f.type] || f.type || 'text', autocomplete: f.autocomplete || (f.type === 'password' ? 'off' : null), placeholder: f.placeholder, inputmode: f.inputmode, min: f.min, step: f.type === 'number' ? 1 : null });
       input.id = id;
       input.name = f.name;
       if (f.required) input.setAttribute('aria-required', 'true');
@@ -251,6 +251,7 @@ export function form(spec) {
       }
       if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'must be a JSON object';
     } else v = read(c);
+    if (f.type === 'number' && input.validity && input.validity.badInput) return 'must be a whole number';
     const empty = v === '' || v === null || (Array.isArray(v) && v.length === 0) || v === false;
     if (f.required && empty) return f.type === 'checkboxes' ? 'need at least one choice' : 'is required';
     if (empty) return null;
@@ -261,6 +262,8 @@ export function form(spec) {
       if (f.type === 'email' && !EMAIL.test(v)) return 'must be an email address';
     }
     if (f.type === 'number' && (!Number.isInteger(v) || v < 0)) return 'must be a whole number';
+    if (f.type === 'number' && f.min !== undefined && v < f.min) return `must be at least ${f.min}`;
+    if (f.type === 'number' && f.maxValue !== undefined && v > f.maxValue) return `must be at most ${f.maxValue.toLocaleString('en')}`;
     return f.validate ? f.validate(v, input) : null;
   }
   el.addEventListener('submit', async (ev) => {
@@ -313,8 +316,11 @@ export function form(spec) {
       if (onError && onError(e)) return;
       const m = /^([A-Za-z_][\w.[\]]*): (.+)$/.exec(e && e.message ? e.message : '');
       if (m && (e.code === 'validation_failed' || e.code === 'unknown_field')) {
-        const name = m[1].split(/[.[]/)[0];
-        if (fieldError(name, `${controls[name] ? controls[name].f.label : name}: ${m[2]}`)) {
+        // The field as named (`name`), else its first or last part: `limits.tokens_per_minute`
+        // belongs to a form's `tokens_per_minute` field.
+        const parts = m[1].split(/[.[\]]+/).filter(Boolean);
+        const name = [m[1], parts[0], parts[parts.length - 1]].find((n) => n && controls[n]);
+        if (name && fieldError(name, `${controls[name].f.label}: ${m[2]}`)) {
           controls[name].input.focus();
           return;
         }

@@ -1,3 +1,5 @@
+//! `/admin/tenants`: list, create, read and change tenants (name, status, region, AI, quotas).
+
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::admin::{self, tenant_name};
@@ -35,6 +37,23 @@ pub async fn list_tenants(
             .collect(),
         next_cursor: page.next.map(crate::cursor::encode),
     }))
+}
+
+/// One tenant, as in the list (the console's tenant page reads it).
+#[utoipa::path(get, path = "/api/v1/admin/tenants/{id}", tag = "admin",
+    params(("id" = Uuid, Path, description = "Tenant id")),
+    responses((status = 200, body = TenantView), (status = 404, description = "not_found")))]
+pub async fn get_tenant(
+    state: web::Data<AppState>,
+    Auth(p): Auth,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    p.admin_scope()?;
+    let id = id.into_inner();
+    let (t, access) = state
+        .db(move |ports| admin::get_tenant(ports, &p, id))
+        .await?;
+    Ok(HttpResponse::Ok().json(TenantView::new(&t, access)))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

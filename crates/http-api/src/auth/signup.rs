@@ -1,8 +1,10 @@
+//! Whether sign-up is open, and sign-up itself.
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::accounts::{self, ClientMeta, Signup};
 use gc_domain::DomainError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
@@ -18,6 +20,22 @@ pub struct SignupBody {
     /// 12 to 72 bytes.
     pub password: String,
     pub name: String,
+}
+
+/// Whether `POST /auth/signup` accepts new accounts (`GC_SIGNUP`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SignupStatus {
+    /// False when sign-up is closed: `POST /auth/signup` answers 403 `signup_disabled`.
+    pub open: bool,
+}
+
+/// Says whether sign-up is open, so a client can offer it only when it is. Public.
+#[utoipa::path(get, path = "/api/v1/auth/signup", tag = "auth",
+    responses((status = 200, body = SignupStatus)))]
+pub async fn signup_status(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(SignupStatus {
+        open: state.http.signup_open,
+    })
 }
 
 /// Creates an account (unassigned until an administrator assigns a tenant) and signs it in.

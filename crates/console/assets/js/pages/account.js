@@ -2,8 +2,17 @@
 
 import { get, post, patch, del } from '../api.js';
 import { h, fill, form, section, pageHead, notice, table, time, confirmButton, errorNotice } from '../ui.js';
+import { plain } from '../messages.js';
 
 const PASSWORD_BYTES = { minBytes: 12, maxBytes: 72 };
+
+let signupState = null;
+// Whether sign-up is open (`GET /auth/signup`), asked once per page load: it is configuration.
+// When the server cannot say, the form is offered and the server's refusal is shown.
+export function signupOpen() {
+  signupState = signupState || get('/auth/signup', { credentials: 'omit' }).then((r) => r.data.open !== false, () => true);
+  return signupState;
+}
 
 export async function signin(ctx) {
   if (ctx.me) return ctx.navigate('/', { replace: true });
@@ -20,12 +29,17 @@ export async function signin(ctx) {
       await ctx.navigate(ctx.after() || '/', { replace: true });
     },
   });
-  fill(ctx.main, h('div', { class: 'narrow' }, pageHead('Sign in'), f.el, h('p', {}, 'No account yet? ', h('a', { href: '/signup' }, 'Sign up'), '. Only want to check a skill? The ', h('a', { href: '/guard' }, 'Guard'), ' needs no account.')));
+  const open = await signupOpen();
+  fill(ctx.main, h('div', { class: 'narrow' }, pageHead('Sign in'), f.el, h('p', {}, open ? ['No account yet? ', h('a', { href: '/signup' }, 'Sign up'), '. '] : 'Accounts are made by an administrator. ', 'Only want to check a skill? The ', h('a', { href: '/guard' }, 'Guard'), ' needs no account.')));
   f.controls.email.input.focus();
 }
 
 export async function signup(ctx) {
   if (ctx.me) return ctx.navigate('/', { replace: true });
+  if (!(await signupOpen())) {
+    fill(ctx.main, h('div', { class: 'narrow', id: 'signup-closed' }, pageHead('Sign up'), notice('info', plain({ code: 'signup_disabled' })), h('p', {}, h('a', { href: '/signin' }, 'Sign in'), ' with an account you were given, or use the ', h('a', { href: '/guard' }, 'Guard'), ', which needs no account.')));
+    return;
+  }
   const f = form({
     submitLabel: 'Create account',
     busyLabel: 'Creating…',

@@ -1,10 +1,11 @@
-// Platform administration: tenants (create, rename, region, AI on/off, suspend), a tenant's AI
+// Platform administration: tenants (create, rename, region, AI on/off, suspend, quotas), a tenant's AI
 // keys, users (create, assign, suspend, promote), gateway diagnostics, and the Shadow view.
 // Administration stays usable in a Shadow view (only workspace writes are read-only there), so
 // these controls are not marked as workspace writes.
 
 import { get, post, patch, del, withQuery } from '../api.js';
 import { h, fill, form, pageHead, section, notice, errorNotice, pagedTable, table, time, actionButton, confirmButton, loading } from '../ui.js';
+import { limitField, limitsBody, limitsLine, TENANT_LIMITS } from '../limits.js';
 
 const REGIONS = [['AIHK', 'AIHK'], ['AICA', 'AICA']];
 const AI_ACCESS = { ready: 'ready', disabled: 'disabled', not_ready: 'not ready' };
@@ -69,8 +70,11 @@ export async function tenants(ctx) {
 
 export async function tenant(ctx) {
   const id = ctx.params.id;
-  const t = (await allTenants()).find((x) => x.id === id);
-  if (!t) {
+  let t;
+  try {
+    t = (await get(`/admin/tenants/${encodeURIComponent(id)}`)).data;
+  } catch (e) {
+    if (e.status !== 404) throw e;
     fill(ctx.main, pageHead('Tenant'), errorNotice({ code: 'not_found' }), h('p', {}, h('a', { href: '/admin' }, '← All tenants')));
     return;
   }
@@ -90,6 +94,26 @@ export async function tenant(ctx) {
     },
   });
   edit.set(t);
+  // Quotas: an empty field removes that limit. Keys' own limits stay at most these.
+  const limitsSummary = h('p', { class: 'sub', id: 'tenant-limits' }, limitsLine(t.limits, TENANT_LIMITS));
+  const quotas = form({
+    legend: 'Quotas',
+    submitLabel: 'Save quotas',
+    write: false,
+    fields: [
+      limitField('requests_per_minute', { help: 'Runs per minute for the whole workspace. Empty for no limit.' }),
+      limitField('tokens_per_minute', { help: 'Prompt and completion tokens per minute. Empty for no limit.' }),
+      limitField('monthly_tokens', { help: 'Tokens per calendar month (UTC); runs are refused once it is used. Empty for no limit.' }),
+    ],
+    onSubmit: async (v) => {
+      const saved = (await patch(`/admin/tenants/${id}`, { limits: limitsBody(v, TENANT_LIMITS) })).data;
+      quotas.set(saved.limits);
+      fill(limitsSummary, limitsLine(saved.limits, TENANT_LIMITS));
+      quotas.message(notice('ok', `Quotas saved: ${limitsLine(saved.limits, TENANT_LIMITS)}. They apply from the next run.`));
+    },
+  });
+  quotas.el.id = 'tenant-quotas';
+  quotas.set(t.limits);
   const suspend = t.status === 'active'
     ? confirmButton('Suspend tenant', `Suspend “${t.name}”? Its members lose access at once.`, async () => {
       await patch(`/admin/tenants/${id}`, { status: 'suspended' });
@@ -163,6 +187,7 @@ export async function tenant(ctx) {
     section('Support', h('p', {}, 'The Shadow view shows this tenant\'s workspace read-only. Its members see that you are there, and entering and leaving are in their activity feed.'),
       actionButton('Enter Shadow view', () => enterShadow(ctx, id), { ...W, class: 'primary' })),
     section('Tenant', edit.el, h('p', {}, suspend)),
+    section('Quotas', limitsSummary, quotas.el),
     section('AI keys', keysBox, addKey.el),
     section('Members', membersBox));
   await Promise.all([loadKeys(), membersBox.ready]);

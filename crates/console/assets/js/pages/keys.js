@@ -1,8 +1,12 @@
 // Workspace API keys: create (scopes by checkbox; the secret is shown once, in the page only,
-// with a copy button), list, revoke.
+// with a copy button), list, revoke, and each key's own per-minute limits (at most the
+// workspace's; the API refuses more, and the console checks first with the limits it knows).
 
-import { get, post, del, withQuery } from '../api.js';
+import { get, post, patch, del, withQuery } from '../api.js';
 import { h, fill, form, pageHead, notice, errorNotice, pagedTable, time, confirmButton, copyButton } from '../ui.js';
+import { limitField, limitsBody, limitsLine } from '../limits.js';
+
+const KEY_LIMITS = ['requests_per_minute', 'tokens_per_minute'];
 
 const SCOPES = [
   ['workspace:read', 'workspace:read — read workspace data'],
@@ -12,7 +16,12 @@ const SCOPES = [
 ];
 
 export async function page(ctx) {
+  // The workspace's limits as of this page load; the API checks again on every write.
+  const tenantLimits = (ctx.ws && ctx.ws.tenant && ctx.ws.tenant.limits) || {};
+  const ceiling = (n) => tenantLimits[n] ?? null;
+  const keyLimitFields = () => KEY_LIMITS.map((n) => limitField(n, { ceiling: ceiling(n), placeholder: ceiling(n) === null ? 'none of its own' : 'the workspace\'s' }));
   const secretBox = h('div', { id: 'new-key' });
+  const editBox = h('div', { id: 'key-limits-panel' });
   const listBox = h('div');
   const status = h('div', { role: 'status' });
 
@@ -24,6 +33,7 @@ export async function page(ctx) {
       { name: 'name', label: 'Name', required: true, max: 100, help: 'What the key is for, e.g. "ci".' },
       { name: 'scopes', label: 'Scopes', type: 'checkboxes', required: true, options: SCOPES },
       { name: 'expires', label: 'Expires on (optional)', type: 'date', help: 'The key stops working at the end of this day (UTC).', validate: (v) => (v && new Date(`${v}T23:59:59Z`) <= new Date() ? 'must be in the future' : null) },
+      ...keyLimitFields(),
     ],
     onError: (e) => {
       if (e.code === 'validation_failed' && /^expires_at:/.test(e.message)) {
@@ -35,6 +45,7 @@ export async function page(ctx) {
     onSubmit: async (v) => {
       const body = { name: v.name, scopes: v.scopes };
       if (v.expires) body.expires_at = `${v.expires}T23:59:59Z`;
+      if (KEY_LIMITS.some((n) => v[n] !== null)) body.limits = limitsBody(v, KEY_LIMITS);
       const k = (await post('/workspace/api-keys', body)).data;
       f.reset();
       showSecret(k);
@@ -53,6 +64,27 @@ export async function page(ctx) {
     done.focus();
   }
 
+  // Edits one key's own limits in a panel above the list.
+  function editLimits(k) {
+    const f2 = form({
+      legend: `Limits of “${k.name}”`,
+      submitLabel: 'Save limits',
+      fields: keyLimitFields(),
+      cancel: () => editBox.replaceChildren(),
+      onSubmit: async (v) => {
+        const saved = (await patch(`/workspace/api-keys/${k.id}`, { limits: limitsBody(v, KEY_LIMITS) })).data;
+        editBox.replaceChildren();
+        status.replaceChildren(notice('ok', `Limits of “${saved.name}” saved: ${limitsLine(saved.limits, KEY_LIMITS)}.`));
+        await reload();
+      },
+    });
+    f2.el.id = 'key-limits';
+    f2.set(k.limits || {});
+    fill(editBox, f2.el);
+    status.replaceChildren();
+    f2.controls.requests_per_minute.input.focus();
+  }
+
   function reload() {
     const list = pagedTable(
       [
@@ -62,11 +94,12 @@ export async function page(ctx) {
         ['Created', (k) => time(k.created_at)],
         ['Last used', (k) => time(k.last_used_at)],
         ['Expires', (k) => time(k.expires_at)],
-        ['', (k) => (k.revoked_at ? h('span', { class: 'tag muted' }, 'revoked') : confirmButton('Revoke', `Revoke “${k.name}”? Scripts using it stop working at once.`, async () => {
+        ['Own limits', (k) => h('span', { class: 'limits' }, limitsLine(k.limits, KEY_LIMITS))],
+        ['', (k) => (k.revoked_at ? h('span', { class: 'tag muted' }, 'revoked') : h('span', { class: 'row-actions' }, h('button', { type: 'button', 'data-write': '', 'aria-label': `Edit the limits of ${k.name}`, onclick: () => editLimits(k) }, 'Limits'), ' ', confirmButton('Revoke', `Revoke “${k.name}”? Scripts using it stop working at once.`, async () => {
           await del(`/workspace/api-keys/${k.id}`);
           status.replaceChildren(notice('ok', `Revoked “${k.name}”.`));
           await reload();
-        }, { ariaLabel: `Revoke ${k.name}`, onError: (e) => status.replaceChildren(errorNotice(e)) }))],
+        }, { ariaLabel: `Revoke ${k.name}`, onError: (e) => status.replaceChildren(errorNotice(e)) })))],
       ],
       async (cursor) => (await get(withQuery('/workspace/api-keys', { limit: 50, cursor }))).data,
       { empty: 'No keys yet.' },
@@ -75,6 +108,6 @@ export async function page(ctx) {
     return list.ready;
   }
 
-  fill(ctx.main, pageHead('API keys'), h('p', { class: 'sub' }, 'Keys let scripts use the workspace and AI runs without a session. A key can do only what its scopes allow, and only while you may.'), secretBox, f.el, status, listBox);
+  fill(ctx.main, pageHead('API keys'), h('p', { class: 'sub' }, 'Keys let scripts use the workspace and AI runs without a session. A key can do only what its scopes allow, and only while you may.'), h('p', { class: 'sub', id: 'workspace-limits' }, `Workspace limits: ${limitsLine(tenantLimits, KEY_LIMITS)}. A key may have lower limits of its own.`), secretBox, f.el, status, editBox, listBox);
   await reload();
 }

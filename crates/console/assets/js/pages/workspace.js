@@ -2,6 +2,7 @@
 
 import { get, patch, withQuery } from '../api.js';
 import { h, fill, form, section, pageHead, notice, errorNotice, pagedTable, time, codeBlock, table, loading } from '../ui.js';
+import { count, limitLabel, limitText, TENANT_LIMITS } from '../limits.js';
 
 const AI_WORDS = {
   ready: 'Ready: Composer runs and /run calls with a key will work.',
@@ -98,34 +99,74 @@ export async function activity(ctx) {
   await list.ready;
 }
 
-// Usage arrives with the gateway's metering; until the server has the route, say so.
+// Usage: requests, errors and tokens by day, model or key for a range of days, and the
+// workspace's quotas with this month's tokens against the monthly budget.
 export async function usage(ctx) {
   const now = new Date();
   const first = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
   const today = now.toISOString().slice(0, 10);
-  const out = h('div');
+  const limits = (ctx.ws && ctx.ws.tenant && ctx.ws.tenant.limits) || {};
+  const out = h('div', { id: 'usage-result' });
+  const month = h('div', { id: 'usage-month' }, loading());
   const f = form({
     submitLabel: 'Show',
     write: false,
     busyLabel: 'Loading…',
     fields: [
       { name: 'from', label: 'From', type: 'date', value: first, required: true },
-      { name: 'to', label: 'To', type: 'date', value: today, required: true },
+      { name: 'to', label: 'To', type: 'date', value: today, required: true, validate: (v) => (v < f.values().from ? 'must not be before From' : null) },
       { name: 'group_by', label: 'Group by', type: 'select', options: [['day', 'Day'], ['model', 'Model'], ['key', 'API key']] },
     ],
     onSubmit: async (v) => show(v),
   });
+  // Every page of a query (a range is at most 400 days, so a few pages at most).
+  async function all(params) {
+    const rows = [];
+    let cursor = null;
+    do {
+      const page = (await get(withQuery('/workspace/usage', { ...params, limit: 200, cursor }))).data;
+      rows.push(...page.data);
+      cursor = page.next_cursor;
+    } while (cursor && rows.length < 5000);
+    return rows;
+  }
+  // Key names for the "API key" grouping (the list is session-only; a key reading usage gets ids).
+  async function keyNames() {
+    try {
+      const keys = (await get(withQuery('/workspace/api-keys', { limit: 200 }))).data.data;
+      return Object.fromEntries(keys.map((k) => [k.id, `${k.name} (${k.hint})`]));
+    } catch (_) {
+      return {};
+    }
+  }
   async function show(v) {
     fill(out, loading());
     try {
-      const rows = (await get(withQuery('/workspace/usage', v))).data.data;
-      const label = { day: ['Day', (r) => r.day], model: ['Model', (r) => r.model], key: ['Key', (r) => r.key_id || 'session'] }[v.group_by];
-      fill(out, table([label, ['Requests', (r) => r.requests], ['Errors', (r) => r.errors], ['Prompt tokens', (r) => r.prompt_tokens], ['Completion tokens', (r) => r.completion_tokens], ['Total tokens', (r) => r.total_tokens]], rows), rows.length ? null : h('p', {}, 'No runs in this period.'));
+      const [rows, names] = await Promise.all([all(v), v.group_by === 'key' ? keyNames() : {}]);
+      const label = { day: ['Day', (r) => r.day], model: ['Model', (r) => r.model], key: ['Key', (r) => (r.key_id ? names[r.key_id] || r.key_id : 'session (Composer)')] }[v.group_by];
+      fill(out, table([label, ['Requests', (r) => count(r.requests)], ['Errors', (r) => count(r.errors)], ['Prompt tokens', (r) => count(r.prompt_tokens)], ['Completion tokens', (r) => count(r.completion_tokens)], ['Total tokens', (r) => count(r.total_tokens)]], rows, { caption: `${v.from} to ${v.to}` }), rows.length ? null : h('p', {}, 'No runs in this period.'));
     } catch (e) {
-      if (e.status === 404 && e.code === 'not_found') fill(out, notice('info', 'Usage reporting is not available on this server yet. Runs are still listed in the activity feed.', h('a', { href: '/activity' }, 'Open the activity feed')));
-      else fill(out, errorNotice(e));
+      fill(out, errorNotice(e));
     }
   }
-  fill(ctx.main, pageHead('Usage'), f.el, out);
-  await show(f.values());
+  async function thisMonth() {
+    try {
+      const rows = await all({ group_by: 'day' });
+      const used = rows.reduce((n, r) => n + r.total_tokens, 0);
+      const budget = limits.monthly_tokens;
+      fill(month, h('p', {}, budget === null || budget === undefined
+        ? `${count(used)} tokens used this month (no monthly budget).`
+        : `${count(used)} of ${count(budget)} tokens used this month (${Math.min(100, Math.floor((used * 100) / budget))}%).`));
+    } catch (e) {
+      fill(month, errorNotice(e));
+    }
+  }
+  fill(ctx.main, pageHead('Usage'),
+    section('Quotas',
+      h('dl', { class: 'facts', id: 'usage-limits' },
+        TENANT_LIMITS.map((n) => [h('dt', {}, limitLabel(n)), h('dd', { 'data-limit': n }, limitText(n, limits[n]))])),
+      month,
+      h('p', { class: 'help' }, 'Set by a platform administrator. Over a per-minute limit a run is refused for a moment; once the monthly budget is used, until the next month. Keys can have lower limits of their own on the ', h('a', { href: '/keys' }, 'API keys'), ' page.')),
+    h('h2', {}, 'Runs'), f.el, out);
+  await Promise.all([show(f.values()), thisMonth()]);
 }

@@ -1,0 +1,56 @@
+// Quotas as the console shows and edits them: a tenant's requests and tokens per minute and its
+// monthly token budget (admins), and a key's own per-minute limits (members), which may not
+// exceed the tenant's. An empty field is "no limit" (null on the wire).
+
+// The largest limit the API accepts (10^12).
+export const MAX_LIMIT = 1e12;
+
+const WORDS = {
+  requests_per_minute: ['Requests per minute', 'requests/min'],
+  tokens_per_minute: ['Tokens per minute', 'tokens/min'],
+  monthly_tokens: ['Monthly token budget', 'tokens/month'],
+};
+
+// A tenant's limits, in the order they are shown; a key has the first two.
+export const TENANT_LIMITS = Object.keys(WORDS);
+
+export function limitLabel(name) {
+  return WORDS[name][0];
+}
+
+// A form field for one limit. `ceiling` (the tenant's limit, for a key) caps it.
+export function limitField(name, opts = {}) {
+  const [label] = WORDS[name];
+  const ceiling = opts.ceiling ?? null;
+  return {
+    name,
+    label,
+    type: 'number',
+    min: 1,
+    maxValue: MAX_LIMIT,
+    inputmode: 'numeric',
+    placeholder: opts.placeholder ?? 'no limit',
+    help: opts.help ?? (ceiling === null ? 'Empty for no limit.' : `At most the workspace's ${count(ceiling)}. Empty: only the workspace's limit applies.`),
+    validate: (v) => (ceiling !== null && v > ceiling ? `must be at most the workspace's limit (${count(ceiling)})` : null),
+  };
+}
+
+// "1,000 requests/min", or "no limit".
+export function limitText(name, v) {
+  return v === null || v === undefined ? 'no limit' : `${count(v)} ${WORDS[name][1]}`;
+}
+
+export function count(n) {
+  return Number(n).toLocaleString('en');
+}
+
+// The `limits` object of a PATCH or create body: every named field, an empty one as null.
+export function limitsBody(values, names) {
+  return Object.fromEntries(names.map((n) => [n, values[n] ?? null]));
+}
+
+// A short line for a set of limits: "60 requests/min · no token limit".
+export function limitsLine(limits, names) {
+  const set = names.filter((n) => limits && limits[n] !== null && limits[n] !== undefined);
+  return set.length ? set.map((n) => limitText(n, limits[n])).join(' · ') : 'no limits';
+}
