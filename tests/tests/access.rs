@@ -470,6 +470,41 @@ async fn matrix(app: TestApp) {
         wrong.join("\n")
     );
     assert_eq!(cells, routes::all().count() * EVERYONE.len());
+    schemes(&w).await;
+}
+
+/// A key is a credential only under the Bearer scheme (in any case): the same live key under
+/// another scheme is refused as unauthenticated, never read as a key.
+async fn schemes(w: &World) {
+    let (_, keyed) = w
+        .callers
+        .iter()
+        .find(|(who, _)| *who == Who::KeyRead)
+        .cloned()
+        .expect("a read key among the callers");
+    let Auth::Bearer(key) = keyed.auth.clone() else {
+        panic!("the read key's caller has no key");
+    };
+    let bare = Actor {
+        auth: Auth::None,
+        ..keyed
+    };
+    for (scheme, status) in [
+        ("Bearer", 200),
+        ("bEaReR", 200),
+        ("Basic", 401),
+        ("Token", 401),
+        ("Bearerx", 401),
+    ] {
+        let rb = bare
+            .request(Method::GET, "/workspace/skills")
+            .header("authorization", format!("{scheme} {key}"));
+        let reply = bare.send(rb).await;
+        assert_eq!(reply.status.as_u16(), status, "{scheme}: {}", reply.text);
+        if status == 401 {
+            assert_eq!(reply.code(), "unauthenticated", "{scheme}");
+        }
+    }
 }
 
 async fn start(backend: Backend) -> Option<TestApp> {
