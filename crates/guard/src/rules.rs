@@ -1111,7 +1111,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A secret-named variable (AWS secret key, session token, client secret, private key, GitHub/npm token) interpolated into the address of a request, where every proxy and log sees it.",
         remediation: "Send credentials only in an authorization header to their own service, never in a URL.",
         detector: line(
-            &["http://", "https://"],
+            &["aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token", "github_token", "gh_token", "npm_token", "pypi_token", "private_key", "client_secret", "db_password", "database_password"],
             r"(?i)https?://[^\s\x22'`<>]*?(?:\{[^}\n]{0,60}?|\$\{?|#\{[^}\n]{0,60}?|%\()(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b|https?://[^\s\x22'`<>]*[\x22']\s*\+\s*[\w.\[\]\x22'()]{0,60}?(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b",
         ),
     },

