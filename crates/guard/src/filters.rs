@@ -244,7 +244,44 @@ pub(crate) fn secret_openai(ctx: &MatchCtx<'_>) -> Outcome {
 /// placeholders, references and identifiers.
 pub(crate) fn secret_generic(ctx: &MatchCtx<'_>) -> Outcome {
     let value = ctx.value();
-    if is_placeholder(value) || entropy(value) < 3.5 {
+    if is_placeholder(value) {
+        return Outcome::Drop;
+    }
+    if value.len() < 16 {
+        // A short literal counts only for a password name, with letters of both cases, a
+        // digit and a symbol (a chosen password, not a word or an identifier).
+        let name = ctx
+            .matched()
+            .get(
+                ..ctx
+                    .caps
+                    .get(1)
+                    .map_or(0, |m| m.start().saturating_sub(ctx.start())),
+            )
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let password_name = ["password", "passwd", "pwd", "pass"]
+            .iter()
+            .any(|n| name.contains(n));
+        let classes = [
+            value.bytes().any(|b| b.is_ascii_lowercase()),
+            value.bytes().any(|b| b.is_ascii_uppercase()),
+            value.bytes().any(|b| b.is_ascii_digit()),
+            value.bytes().any(|b| b.is_ascii_punctuation()),
+        ];
+        let looks_like_code = value.contains("()") || value.contains('.') && !value.contains('!');
+        return if password_name
+            && value.len() >= 10
+            && classes.iter().all(|&c| c)
+            && entropy(value) >= 3.2
+            && !looks_like_code
+        {
+            Outcome::Keep
+        } else {
+            Outcome::Drop
+        };
+    }
+    if entropy(value) < 3.5 {
         return Outcome::Drop;
     }
     let lower = value.bytes().any(|b| b.is_ascii_lowercase());
@@ -405,6 +442,17 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         "patterns like",
         "like:",
         "such as:",
+        // The untrusted content as the subject: "if a page tries to get you to ...".
+        "tries to",
+        "try to",
+        "trying to",
+        "get you to",
+        "asks you to",
+        "tells you to",
+        "says to",
+        "wants you to",
+        "requests to",
+        "make you",
     ];
     if discussion.iter().any(|d| tail.contains(d)) {
         return Outcome::Drop;
@@ -442,6 +490,61 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
+}
+
+/// An instruction to read a private directory: a public key (`~/.ssh/id_ed25519.pub`) is not
+/// private, and loading a key into the agent or using it (`ssh-add`, `ssh -i`) is low.
+pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
+    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let path: String = after
+        .chars()
+        .take_while(|c| {
+            !c.is_whitespace() && !matches!(c, '`' | '\'' | '"' | ')' | ';' | '|' | ',')
+        })
+        .collect();
+    if path.ends_with(".pub") || path.ends_with("known_hosts") || path.ends_with("config.example") {
+        return Outcome::Drop;
+    }
+    credential_file(ctx)
+}
+
+/// Private key blocks: the whole body must look like key material (real OpenSSH keys start
+/// with long `AAAA` runs, so the repeated-run check of tokens does not apply).
+pub(crate) fn private_key_block(ctx: &MatchCtx<'_>) -> Outcome {
+    let from = ctx.caps.get(1).map_or(ctx.start(), |m| m.start());
+    let rest = ctx.text.get(from..).unwrap_or("");
+    let rest = rest.get(..rest.len().min(16 * 1024)).map_or(rest, |r| r);
+    let body_end = rest.find("-----END").unwrap_or(rest.len());
+    let body: String = rest
+        .get(..body_end)
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let lower = body.to_ascii_lowercase();
+    let marked = [
+        "example",
+        "placeholder",
+        "xxxx",
+        "redacted",
+        "...",
+        "***",
+        "<",
+        ">",
+        "{",
+        "}",
+        "$",
+        "insert",
+        "replace",
+        "truncated",
+    ]
+    .iter()
+    .any(|m| lower.contains(m));
+    if marked || body.len() < 40 || entropy(&body) < 3.5 {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
 }
 
 /// Drops matches that are quoted (discussed, not given) or negated ("never ignore ...").
@@ -549,6 +652,8 @@ const KNOWN_INSTALLERS: &[&str] = &[
     "dl.google.com",
     "downloads.nordcdn.com",
     "cli.coderabbit.ai",
+    "deb.nodesource.com",
+    "rpm.nodesource.com",
 ];
 
 /// A release asset of a GitHub project named like a vendor installer (`…-installer.sh`,
@@ -570,7 +675,13 @@ fn github_release_installer(url: &str) -> bool {
 
 /// Reports `curl | sh` from a well-known installer as low.
 pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
-    let m = ctx.matched().to_ascii_lowercase();
+    let mut m = ctx.matched().to_ascii_lowercase();
+    if !m.contains("://") {
+        // `sh -c "$(curl ...` ends at the command: the URL is in the rest of the substitution.
+        let rest = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+        let rest = rest.split(')').next().unwrap_or(rest);
+        m.push_str(&rest.to_ascii_lowercase());
+    }
     let Some(i) = m.find("https://") else {
         return Outcome::Keep;
     };

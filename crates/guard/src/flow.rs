@@ -100,6 +100,8 @@ const CRED_PATHS: &[&str] = &[
     "id_ecdsa",
     "id_dsa",
     ".aws/credentials",
+    "'.aws'",
+    "\".aws\"",
     ".netrc",
     ".git-credentials",
     ".docker/config.json",
@@ -616,11 +618,18 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
                 None => referenced(&tainted, line),
             }
         };
-        let line_sinks = if used != 0 || inline & (ENV | CRED | DATA) != 0 {
+        let mut line_sinks = if used != 0 || inline & (ENV | CRED | DATA) != 0 {
             sinks(line)
         } else {
             Vec::new()
         };
+        // A downloaded file run by its path (`/tmp/.agent &`, `sudo "$F"`, `nohup ./x`).
+        if used & (DOWNLOAD | DECODED) != 0
+            && !line_sinks.contains(&Sink::Exec)
+            && runs_tainted_file(line, &tainted)
+        {
+            line_sinks.insert(0, Sink::Exec);
+        }
         for sink in line_sinks {
             let (rule, severity, what) = match sink {
                 Sink::Exec if used & DOWNLOAD != 0 => (
@@ -678,6 +687,23 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
         if emitted >= 20 {
             break;
         }
+        // `return x` of a tainted value taints the enclosing function's name, so that
+        // `requests.post(url, json=snapshot())` is followed too.
+        if used & (ENV | CRED | DOWNLOAD | DECODED) != 0 && assigned.is_none() {
+            if let Some(f) = returned_from(text, start, line) {
+                if tainted.len() < MAX_TAINTED {
+                    if !finders.iter().any(|x| x.0 == f) && finders.len() < 4 * MAX_TAINTED {
+                        finders.push((
+                            f.clone(),
+                            memchr::memmem::Finder::new(f.as_bytes()).into_owned(),
+                            0,
+                        ));
+                    }
+                    let kinds = used & (ENV | CRED | DOWNLOAD | DECODED);
+                    tainted.insert(f, (kinds, origin.max(1)));
+                }
+            }
+        }
         if let Some((names, rhs)) = assigned {
             let (carried, carried_origin) = if tainted.is_empty() {
                 (0, 0)
@@ -727,6 +753,77 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
             }
         }
     }
+}
+
+/// The line runs a tainted file by its path: the path is the command (after `sudo`, `nohup`,
+/// `exec`, `chmod +x f &&`), quoted or not.
+fn runs_tainted_file(line: &str, tainted: &HashMap<String, (u8, u32)>) -> bool {
+    let commands = line
+        .split("&&")
+        .flat_map(|p| p.split(';'))
+        .flat_map(|p| p.split("||"));
+    for cmd in commands {
+        let mut t = cmd.trim_start();
+        for prefix in ["sudo ", "nohup ", "exec ", "setsid ", "command "] {
+            if let Some(r) = t.strip_prefix(prefix) {
+                t = r.trim_start();
+            }
+        }
+        let first: String = t
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, '&' | ';' | '|' | ')'))
+            .collect();
+        let first = first.trim_matches(['"', '\'']);
+        if first.is_empty() {
+            continue;
+        }
+        let first = first.strip_prefix("./").unwrap_or(first);
+        if tainted.iter().any(|(n, (k, _))| {
+            k & (DOWNLOAD | DECODED) != 0
+                && n.contains('/')
+                && (n == first || n.strip_prefix("./") == Some(first))
+        }) {
+            return true;
+        }
+    }
+    false
+}
+
+/// `return EXPR` inside a Python `def` or a JavaScript `function`: the function's name.
+fn returned_from(text: &str, line_start: usize, line: &str) -> Option<String> {
+    let t = line.trim_start();
+    if !(t.starts_with("return ") || t.starts_with("return(")) {
+        return None;
+    }
+    let indent = line.len() - t.len();
+    let from = line_start.saturating_sub(8 * 1024);
+    let before = text.get(from..line_start)?;
+    for l in before.lines().rev() {
+        let lt = l.trim_start();
+        if lt.is_empty() {
+            continue;
+        }
+        let li = l.len() - lt.len();
+        let def = lt
+            .strip_prefix("async def ")
+            .or_else(|| lt.strip_prefix("def "))
+            .or_else(|| lt.strip_prefix("async function "))
+            .or_else(|| lt.strip_prefix("function "))
+            .or_else(|| lt.strip_prefix("export function "))
+            .or_else(|| lt.strip_prefix("export async function "));
+        if let Some(d) = def {
+            let name: String = d
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            return (li < indent && is_ident(&name)).then_some(name);
+        }
+        if li == 0 && !lt.starts_with('#') && !lt.starts_with("//") && !lt.starts_with('@') {
+            // Back at the top level without meeting a definition.
+            return None;
+        }
+    }
+    None
 }
 
 /// The next occurrence of `name` at or after `from` that `mentions` would accept.

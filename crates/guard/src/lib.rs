@@ -20,6 +20,7 @@ mod decode;
 pub mod eval;
 mod filters;
 mod flow;
+mod intent;
 mod model;
 mod normalize;
 pub mod rules;

@@ -331,9 +331,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Instruction to read private configuration",
         description: "Tells the agent to read, send or pass the contents of a private configuration or key directory.",
         remediation: "A skill should not need the user's private configuration.",
-        detector: line(
+        detector: line_f(
             &["~/.", "$home", "%userprofile%", "/home/", "/users/"],
             r"(?i)\b(?:read|cat|open|load|include|attach|send|upload|pass|copy|collect|grab)\b[^\n]{0,40}(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:config|ssh|aws|gnupg|kube|docker|netrc|npmrc|pypirc|git-credentials|env\b|azure|gcloud|password-store|mozilla|local/share/keyrings)",
+            filters::private_file_instruction,
         ),
     },
     RuleDef {
@@ -574,7 +575,7 @@ pub static RULES: &[RuleDef] = &[
             scope: Scope::Text,
             keywords: &["private key-----", "private key block-----"],
             pattern: r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |PGP |ENCRYPTED )?PRIVATE KEY(?: BLOCK)?-----\r?\n(?:[A-Za-z-]+:[^\n]*\r?\n)*\s*([A-Za-z0-9+/=]{40,})",
-            filter: Some(filters::secret_token),
+            filter: Some(filters::private_key_block),
             secret: true,
         }),
     },
@@ -600,7 +601,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: REMEDY_SECRET,
         detector: secret(
             &["password", "passwd", "secret", "token", "api_key", "apikey", "api-key", "access_key", "accesskey", "auth_key", "private_key"],
-            r#"(?i)\b[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key)[\w.-]*["']?\s*(?::|=|:=|=>)\s*["']([^"'\s]{16,})["']"#,
+            r#"(?i)\b[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key)[\w.-]*["']?\s*(?::|=|:=|=>)\s*["']([^"'\s]{10,})["']"#,
             filters::secret_generic,
         ),
     },
@@ -1088,6 +1089,30 @@ pub static RULES: &[RuleDef] = &[
         detector: line(
             &["curl", "wget", "ncat", "netcat", "| nc", "|nc"],
             r#"(?i)\b(?:cat|tar|zip|base64|gzip)\b[^\n|]*(?:\.ssh\b|\.aws\b|\.gnupg\b|\.kube\b|\.docker\b|/etc/shadow|/etc/passwd|\.env\b|\.netrc\b)[^\n]*\|\s*(?:[^\n|]*\|\s*)?(?:curl|wget|nc|ncat|netcat)\b|\bcurl\b[^\n]*(?:-d|--data(?:-binary|-raw)?|-F|--form|-T|--upload-file)\s*["']?[\w-]*=?@(?:~|\$HOME)?/?[^\s]*\.(?:ssh|aws|env|netrc|kube|docker|gnupg)\b"#,
+        ),
+    },
+    RuleDef {
+        id: "exfil.browser-storage",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Browser cookies or storage sent out",
+        description: "document.cookie, localStorage or sessionStorage put into a request, an image address or a redirect: session theft.",
+        remediation: "Never send cookies or browser storage anywhere; use the platform's authentication.",
+        detector: line(
+            &["document.cookie", "localstorage", "sessionstorage"],
+            r"(?i)(?:\bfetch\s*\(|\bnew\s+Image\s*\(|\.src\s*=|\blocation(?:\.href)?\s*=|\bsendBeacon\s*\(|\.open\s*\(\s*['\x22](?:GET|POST)|\baxios|\$\.(?:get|post|ajax)\s*\(|\bwindow\.open\s*\()[^\n]{0,200}?(?:document\.cookie|localStorage|sessionStorage)|(?:document\.cookie|localStorage|sessionStorage)[^\n]{0,120}?(?:\bfetch\s*\(|\bsendBeacon\s*\(|\bnew\s+Image\s*\(|https?://)",
+        ),
+    },
+    RuleDef {
+        id: "exfil.secret-in-url",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Secret placed in a URL",
+        description: "A secret-named variable (AWS secret key, session token, client secret, private key, GitHub/npm token) interpolated into the address of a request, where every proxy and log sees it.",
+        remediation: "Send credentials only in an authorization header to their own service, never in a URL.",
+        detector: line(
+            &["aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token", "github_token", "gh_token", "npm_token", "pypi_token", "private_key", "client_secret", "db_password", "database_password"],
+            r"(?i)https?://[^\s\x22'`<>]*?(?:\{[^}\n]{0,60}?|\$\{?|#\{[^}\n]{0,60}?|%\()(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b|https?://[^\s\x22'`<>]*[\x22']\s*\+\s*[\w.\[\]\x22'()]{0,60}?(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b",
         ),
     },
     RuleDef {

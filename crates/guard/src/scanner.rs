@@ -9,6 +9,7 @@ use crate::checks;
 use crate::context;
 use crate::decode;
 use crate::flow;
+use crate::intent;
 use crate::model::{Finding, Limits, ScanReport, ScanStats, Severity};
 use crate::normalize;
 use crate::rules::{Detector, MatchCtx, Outcome, RegexDetector, RuleDef, Scope, RULES};
@@ -51,10 +52,13 @@ struct CompiledRule {
 /// Auxiliary patterns of the native checks and of excerpt redaction.
 pub(crate) struct Aux {
     pub redact: Regex,
+    pub intent: intent::Patterns,
 }
 
 /// Keyword of the data-flow pass (a source).
 const AUX_FLOW_SOURCE: u8 = 128;
+/// Keyword of the injection-intent pass.
+const AUX_INTENT: u8 = 64;
 /// Keywords that widen decoding (see `decode`).
 pub(crate) const AUX_BASE64: u8 = 1;
 pub(crate) const AUX_ROT13: u8 = 2;
@@ -65,6 +69,8 @@ pub(crate) const AUX_REVERSE: u8 = 4;
 pub(crate) struct Prepass {
     /// Starts of the lines that hold a data-flow source word (sorted).
     pub source_lines: Vec<usize>,
+    /// Starts of the lines that hold an injection-intent word (sorted).
+    pub intent_lines: Vec<usize>,
     /// `AUX_BASE64 | AUX_ROT13 | AUX_REVERSE` when their words occur.
     pub gates: u8,
 }
@@ -145,6 +151,7 @@ impl Scanner {
         let mut aux_kind: Vec<u8> = vec![0; keywords.len()];
         for (words, kind) in [
             (flow::SOURCE_WORDS_ALL, AUX_FLOW_SOURCE),
+            (intent::GATE_WORDS, AUX_INTENT),
             (decode::GATE_BASE64_WORDS, AUX_BASE64),
             (decode::GATE_ROT13_WORDS, AUX_ROT13),
             (decode::GATE_REVERSE_WORDS, AUX_REVERSE),
@@ -165,6 +172,7 @@ impl Scanner {
             redact: Regex::new(
                 r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bsk-[A-Za-z0-9_-]{20,}|\bxox[abposre]-[0-9A-Za-z-]{10,}|\b(?:sk|rk)_live_[0-9A-Za-z]{10,}|\bAIza[0-9A-Za-z_-]{30,}|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]{10,}",
             )?,
+            intent: intent::Patterns::new()?,
         };
         Ok(Scanner {
             rules,
@@ -216,6 +224,7 @@ impl Scanner {
         let mut hits = Vec::new();
         let pre = self.regex_pass(path, &view.text, &mut hits);
         flow::run(self, &pre.source_lines, &view.text, &mut hits);
+        intent::run(self, &pre.intent_lines, &view.text, &mut hits);
         if view.changed() {
             for h in &mut hits {
                 h.start = view.to_orig(h.start);
@@ -316,13 +325,18 @@ impl Scanner {
                 .copied()
                 .unwrap_or(0);
             if aux != 0 {
-                if aux == AUX_FLOW_SOURCE {
+                if aux == AUX_FLOW_SOURCE || aux == AUX_INTENT {
                     let (ls, _) = match cur_line {
                         Some((ls, le)) if pos >= ls && pos < le.max(ls + 1) => (ls, le),
                         _ => line_bounds(text, pos),
                     };
-                    if pre.source_lines.last() != Some(&ls) {
-                        pre.source_lines.push(ls);
+                    let list = if aux == AUX_INTENT {
+                        &mut pre.intent_lines
+                    } else {
+                        &mut pre.source_lines
+                    };
+                    if list.last() != Some(&ls) {
+                        list.push(ls);
                     }
                 } else {
                     pre.gates |= aux;

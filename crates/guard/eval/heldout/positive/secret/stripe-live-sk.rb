@@ -1,0 +1,1 @@
+Stripe.api_key = 'sk_live_{{rand:alnum:48}}'

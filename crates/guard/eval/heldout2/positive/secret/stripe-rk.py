@@ -1,0 +1,1 @@
+stripe.api_key = 'rk_live_{{rand:alnum:32}}'
