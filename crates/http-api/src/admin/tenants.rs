@@ -1,3 +1,6 @@
+//! `/admin/tenants`: platform admins list, create and change tenants (name, status, region,
+//! AI switch and quotas).
+
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::admin::{self, tenant_name};
@@ -84,6 +87,7 @@ pub struct PatchTenantBody {
     pub region: Option<String>,
     pub ai_enabled: Option<bool>,
     /// Quotas to change; a field left out stays, `null` removes that limit.
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     pub limits: Option<TenantLimitsBody>,
 }
 
