@@ -8,8 +8,10 @@
 //! 4. Validates the served `/api/v1/openapi.json` with `openapi-spec-validator`.
 //! 5. Runs Schemathesis (`--checks all`, bounded examples, a fixed seed) as a platform admin's
 //!    session, a member's session (with `Origin`), and a key of each scope, then the routes that
-//!    end sessions with a session of their own. Any failure (a 5xx, an undocumented status, a
-//!    response that breaks its schema, a schema-valid request refused) fails the task.
+//!    end sessions with a session of their own. Keys run the fuzzing phase only, with 3
+//!    examples per operation, which keeps the whole check within a few minutes. Any failure
+//!    (a 5xx, an undocumented status, a response that breaks its schema, a schema-valid
+//!    request refused) fails the task.
 //!
 //! Set `GC_API_CHECK_EXAMPLES` to change the examples per operation (default 8).
 
