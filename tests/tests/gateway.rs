@@ -586,10 +586,18 @@ gateway_tests! {
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.header("x-ratelimit-limit-requests"), None);
         // Limits are validated.
-        for bad in [json!({"requests_per_minute": 0}), json!({"monthly_tokens": -5}), json!({"tokens": 1})] {
+        // An array is not an object, though serde would read it as the fields in order.
+        for bad in [json!({"requests_per_minute": 0}), json!({"monthly_tokens": -5}), json!({"tokens": 1}),
+                    json!([null, null]), json!([5]), json!({"requests_per_minute": 2.5})] {
             let r = s.admin.patch(&format!("/admin/tenants/{}", s.tenant_id()), json!({"limits": bad})).await;
             assert_eq!(r.status, 422, "{bad}: {}", r.text);
         }
+        let r = s.admin.patch(&format!("/admin/tenants/{}", s.tenant_id()), json!([null, null, null, null, null])).await;
+        assert_error(&r, 422, "validation_failed");
+        // A number with a zero fraction is that integer, as JSON Schema (and the document) says.
+        let t = s.limit_tenant(json!({"monthly_tokens": 5000.0})).await;
+        assert_eq!(t["limits"]["monthly_tokens"], 5000, "{t}");
+        s.limit_tenant(json!({"monthly_tokens": null})).await;
         assert_error(&s.member.patch(&format!("/admin/tenants/{}", s.tenant_id()),
             json!({"limits": {"requests_per_minute": 1000}})).await, 403, "admin_required");
     }

@@ -241,12 +241,60 @@ pub fn user_agent(req: &HttpRequest) -> String {
 
 /// For a body field that must be present but may be `null`: missing → `None`, `null` →
 /// `Some(None)`. Use with `#[serde(default, deserialize_with = "crate::extract::nullable")]`.
+///
+/// A number with a zero fraction (`5.0`) is read as the integer it equals, as JSON Schema's
+/// `integer` (and so the document) counts it.
 pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error;
+    let Some(mut value) = <Option<serde_json::Value> as serde::Deserialize>::deserialize(d)? else {
+        return Ok(Some(None));
+    };
+    if let Some(f) = value.as_f64().filter(|_| value.is_f64()) {
+        // Within ±2^53 every integer is exact as a float; beyond that leave it a float.
+        if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 {
+            #[allow(clippy::cast_possible_truncation)]
+            let n = f as i64;
+            value = serde_json::Value::from(n);
+        }
+    }
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(D::Error::custom)
+}
+
+/// A value that must be a JSON object: serde's derived structs also read a JSON array as their
+/// fields in order, which no route's document allows (`[null, null]` is not a tenant patch).
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+            .map(Object)
+    }
+}
+
+/// For an optional body field that must be an object when present (see [`Object`]). Use with
+/// `#[serde(default, deserialize_with = "crate::extract::optional_object")]`.
+pub fn optional_object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: serde::Deserialize<'de>,
 {
-    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
+    <Option<Object<T>> as serde::Deserialize>::deserialize(d).map(|o| o.map(|o| o.0))
 }
 
 /// A JSON body whose refusal (400, 413, 415, 422) is held back until the handler asks for it.
@@ -268,9 +316,10 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let json = web::Json::<T>::from_request(req, payload);
+        // Every body is a JSON object (see [`Object`]).
+        let json = web::Json::<Object<T>>::from_request(req, payload);
         Box::pin(async move {
-            Ok(Body(json.await.map(web::Json::into_inner).map_err(|e| {
+            Ok(Body(json.await.map(|j| j.into_inner().0).map_err(|e| {
                 e.as_error::<ApiError>()
                     .cloned()
                     .unwrap_or_else(|| ApiError::new(ErrorCode::InvalidBody, e.to_string()))

@@ -129,6 +129,8 @@ enum Access {
     Workspace(&'static str),
     /// `/run` and `/chat/completions`.
     Run,
+    /// `GET /models` and `/models/{id}`: a run's credentials, nothing reaches an upstream.
+    Models,
 }
 
 fn access(method: &str, path: &str) -> Access {
@@ -138,6 +140,7 @@ fn access(method: &str, path: &str) -> Access {
         (_, "/guard/scan") => Access::Guard,
         (_, "/auth/ip-admin") => Access::Admin,
         (_, "/run" | "/chat/completions") => Access::Run,
+        (_, "/models" | "/models/{id}") => Access::Models,
         _ if path.starts_with("/admin/") => Access::Admin,
         _ if path.starts_with("/auth/") => Access::Session,
         _ if path.starts_with("/workspace/api-keys") => Access::KeyManagement,
@@ -266,6 +269,15 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
                 }
             }
         }
+        Access::Models => {
+            s.codes(&credentials);
+            s.codes(&MEMBER);
+            s.codes(&[
+                C::InsufficientScope,
+                C::ShadowReadOnly,
+                C::ServiceUnavailable,
+            ]);
+        }
         Access::Run => {
             s.codes(&credentials);
             s.codes(&MEMBER);
@@ -303,7 +315,7 @@ fn security(access: Access) -> Value {
         Access::Guard => json!([{}, {SESSION: []}, {KEY: ["guard:scan"]}]),
         Access::Session | Access::Admin | Access::KeyManagement => json!([{SESSION: []}]),
         Access::Workspace(scope) => json!([{SESSION: []}, {KEY: [scope]}]),
-        Access::Run => json!([{SESSION: []}, {KEY: ["run"]}]),
+        Access::Run | Access::Models => json!([{SESSION: []}, {KEY: ["run"]}]),
     }
 }
 
@@ -383,6 +395,35 @@ fn uuid(nullable: bool) -> Value {
     json!({"type": if nullable { json!(["string", "null"]) } else { json!("string") }, "format": "uuid"})
 }
 
+/// A quota as `gc_domain::quota::limit_value` accepts it: a positive integer up to 10^12, or
+/// null for none.
+fn limit_schema() -> Value {
+    json!({"type": ["integer", "null"], "minimum": 1, "maximum": gc_domain::quota::MAX_LIMIT,
+           "description": "A positive integer (at most 10^12), or null for no limit."})
+}
+
+/// A day of the usage routes: `YYYY-MM-DD` (UTC), or empty for the default. The server reads
+/// any date chrono parses; the pattern states the canonical form.
+fn day_schema() -> Value {
+    json!({"type": "string",
+           "pattern": "^([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))?$"})
+}
+
+/// A usage cursor: the base64url (no padding) of the previous page's last group key. The
+/// server takes any such encoding of UTF-8 text; the pattern states the encodings of ASCII
+/// text (every key of days, tenants and keys; model names in practice), per 3-byte group.
+fn usage_cursor_schema() -> Value {
+    let (c1, c2, c3, c4) = (
+        "[A-Za-f]",
+        "[A-HQ-Xg-nw-z0-3]",
+        "[ABEFIJMNQRUVYZcdghklopstwx014589]",
+        "[A-Za-z0-9_-]",
+    );
+    json!({"type": "string",
+           "pattern": format!("^({c1}{c2}{c3}{c4})*({c1}[AQgw]|{c1}{c2}[AEIMQUYcgkosw048])?$"),
+           "description": "The `next_cursor` of the previous page (opaque; empty for the first page)."})
+}
+
 /// The constraints the server enforces on the typed request bodies, from the same domain rules
 /// (`gc_domain::values`, `gc_domain::records::text_schema`). Each entry replaces one property.
 fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
@@ -424,6 +465,12 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
         ("CreateAiKeyBody", "label", nullable(text_schema(0, 100))),
         ("DiagnosticsBody", "region", nullable(region)),
         ("CreateApiKeyBody", "name", text_schema(1, 100)),
+        ("PatchApiKeyBody", "name", nullable(text_schema(1, 100))),
+        ("KeyLimitsBody", "requests_per_minute", limit_schema()),
+        ("KeyLimitsBody", "tokens_per_minute", limit_schema()),
+        ("TenantLimitsBody", "requests_per_minute", limit_schema()),
+        ("TenantLimitsBody", "tokens_per_minute", limit_schema()),
+        ("TenantLimitsBody", "monthly_tokens", limit_schema()),
         (
             "CreateApiKeyBody",
             "scopes",
@@ -698,7 +745,7 @@ fn security_schemes() -> Value {
             "type": "http",
             "scheme": "bearer",
             "bearerFormat": "gc_<base62><crc32>",
-            "description": "A workspace key, `Authorization: Bearer gc_...`, created with `POST /workspace/api-keys`. Scopes: `workspace:read` (GET on /workspace/**), `workspace:write` (POST/PATCH/DELETE on /workspace/**), `guard:scan` (POST /guard/scan), `run` (/run and /chat/completions); a missing scope is 403 `insufficient_scope`. Not accepted on /auth/**, /admin/** or /workspace/api-keys/** (403 `session_required`). Exempt from the Origin rule. A revoked or expired key is 401 `invalid_api_key`."
+            "description": "A workspace key, `Authorization: Bearer gc_...`, created with `POST /workspace/api-keys`. Scopes: `workspace:read` (GET on /workspace/**), `workspace:write` (POST/PATCH/DELETE on /workspace/**), `guard:scan` (POST /guard/scan), `run` (/run, /chat/completions and /models); a missing scope is 403 `insufficient_scope`. Not accepted on /auth/**, /admin/** or /workspace/api-keys/** (403 `session_required`). Exempt from the Origin rule. A revoked or expired key is 401 `invalid_api_key`."
         }
     })
 }
@@ -763,6 +810,13 @@ fn contract(doc: &mut Value) {
                     match param["name"].as_str() {
                         Some("format") => param["schema"] = one_of(&["json", "sarif"]),
                         Some("kind") => param["schema"] = one_of(&["agents", "workflows", "apps"]),
+                        Some("group_by") => param["schema"] = one_of(&["day", "model", "key"]),
+                        Some("from" | "to") if path.ends_with("/usage") => {
+                            param["schema"] = day_schema()
+                        }
+                        Some("cursor") if path.ends_with("/usage") => {
+                            param["schema"] = usage_cursor_schema()
+                        }
                         Some("If-Match") => {
                             param["schema"] = json!({"type": "string",
                                 "pattern": "^(\\*|(W/)?(\"[0-9]{1,18}\"|[0-9]{1,18}))$"})
@@ -771,7 +825,7 @@ fn contract(doc: &mut Value) {
                     }
                 }
             }
-            let error = if path == "/chat/completions" {
+            let error = if access == Access::Models || path == "/chat/completions" {
                 OPENAI_ERROR
             } else {
                 ERROR

@@ -1,4 +1,5 @@
-//! `/admin/tenants`: list, create, read and change tenants (name, status, region, AI, quotas).
+//! `/admin/tenants`: platform admins list, create, read and change tenants (name, status,
+//! region, AI switch and quotas).
 
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
@@ -103,6 +104,7 @@ pub struct PatchTenantBody {
     pub region: Option<String>,
     pub ai_enabled: Option<bool>,
     /// Quotas to change; a field left out stays, `null` removes that limit.
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     pub limits: Option<TenantLimitsBody>,
 }
 

@@ -23,6 +23,7 @@ pub struct AdminUsageParams {
     /// Only this tenant.
     pub tenant_id: Option<Uuid>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     pub limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -31,7 +32,7 @@ pub struct AdminUsageParams {
 /// Usage per tenant, ordered by tenant id descending (newest tenants first).
 #[utoipa::path(get, path = "/api/v1/admin/usage", tag = "admin", params(AdminUsageParams),
     responses((status = 200, body = UsageBody), (status = 403, description = "admin_required"),
-        (status = 422, description = "validation_failed (from, to)")))]
+        (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
 pub async fn admin_usage(
     state: web::Data<AppState>,
     Auth(p): Auth,

@@ -105,6 +105,7 @@ pub struct CreateApiKeyBody {
     /// An RFC 3339 time in the future; absent or null for a key that does not expire.
     pub expires_at: Option<String>,
     /// The key's own per-minute quotas, at most the tenant's.
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     pub limits: Option<KeyLimitsBody>,
 }
 
@@ -113,6 +114,7 @@ pub struct CreateApiKeyBody {
 pub struct PatchApiKeyBody {
     /// 1 to 100 characters.
     pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     pub limits: Option<KeyLimitsBody>,
 }
 

@@ -29,6 +29,7 @@ pub struct UsageParams {
     /// `day` (default), `model` or `key`.
     pub group_by: Option<String>,
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200, default = 50)]
     pub limit: Option<u32>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -130,7 +131,7 @@ impl UsageBody {
 #[utoipa::path(get, path = "/api/v1/workspace/usage", tag = "workspace", params(UsageParams),
     responses((status = 200, body = UsageBody),
         (status = 403, description = "insufficient_scope or a member refusal"),
-        (status = 422, description = "validation_failed (from, to, group_by)")))]
+        (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
 pub async fn workspace_usage(
     state: web::Data<AppState>,
     Auth(p): Auth,
