@@ -322,15 +322,6 @@ impl RequestLeases {
         };
         grown.min(max.saturating_sub(l.shared) / LEASE_SHARE).max(1)
     }
-
-    /// Number of subjects held (tests and the sweep).
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Applies the caller's tenant and key limits before the upstream call: `budget_exhausted`

@@ -133,27 +133,22 @@ fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainRe
 
 impl QuotaRepo for DbStore {
     fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-        let subjects: Vec<String> = windows.iter().map(|w| w.subject.stored()).collect();
-        let rows: Vec<(String, i64, i64)> = self.read(|conn| {
-            on_backend!(conn, |c| quota_windows::table
-                .filter(quota_windows::subject.eq_any(&subjects))
-                .select((
-                    quota_windows::subject,
-                    quota_windows::window_start,
-                    quota_windows::tokens,
-                ))
-                .load(c))
-            .map_err(|e| db_error("window_tokens", e))
-        })?;
-        Ok(windows
-            .iter()
-            .zip(&subjects)
-            .map(|(w, s)| {
-                rows.iter()
-                    .find(|(subject, start, _)| subject == s && *start == w.start_ms)
-                    .map_or(0, |(_, _, tokens)| count(*tokens))
-            })
-            .collect())
+        // One primary-key lookup per window: a fixed statement the connection keeps prepared.
+        self.read(|conn| {
+            windows
+                .iter()
+                .map(|w| {
+                    let subject = w.subject.stored();
+                    let found: Option<i64> = on_backend!(conn, |c| quota_windows::table
+                        .find((&subject, w.start_ms))
+                        .select(quota_windows::tokens)
+                        .first(c)
+                        .optional())
+                    .map_err(|e| db_error("window_tokens", e))?;
+                    Ok(found.map_or(0, count))
+                })
+                .collect()
+        })
     }
 
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
