@@ -22,8 +22,7 @@ pub struct ModelView {
     pub id: String,
     /// Always `model`.
     pub object: &'static str,
-    /// Always 1795219200 (2026-11-21T00:00:00Z, see [`MODELS_CREATED`]): gc does not know when
-    /// an upstream model was made.
+    /// Always 1795219200 (2026-11-21T00:00:00Z): gc does not know when a model was made.
     pub created: i64,
     /// Always `gc`.
     pub owned_by: &'static str,
