@@ -721,7 +721,15 @@ gateway_tests! {
         let ids: Vec<&str> = r.body["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["auto", "gpt-4o-mini", "m-large"]);
         assert_eq!(r.body["data"][0]["object"], "model");
-        assert_eq!(s.member.get("/models/m-large").await.body["id"], "m-large");
+        // `created` is a real date (2026-11-21T00:00:00Z), the same for every model, on every
+        // call and every node.
+        for m in r.body["data"].as_array().unwrap() {
+            assert_eq!(m["created"], 1_795_219_200, "{m}");
+        }
+        let one = s.member.get("/models/m-large").await;
+        assert_eq!(one.body["id"], "m-large");
+        assert_eq!(one.body["created"], 1_795_219_200);
+        assert_eq!(key.get("/models").await.body, r.body, "stable across calls");
         let missing = key.get("/models/gpt-9").await;
         assert_error(&missing, 404, "not_found");
         assert_eq!(missing.body["error"]["type"], "not_found_error");

@@ -18,7 +18,7 @@ use crate::ports::{
     AiKeyRepo, ApiKeyRepo, CredentialCodec, KeySealer, QuotaRepo, Reservation, SessionRepo,
     SigninThrottleRepo, TenantRepo, UserRepo, WorkspaceRepo,
 };
-use crate::quota::{QuotaWindow, Take};
+use crate::quota::{Grant, QuotaWindow, RequestTake, Take};
 use crate::secret::SecretString;
 use crate::values::{Email, Region};
 use crate::workspace::{
@@ -82,22 +82,26 @@ impl QuotaRepo for Fake {
             .map(|w| quota.get(w).map_or(0, |c| c.1))
             .collect())
     }
-    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take> {
+    fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
         *self.quota_calls.lock().unwrap() += 1;
         let mut quota = self.quota.lock().unwrap();
         if let Some(i) = takes
             .iter()
-            .position(|(w, max)| quota.get(w).map_or(0, |c| c.0) >= *max)
+            .position(|t| quota.get(&t.window).map_or(0, |c| c.0) >= t.max)
         {
             return Ok(Take::Full(i));
         }
         Ok(Take::Taken(
             takes
                 .iter()
-                .map(|(w, _)| {
-                    let c = quota.entry(*w).or_default();
-                    c.0 += 1;
-                    c.0
+                .map(|t| {
+                    let c = quota.entry(t.window).or_default();
+                    let granted = if c.0 + t.want <= t.max { t.want } else { 1 };
+                    c.0 += granted;
+                    Grant {
+                        granted,
+                        count: c.0,
+                    }
                 })
                 .collect(),
         ))

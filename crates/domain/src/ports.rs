@@ -17,7 +17,7 @@ use crate::error::DomainResult;
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
-use crate::quota::{QuotaWindow, Take};
+use crate::quota::{QuotaWindow, RequestTake, Take};
 use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Region};
@@ -263,9 +263,11 @@ pub trait QuotaRepo {
     /// The tokens counted in each window, in order (0 for a window never written).
     fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>>;
     /// Atomically, whatever the number of nodes and concurrent callers: when every window has
-    /// counted fewer requests than its maximum, counts one request in each and answers the new
-    /// counts; otherwise counts none and names the first full window.
-    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take>;
+    /// counted fewer requests than its maximum, counts in each `want` requests (or 1 when
+    /// `want` would pass the maximum) and answers what each counted and its new count;
+    /// otherwise counts none and names the first full window. Nothing is answered before it
+    /// is durable.
+    fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take>;
     /// Forgets per-minute windows that started before `minute_before` and monthly windows that
     /// started before `month_before` (unix milliseconds).
     fn prune_windows(&self, minute_before: i64, month_before: i64) -> DomainResult<u64>;

@@ -24,7 +24,7 @@ use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
 use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
-use crate::quota::{QuotaWindow, RateLimitState};
+use crate::quota::{QuotaWindow, RateLimitState, RequestLeases};
 use crate::secret::SecretString;
 use crate::values::Region;
 use crate::workspace::NewActivity;
@@ -292,6 +292,7 @@ impl RunPlan {
 pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
+    leases: &RequestLeases,
     principal: &Principal,
     body: Result<Value, E>,
     gateway_configured: impl Fn(Region) -> bool,
@@ -320,7 +321,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         ));
     }
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let limits = crate::quota::admit(store, &scope, Utc::now())?;
+    let limits = crate::quota::admit(store, leases, &scope, Utc::now())?;
     Ok(Ok(RunPlan {
         scope,
         keys,
@@ -357,6 +358,7 @@ pub struct Runs<U> {
     upstream: Arc<U>,
     sink: Arc<dyn RunSink>,
     next: AtomicUsize,
+    leases: RequestLeases,
 }
 
 impl<U: ChatUpstream> Runs<U> {
@@ -365,11 +367,17 @@ impl<U: ChatUpstream> Runs<U> {
             upstream,
             sink,
             next: AtomicUsize::new(0),
+            leases: RequestLeases::default(),
         }
     }
 
     pub fn upstream(&self) -> &U {
         &self.upstream
+    }
+
+    /// This process's request leases, for [`prepare`].
+    pub fn leases(&self) -> &RequestLeases {
+        &self.leases
     }
 
     /// Sends the planned request, starting at a rotating key. A 401 moves on to the next key
@@ -648,6 +656,7 @@ mod tests {
         let plan = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(body),
             |_| true,
@@ -826,6 +835,7 @@ mod tests {
         let plan = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(body()),
             |_| true,
@@ -836,6 +846,7 @@ mod tests {
         let e = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(body()),
             |_| true,
@@ -856,6 +867,7 @@ mod tests {
         let plan = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(body),
             |_| true,
@@ -875,6 +887,7 @@ mod tests {
         let e = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Err::<Value, _>("bad body"),
             |_| true,
@@ -885,6 +898,7 @@ mod tests {
         let out = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Err::<Value, _>("bad body"),
             |_| true,
@@ -893,6 +907,7 @@ mod tests {
         let e = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(json!({"messages": []})),
             |_| true,
@@ -902,6 +917,7 @@ mod tests {
         let e = prepare(
             &store,
             &FakeSealer,
+            &RequestLeases::default(),
             &member(&t, session()),
             Ok::<_, ()>(ok_body),
             |_| true,

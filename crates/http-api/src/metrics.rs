@@ -268,8 +268,8 @@ impl Metrics {
             .inc();
     }
 
-    /// A Guard scan and its verdict (`pass`, `warn`, `fail`). Not wired yet: the Guard's HTTP
-    /// handler is being rewritten; it should call this once per finished scan.
+    /// A finished Guard scan and its verdict (`pass`, `warn`, `fail`), counted once by the
+    /// `/guard/scan` handler; refused or failed scans have no verdict and are not counted.
     pub fn guard_scan(&self, verdict: &'static str) {
         self.guard_scans
             .get_or_create(&VerdictLabels { verdict })

@@ -564,7 +564,7 @@ fn throttle_holds_under_concurrency(db: &Db) {
 
 fn quota_takes_hold_under_concurrency(db: &Db) {
     use gc_domain::ports::QuotaRepo;
-    use gc_domain::quota::{QuotaSubject, QuotaWindow, Take};
+    use gc_domain::quota::{Grant, QuotaSubject, QuotaWindow, RequestTake, Take};
     let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
     let start_ms = 1_800_000_000_000;
     let tenant = QuotaWindow {
@@ -575,6 +575,11 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
         subject: QuotaSubject::KeyMinute(new_id()),
         start_ms,
     };
+    let one = |window, max| RequestTake {
+        window,
+        max,
+        want: 1,
+    };
     let admitted = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for i in 0..40 {
@@ -583,9 +588,9 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
             s.spawn(move || {
                 // Half the callers take the tenant alone, half the key (3) and the tenant (7).
                 let takes = if i % 2 == 0 {
-                    vec![(tenant, 7)]
+                    vec![one(tenant, 7)]
                 } else {
-                    vec![(key, 3), (tenant, 7)]
+                    vec![one(key, 3), one(tenant, 7)]
                 };
                 if let Take::Taken(_) = store.take_request(&takes).unwrap() {
                     admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -597,25 +602,97 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
     // Nothing is left counted by refused two-window takes: the tenant holds exactly 7.
     let store = &db.store;
     assert_eq!(
-        store.take_request(&[(tenant, 8)]).unwrap(),
-        Take::Taken(vec![8])
+        store.take_request(&[one(tenant, 8)]).unwrap(),
+        Take::Taken(vec![Grant {
+            granted: 1,
+            count: 8
+        }])
     );
     // The key's count holds only its admitted takes (at most 3), never a refused one.
-    let Take::Taken(key_count) = store.take_request(&[(key, 100)]).unwrap() else {
+    let Take::Taken(key_count) = store.take_request(&[one(key, 100)]).unwrap() else {
         panic!("the key window is not full")
     };
-    assert!(key_count[0] <= 4, "{key_count:?}");
+    assert!(key_count[0].count <= 4, "{key_count:?}");
     assert_eq!(store.window_tokens(&[tenant, key]).unwrap(), vec![0, 0]);
     let next = QuotaWindow {
         start_ms: start_ms + 60_000,
         ..tenant
     };
     assert_eq!(
-        store.take_request(&[(next, 1)]).unwrap(),
-        Take::Taken(vec![1])
+        store.take_request(&[one(next, 1)]).unwrap(),
+        Take::Taken(vec![Grant {
+            granted: 1,
+            count: 1
+        }])
     );
-    assert_eq!(store.take_request(&[(next, 1)]).unwrap(), Take::Full(0));
+    assert_eq!(store.take_request(&[one(next, 1)]).unwrap(), Take::Full(0));
     assert_eq!(store.prune_windows(start_ms + 60_000, 0).unwrap(), 2);
+
+    // Leases: concurrent takes of several requests at once, from several pools, count
+    // exactly the limit between them and never pass it; a lease that does not fit falls
+    // back to a single request, and a refused two-window take gives its lease back.
+    let leased = QuotaWindow {
+        subject: QuotaSubject::TenantMinute(new_id()),
+        start_ms,
+    };
+    let granted = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for i in 0..24 {
+            let store = &stores[i % stores.len()];
+            let granted = &granted;
+            s.spawn(move || {
+                let take = RequestTake {
+                    window: leased,
+                    max: 50,
+                    want: 4,
+                };
+                if let Take::Taken(g) = store.take_request(&[take]).unwrap() {
+                    assert!(g[0].count <= 50, "{g:?}");
+                    assert!(g[0].granted == 4 || g[0].granted == 1, "{g:?}");
+                    granted.fetch_add(g[0].granted, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert_eq!(granted.load(std::sync::atomic::Ordering::SeqCst), 50);
+    let lease_key = QuotaWindow {
+        subject: QuotaSubject::KeyMinute(new_id()),
+        start_ms,
+    };
+    let fresh = QuotaWindow {
+        subject: QuotaSubject::TenantMinute(new_id()),
+        start_ms,
+    };
+    assert_eq!(
+        store.take_request(&[one(lease_key, 1)]).unwrap(),
+        Take::Taken(vec![Grant {
+            granted: 1,
+            count: 1
+        }])
+    );
+    let both = [
+        RequestTake {
+            window: fresh,
+            max: 100,
+            want: 10,
+        },
+        one(lease_key, 1),
+    ];
+    assert_eq!(store.take_request(&both).unwrap(), Take::Full(1));
+    assert_eq!(
+        store
+            .take_request(&[RequestTake {
+                window: fresh,
+                max: 100,
+                want: 100,
+            }])
+            .unwrap(),
+        Take::Taken(vec![Grant {
+            granted: 100,
+            count: 100
+        }]),
+        "the refused take's lease of 10 was given back"
+    );
 }
 
 // ---- Workspace records, settings, activity -----------------------------------------------

@@ -10,13 +10,19 @@ use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::state::AppState;
 
+/// The `created` of every model: 2026-11-21T00:00:00Z, when gc's model list appeared. gc does
+/// not know when an upstream model was made, and a constant (rather than the process's start
+/// time) answers the same on every node and after every restart, so clients that sort or cache
+/// by it see a stable list.
+pub const MODELS_CREATED: i64 = 1_795_219_200;
+
 /// One model, as OpenAI lists it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ModelView {
     pub id: String,
     /// Always `model`.
     pub object: &'static str,
-    /// Always 0: gc does not know when an upstream model was made.
+    /// Always 1795219200 (2026-11-21T00:00:00Z): gc does not know when a model was made.
     pub created: i64,
     /// Always `gc`.
     pub owned_by: &'static str,
@@ -27,7 +33,7 @@ impl ModelView {
         Self {
             id,
             object: "model",
-            created: 0,
+            created: MODELS_CREATED,
             owned_by: "gc",
         }
     }

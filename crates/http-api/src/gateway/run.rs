@@ -94,7 +94,7 @@ async fn pipeline(
     // the quotas last (they count the request).
     let plan = caller
         .db(&state, move |ports, p| {
-            prepare(ports, sealer.as_ref(), p, body, |r| {
+            prepare(ports, sealer.as_ref(), runs.leases(), p, body, |r| {
                 runs.upstream().configured(r)
             })
         })

@@ -184,6 +184,7 @@ pub async fn scan(
             .map_err(scan_error)?
             .into_result(),
     };
+    state.metrics.guard_scan(result.verdict.as_str());
     if let Some(scope) = scope {
         let (kind, owner, repo) = match &result.target {
             TargetInfo::Content => ("content", None, None),

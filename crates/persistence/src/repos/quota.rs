@@ -1,11 +1,13 @@
 //! Quota counters and run usage.
 //!
-//! A request is counted with one conditional upsert per window (`INSERT … ON CONFLICT DO
-//! UPDATE … WHERE requests < max RETURNING requests`), which both SQLite and PostgreSQL run
-//! atomically: concurrent callers on any number of nodes queue on the row, and no answer ever
-//! exceeds the maximum. Several windows are taken in one write transaction, the earlier ones
-//! handed back when a later one is full. Tokens are added when run lines are stored, in the
-//! same transaction as the lines.
+//! Requests are counted with one conditional upsert per window (`INSERT … ON CONFLICT DO
+//! UPDATE … WHERE requests + n <= max RETURNING requests`), which both SQLite and PostgreSQL
+//! run atomically: concurrent callers on any number of nodes queue on the row, and no answer
+//! ever exceeds the maximum. A take of `n` requests (a node's lease, see `gc_domain::quota`)
+//! that does not fit falls back to one. Several windows are taken in one write transaction,
+//! the earlier ones handed back when a later one is full. Every statement commits before it
+//! answers (`synchronous = FULL` on SQLite). Tokens are added when run lines are stored, in
+//! the same transaction as the lines.
 
 use std::collections::HashMap;
 
@@ -13,7 +15,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use gc_domain::access::{AdminScope, TenantScope};
 use gc_domain::ports::{QuotaRepo, UsageRepo};
-use gc_domain::quota::{QuotaWindow, Take};
+use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take};
 use gc_domain::runs::RunLine;
 use gc_domain::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
 use gc_domain::DomainResult;
@@ -32,17 +34,19 @@ struct Requests {
 }
 
 const TAKE_SQLITE: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES (?, ?, 1, 0) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET requests = quota_windows.requests + 1 WHERE quota_windows.requests < ? \
+     VALUES (?, ?, ?, 0) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET requests = quota_windows.requests + excluded.requests \
+     WHERE quota_windows.requests + excluded.requests <= ? \
      RETURNING requests";
 const TAKE_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES ($1, $2, 1, 0) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET requests = quota_windows.requests + 1 WHERE quota_windows.requests < $3 \
+     VALUES ($1, $2, $3, 0) ON CONFLICT (subject, window_start) DO UPDATE \
+     SET requests = quota_windows.requests + excluded.requests \
+     WHERE quota_windows.requests + excluded.requests <= $4 \
      RETURNING requests";
-const GIVE_BACK: &str = "UPDATE quota_windows SET requests = requests - 1 \
+const GIVE_BACK: &str = "UPDATE quota_windows SET requests = requests - ? \
      WHERE subject = ? AND window_start = ?";
-const GIVE_BACK_PG: &str = "UPDATE quota_windows SET requests = requests - 1 \
-     WHERE subject = $1 AND window_start = $2";
+const GIVE_BACK_PG: &str = "UPDATE quota_windows SET requests = requests - $1 \
+     WHERE subject = $2 AND window_start = $3";
 const ADD_TOKENS_SQLITE: &str =
     "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
      VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
@@ -55,18 +59,20 @@ fn limit(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Counts one request in `w` unless it holds `max` already; the new count, or `None`.
-fn take_one(conn: &mut DbConnection, w: &QuotaWindow, max: u64) -> DomainResult<Option<u64>> {
+/// Counts `n` requests in `w` unless that passes `max`; the new count, or `None`.
+fn take_n(conn: &mut DbConnection, w: &QuotaWindow, n: u64, max: u64) -> DomainResult<Option<u64>> {
     let subject = w.subject.stored();
     let found: Vec<Requests> = match conn {
         DbConnection::Sqlite(c) => diesel::sql_query(TAKE_SQLITE)
             .bind::<Text, _>(&subject)
             .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(n))
             .bind::<BigInt, _>(limit(max))
             .load(c),
         DbConnection::Pg(c) => diesel::sql_query(TAKE_PG)
             .bind::<Text, _>(&subject)
             .bind::<BigInt, _>(w.start_ms)
+            .bind::<BigInt, _>(limit(n))
             .bind::<BigInt, _>(limit(max))
             .load(c),
     }
@@ -74,14 +80,31 @@ fn take_one(conn: &mut DbConnection, w: &QuotaWindow, max: u64) -> DomainResult<
     Ok(found.first().map(|r| count(r.requests)))
 }
 
-fn give_back(conn: &mut DbConnection, w: &QuotaWindow) -> DomainResult<()> {
+/// Counts `t.want` requests in its window, or one when they do not fit; `None` when full.
+fn take_one(conn: &mut DbConnection, t: &RequestTake) -> DomainResult<Option<Grant>> {
+    let want = t.want.clamp(1, t.max.max(1));
+    if let Some(count) = take_n(conn, &t.window, want, t.max)? {
+        return Ok(Some(Grant {
+            granted: want,
+            count,
+        }));
+    }
+    if want == 1 {
+        return Ok(None);
+    }
+    Ok(take_n(conn, &t.window, 1, t.max)?.map(|count| Grant { granted: 1, count }))
+}
+
+fn give_back(conn: &mut DbConnection, w: &QuotaWindow, n: u64) -> DomainResult<()> {
     let subject = w.subject.stored();
     match conn {
         DbConnection::Sqlite(c) => diesel::sql_query(GIVE_BACK)
+            .bind::<BigInt, _>(limit(n))
             .bind::<Text, _>(&subject)
             .bind::<BigInt, _>(w.start_ms)
             .execute(c),
         DbConnection::Pg(c) => diesel::sql_query(GIVE_BACK_PG)
+            .bind::<BigInt, _>(limit(n))
             .bind::<Text, _>(&subject)
             .bind::<BigInt, _>(w.start_ms)
             .execute(c),
@@ -110,53 +133,48 @@ fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainRe
 
 impl QuotaRepo for DbStore {
     fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-        let subjects: Vec<String> = windows.iter().map(|w| w.subject.stored()).collect();
-        let rows: Vec<(String, i64, i64)> = self.read(|conn| {
-            on_backend!(conn, |c| quota_windows::table
-                .filter(quota_windows::subject.eq_any(&subjects))
-                .select((
-                    quota_windows::subject,
-                    quota_windows::window_start,
-                    quota_windows::tokens,
-                ))
-                .load(c))
-            .map_err(|e| db_error("window_tokens", e))
-        })?;
-        Ok(windows
-            .iter()
-            .zip(&subjects)
-            .map(|(w, s)| {
-                rows.iter()
-                    .find(|(subject, start, _)| subject == s && *start == w.start_ms)
-                    .map_or(0, |(_, _, tokens)| count(*tokens))
-            })
-            .collect())
+        // One primary-key lookup per window: a fixed statement the connection keeps prepared.
+        self.read(|conn| {
+            windows
+                .iter()
+                .map(|w| {
+                    let subject = w.subject.stored();
+                    let found: Option<i64> = on_backend!(conn, |c| quota_windows::table
+                        .find((&subject, w.start_ms))
+                        .select(quota_windows::tokens)
+                        .first(c)
+                        .optional())
+                    .map_err(|e| db_error("window_tokens", e))?;
+                    Ok(found.map_or(0, count))
+                })
+                .collect()
+        })
     }
 
-    fn take_request(&self, takes: &[(QuotaWindow, u64)]) -> DomainResult<Take> {
-        if let [(w, max)] = takes {
-            // One statement is atomic on its own: no transaction to pay for.
+    fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+        if let [t] = takes {
+            // Each statement is atomic on its own: no transaction to pay for.
             return self.read(|conn| {
-                Ok(match take_one(conn, w, *max)? {
-                    Some(n) => Take::Taken(vec![n]),
+                Ok(match take_one(conn, t)? {
+                    Some(g) => Take::Taken(vec![g]),
                     None => Take::Full(0),
                 })
             });
         }
         self.write("take_request", |conn| {
-            let mut counts = Vec::with_capacity(takes.len());
-            for (i, (w, max)) in takes.iter().enumerate() {
-                match take_one(conn, w, *max)? {
-                    Some(n) => counts.push(n),
+            let mut grants: Vec<Grant> = Vec::with_capacity(takes.len());
+            for (i, t) in takes.iter().enumerate() {
+                match take_one(conn, t)? {
+                    Some(g) => grants.push(g),
                     None => {
-                        for (earlier, _) in &takes[..i] {
-                            give_back(conn, earlier)?;
+                        for (earlier, g) in takes.iter().zip(&grants) {
+                            give_back(conn, &earlier.window, g.granted)?;
                         }
                         return Ok(Take::Full(i));
                     }
                 }
             }
-            Ok(Take::Taken(counts))
+            Ok(Take::Taken(grants))
         })
     }
 
