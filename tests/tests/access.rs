@@ -471,6 +471,62 @@ async fn matrix(app: TestApp) {
     );
     assert_eq!(cells, routes::all().count() * EVERYONE.len());
     schemes(&w).await;
+    cookies_and_views(&w).await;
+}
+
+fn caller(w: &World, who: Who) -> Actor {
+    w.callers
+        .iter()
+        .find(|(w, _)| *w == who)
+        .map(|(_, a)| a.clone())
+        .expect("every kind of caller is in the world")
+}
+
+/// What the extractors add besides the decision: cookie writes only from our own origin, the
+/// Shadow view named on every answer, the client's address on the session.
+async fn cookies_and_views(w: &World) {
+    let member = caller(w, Who::Member);
+    let Auth::Cookie(cookie) = member.auth.clone() else {
+        panic!("the member signs in with a cookie");
+    };
+    let skill = json!({"name": "o", "content": "c"});
+    for origin in [Some("https://evil.example"), None] {
+        let mut rb = member
+            .app
+            .client
+            .post(format!("{}/api/v1/workspace/skills", member.app.base))
+            .header("cookie", format!("gc_session={cookie}"))
+            .json(&skill);
+        if let Some(origin) = origin {
+            rb = rb.header("origin", origin);
+        }
+        let reply = member.send(rb).await;
+        assert_eq!(reply.status.as_u16(), 403, "{origin:?}: {}", reply.text);
+        assert_eq!(reply.code(), "origin_mismatch", "{origin:?}");
+    }
+    let own = member.post("/workspace/skills", skill).await;
+    assert_eq!(own.status, 201, "{}", own.text);
+
+    let shadow = caller(w, Who::ShadowAdmin);
+    let reply = shadow.get("/workspace/skills").await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.header("x-shadow-tenant"), Some(w.tenant_t.as_str()));
+    let reply = member.get("/workspace/skills").await;
+    assert_eq!(reply.header("x-shadow-tenant"), None);
+
+    let sessions = member.get("/auth/sessions").await;
+    assert_eq!(sessions.status, 200, "{}", sessions.text);
+    let ips: Vec<&str> = sessions.body["data"]
+        .as_array()
+        .expect("a list of sessions")
+        .iter()
+        .filter_map(|s| s["ip"].as_str())
+        .collect();
+    assert!(
+        !ips.is_empty() && ips.iter().all(|ip| *ip == "127.0.0.1"),
+        "{}",
+        sessions.text
+    );
 }
 
 /// A key is a credential only under the Bearer scheme (in any case): the same live key under
