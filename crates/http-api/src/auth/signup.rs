@@ -1,3 +1,5 @@
+//! `POST /auth/signup`: a new unassigned account and its first session.
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::accounts::{self, ClientMeta, Signup};
@@ -32,7 +34,9 @@ pub async fn signup(
     req: HttpRequest,
     body: web::Json<SignupBody>,
 ) -> Result<HttpResponse, ApiError> {
-    admit_auth(&req, &state)?;
+    // One check in flight per client IP (it must not fill the shared hashing queue), and the
+    // per-IP rate.
+    let slot = admit_auth(&req, &state)?;
     let open = state.http.signup_open;
     if !open {
         return Err(DomainError::SignupDisabled.into());
@@ -49,6 +53,8 @@ pub async fn signup(
     let policy = state.policy;
     let user = state
         .with_hasher(move |ports, hasher| {
+            // Held until the hash is done, even when the client has gone away.
+            let _slot = slot;
             accounts::sign_up(
                 ports,
                 hasher,
