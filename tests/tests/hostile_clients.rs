@@ -115,7 +115,7 @@ both_backends_with! {
             }
         }
         assert!(checked >= 1 && refused >= 1, "checked {checked}, refused {refused}");
-        // The place is given back when the check is done; sign-up shares it.
+        // The place is given back when the check is done.
         let r = post_from(&anon, "198.51.100.7", "/auth/signin", &signin_body("again@gc.test")).await;
         assert_error(&r, 401, "invalid_credentials");
     }
