@@ -72,6 +72,7 @@ pub fn test_config(database_url: &str) -> Config {
     // Tests sign in often from one address and never flood: the per-IP limit and the hashing
     // queue have their own tests with their own settings.
     config.auth_per_ip_per_min = 100_000;
+    config.auth_per_ip_in_flight = 1_000;
     config.hash_queue = 1_000;
     config
 }

@@ -1,5 +1,8 @@
-//! Hostile clients: a sign-in flood from one address, a full password-hashing queue, and slow
-//! clients (slowloris on headers and on bodies) that must not hold their connections.
+//! Hostile clients: a sign-in flood from one address (its rate, and one password check in
+//! flight), a full password-hashing queue, the bounded per-IP tables and their shared overflow
+//! allowance (sign-in and anonymous Guard scans, filled through a trusted proxy's
+//! `X-Forwarded-For`), and slow clients (slowloris on headers and on bodies) that must not hold
+//! their connections.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -11,6 +14,16 @@ use tokio::net::TcpStream;
 
 fn signin_body(email: &str) -> Value {
     json!({"email": email, "password": "not-the-password-1"})
+}
+
+/// `POST path` with `body` from client `ip`, as the trusted proxy on loopback reports it.
+async fn post_from(anon: &Actor, ip: &str, path: &str, body: &Value) -> Reply {
+    anon.send(
+        anon.request(Method::POST, path)
+            .header("x-forwarded-for", ip)
+            .json(body),
+    )
+    .await
 }
 
 both_backends_with! {
@@ -64,6 +77,97 @@ both_backends_with! {
         assert!(busy > 0, "some sign-ins found the queue full");
         // The queue drains: a sign-in afterwards is checked.
         app.admin().await;
+    }
+
+    async fn one_client_has_one_password_check_in_flight(app: TestApp) with |c: &mut Config| {
+        // Slow hashes, one waiting place, a rate that never binds: what limits the flooder
+        // is its one check in flight.
+        c.bcrypt_cost = 11;
+        c.hash_queue = 1;
+        c.auth_per_ip_in_flight = 1;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    }; {
+        let anon = app.anon();
+        let flood: Vec<_> = (0..8)
+            .map(|i| {
+                let anon = app.anon();
+                tokio::spawn(async move {
+                    post_from(&anon, "198.51.100.7", "/auth/signin", &signin_body(&format!("flood{i}@gc.test"))).await
+                })
+            })
+            .collect();
+        // Another client signs in meanwhile: it finds a place in the hashing queue, because
+        // the flooder holds one at most.
+        let other = post_from(&anon, "203.0.113.8", "/auth/signin", &signin_body("other@gc.test")).await;
+        assert_error(&other, 401, "invalid_credentials");
+        let (mut checked, mut refused) = (0, 0);
+        for f in flood {
+            let r = f.await.unwrap();
+            match r.status.as_u16() {
+                401 => checked += 1,
+                _ => {
+                    // Refused at once, never 503 busy: one client cannot fill the queue.
+                    assert_error(&r, 429, "rate_limited");
+                    assert_eq!(r.header("retry-after"), Some("1"));
+                    assert!(r.body["error"]["message"].as_str().unwrap().contains("already being checked"), "{}", r.text);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(checked >= 1 && refused >= 1, "checked {checked}, refused {refused}");
+        // The place is given back when the check is done.
+        let r = post_from(&anon, "198.51.100.7", "/auth/signin", &signin_body("again@gc.test")).await;
+        assert_error(&r, 401, "invalid_credentials");
+    }
+
+    async fn the_sign_in_table_overflow_is_one_shared_allowance(app: TestApp) with |c: &mut Config| {
+        // Three clients remembered, two sign-ins a minute each.
+        c.per_ip_clients_max = 3;
+        c.auth_per_ip_per_min = 2;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    }; {
+        let anon = app.anon();
+        // A new unknown email each time, so the per-account lock never answers first.
+        let body = || signin_body(&format!("{}@gc.test", unique()));
+        for ip in ["192.0.2.1", "192.0.2.2", "192.0.2.3"] {
+            assert_error(&post_from(&anon, ip, "/auth/signin", &body()).await, 401, "invalid_credentials");
+        }
+        // The table is full of active clients: newcomers share one allowance of two.
+        assert_error(&post_from(&anon, "192.0.2.4", "/auth/signin", &body()).await, 401, "invalid_credentials");
+        assert_error(&post_from(&anon, "192.0.2.5", "/auth/signin", &body()).await, 401, "invalid_credentials");
+        let r = post_from(&anon, "192.0.2.6", "/auth/signin", &body()).await;
+        assert_error(&r, 429, "rate_limited");
+        assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+        assert_error(&post_from(&anon, "192.0.2.4", "/auth/signin", &body()).await, 429, "rate_limited");
+        // Sign-up draws on the same shared allowance.
+        let signup = json!({"email": "new@gc.test", "password": "a-long-password-1", "name": "N"});
+        assert_error(&post_from(&anon, "2001:db8::1", "/auth/signup", &signup).await, 429, "rate_limited");
+        // A remembered client keeps its own allowance, and is not pushed out.
+        assert_error(&post_from(&anon, "192.0.2.1", "/auth/signin", &body()).await, 401, "invalid_credentials");
+        assert_error(&post_from(&anon, "192.0.2.1", "/auth/signin", &body()).await, 429, "rate_limited");
+    }
+
+    async fn the_anonymous_guard_table_overflow_is_one_shared_allowance(app: TestApp) with |c: &mut Config| {
+        c.per_ip_clients_max = 2;
+        c.guard_anon_per_min = 1;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    }; {
+        let anon = app.anon();
+        let scan = json!({"target": "Summarise the notes the user pastes.", "mode": "skill"});
+        for ip in ["192.0.2.1", "192.0.2.2"] {
+            let r = post_from(&anon, ip, "/guard/scan", &scan).await;
+            assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+        }
+        // Full: the next newcomer gets the overflow allowance, the one after shares it.
+        let r = post_from(&anon, "192.0.2.3", "/guard/scan", &scan).await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+        for ip in ["192.0.2.4", "2001:db8::4", "192.0.2.3"] {
+            let r = post_from(&anon, ip, "/guard/scan", &scan).await;
+            assert_error(&r, 429, "rate_limited");
+            assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+        }
+        // Remembered clients keep their own (spent) allowances.
+        assert_error(&post_from(&anon, "192.0.2.1", "/guard/scan", &scan).await, 429, "rate_limited");
     }
 
     async fn a_slow_body_is_cut_at_its_deadline(app: TestApp) with |c: &mut Config| {

@@ -59,6 +59,11 @@ pub struct HttpSettings {
     pub hash_queue: usize,
     /// Sign-ins and sign-ups per client IP per minute (`GC_AUTH_PER_IP_PER_MIN`).
     pub auth_per_ip_per_min: u32,
+    /// Sign-in and sign-up password checks in flight per client IP
+    /// (`GC_AUTH_PER_IP_IN_FLIGHT`); more are refused with 429 at once.
+    pub auth_per_ip_in_flight: u32,
+    /// Client IPs remembered by each per-IP limit (`GC_PER_IP_CLIENTS_MAX`).
+    pub per_ip_clients_max: usize,
     /// Serve `GET /metrics` on the main listener (false when metrics are off or have their
     /// own address, `GC_METRICS_BIND`).
     pub metrics_on_main: bool,
@@ -81,6 +86,8 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(10),
             hash_queue: 4,
             auth_per_ip_per_min: 20,
+            auth_per_ip_in_flight: 1,
+            per_ip_clients_max: crate::throttle::MAX_CLIENTS,
             metrics_on_main: true,
         }
     }
@@ -149,7 +156,11 @@ impl AppState {
             hash_permits: Arc::new(Semaphore::new(hashing)),
             hash_in_flight: Arc::new(AtomicUsize::new(0)),
             hash_capacity: hashing + http.hash_queue,
-            auth_throttle: Arc::new(IpThrottle::per_minute(http.auth_per_ip_per_min)),
+            auth_throttle: Arc::new(IpThrottle::new(
+                http.auth_per_ip_per_min,
+                http.auth_per_ip_in_flight,
+                http.per_ip_clients_max,
+            )),
             policy,
             http,
             runs,

@@ -1,15 +1,27 @@
-//! A per-client-IP rate limit with a bounded table (sign-in and sign-up).
+//! Per-client-IP limits with a bounded table: a request rate (sign-in and sign-up, anonymous
+//! Guard scans) and, for password checks, how many one client may have in flight at once.
 //!
-//! The limit is a GCRA (generic cell rate algorithm): `per_minute` requests may come at once,
+//! The rate is a GCRA (generic cell rate algorithm): `per_minute` requests may come at once,
 //! then one every `60 s / per_minute`. Each client costs one table entry that is forgotten once
-//! it is indistinguishable from a fresh one. IPv6 clients are grouped by their /64, the block
-//! one subscriber usually holds.
+//! it is indistinguishable from a fresh one (its rate is back to a full burst and it has no
+//! password check in flight). IPv6 clients are grouped by their /64, the block one subscriber
+//! usually holds.
 //!
-//! Architecture Invariant: the table never holds more than `max_entries` clients. When it is
-//! full of active clients, newcomers share one overflow entry (they are limited together), so
-//! a flood of distinct addresses costs bounded memory and cannot push out a throttled client.
+//! Password checks in flight are capped per client ([`IpThrottle::admit_check`]) because the
+//! hashing queue is shared: without the cap one client's burst fills every hashing slot and
+//! waiting place, and another client's sign-in waits behind all of them. With it, one client
+//! holds at most `max_checks` places; a further check from it is refused at once (429
+//! `rate_limited`, `Retry-After: 1`) without using its rate allowance.
+//!
+//! Architecture Invariant: the table never holds more than `max_entries` clients (plus the
+//! overflow entry). When it is full of active clients, newcomers share one overflow entry: they
+//! are limited together (one rate, one cap on checks in flight), so a flood of distinct
+//! addresses costs bounded memory and cannot push out a throttled client.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
 use gc_domain::ErrorCode;
@@ -17,26 +29,48 @@ use gc_domain::ErrorCode;
 use crate::error::ApiError;
 use crate::extract::client_ip;
 use crate::state::AppState;
-use std::net::{IpAddr, Ipv6Addr};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-/// Clients remembered at most (about 40 bytes each).
+/// Clients remembered at most by default (about 48 bytes each).
 pub const MAX_CLIENTS: usize = 100_000;
 
 /// How often a full table is swept for forgettable entries, at most.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
+/// What the table remembers of one client.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The theoretical arrival time of its next request.
+    next: Instant,
+    /// Its password checks admitted and not yet finished.
+    checks: u32,
+}
+
+impl Entry {
+    /// Whether forgetting the entry changes nothing.
+    fn forgettable(&self, now: Instant) -> bool {
+        self.next <= now && self.checks == 0
+    }
+}
+
 struct Table {
-    /// Per client: the theoretical arrival time of its next request.
-    next: HashMap<IpAddr, Instant>,
+    clients: HashMap<Key, Entry>,
     swept: Instant,
+}
+
+/// Why a client is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It has used its allowance: seconds to wait.
+    TooFast(u64),
+    /// It already has the most password checks in flight.
+    Checking,
 }
 
 /// Limits requests per client IP (see the module documentation).
 pub struct IpThrottle {
     interval: Duration,
     burst: u32,
+    max_checks: u32,
     max_entries: usize,
     table: Mutex<Table>,
 }
@@ -46,6 +80,8 @@ impl std::fmt::Debug for IpThrottle {
         f.debug_struct("IpThrottle")
             .field("burst", &self.burst)
             .field("interval", &self.interval)
+            .field("max_checks", &self.max_checks)
+            .field("max_entries", &self.max_entries)
             .finish()
     }
 }
@@ -64,24 +100,50 @@ fn client_key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The shared entry of newcomers when the table is full.
-const OVERFLOW: IpAddr = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+/// A table key: one client, or the overflow entry newcomers share when the table is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Client(IpAddr),
+    Overflow,
+}
+
+/// A password check admitted by [`IpThrottle::admit_check`]; the client's place is given back
+/// when this is dropped. Keep it until the check has finished (move it into the blocking work),
+/// so a client that goes away does not free its place while its hash is still computed.
+#[derive(Debug)]
+pub struct CheckSlot {
+    throttle: Arc<IpThrottle>,
+    key: Key,
+}
+
+impl Drop for CheckSlot {
+    fn drop(&mut self) {
+        if let Ok(mut table) = self.throttle.table.lock() {
+            if let Some(entry) = table.clients.get_mut(&self.key) {
+                entry.checks = entry.checks.saturating_sub(1);
+            }
+        }
+    }
+}
 
 impl IpThrottle {
-    /// `per_minute` requests per client per minute (at least 1).
+    /// `per_minute` requests per client per minute (at least 1), one password check in flight
+    /// per client, [`MAX_CLIENTS`] clients remembered.
     pub fn per_minute(per_minute: u32) -> Self {
-        Self::with_capacity(per_minute, MAX_CLIENTS)
+        Self::new(per_minute, 1, MAX_CLIENTS)
     }
 
-    /// As [`IpThrottle::per_minute`], remembering at most `max_entries` clients.
-    pub fn with_capacity(per_minute: u32, max_entries: usize) -> Self {
+    /// `per_minute` requests per client per minute, at most `max_checks` password checks in
+    /// flight per client, at most `max_entries` clients remembered (each at least 1).
+    pub fn new(per_minute: u32, max_checks: u32, max_entries: usize) -> Self {
         let burst = per_minute.max(1);
         Self {
             interval: Duration::from_secs(60) / burst,
             burst,
+            max_checks: max_checks.max(1),
             max_entries: max_entries.max(1),
             table: Mutex::new(Table {
-                next: HashMap::new(),
+                clients: HashMap::new(),
                 swept: Instant::now(),
             }),
         }
@@ -89,7 +151,7 @@ impl IpThrottle {
 
     /// Clients currently remembered.
     pub fn len(&self) -> usize {
-        self.table.lock().map_or(0, |t| t.next.len())
+        self.table.lock().map_or(0, |t| t.clients.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -98,48 +160,85 @@ impl IpThrottle {
 
     /// `Err(seconds to wait)` when `ip` has used its allowance.
     pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
-        self.check_at(ip, Instant::now())
+        match self.admit_at(ip, Instant::now(), false) {
+            Ok(_) => Ok(()),
+            Err(Refusal::TooFast(wait)) => Err(wait),
+            // Only password checks are counted in flight.
+            Err(Refusal::Checking) => Err(1),
+        }
     }
 
-    fn check_at(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+    /// Admits one password check from `ip`: within its rate, and with fewer than `max_checks`
+    /// checks in flight. A refusal for checks in flight does not use the rate allowance.
+    pub fn admit_check(self: &Arc<Self>, ip: IpAddr) -> Result<CheckSlot, Refusal> {
+        let key = self.admit_at(ip, Instant::now(), true)?;
+        Ok(CheckSlot {
+            throttle: Arc::clone(self),
+            key,
+        })
+    }
+
+    /// The rate check (and, with `checking`, the cap on checks in flight) at `now`. Returns the
+    /// key the client was counted under: its own, or the overflow entry.
+    fn admit_at(&self, ip: IpAddr, now: Instant, checking: bool) -> Result<Key, Refusal> {
         let Ok(mut table) = self.table.lock() else {
             // A poisoned lock means a bug elsewhere; refuse rather than let a flood through.
-            return Err(1);
+            return Err(Refusal::TooFast(1));
         };
-        let mut key = client_key(ip);
-        if !table.next.contains_key(&key) && table.next.len() >= self.max_entries {
+        let mut key = Key::Client(client_key(ip));
+        if !table.clients.contains_key(&key) && table.clients.len() >= self.max_entries {
             if now.duration_since(table.swept) >= SWEEP_EVERY {
-                // An entry whose next time has passed is the same as no entry.
-                table.next.retain(|_, next| *next > now);
+                table.clients.retain(|_, e| !e.forgettable(now));
                 table.swept = now;
             }
-            if table.next.len() >= self.max_entries {
-                key = OVERFLOW;
+            if table.clients.len() >= self.max_entries {
+                key = Key::Overflow;
             }
         }
+        let entry = table.clients.get(&key).copied().unwrap_or(Entry {
+            next: now,
+            checks: 0,
+        });
+        if checking && entry.checks >= self.max_checks {
+            return Err(Refusal::Checking);
+        }
         let tolerance = self.interval * self.burst;
-        let previous = table.next.get(&key).copied().unwrap_or(now).max(now);
-        let next = previous + self.interval;
+        let next = entry.next.max(now) + self.interval;
         let ahead = next.duration_since(now);
         if ahead > tolerance {
             let wait = ahead - tolerance;
-            return Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0));
+            return Err(Refusal::TooFast(
+                wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+            ));
         }
         // The overflow entry may exceed the cap by one; every other key is bounded above.
-        table.next.insert(key, next);
-        Ok(())
+        table.clients.insert(
+            key,
+            Entry {
+                next,
+                checks: entry.checks + u32::from(checking),
+            },
+        );
+        Ok(key)
     }
 }
 
-/// The per-client-IP limit of sign-in and sign-up: 429 `rate_limited` with `Retry-After`.
-pub fn admit_auth(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+/// The per-client-IP limits of sign-in and sign-up, before their password check: 429
+/// `rate_limited` with `Retry-After` when the client is over its rate or already has its
+/// password checks in flight. Hold the slot until the check has finished.
+pub fn admit_auth(req: &HttpRequest, state: &AppState) -> Result<CheckSlot, ApiError> {
     let ip = client_ip(req, state).unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    state.auth_throttle.check(ip).map_err(|wait| {
-        ApiError::new(
+    state.auth_throttle.admit_check(ip).map_err(|refusal| match refusal {
+        Refusal::TooFast(wait) => ApiError::new(
             ErrorCode::RateLimited,
             "too many sign-in or sign-up requests from this address; try again later",
         )
-        .with_retry_after(wait)
+        .with_retry_after(wait),
+        Refusal::Checking => ApiError::new(
+            ErrorCode::RateLimited,
+            "a sign-in or sign-up from this address is already being checked; try again when it has finished",
+        )
+        .with_retry_after(1),
     })
 }
 
@@ -147,51 +246,125 @@ pub fn admit_auth(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
 mod tests {
     use super::*;
 
+    fn check_at(t: &IpThrottle, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
+        t.admit_at(ip, now, false).map(|_| ())
+    }
+
     #[test]
     fn a_burst_then_one_per_interval() {
         let t = IpThrottle::per_minute(3);
         let ip = IpAddr::from([203, 0, 113, 1]);
         let now = Instant::now();
         for _ in 0..3 {
-            assert!(t.check_at(ip, now).is_ok());
+            assert!(check_at(&t, ip, now).is_ok());
         }
-        assert_eq!(t.check_at(ip, now), Err(20));
-        assert!(t.check_at(IpAddr::from([203, 0, 113, 2]), now).is_ok());
-        assert!(t.check_at(ip, now + Duration::from_secs(20)).is_ok());
-        assert!(t.check_at(ip, now + Duration::from_secs(20)).is_err());
+        assert_eq!(check_at(&t, ip, now), Err(Refusal::TooFast(20)));
+        assert!(check_at(&t, IpAddr::from([203, 0, 113, 2]), now).is_ok());
+        assert!(check_at(&t, ip, now + Duration::from_secs(20)).is_ok());
+        assert!(check_at(&t, ip, now + Duration::from_secs(20)).is_err());
     }
 
     #[test]
     fn ipv6_clients_are_grouped_by_their_64() {
         let t = IpThrottle::per_minute(1);
         let now = Instant::now();
-        assert!(t.check_at("2001:db8:1:2::1".parse().unwrap(), now).is_ok());
-        assert!(t
-            .check_at("2001:db8:1:2::ffff".parse().unwrap(), now)
-            .is_err());
-        assert!(t.check_at("2001:db8:1:3::1".parse().unwrap(), now).is_ok());
+        assert!(check_at(&t, "2001:db8:1:2::1".parse().unwrap(), now).is_ok());
+        assert!(check_at(&t, "2001:db8:1:2::ffff".parse().unwrap(), now).is_err());
+        assert!(check_at(&t, "2001:db8:1:3::1".parse().unwrap(), now).is_ok());
     }
 
     #[test]
     fn the_table_is_bounded_and_newcomers_share_the_overflow() {
-        let t = IpThrottle::with_capacity(2, 100);
+        let t = IpThrottle::new(2, 1, 100);
         let now = Instant::now();
         for i in 0..100u32 {
-            assert!(t.check_at(IpAddr::from(i.to_be_bytes()), now).is_ok());
+            assert!(check_at(&t, IpAddr::from(i.to_be_bytes()), now).is_ok());
         }
         // Full of active clients: newcomers share one entry, and memory stays put.
         for i in 1000..1002u32 {
-            assert!(t.check_at(IpAddr::from(i.to_be_bytes()), now).is_ok());
+            assert!(check_at(&t, IpAddr::from(i.to_be_bytes()), now).is_ok());
         }
-        assert!(t
-            .check_at(IpAddr::from(5000u32.to_be_bytes()), now)
-            .is_err());
+        assert!(check_at(&t, IpAddr::from(5000u32.to_be_bytes()), now).is_err());
         assert!(t.len() <= 101);
+        // A remembered client keeps its own allowance.
+        assert!(check_at(&t, IpAddr::from(7u32.to_be_bytes()), now).is_ok());
         // Once the old entries are forgettable, newcomers get their own again.
         let later = now + Duration::from_secs(120);
-        assert!(t
-            .check_at(IpAddr::from(6000u32.to_be_bytes()), later)
-            .is_ok());
+        assert!(check_at(&t, IpAddr::from(6000u32.to_be_bytes()), later).is_ok());
         assert!(t.len() <= 2, "{}", t.len());
+    }
+
+    #[test]
+    fn the_unspecified_and_loopback_v6_addresses_are_clients_not_the_overflow() {
+        let t = IpThrottle::new(1, 1, 2);
+        let now = Instant::now();
+        assert!(check_at(&t, "::1".parse().unwrap(), now).is_ok());
+        assert!(check_at(&t, IpAddr::from([192, 0, 2, 1]), now).is_ok());
+        // The table is full: the overflow entry is fresh, whatever `::1` has used.
+        assert!(check_at(&t, IpAddr::from([192, 0, 2, 2]), now).is_ok());
+        assert!(check_at(&t, "::1".parse().unwrap(), now).is_err());
+    }
+
+    #[test]
+    fn one_password_check_in_flight_per_client() {
+        let t = Arc::new(IpThrottle::new(20, 1, 100));
+        let ip = IpAddr::from([203, 0, 113, 9]);
+        let first = t.admit_check(ip).unwrap();
+        // Refused while the first is in flight, without using the rate allowance.
+        for _ in 0..50 {
+            assert_eq!(t.admit_check(ip).unwrap_err(), Refusal::Checking);
+        }
+        // Another client is not affected, and a plain rate check is not a password check.
+        let other = t.admit_check(IpAddr::from([203, 0, 113, 10])).unwrap();
+        assert!(t.check(ip).is_ok());
+        drop(first);
+        let again = t.admit_check(ip).unwrap();
+        drop((again, other));
+        // 20 a minute: 1 plain check and 2 password checks used, 17 left.
+        for _ in 0..17 {
+            drop(t.admit_check(ip).unwrap());
+        }
+        assert!(matches!(t.admit_check(ip), Err(Refusal::TooFast(_))));
+    }
+
+    #[test]
+    fn a_small_fixed_number_of_checks_in_flight() {
+        let t = Arc::new(IpThrottle::new(100, 2, 100));
+        let ip = IpAddr::from([203, 0, 113, 9]);
+        let slots = [t.admit_check(ip).unwrap(), t.admit_check(ip).unwrap()];
+        assert_eq!(t.admit_check(ip).unwrap_err(), Refusal::Checking);
+        drop(slots);
+        assert!(t.admit_check(ip).is_ok());
+    }
+
+    #[test]
+    fn a_client_with_a_check_in_flight_is_never_forgotten() {
+        let t = Arc::new(IpThrottle::new(60, 1, 1));
+        let ip = IpAddr::from([203, 0, 113, 9]);
+        let slot = t.admit_check(ip).unwrap();
+        // Long after its rate is back to a full burst, a newcomer finds the table full and the
+        // sweep keeps the entry: its check is still running.
+        let later = Instant::now() + Duration::from_secs(600);
+        assert_eq!(
+            t.admit_at(IpAddr::from([198, 51, 100, 1]), later, true),
+            Ok(Key::Overflow)
+        );
+        assert_eq!(t.admit_at(ip, later, true), Err(Refusal::Checking));
+        drop(slot);
+        assert_eq!(t.admit_at(ip, later, true), Ok(Key::Client(ip)));
+    }
+
+    #[test]
+    fn newcomers_over_a_full_table_share_one_check_in_flight() {
+        let t = Arc::new(IpThrottle::new(60, 1, 1));
+        let _held = t.admit_check(IpAddr::from([203, 0, 113, 9])).unwrap();
+        let overflow = t.admit_check(IpAddr::from([198, 51, 100, 1])).unwrap();
+        assert_eq!(
+            t.admit_check(IpAddr::from([198, 51, 100, 2])).unwrap_err(),
+            Refusal::Checking
+        );
+        drop(overflow);
+        assert!(t.admit_check(IpAddr::from([198, 51, 100, 2])).is_ok());
+        assert!(t.len() <= 2);
     }
 }

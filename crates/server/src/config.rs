@@ -29,6 +29,8 @@
 //! | `GC_GUARD_MEMORY_MIB` | `256` | memory all Guard scans may hold together; a scan without room → 503 `scanner_busy` |
 //! | `GC_GUARD_TIMEOUT_S` | `20` | a Guard scan (queue, download, unpacking, scanning) is stopped after this long → 504 |
 //! | `GC_AUTH_PER_IP_PER_MIN` | `20` | sign-ins and sign-ups per client IP per minute; beyond that 429 `rate_limited` |
+//! | `GC_AUTH_PER_IP_IN_FLIGHT` | `1` | sign-in and sign-up password checks in flight per client IP; beyond that 429 `rate_limited` at once |
+//! | `GC_PER_IP_CLIENTS_MAX` | `100000` | client IPs remembered by each per-IP limit (sign-in/sign-up, anonymous Guard scans); when full, newcomers share one overflow allowance |
 //! | `GC_HASH_QUEUE` | `4` | password checks waiting for a hashing thread; beyond that 503 `busy` |
 //! | `GC_HEADER_TIMEOUT_S` | `5` | request headers must arrive within this long (else 408, connection closed) |
 //! | `GC_BODY_TIMEOUT_S` | `10` | a request body must arrive within this long after its headers (else 408, closed) |
@@ -378,6 +380,14 @@ pub struct Config {
     /// Sign-ins and sign-ups per client IP per minute; beyond that 429 `rate_limited`.
     #[arg(long, env = "GC_AUTH_PER_IP_PER_MIN", default_value_t = 20)]
     pub auth_per_ip_per_min: u32,
+    /// Sign-in and sign-up password checks in flight per client IP; beyond that 429
+    /// `rate_limited` at once, so one client cannot fill the shared hashing queue.
+    #[arg(long, env = "GC_AUTH_PER_IP_IN_FLIGHT", default_value_t = 1)]
+    pub auth_per_ip_in_flight: u32,
+    /// Client IPs remembered by each per-IP limit (sign-in/sign-up, anonymous Guard scans);
+    /// when a table is full of active clients, newcomers share one overflow allowance.
+    #[arg(long, env = "GC_PER_IP_CLIENTS_MAX", default_value_t = 100_000)]
+    pub per_ip_clients_max: usize,
     /// Password checks waiting for a hashing thread; beyond that 503 `busy`.
     #[arg(long, env = "GC_HASH_QUEUE", default_value_t = 4)]
     pub hash_queue: usize,
@@ -453,6 +463,8 @@ impl Config {
             guard_memory_mib: 256,
             guard_timeout_s: 20,
             auth_per_ip_per_min: 20,
+            auth_per_ip_in_flight: 1,
+            per_ip_clients_max: 100_000,
             hash_queue: 4,
             header_timeout_s: 5,
             body_timeout_s: 10,

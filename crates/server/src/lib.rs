@@ -230,7 +230,11 @@ pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
         },
     )
     .context("starting the Guard's executor")?;
-    Ok(GuardService::new(executor, config.guard_anon_per_min))
+    Ok(GuardService::new(
+        executor,
+        config.guard_anon_per_min,
+        config.per_ip_clients_max.max(1),
+    ))
 }
 
 /// The state and the run-record writer that goes with it.
@@ -265,6 +269,8 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         body_timeout: std::time::Duration::from_secs(config.body_timeout_s.max(1)),
         hash_queue: config.hash_queue,
         auth_per_ip_per_min: config.auth_per_ip_per_min.max(1),
+        auth_per_ip_in_flight: config.auth_per_ip_in_flight.max(1),
+        per_ip_clients_max: config.per_ip_clients_max.max(1),
         metrics_on_main: config.metrics && config.metrics_bind.is_none(),
         ..HttpSettings::default()
     };

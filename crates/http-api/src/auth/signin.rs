@@ -1,3 +1,5 @@
+//! `POST /auth/signin`: a password check, then a new session.
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::accounts::{self, ClientMeta};
@@ -28,7 +30,9 @@ pub async fn signin(
     req: HttpRequest,
     body: web::Json<SigninBody>,
 ) -> Result<HttpResponse, ApiError> {
-    admit_auth(&req, &state)?;
+    // One check in flight per client IP (it must not fill the shared hashing queue), and the
+    // per-IP rate.
+    let slot = admit_auth(&req, &state)?;
     let body = body.into_inner();
     let (token, token_hash) = state.credentials.new_session_token();
     let meta = ClientMeta {
@@ -40,6 +44,8 @@ pub async fn signin(
     let policy = state.policy;
     let (user, tenant) = state
         .with_hasher(move |ports, hasher| {
+            // Held until the hash is done, even when the client has gone away.
+            let _slot = slot;
             accounts::sign_in(
                 ports,
                 hasher,

@@ -1,4 +1,5 @@
-//! Whether sign-up is open, and sign-up itself.
+//! `/auth/signup`: whether sign-up is open (GET), and sign-up itself (POST: a new unassigned
+//! account and its first session).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
@@ -50,7 +51,9 @@ pub async fn signup(
     req: HttpRequest,
     body: web::Json<SignupBody>,
 ) -> Result<HttpResponse, ApiError> {
-    admit_auth(&req, &state)?;
+    // One check in flight per client IP (it must not fill the shared hashing queue), and the
+    // per-IP rate.
+    let slot = admit_auth(&req, &state)?;
     let open = state.http.signup_open;
     if !open {
         return Err(DomainError::SignupDisabled.into());
@@ -67,6 +70,8 @@ pub async fn signup(
     let policy = state.policy;
     let user = state
         .with_hasher(move |ports, hasher| {
+            // Held until the hash is done, even when the client has gone away.
+            let _slot = slot;
             accounts::sign_up(
                 ports,
                 hasher,
