@@ -514,6 +514,15 @@ async fn cookies_and_views(w: &World) {
     let reply = member.get("/workspace/skills").await;
     assert_eq!(reply.header("x-shadow-tenant"), None);
 
+    // No proxy is trusted here: a forwarded address from the peer is not believed.
+    let spoofed = member
+        .app
+        .client
+        .post(format!("{}/api/v1/auth/signin", member.app.base))
+        .header("x-forwarded-for", "203.0.113.9, 198.51.100.7")
+        .json(&json!({"email": member.email, "password": PASSWORD}));
+    let reply = member.send(spoofed).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
     let sessions = member.get("/auth/sessions").await;
     assert_eq!(sessions.status, 200, "{}", sessions.text);
     let ips: Vec<&str> = sessions.body["data"]

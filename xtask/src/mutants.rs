@@ -5,7 +5,9 @@
 //! - the domain's access, accounts, admin, gateway (`RunScope`), workspace-scope and
 //!   workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
-//!   end-to-end test (`tests/tests/access.rs`) on SQLite.
+//!   end-to-end test (`tests/tests/access.rs`, which also checks the Bearer scheme, the Origin
+//!   of cookie writes, the Shadow header and the recorded client address) on SQLite, and by the
+//!   trusted-proxy test in `tests/tests/guard.rs` (the forwarded client address).
 //!
 //! Results land in `target/mutants/{domain,extractors}/mutants.out`; the figures and every
 //! survivor's explanation are in `docs/quality.md`. `--domain` or `--extractors` runs one.
@@ -61,7 +63,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             "--",
             "--test",
             "access",
+            "--test",
+            "guard",
+            "--",
             "every_route_refuses_every_caller_it_should_sqlite",
+            "trusted_proxies_give_the_forwarded_client_ip",
         ]);
         if let Err(e) = run_cmd(cmd) {
             failures.push(format!("extractors: {e}"));
