@@ -204,8 +204,8 @@ impl AppState {
                 )
                 .with_retry_after(1)
             })?;
-        let _place = InFlight(Arc::clone(&self.hash_in_flight));
-        let _permit = Arc::clone(&self.hash_permits)
+        let place = InFlight(Arc::clone(&self.hash_in_flight));
+        let permit = Arc::clone(&self.hash_permits)
             .acquire_owned()
             .await
             .map_err(|_| {
@@ -215,7 +215,13 @@ impl AppState {
             })?;
         let store = Arc::clone(&self.store);
         let hasher = Arc::clone(&self.hasher);
-        Ok(actix_web::web::block(move || work(store.as_ref(), hasher.as_ref())).await??)
+        // The place and the permit move into the blocking work, so they are held until the
+        // hash is done even when the client hangs up and this future is dropped.
+        Ok(actix_web::web::block(move || {
+            let _held = (place, permit);
+            work(store.as_ref(), hasher.as_ref())
+        })
+        .await??)
     }
 }
 
