@@ -5,6 +5,12 @@
 //! - `--http`: only the HTTP benchmarks.
 //! - `--hostile`: only the hostile-load benchmark (Guard flood, sign-in flood, memory under
 //!   80 concurrent large scans, slow clients).
+//! - `--profile N`: only the instruction-count profile: N key-authenticated reads and N `/run`
+//!   calls, one at a time, with the server under the command in `GC_BENCH_WRAP`, e.g.
+//!   `GC_BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p"`.
+//!
+//! The HTTP benchmarks start Debian's nginx (`/usr/sbin/nginx`) as the bare forwarding-proxy
+//! baseline; without it that row is skipped with a note.
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +26,9 @@ fn release_dir(root: &Path) -> PathBuf {
 }
 
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
-    let only_http = args.iter().any(|a| a == "--http" || a == "--hostile");
+    let only_http = args
+        .iter()
+        .any(|a| a == "--http" || a == "--hostile" || a == "--profile");
     if !only_http {
         let mut guard = cargo();
         guard.args(["bench", "-p", "gc-guard"]);

@@ -4,10 +4,17 @@
 //! a zero-delay mock upstream and a bare actix handler in this process, and reports figures as
 //! ratios against baselines measured in the same run. Nothing here asserts on time.
 //!
-//! Usage: `gc-bench <path to gc-server> [--seconds N] [--hostile]`
+//! Usage: `gc-bench <path to gc-server> [--seconds N] [--hostile] [--profile N]`
+//!
+//! The forwarding rows put the mock called directly, Debian's nginx as a bare keep-alive
+//! reverse proxy to it (`nginx.rs`; skipped with a note when `/usr/sbin/nginx` is missing) and
+//! gc's `POST /run` side by side at concurrency 1, 16 and 64, and the run ends with the issue 14
+//! ratios. `--profile N` counts instructions per request under valgrind (`profile.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod hostile;
+mod nginx;
+mod profile;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -118,7 +125,25 @@ impl Drop for Server {
 }
 
 fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server {
-    let mut cmd = Command::new(bin);
+    spawn_wrapped(&[], bin, db, port, gateway)
+}
+
+/// The server, started under `wrapper` (e.g. `valgrind --tool=callgrind`) when it is not empty.
+fn spawn_wrapped(
+    wrapper: &[String],
+    bin: &str,
+    db: &str,
+    port: u16,
+    gateway: Option<&str>,
+) -> Server {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    };
     cmd.env("GC_DATABASE_URL", format!("sqlite://{db}"))
         .env("GC_BIND", format!("127.0.0.1:{port}"))
         .env("GC_LOG", "warn")
@@ -140,6 +165,10 @@ fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server
 }
 
 pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) -> Duration {
+    wait_healthy_within(client, base, Duration::from_secs(30)).await
+}
+
+async fn wait_healthy_within(client: &reqwest::Client, base: &str, limit: Duration) -> Duration {
     let t = Instant::now();
     loop {
         if let Ok(r) = client.get(format!("{base}/health")).send().await {
@@ -148,10 +177,7 @@ pub(crate) async fn wait_healthy(client: &reqwest::Client, base: &str) -> Durati
             }
         }
         tokio::time::sleep(Duration::from_micros(500)).await;
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "server did not come up"
-        );
+        assert!(t.elapsed() < limit, "server did not come up");
     }
 }
 
@@ -226,6 +252,68 @@ mod bytes_body {
     pub struct Body(pub std::sync::Arc<[u8]>);
 }
 
+/// What the set-up made: the admin's and the member's sessions, the tenant and a key with
+/// `workspace:read` and `run`.
+struct Fixture {
+    admin: String,
+    tid: String,
+    member: String,
+    key: String,
+}
+
+/// A tenant with an AIHK key, a member with a workspace key, and 50 skills, made through the
+/// API of the server at `base`.
+async fn set_up(client: &reqwest::Client, base: &str) -> Fixture {
+    let admin = signin(client, base, ADMIN).await;
+    let tenant = post(
+        client,
+        format!("{base}/admin/tenants"),
+        &admin,
+        json!({"name": "Bench", "region": "AIHK", "ai_enabled": true}),
+    )
+    .await;
+    let tid = tenant["id"].as_str().unwrap().to_owned();
+    post(
+        client,
+        format!("{base}/admin/users"),
+        &admin,
+        json!({"email": "member@gc.test", "name": "M", "password": PASSWORD, "tenant_id": tid}),
+    )
+    .await;
+    post(
+        client,
+        format!("{base}/admin/tenants/{tid}/ai-keys"),
+        &admin,
+        json!({"region": "AIHK", "secret": "sk-bench-0001", "chat_enabled": true}),
+    )
+    .await;
+    let member = signin(client, base, "member@gc.test").await;
+    let key = post(
+        client,
+        format!("{base}/workspace/api-keys"),
+        &member,
+        json!({"name": "bench", "scopes": ["workspace:read", "run"]}),
+    )
+    .await;
+    let key = key["key"].as_str().unwrap().to_owned();
+    for i in 0..50 {
+        post(
+            client,
+            format!("{base}/workspace/skills"),
+            &member,
+            json!({"name": format!("skill {i}"), "content": "# Skill\nDo a thing.\n".repeat(10)}),
+        )
+        .await;
+    }
+
+    Fixture {
+        admin,
+        tid,
+        member,
+        key,
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -241,6 +329,15 @@ async fn main() {
         .unwrap_or(4.0);
     if args.iter().any(|a| a == "--hostile") {
         hostile::run(&bin, secs).await;
+        return;
+    }
+    if let Some(n) = args
+        .iter()
+        .position(|a| a == "--profile")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+    {
+        profile::run(&bin, n).await;
         return;
     }
     let dir = std::env::temp_dir().join(format!("gc-bench-{}", std::process::id()));
@@ -284,48 +381,12 @@ async fn main() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let idle_rss = rss_kib(server.child.id());
 
-    // Set-up through the API.
-    let admin = signin(&client, &base, ADMIN).await;
-    let tenant = post(
-        &client,
-        format!("{base}/admin/tenants"),
-        &admin,
-        json!({"name": "Bench", "region": "AIHK", "ai_enabled": true}),
-    )
-    .await;
-    let tid = tenant["id"].as_str().unwrap().to_owned();
-    post(
-        &client,
-        format!("{base}/admin/users"),
-        &admin,
-        json!({"email": "member@gc.test", "name": "M", "password": PASSWORD, "tenant_id": tid}),
-    )
-    .await;
-    post(
-        &client,
-        format!("{base}/admin/tenants/{tid}/ai-keys"),
-        &admin,
-        json!({"region": "AIHK", "secret": "sk-bench-0001", "chat_enabled": true}),
-    )
-    .await;
-    let member = signin(&client, &base, "member@gc.test").await;
-    let key = post(
-        &client,
-        format!("{base}/workspace/api-keys"),
-        &member,
-        json!({"name": "bench", "scopes": ["workspace:read", "run"]}),
-    )
-    .await;
-    let key = key["key"].as_str().unwrap().to_owned();
-    for i in 0..50 {
-        post(
-            &client,
-            format!("{base}/workspace/skills"),
-            &member,
-            json!({"name": format!("skill {i}"), "content": "# Skill\nDo a thing.\n".repeat(10)}),
-        )
-        .await;
-    }
+    let Fixture {
+        admin,
+        tid,
+        member,
+        key,
+    } = set_up(&client, &base).await;
 
     // The bare baseline answers exactly what the real route answers.
     let skills_body = client
@@ -382,6 +443,7 @@ async fn main() {
     }
 
     // 3. Key-authenticated GET /workspace/skills (50 records) vs a bare actix handler, 16 connections.
+    let mut reads_ratio = None;
     if only.is_empty() || only == "reads" {
         let c = client.clone();
         let bare = load(16, secs, move || {
@@ -419,6 +481,7 @@ async fn main() {
             skills.pct(0.5),
             skills.pct(0.99)
         );
+        reads_ratio = Some(skills.rate() / bare.rate());
         println!(
             "\nratio to the bare handler: {:.2} (target ≥ 0.5)\n",
             skills.rate() / bare.rate()
@@ -428,25 +491,45 @@ async fn main() {
         println!("made-up keys (bad checksum, 401 without a database query): {rejected:.0} rejections/s, {:.2} of the bare handler's rate\n", rejected / bare.rate());
     }
 
-    // 4. The gateway: the mock called directly vs the same request through /run.
+    // 4. The gateway: the mock called directly, through a bare nginx reverse proxy, and the
+    // same request through gc's /run, all against the same mock.
+    let mut gateway = Vec::new();
     {
-        println!("## Gateway overhead (zero-delay mock upstream, Bearer key, tenant lookup and key decryption on)\n");
-        println!("| concurrency | direct p50 ms | direct p99 ms | direct req/s | /run p50 ms | /run p99 ms | /run req/s | added p99 ms | rate ratio |");
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("## Forwarding: mock direct, nginx as a bare keep-alive proxy, gc `/run` (zero-delay mock upstream)\n");
         let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
         if let Ok(pid_file) = std::env::var("GC_BENCH_PID_FILE") {
             std::fs::write(pid_file, server.child.id().to_string()).unwrap();
         }
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let upstream = mock.base_url();
+        let upstream_host = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .to_owned();
+        let nginx = match nginx::start(&client, free_port(), &upstream_host, workers).await {
+            Ok(n) => Some(n),
+            Err(why) => {
+                println!("nginx baseline skipped: {why}\n");
+                None
+            }
+        };
+        println!("| concurrency | target | req/s | p50 ms | p99 ms | errors |");
+        println!("|---|---|---|---|---|---|");
         for conns in [1usize, 16, 64] {
-            let c = client.clone();
-            let m = mock.base_url();
-            let b1 = body.clone();
-            let direct = load(conns, secs, move || {
-                c.post(format!("{m}/chat/completions"))
-                    .bearer_auth("sk-bench-0001")
-                    .json(&b1)
-            })
-            .await;
+            let chat = |url: String| {
+                let c = client.clone();
+                let b = body.clone();
+                move || {
+                    c.post(format!("{url}/chat/completions"))
+                        .bearer_auth("sk-bench-0001")
+                        .json(&b)
+                }
+            };
+            let direct = load(conns, secs, chat(upstream.clone())).await;
+            let proxied = match &nginx {
+                Some(n) => Some(load(conns, secs, chat(n.base.clone())).await),
+                None => None,
+            };
             let c = client.clone();
             let b = base.clone();
             let k = key.clone();
@@ -455,20 +538,21 @@ async fn main() {
                 c.post(format!("{b}/run")).bearer_auth(&k).json(&b2)
             })
             .await;
-            println!(
-                "| {conns} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.2} |",
-                direct.pct(0.5),
-                direct.pct(0.99),
-                direct.rate(),
-                through.pct(0.5),
-                through.pct(0.99),
-                through.rate(),
-                through.pct(0.99) - direct.pct(0.99),
-                through.rate() / direct.rate()
-            );
-            if through.errors > 0 {
-                println!("\n({} errors through /run at {conns})\n", through.errors);
+            let row = |name: &str, s: &Stats| {
+                println!(
+                    "| {conns} | {name} | {:.0} | {:.3} | {:.3} | {} |",
+                    s.rate(),
+                    s.pct(0.5),
+                    s.pct(0.99),
+                    s.errors
+                );
+            };
+            row("mock, direct", &direct);
+            if let Some(p) = &proxied {
+                row("nginx, keep-alive reverse proxy", p);
             }
+            row("gc `POST /run`", &through);
+            gateway.push((conns, direct, proxied, through));
         }
         println!();
     }
@@ -545,8 +629,41 @@ async fn main() {
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after_rss = rss_kib(server.child.id());
-    println!("## Memory\n\nserver RSS idle after start: {:.1} MiB; after all of the above: {:.1} MiB (target: idle < 20 MiB, flat under load)\n",
+    println!("## Memory\n\nserver RSS idle after start: {:.1} MiB; after all of the above: {:.1} MiB (target: idle < 20 MiB, < 40 MiB after the whole bench)\n",
         idle_rss as f64 / 1024.0, after_rss as f64 / 1024.0);
+
+    println!("## Ratios (issue 14 targets)\n");
+    println!("| measure | value | target |\n|---|---|---|");
+    let at = |n: usize| gateway.iter().find(|(c, ..)| *c == n);
+    if let Some((_, _, Some(proxy), gc)) = at(16) {
+        println!(
+            "| gc `/run` rate at 16 / nginx rate at 16 | {:.2} | ≥ 0.5 |",
+            gc.rate() / proxy.rate()
+        );
+    }
+    if let Some((_, _, Some(proxy), gc)) = at(1) {
+        println!(
+            "| gc `/run` p50 − nginx p50 at 1 | {:.3} ms | ≤ 0.1 ms |",
+            gc.pct(0.5) - proxy.pct(0.5)
+        );
+    }
+    for (conns, direct, proxy, gc) in &gateway {
+        if let Some(proxy) = proxy {
+            println!(
+                "| at {conns}: nginx / mock direct rate; gc / nginx rate | {:.2}; {:.2} | |",
+                proxy.rate() / direct.rate(),
+                gc.rate() / proxy.rate()
+            );
+        }
+    }
+    if let Some(r) = reads_ratio {
+        println!("| key-authenticated reads / bare actix handler | {r:.2} | ≥ 0.5 |");
+    }
+    println!(
+        "| server RSS idle at start; after the whole bench | {:.1} MiB; {:.1} MiB | < 20 MiB; < 40 MiB |\n",
+        idle_rss as f64 / 1024.0,
+        after_rss as f64 / 1024.0
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,95 @@
+//! `gc-bench <gc-server> --profile N`: instruction counts per request, independent of load.
+//!
+//! The database is set up by a native server (sign-ins are slow under valgrind), then the
+//! server is started again under the command in `GC_BENCH_WRAP` (for example
+//! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). After a warm-up, each phase
+//! sends N requests one at a time: key-authenticated `GET /workspace/skills`, then `POST /run`
+//! to the mock. When the wrapper is callgrind, the counters are zeroed before a phase and
+//! dumped after it (`callgrind_control`), so each dump holds exactly N requests; read them with
+//! `callgrind_annotate`.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gc_gateway::mock::MockUpstream;
+use serde_json::json;
+
+use crate::{free_port, set_up, spawn_server, spawn_wrapped, wait_healthy, wait_healthy_within};
+
+fn callgrind(args: &[&str], pid: u32) {
+    let status = Command::new("callgrind_control")
+        .args(args)
+        .arg(pid.to_string())
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        eprintln!("callgrind_control {args:?} failed: {status:?}");
+    }
+}
+
+pub(crate) async fn run(bin: &str, n: usize) {
+    let wrapper: Vec<String> = std::env::var("GC_BENCH_WRAP")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let is_callgrind = wrapper.iter().any(|w| w.contains("callgrind"));
+    let dir = std::env::temp_dir().join(format!("gc-bench-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("gc.db").display().to_string();
+    let client = reqwest::Client::new();
+    let (_, mock) = MockUpstream::start_for_bench().await.unwrap();
+
+    let native = spawn_server(bin, &db, free_port(), Some(&mock.base_url()));
+    wait_healthy(&client, &native.base).await;
+    let fixture = set_up(&client, &native.base).await;
+    drop(native);
+
+    let server = spawn_wrapped(&wrapper, bin, &db, free_port(), Some(&mock.base_url()));
+    wait_healthy_within(&client, &server.base, Duration::from_secs(600)).await;
+    let pid = server.child.id();
+    let base = server.base.clone();
+    let key = fixture.key.clone();
+    let read = || {
+        client
+            .get(format!("{base}/workspace/skills"))
+            .bearer_auth(&key)
+    };
+    let chat = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
+    let run = || {
+        client
+            .post(format!("{base}/run"))
+            .bearer_auth(&key)
+            .json(&chat)
+    };
+    for _ in 0..50 {
+        assert!(read().send().await.unwrap().status().is_success());
+        assert!(run().send().await.unwrap().status().is_success());
+    }
+    for (phase, make) in [
+        ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder),
+        ("run", &run),
+    ] {
+        if is_callgrind {
+            callgrind(&["-z"], pid);
+        }
+        let t = Instant::now();
+        for _ in 0..n {
+            let res = make().send().await.unwrap();
+            assert!(res.status().is_success(), "{phase}: {}", res.status());
+            let _ = res.bytes().await;
+        }
+        let took = t.elapsed();
+        // Let the run recorder write its batch inside this phase.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if is_callgrind {
+            callgrind(&["-d", phase], pid);
+        }
+        println!(
+            "{phase}: {n} requests in {:.2} s ({:.0} µs each)",
+            took.as_secs_f64(),
+            took.as_secs_f64() * 1e6 / n as f64
+        );
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
