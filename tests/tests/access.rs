@@ -472,6 +472,50 @@ async fn matrix(app: TestApp) {
     assert_eq!(cells, routes::all().count() * EVERYONE.len());
     schemes(&w).await;
     cookies_and_views(&w).await;
+    bodies_and_agents(&w).await;
+}
+
+/// The extractors' body helpers and the user agent a session records: a whole-number float is
+/// the integer it equals, anything else is refused, and an object field must be an object.
+async fn bodies_and_agents(w: &World) {
+    let member = caller(w, Who::Member);
+    let key = |limits: Value| json!({"name": "b", "scopes": ["run"], "limits": limits});
+    let made = member
+        .post(
+            "/workspace/api-keys",
+            key(json!({"requests_per_minute": 7.0, "tokens_per_minute": null})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    assert_eq!(made.body["limits"]["requests_per_minute"], json!(7));
+    assert_eq!(made.body["limits"]["tokens_per_minute"], Value::Null);
+    for bad in [
+        json!({"requests_per_minute": 7.5}),
+        json!({"requests_per_minute": 1e300}),
+    ] {
+        let r = member.post("/workspace/api-keys", key(bad.clone())).await;
+        assert_eq!(r.status, 422, "{bad}: {}", r.text);
+    }
+    let r = member.post("/workspace/api-keys", key(json!([7, 7]))).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert!(r.text.contains("a JSON object"), "{}", r.text);
+
+    let signin = member
+        .app
+        .client
+        .post(format!("{}/api/v1/auth/signin", member.app.base))
+        .header("user-agent", "gc-access-test/1.0")
+        .json(&json!({"email": member.email, "password": PASSWORD}));
+    let reply = member.send(signin).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let sessions = member.get("/auth/sessions").await;
+    assert!(
+        sessions.body["data"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|s| s["user_agent"] == "gc-access-test/1.0")),
+        "{}",
+        sessions.text
+    );
 }
 
 fn caller(w: &World, who: Who) -> Actor {
