@@ -585,12 +585,7 @@ async fn cookies_and_views(w: &World) {
 /// A key is a credential only under the Bearer scheme (in any case): the same live key under
 /// another scheme is refused as unauthenticated, never read as a key.
 async fn schemes(w: &World) {
-    let (_, keyed) = w
-        .callers
-        .iter()
-        .find(|(who, _)| *who == Who::KeyRead)
-        .cloned()
-        .expect("a read key among the callers");
+    let keyed = caller(w, Who::KeyRead);
     let Auth::Bearer(key) = keyed.auth.clone() else {
         panic!("the read key's caller has no key");
     };

@@ -393,6 +393,12 @@ impl SessionRepo for Fake {
     }
 }
 
+/// A key of the scope's tenant that is not revoked.
+fn live_key<'a>(keys: &'a mut [ApiKey], scope: &WriteScope, id: Uuid) -> Option<&'a mut ApiKey> {
+    keys.iter_mut()
+        .find(|k| k.id == id && k.tenant_id == scope.tenant_id() && k.revoked_at.is_none())
+}
+
 impl ApiKeyRepo for Fake {
     fn insert_api_key(
         &self,
@@ -425,10 +431,7 @@ impl ApiKeyRepo for Fake {
         activity: &NewActivity,
     ) -> DomainResult<bool> {
         let mut keys = self.api_keys.lock().unwrap();
-        let Some(key) = keys
-            .iter_mut()
-            .find(|k| k.id == id && k.tenant_id == scope.tenant_id() && k.revoked_at.is_none())
-        else {
+        let Some(key) = live_key(&mut keys, scope, id) else {
             return Ok(false);
         };
         key.revoked_at = Some(at);
@@ -464,10 +467,7 @@ impl ApiKeyRepo for Fake {
         activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>> {
         let mut keys = self.api_keys.lock().unwrap();
-        let Some(key) = keys
-            .iter_mut()
-            .find(|k| k.id == id && k.tenant_id == scope.tenant_id() && k.revoked_at.is_none())
-        else {
+        let Some(key) = live_key(&mut keys, scope, id) else {
             return Ok(None);
         };
         if let Some(name) = &patch.name {

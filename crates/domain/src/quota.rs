@@ -97,6 +97,12 @@ pub fn limit_value(field: &str, raw: Option<i64>) -> DomainResult<Option<u64>> {
     }
 }
 
+/// Checks one limit of a change: left out (`None`) stays left out, otherwise as
+/// [`limit_value`] (`Some(None)` removes the limit).
+pub fn limit_change(field: &str, raw: Option<Option<i64>>) -> DomainResult<Option<Option<u64>>> {
+    raw.map(|v| limit_value(field, v)).transpose()
+}
+
 /// What a counter belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuotaSubject {
@@ -724,6 +730,11 @@ mod tests {
         assert!(limit_value("x", Some(-1)).is_err());
         assert_eq!(limit_value("x", Some(5)).unwrap(), Some(5));
         assert_eq!(limit_value("x", None).unwrap(), None);
+        // A change: left out, removed, set, refused.
+        assert_eq!(limit_change("x", None).unwrap(), None);
+        assert_eq!(limit_change("x", Some(None)).unwrap(), Some(None));
+        assert_eq!(limit_change("x", Some(Some(5))).unwrap(), Some(Some(5)));
+        assert!(limit_change("x", Some(Some(0))).is_err());
     }
 
     fn rpm(n: u64) -> TenantLimits {

@@ -15,7 +15,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::model::new_id;
 use crate::page::{Page, PageRequest};
 use crate::ports::{ApiKeyRepo, CredentialCodec};
-use crate::quota::{limit_value, KeyLimits};
+use crate::quota::{limit_change, KeyLimits};
 use crate::secret::SecretString;
 use crate::values::text;
 use crate::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
@@ -211,14 +211,8 @@ fn checked_limits(
     let Some(req) = req else {
         return Ok((None, None));
     };
-    let rpm = req
-        .requests_per_minute
-        .map(|v| limit_value("limits.requests_per_minute", v))
-        .transpose()?;
-    let tpm = req
-        .tokens_per_minute
-        .map(|v| limit_value("limits.tokens_per_minute", v))
-        .transpose()?;
+    let rpm = limit_change("limits.requests_per_minute", req.requests_per_minute)?;
+    let tpm = limit_change("limits.tokens_per_minute", req.tokens_per_minute)?;
     KeyLimits {
         requests_per_minute: rpm.flatten(),
         tokens_per_minute: tpm.flatten(),

@@ -5,7 +5,7 @@ use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::admin::{self, tenant_name};
 use gc_domain::model::{Status, TenantPatch};
-use gc_domain::quota::limit_value;
+use gc_domain::quota::limit_change;
 use gc_domain::values::Region;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -123,10 +123,6 @@ pub struct TenantLimitsBody {
     pub monthly_tokens: Option<Option<i64>>,
 }
 
-fn limit(field: &str, raw: Option<Option<i64>>) -> Result<Option<Option<u64>>, ApiError> {
-    Ok(raw.map(|v| limit_value(field, v)).transpose()?)
-}
-
 /// Renames, suspends or re-activates a tenant, moves its region, switches AI on or off, or
 /// sets its quotas. A suspension refuses its members at their very next request; new limits
 /// apply from the next run.
@@ -155,15 +151,15 @@ pub async fn patch_tenant(
             .map(|r| Region::parse("region", r))
             .transpose()?,
         ai_enabled: body.ai_enabled,
-        requests_per_minute: limit(
+        requests_per_minute: limit_change(
             "limits.requests_per_minute",
             body.limits.as_ref().and_then(|l| l.requests_per_minute),
         )?,
-        tokens_per_minute: limit(
+        tokens_per_minute: limit_change(
             "limits.tokens_per_minute",
             body.limits.as_ref().and_then(|l| l.tokens_per_minute),
         )?,
-        monthly_tokens: limit(
+        monthly_tokens: limit_change(
             "limits.monthly_tokens",
             body.limits.as_ref().and_then(|l| l.monthly_tokens),
         )?,
