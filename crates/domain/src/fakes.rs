@@ -22,7 +22,8 @@ use crate::quota::{Grant, QuotaWindow, RequestTake, Take};
 use crate::secret::SecretString;
 use crate::values::{Email, Region};
 use crate::workspace::{
-    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, Settings,
+    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordFields, RecordKind,
+    Settings,
 };
 
 /// A recorded `move_member`: member, from, to.
@@ -55,6 +56,8 @@ pub struct Fake {
     pub quota: Mutex<HashMap<QuotaWindow, (u64, u64)>>,
     /// Calls to the quota port.
     pub quota_calls: Mutex<u32>,
+    /// How many coming `take_request` calls fail `Unavailable` (a store that refused them).
+    pub refuse_takes: Mutex<u32>,
 }
 
 impl Fake {
@@ -84,6 +87,15 @@ impl QuotaRepo for Fake {
     }
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
         *self.quota_calls.lock().unwrap() += 1;
+        {
+            let mut refuse = self.refuse_takes.lock().unwrap();
+            if *refuse > 0 {
+                *refuse -= 1;
+                return Err(DomainError::Unavailable {
+                    retry_after_secs: 1,
+                });
+            }
+        }
         let mut quota = self.quota.lock().unwrap();
         if let Some(i) = takes
             .iter()
@@ -529,7 +541,7 @@ impl WorkspaceRepo for Fake {
         parent_id: Option<Uuid>,
         id: Uuid,
         expected_version: Option<i64>,
-        fields: &Map<String, Value>,
+        fields: &RecordFields,
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
@@ -726,7 +738,7 @@ impl WorkspaceRepo for FakeWorkspace {
         parent_id: Option<Uuid>,
         id: Uuid,
         expected_version: Option<i64>,
-        fields: &Map<String, Value>,
+        fields: &RecordFields,
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {

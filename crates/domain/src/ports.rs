@@ -22,8 +22,8 @@ use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Region};
 use crate::workspace::{
-    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordKind,
-    Settings,
+    Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordFields,
+    RecordKind, Settings,
 };
 
 pub trait UserRepo {
@@ -178,7 +178,7 @@ pub trait WorkspaceRepo {
         parent_id: Option<Uuid>,
         id: Uuid,
         expected_version: Option<i64>,
-        fields: &Map<String, Value>,
+        fields: &RecordFields,
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>>;
@@ -294,6 +294,45 @@ pub trait HealthRepo {
     fn ping(&self) -> DomainResult<()>;
 }
 
+/// Read work run on a thread that serves connections, instead of the blocking pool (issue 14).
+pub trait InlineRepo {
+    /// Reserves a read-only connection on this thread for read work about to run on it, when
+    /// the store can answer without waiting for anything but its own disk: an idle connection to
+    /// a local database file (SQLite), free at once. `None` (the default, and always on
+    /// PostgreSQL) means the work goes to the blocking pool.
+    ///
+    /// While the guard lives, this thread's store calls use that connection and never wait: a
+    /// write, or any failure, is refused at once and marks the guard
+    /// [`deferred`](InlineGuard::deferred): the caller then runs the whole work again on the
+    /// blocking pool, so work run this way must be safe to repeat (reads, and writes it would
+    /// redo anyway).
+    fn reserve_inline(&self) -> Option<InlineGuard> {
+        None
+    }
+}
+
+/// What a store keeps for a reservation; see [`InlineRepo::reserve_inline`].
+pub trait InlineReservation {
+    /// The work asked for something that would wait (a write), or failed.
+    fn deferred(&self) -> bool;
+}
+
+/// A connection reserved for read work on the current thread; it goes back to the store when
+/// the guard drops, and the guard cannot leave its thread.
+#[must_use = "the reservation ends when the guard drops"]
+pub struct InlineGuard(Box<dyn InlineReservation>);
+
+impl InlineGuard {
+    pub fn new(reservation: Box<dyn InlineReservation>) -> Self {
+        Self(reservation)
+    }
+
+    /// True when the work must run again on the blocking pool; its answer is not to be used.
+    pub fn deferred(&self) -> bool {
+        self.0.deferred()
+    }
+}
+
 /// Everything the service needs from storage, as one object.
 pub trait Store:
     UserRepo
@@ -306,6 +345,7 @@ pub trait Store:
     + QuotaRepo
     + UsageRepo
     + HealthRepo
+    + InlineRepo
     + Send
     + Sync
     + 'static
@@ -323,6 +363,7 @@ impl<T> Store for T where
         + QuotaRepo
         + UsageRepo
         + HealthRepo
+        + InlineRepo
         + Send
         + Sync
         + 'static

@@ -344,6 +344,24 @@ pub fn settings_with_defaults(stored: &Map<String, Value>) -> Map<String, Value>
 mod tests {
     use super::*;
 
+    #[test]
+    fn no_field_uses_a_name_of_the_record_metadata() {
+        // A record's JSON splices its fields after these members (`RecordFields::members`).
+        const META: [&str; 6] = [
+            "id",
+            "version",
+            "created_at",
+            "updated_at",
+            "created_by",
+            "collection_id",
+        ];
+        for kind in RecordKind::ALL {
+            for spec in specs(kind) {
+                assert!(!META.contains(&spec.name), "{kind:?} has {}", spec.name);
+            }
+        }
+    }
+
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
     }

@@ -34,7 +34,7 @@ pub const PROVIDER_FIELDS: [&str; 5] = ["provider", "base_url", "api_key", "regi
 const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
 
 /// Checks a chat body: OpenAI's shape, no provider choice. Unknown OpenAI parameters pass.
-pub fn validate_body(body: Value) -> DomainResult<Map<String, Value>> {
+pub fn validate_body(body: &Value) -> DomainResult<&Map<String, Value>> {
     let Value::Object(map) = body else {
         return Err(DomainError::invalid("body", "must be a JSON object"));
     };
@@ -289,18 +289,32 @@ impl RunPlan {
 /// caller (member rules, `run` scope, no Shadow view), then the body (`body` is the HTTP
 /// layer's parse result, held back until now), then AI access, then the quotas (which count
 /// the request). Keys that do not open with the master key are marked `not_ready` and skipped.
+///
+/// The body is taken out of `body` only after the last store call, or with the parse error
+/// it holds: a store call refused on a thread that serves connections (see
+/// `ports::InlineRepo`) leaves it in place for the attempt on the blocking pool.
 pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
     leases: &RequestLeases,
     principal: &Principal,
-    body: Result<Value, E>,
+    body: &mut Option<Result<Value, E>>,
     gateway_configured: impl Fn(Region) -> bool,
 ) -> DomainResult<Result<RunPlan, E>> {
     let tenant = RunScope::caller_tenant(principal)?;
-    let body = match body {
-        Ok(body) => validate_body(body)?,
-        Err(e) => return Ok(Err(e)),
+    let stream = match body {
+        Some(Ok(value)) => validate_body(value)?
+            .get("stream")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        _ => {
+            return match body.take() {
+                Some(Err(e)) => Ok(Err(e)),
+                _ => Err(DomainError::Internal(
+                    "the run's body was already used".into(),
+                )),
+            }
+        }
     };
     let scope = RunScope::authorize(principal, store, gateway_configured(tenant.region))?;
     let mut keys = Vec::new();
@@ -320,8 +334,12 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             "no key of the region can be decrypted".into(),
         ));
     }
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let limits = crate::quota::admit(store, leases, &scope, Utc::now())?;
+    let Some(Ok(Value::Object(body))) = body.take() else {
+        return Err(DomainError::Internal(
+            "the run's body was already used".into(),
+        ));
+    };
     Ok(Ok(RunPlan {
         scope,
         keys,
@@ -658,7 +676,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(body),
+            &mut Some(Ok::<_, ()>(body)),
             |_| true,
         )
         .unwrap()
@@ -825,6 +843,61 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_store_call_leaves_the_body_and_the_leases_for_the_next_attempt() {
+        // `Caller::read` runs `prepare` again on the blocking pool when the serving thread's
+        // store refused a call (a lease refill is a write).
+        let mut t = crate::access::tests::tenant(Status::Active);
+        t.limits.requests_per_minute = Some(100);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let leases = RequestLeases::default();
+        let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let mut slot = Some(Ok::<_, ()>(body.clone()));
+        *store.refuse_takes.lock().unwrap() = 1;
+        let e = prepare(
+            &store,
+            &FakeSealer,
+            &leases,
+            &member(&t, session()),
+            &mut slot,
+            |_| true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "service_unavailable");
+        assert_eq!(
+            slot,
+            Some(Ok(body.clone())),
+            "the body stays for the next attempt"
+        );
+        let plan = prepare(
+            &store,
+            &FakeSealer,
+            &leases,
+            &member(&t, session()),
+            &mut slot,
+            |_| true,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(slot.is_none());
+        assert_eq!(plan.body.get("messages"), body.get("messages"));
+        // The refused attempt counted nothing: this is the minute's first request.
+        assert_eq!(plan.limits().requests.unwrap().remaining, 99);
+        // A slot already used is a bug, never a run without a body.
+        let e = prepare(
+            &store,
+            &FakeSealer,
+            &leases,
+            &member(&t, session()),
+            &mut slot,
+            |_| true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "internal_error");
+    }
+
+    #[test]
     fn a_run_over_its_quota_is_refused_before_any_upstream_call() {
         let mut t = crate::access::tests::tenant(Status::Active);
         t.limits.requests_per_minute = Some(1);
@@ -837,7 +910,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(body()),
+            &mut Some(Ok::<_, ()>(body())),
             |_| true,
         )
         .unwrap()
@@ -848,7 +921,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(body()),
+            &mut Some(Ok::<_, ()>(body())),
             |_| true,
         )
         .unwrap_err();
@@ -869,7 +942,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(body),
+            &mut Some(Ok::<_, ()>(body)),
             |_| true,
         )
         .unwrap()
@@ -889,7 +962,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Err::<Value, _>("bad body"),
+            &mut Some(Err::<Value, _>("bad body")),
             |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "tenant_suspended");
@@ -900,7 +973,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Err::<Value, _>("bad body"),
+            &mut Some(Err::<Value, _>("bad body")),
             |_| true,
         );
         assert!(matches!(out, Ok(Err("bad body"))));
@@ -909,7 +982,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(json!({"messages": []})),
+            &mut Some(Ok::<_, ()>(json!({"messages": []}))),
             |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "validation_failed");
@@ -919,7 +992,7 @@ mod tests {
             &FakeSealer,
             &RequestLeases::default(),
             &member(&t, session()),
-            Ok::<_, ()>(ok_body),
+            &mut Some(Ok::<_, ()>(ok_body)),
             |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "ai_access_disabled");
@@ -928,13 +1001,16 @@ mod tests {
     #[test]
     fn bodies_are_checked_and_providers_refused() {
         let ok = json!({"messages": [{"role": "user", "content": "hi"}], "temperature": 0.2, "stream": true});
-        assert!(validate_body(ok.clone()).is_ok());
+        assert!(validate_body(&ok).is_ok());
         let whole = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5.0});
-        assert!(validate_body(whole).is_ok());
+        assert!(validate_body(&whole).is_ok());
         for field in PROVIDER_FIELDS {
             let mut b = ok.clone();
             b[field] = json!("x");
-            assert_eq!(validate_body(b).unwrap_err().code(), "provider_not_allowed");
+            assert_eq!(
+                validate_body(&b).unwrap_err().code(),
+                "provider_not_allowed"
+            );
         }
         for bad in [
             json!({"messages": []}),
@@ -948,7 +1024,7 @@ mod tests {
             json!([1]),
         ] {
             assert_eq!(
-                validate_body(bad.clone()).unwrap_err().code(),
+                validate_body(&bad).unwrap_err().code(),
                 "validation_failed",
                 "{bad}"
             );

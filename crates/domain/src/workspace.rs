@@ -76,10 +76,64 @@ pub struct Record {
     pub kind: RecordKind,
     pub parent_id: Option<Uuid>,
     pub version: i64,
-    pub fields: Map<String, Value>,
+    pub fields: RecordFields,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: Uuid,
+}
+
+/// A record's validated fields, kept as the compact JSON object text they are stored as.
+///
+/// A read sends this text as it is, spliced into the record's JSON (`members`), instead of
+/// parsing it into a map and escaping every string again (issue 14: that was a third of a
+/// list's work). A write parses it (`map`) to merge a change over it. The text is always one
+/// JSON object: it is made from a map (`from_map`) or checked when it comes back from the
+/// store (`from_stored`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFields(String);
+
+impl RecordFields {
+    /// The fields of a validated map.
+    pub fn from_map(fields: &Map<String, Value>) -> Self {
+        // A map of JSON values always serialises; `Value`'s `Display` is that serialisation.
+        Self(Value::Object(fields.clone()).to_string())
+    }
+
+    /// Text read back from the store, which only ever stores `as_str()` of fields made by
+    /// `from_map`. Checked for the shape of an object (braces), not parsed: reading every
+    /// string of every listed record again cost a seventh of a list (issue 14). `None` when it
+    /// is not braced, so a damaged row is an error, never a broken response.
+    pub fn from_stored(text: String) -> Option<Self> {
+        let t = text.trim();
+        (t.starts_with('{') && t.ends_with('}')).then_some(Self(text))
+    }
+
+    /// The object's text, e.g. `{"name":"a"}`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The object's members without its braces, e.g. `"name":"a","content":"b"`; empty for
+    /// `{}`. Spliced after other members of an object, behind a comma when not empty.
+    pub fn members(&self) -> &str {
+        let inner = self.0.trim();
+        let inner = inner.strip_prefix('{').unwrap_or(inner);
+        inner.strip_suffix('}').unwrap_or(inner).trim()
+    }
+
+    /// The fields as a map (parsed).
+    pub fn map(&self) -> Map<String, Value> {
+        match serde_json::from_str(&self.0) {
+            Ok(Value::Object(map)) => map,
+            // Unreachable: both constructors guarantee one object.
+            _ => Map::new(),
+        }
+    }
+
+    /// One field's value (parsed); `None` when absent.
+    pub fn get(&self, name: &str) -> Option<Value> {
+        self.map().remove(name)
+    }
 }
 
 /// Tenant settings, one row per tenant, versioned like records.
@@ -346,6 +400,29 @@ impl NewActivity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_fields_keep_their_text_and_splice_as_members() {
+        let map = match serde_json::json!({"name": "a\"b", "tags": ["x"], "n": 1}) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let f = RecordFields::from_map(&map);
+        assert_eq!(f.as_str(), r#"{"n":1,"name":"a\"b","tags":["x"]}"#);
+        assert_eq!(f.members(), r#""n":1,"name":"a\"b","tags":["x"]"#);
+        assert_eq!(f.map(), map);
+        assert_eq!(f.get("n"), Some(serde_json::json!(1)));
+        assert_eq!(f.get("missing"), None);
+        let empty = RecordFields::from_map(&Map::new());
+        assert_eq!(empty.members(), "");
+        // Stored text is kept as it is, spaces and all.
+        let stored = RecordFields::from_stored(" { \"a\": [1, 2] } ".into()).unwrap();
+        assert_eq!(stored.members(), r#""a": [1, 2]"#);
+        assert_eq!(stored.get("a"), Some(serde_json::json!([1, 2])));
+        for bad in ["", "[]", "1", "\"x\"", "{", "}", "null", "{\"a\":1"] {
+            assert!(RecordFields::from_stored(bad.into()).is_none(), "{bad}");
+        }
+    }
     use crate::access::AdminAuthority;
 
     #[test]

@@ -18,7 +18,8 @@ use crate::page::{Page, PageRequest};
 use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
 use crate::records::{settings_with_defaults, validate_create, validate_patch, validate_settings};
 use crate::workspace::{
-    Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordKind, Settings,
+    Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordFields,
+    RecordKind, Settings,
 };
 
 /// How often a write without `If-Match` is retried when another writer got there first.
@@ -52,7 +53,7 @@ pub fn create_record<P: WorkspaceRepo + ?Sized>(
         kind,
         parent_id: parent,
         version: 1,
-        fields,
+        fields: RecordFields::from_map(&fields),
         created_at: now,
         updated_at: now,
         created_by: p.user().id,
@@ -101,9 +102,9 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
                 return Err(DomainError::VersionConflict { expected });
             }
         }
-        let fields = validate_patch(kind, input, &current.fields)?;
+        let fields = validate_patch(kind, input, &current.fields.map())?;
         let after = Record {
-            fields: fields.clone(),
+            fields: RecordFields::from_map(&fields),
             ..current
         };
         let line = record_activity(&scope, kind, "update", &after, now);
@@ -113,7 +114,7 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
             parent,
             id,
             Some(expected.unwrap_or(after.version)),
-            &fields,
+            &after.fields,
             now,
             &line,
         ) {
@@ -156,10 +157,10 @@ fn record_activity(
     r: &Record,
     now: DateTime<Utc>,
 ) -> NewActivity {
-    let label = r
-        .fields
+    let fields = r.fields.map();
+    let label = fields
         .get("name")
-        .or_else(|| r.fields.get("title"))
+        .or_else(|| fields.get("title"))
         .cloned()
         .unwrap_or(Value::Null);
     let mut detail = json!({ "name": label });
@@ -494,7 +495,7 @@ mod tests {
             now,
         )
         .unwrap();
-        assert_eq!(updated.fields["name"], "renamed");
+        assert_eq!(updated.fields.map()["name"], "renamed");
         let lines = ws.activity.lock().unwrap();
         assert_eq!(lines[1].action(), "skill.update");
         assert_eq!(lines[1].detail()["name"], "renamed");

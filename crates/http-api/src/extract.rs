@@ -99,7 +99,7 @@ async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
     };
     let policy = state.policy;
     let principal = state
-        .db(move |store| accounts::authenticate(store, &policy, &checked, Utc::now()))
+        .read(move |store| accounts::authenticate(store, &policy, &checked, Utc::now()))
         .await?;
     mark_shadow(&req, &principal);
     Ok(Some(principal))
@@ -144,6 +144,31 @@ impl Caller {
                 let principal = accounts::authenticate(store, &policy, &checked, Utc::now())?;
                 // A refusal inside `work` still needs the Shadow header: hand the principal
                 // back either way.
+                let out = work(store, &principal);
+                Ok((principal, out))
+            })
+            .await?;
+        mark_shadow(&self.req, &principal);
+        Ok(out?)
+    }
+}
+
+impl Caller {
+    /// Authenticates and runs read `work` with the principal, in one call of
+    /// [`AppState::read`]: on the serving thread when the store can answer at once, else in one
+    /// blocking call. Both may run more than once, so `work` must be safe to repeat.
+    pub async fn read<T, F>(self, state: &AppState, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: Fn(&dyn gc_domain::ports::Store, &Principal) -> gc_domain::DomainResult<T>
+            + Send
+            + 'static,
+    {
+        let policy = state.policy;
+        let checked = self.checked;
+        let (principal, out) = state
+            .read(move |store| {
+                let principal = accounts::authenticate(store, &policy, &checked, Utc::now())?;
                 let out = work(store, &principal);
                 Ok((principal, out))
             })

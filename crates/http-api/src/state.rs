@@ -184,6 +184,35 @@ impl AppState {
         Ok(actix_web::web::block(move || work(store.as_ref())).await??)
     }
 
+    /// Runs storage work that reads: on this thread when the store can answer it at once
+    /// without waiting (an idle local SQLite connection, `InlineRepo::reserve_inline`: no trip
+    /// to the blocking pool and back), else on the blocking pool. A write the work asks for
+    /// (a session's or key's periodic touch), or any store failure, is refused on this thread
+    /// and the whole work runs again on the pool, so `work` must be safe to repeat.
+    pub async fn read<T, F>(&self, work: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
+    {
+        if let Some(guard) = self.store.reserve_inline() {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                work(self.store.as_ref())
+            }));
+            let deferred = guard.deferred();
+            drop(guard);
+            match out {
+                Ok(out) if !deferred => return Ok(out?),
+                Ok(_) => {}
+                Err(_) => {
+                    return Err(
+                        gc_domain::DomainError::Internal("read work panicked".into()).into(),
+                    )
+                }
+            }
+        }
+        self.db(work).await
+    }
+
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at
     /// a time. At most `hash_queue` more wait for a slot; beyond that the answer is 503 `busy`
     /// with `Retry-After`, at once, so a flood cannot build a queue that delays everyone.

@@ -10,7 +10,8 @@ use gc_domain::model::{Role, Session, Status, Tenant, User};
 use gc_domain::quota::{KeyLimits, TenantLimits};
 use gc_domain::values::{Email, Region};
 use gc_domain::workspace::{
-    Activity, ActivityTarget, Actor, ActorKind, ApiKey, KeyScope, NewActivity, Record, RecordKind,
+    Activity, ActivityTarget, Actor, ActorKind, ApiKey, KeyScope, NewActivity, Record,
+    RecordFields, RecordKind,
 };
 use gc_domain::DomainResult;
 use serde_json::{Map, Value};
@@ -223,7 +224,37 @@ impl RecordRow {
             kind: RecordKind::from_stored(&self.kind).ok_or_else(|| corrupt("record kind"))?,
             parent_id: opt_id(self.parent_id.as_deref())?,
             version: self.version,
-            fields: json_object(&self.fields)?,
+            fields: RecordFields::from_stored(self.fields)
+                .ok_or_else(|| corrupt("record fields"))?,
+            created_at: time(self.created_at)?,
+            updated_at: time(self.updated_at)?,
+            created_by: id(&self.created_by)?,
+        })
+    }
+}
+
+/// A row of a record list: the tenant and kind are the query's own, so they are not read.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = records)]
+pub(crate) struct ListedRecordRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub version: i64,
+    pub fields: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub created_by: String,
+}
+
+impl ListedRecordRow {
+    pub fn into_domain(self, kind: RecordKind) -> DomainResult<Record> {
+        Ok(Record {
+            id: id(&self.id)?,
+            kind,
+            parent_id: opt_id(self.parent_id.as_deref())?,
+            version: self.version,
+            fields: RecordFields::from_stored(self.fields)
+                .ok_or_else(|| corrupt("record fields"))?,
             created_at: time(self.created_at)?,
             updated_at: time(self.updated_at)?,
             created_by: id(&self.created_by)?,

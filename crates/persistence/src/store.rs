@@ -4,7 +4,9 @@
 //! (which tries backends in order, and SQLite accepts any string as a file name). Every
 //! connection is established as its concrete type, so a failure reports the driver's real cause.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
@@ -12,6 +14,7 @@ use diesel::prelude::*;
 use diesel::r2d2::{CustomizeConnection, ManageConnection, Pool, PooledConnection};
 use diesel::{PgConnection, SqliteConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+use gc_domain::ports::{InlineGuard, InlineRepo, InlineReservation};
 use gc_domain::{DomainError, DomainResult};
 
 use crate::error::{db_error, redact_url, PersistenceError};
@@ -125,6 +128,20 @@ impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqlitePragmas {
     }
 }
 
+/// The inline read connections' settings: those of every connection, and `query_only`, so a
+/// write there fails at once (and is deferred to the blocking pool) instead of waiting for
+/// the write lock on a thread that serves connections.
+#[derive(Debug, Clone, Copy)]
+struct SqliteReadOnly;
+
+impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqliteReadOnly {
+    fn on_acquire(&self, conn: &mut DbConnection) -> Result<(), diesel::r2d2::Error> {
+        SqlitePragmas.on_acquire(conn)?;
+        conn.batch_execute("PRAGMA query_only = 1;")
+            .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
 /// Logs pool errors (failed connection attempts) with tracing instead of the `log` crate.
 #[derive(Debug, Clone, Copy)]
 struct PoolErrorLogger;
@@ -173,7 +190,107 @@ impl Default for PoolOptions {
 #[derive(Clone)]
 pub struct DbStore {
     pool: Pool<DbConnectionManager>,
+    /// Read-only connections for read work run on the threads that serve connections
+    /// (`InlineRepo`); SQLite files only.
+    inline: Option<Pool<DbConnectionManager>>,
     backend: &'static str,
+    /// Names this store (all its clones) for a connection reserved on a thread.
+    ident: Arc<()>,
+}
+
+/// Read-only connections kept open for inline reads. When all are in use, read work goes to
+/// the blocking pool as before.
+const INLINE_CONNECTIONS: u32 = 4;
+
+/// A connection reserved on a thread by `reserve_inline`.
+struct Reserved {
+    /// The store it belongs to (`DbStore::id`).
+    owner: usize,
+    /// Out of the slot while a store call uses it; `None` after a panic dropped it.
+    conn: Option<Conn>,
+    /// A write, or a failure, was refused: the work goes to the blocking pool.
+    deferred: bool,
+}
+
+thread_local! {
+    static RESERVED: RefCell<Option<Reserved>> = const { RefCell::new(None) };
+}
+
+/// Gives the reserved connection back to its pool when the work on this thread is done.
+struct ReservedGuard;
+
+impl InlineReservation for ReservedGuard {
+    fn deferred(&self) -> bool {
+        RESERVED
+            .try_with(|r| r.borrow().as_ref().is_none_or(|r| r.deferred))
+            .unwrap_or(true)
+    }
+}
+
+impl Drop for ReservedGuard {
+    fn drop(&mut self) {
+        let _ = RESERVED.try_with(|r| r.borrow_mut().take());
+    }
+}
+
+impl InlineRepo for DbStore {
+    /// An idle read-only SQLite connection, reserved at once or not at all. Never on
+    /// PostgreSQL (its answers wait on the network) nor for `sqlite::memory:` (one connection).
+    fn reserve_inline(&self) -> Option<InlineGuard> {
+        let inline = self.inline.as_ref()?;
+        let owner = self.id();
+        RESERVED
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                if r.is_some() {
+                    return None;
+                }
+                let conn = inline.try_get()?;
+                *r = Some(Reserved {
+                    owner,
+                    conn: Some(conn),
+                    deferred: false,
+                });
+                Some(InlineGuard::new(Box::new(ReservedGuard)))
+            })
+            .ok()
+            .flatten()
+    }
+}
+
+/// The connection reserved on this thread for store `owner`: `Some(Some(conn))` taken out of
+/// its slot, `Some(None)` when there is a reservation but no usable connection, `None` when
+/// there is no reservation for this store.
+fn take_reserved(owner: usize) -> Option<Option<Conn>> {
+    RESERVED
+        .try_with(|r| match r.borrow_mut().as_mut() {
+            Some(res) if res.owner == owner => Some(res.conn.take()),
+            _ => None,
+        })
+        .ok()
+        .flatten()
+}
+
+/// Puts the reserved connection back after a store call; `failed` defers the work.
+fn return_reserved(conn: Conn, failed: bool) {
+    let _ = RESERVED.try_with(|r| {
+        if let Some(res) = r.borrow_mut().as_mut() {
+            res.conn = Some(conn);
+            res.deferred |= failed;
+        }
+    });
+}
+
+/// Marks this thread's reservation deferred and answers the refusal the store call returns.
+fn defer() -> DomainError {
+    let _ = RESERVED.try_with(|r| {
+        if let Some(res) = r.borrow_mut().as_mut() {
+            res.deferred = true;
+        }
+    });
+    DomainError::Unavailable {
+        retry_after_secs: RETRY_AFTER_SECS,
+    }
 }
 
 impl std::fmt::Debug for DbStore {
@@ -223,11 +340,34 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
         // An in-memory database lives as long as its one connection: never recycle it.
         builder = builder.idle_timeout(None).max_lifetime(None);
     }
+    let inline = if backend == "sqlite" && !memory {
+        let manager = DbConnectionManager {
+            target: manager.target.clone(),
+        };
+        let pool = Pool::builder()
+            .test_on_check_out(false)
+            .max_size(INLINE_CONNECTIONS)
+            // Kept open: `reserve_inline` only takes an idle connection, it never opens one.
+            .min_idle(Some(INLINE_CONNECTIONS))
+            .idle_timeout(None)
+            .error_handler(Box::new(PoolErrorLogger))
+            .connection_customizer(Box::new(SqliteReadOnly))
+            .build(manager)
+            .map_err(|e| PersistenceError::Connect(e.to_string()))?;
+        Some(pool)
+    } else {
+        None
+    };
     let pool = builder
         .build(manager)
         .map_err(|e| PersistenceError::Connect(e.to_string()))?;
     drop(probe);
-    Ok(DbStore { pool, backend })
+    Ok(DbStore {
+        pool,
+        inline,
+        backend,
+        ident: Arc::new(()),
+    })
 }
 
 fn create_parent_folder(path: &Path) -> Result<(), PersistenceError> {
@@ -297,13 +437,34 @@ impl DbStore {
         })
     }
 
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.ident) as usize
+    }
+
+    /// Runs `f` on the connection reserved on this thread for this store, if there is one
+    /// (`InlineRepo::reserve_inline`: a failure there defers the work), else on one from the
+    /// pool.
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
+    ) -> DomainResult<T> {
+        match take_reserved(self.id()) {
+            Some(Some(mut conn)) => {
+                let out = f(&mut conn);
+                return_reserved(conn, out.is_err());
+                out
+            }
+            Some(None) => Err(defer()),
+            None => f(&mut *self.conn()?),
+        }
+    }
+
     /// Runs `f` on a pooled connection (no transaction: one statement, or reads).
     pub(crate) fn read<T>(
         &self,
         f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
     ) -> DomainResult<T> {
-        let mut conn = self.conn()?;
-        f(&mut conn)
+        self.with_conn(f)
     }
 
     /// Runs `f` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
@@ -314,6 +475,12 @@ impl DbStore {
         op: &'static str,
         f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
     ) -> DomainResult<T> {
+        if take_reserved(self.id()).is_some() {
+            // Never on a thread that serves connections: the work goes to the blocking pool.
+            // (The taken connection is dropped back to its pool with the reservation; the
+            // guard's `deferred` is now true.)
+            return Err(defer());
+        }
         let mut conn = self.conn()?;
         write_transaction(&mut conn, op, f)
     }

@@ -35,6 +35,7 @@ on_both_backends!(
     api_keys_context_list_and_revoke,
     ai_keys_usable_filter,
     concurrent_writers_all_succeed,
+    inline_reads_never_wait_and_defer_writes,
 );
 
 use std::time::{Duration as StdDuration, Instant};
@@ -699,7 +700,7 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
 
 use gc_domain::model::new_id;
 use gc_domain::ports::{AiKeyRepo, ApiKeyRepo, WorkspaceRepo};
-use gc_domain::workspace::{ApiKey, KeyScope, Record, RecordKind};
+use gc_domain::workspace::{ApiKey, KeyScope, Record, RecordFields, RecordKind};
 use serde_json::{json, Map, Value};
 
 fn fields(v: Value) -> Map<String, Value> {
@@ -709,6 +710,10 @@ fn fields(v: Value) -> Map<String, Value> {
     }
 }
 
+fn record_fields(v: Value) -> RecordFields {
+    RecordFields::from_map(&fields(v))
+}
+
 fn new_record(m: &Member, kind: RecordKind, parent_id: Option<uuid::Uuid>, name: &str) -> Record {
     let at = now();
     Record {
@@ -716,7 +721,7 @@ fn new_record(m: &Member, kind: RecordKind, parent_id: Option<uuid::Uuid>, name:
         kind,
         parent_id,
         version: 7, // ignored: inserts start at 1
-        fields: fields(json!({"name": name, "tags": ["a", "b"], "nested": {"n": 1}})),
+        fields: record_fields(json!({"name": name, "tags": ["a", "b"], "nested": {"n": 1}})),
         created_at: at,
         updated_at: at,
         created_by: m.user.id,
@@ -749,7 +754,7 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     let m = member(&db.store, "crud@example.com");
     let skill = insert(db, &m, RecordKind::Skill, None, "first");
     assert_eq!(skill.version, 1);
-    assert_eq!(skill.fields["nested"], json!({"n": 1}));
+    assert_eq!(skill.fields.map()["nested"], json!({"n": 1}));
     assert_eq!(
         db.store
             .find_record(&m.read, RecordKind::Skill, None, skill.id)
@@ -773,14 +778,14 @@ fn records_crud_with_versions_and_activity(db: &Db) {
             None,
             skill.id,
             expected,
-            &fields(json!({"name": name})),
+            &record_fields(json!({"name": name})),
             later,
             &line,
         )
     };
     let v2 = update(Some(1), "second").unwrap().unwrap();
     assert_eq!(v2.version, 2);
-    assert_eq!(v2.fields, fields(json!({"name": "second"})));
+    assert_eq!(v2.fields, record_fields(json!({"name": "second"})));
     assert_eq!(v2.updated_at, later);
     assert_eq!(v2.created_at, skill.created_at);
     // A stale If-Match is a conflict and writes nothing.
@@ -802,7 +807,7 @@ fn records_crud_with_versions_and_activity(db: &Db) {
                 None,
                 new_id(),
                 Some(1),
-                &Map::new(),
+                &RecordFields::from_map(&Map::new()),
                 later,
                 &line
             )
@@ -852,7 +857,7 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
                 None,
                 skill.id,
                 None,
-                &Map::new(),
+                &RecordFields::from_map(&Map::new()),
                 now(),
                 &line
             )
@@ -867,7 +872,7 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
                 None,
                 skill.id,
                 Some(1),
-                &Map::new(),
+                &RecordFields::from_map(&Map::new()),
                 now(),
                 &line
             )
@@ -1008,7 +1013,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
                 Some(other_coll.id),
                 src.id,
                 None,
-                &Map::new(),
+                &RecordFields::from_map(&Map::new()),
                 now(),
                 &line
             )
@@ -1043,7 +1048,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
             Some(coll.id),
             src.id,
             Some(1),
-            &fields(json!({"title": "t"})),
+            &record_fields(json!({"title": "t"})),
             now(),
             &line,
         )
@@ -1529,7 +1534,7 @@ fn concurrent_writers_all_succeed(db: &Db) {
                             Some(coll.id),
                             record.id,
                             Some(1),
-                            &Map::new(),
+                            &RecordFields::from_map(&Map::new()),
                             now(),
                             &line,
                         )
@@ -1555,4 +1560,92 @@ fn concurrent_writers_all_succeed(db: &Db) {
         .list_activity(&m.read, &PageRequest::new(Some(200), None).unwrap())
         .unwrap();
     assert_eq!(feed.items.len(), 161);
+}
+
+// ---- Inline reads (issue 14) ----------------------------------------------------------------
+
+fn inline_reads_never_wait_and_defer_writes(db: &Db) {
+    use gc_domain::ports::{InlineRepo, WorkspaceRepo};
+    let m = member(&db.store, "inline@example.com");
+    if db.store.backend() == "postgres" {
+        // A PostgreSQL answer waits on the network: never on a serving thread.
+        assert!(db.store.reserve_inline().is_none());
+        return;
+    }
+    // Reads on the reserved connection.
+    let guard = db
+        .store
+        .reserve_inline()
+        .expect("an idle inline connection");
+    assert_eq!(db.store.find_user(m.user.id).unwrap(), Some(m.user.clone()));
+    assert!(!guard.deferred());
+    // One reservation per thread.
+    assert!(db.store.reserve_inline().is_none());
+    // Another thread is not bound by this one's reservation.
+    let other = db.store.clone();
+    let id = m.user.id;
+    let seen = std::thread::spawn(move || other.find_user(id).unwrap().is_some())
+        .join()
+        .unwrap();
+    assert!(seen);
+    // A write in a transaction is refused at once and defers the work.
+    let record = new_record(&m, RecordKind::Skill, None, "inline");
+    let line = activity_w(&m.write, "create", None);
+    let err = db
+        .store
+        .insert_record(&m.write, &record, &line)
+        .unwrap_err();
+    assert!(matches!(err, DomainError::Unavailable { .. }), "{err:?}");
+    assert!(guard.deferred());
+    drop(guard);
+    // Nothing was written; the same write on the pool succeeds.
+    assert!(db
+        .store
+        .find_record(&m.read, RecordKind::Skill, None, record.id)
+        .unwrap()
+        .is_none());
+    db.store.insert_record(&m.write, &record, &line).unwrap();
+
+    // A one-statement write (no transaction) is refused by the read-only connection.
+    let guard = db
+        .store
+        .reserve_inline()
+        .expect("an idle inline connection");
+    let err = db.store.touch_session(new_id(), now());
+    assert!(err.is_err());
+    assert!(guard.deferred());
+    drop(guard);
+
+    // Every inline connection reserved (one per thread): the next thread gets none, at once.
+    let (hold, release) = std::sync::mpsc::channel::<()>();
+    let release = std::sync::Arc::new(std::sync::Mutex::new(release));
+    let (reserved_tx, reserved_rx) = std::sync::mpsc::channel::<bool>();
+    let mut holders = Vec::new();
+    for _ in 0..8 {
+        let store = db.store.clone();
+        let release = std::sync::Arc::clone(&release);
+        let reserved_tx = reserved_tx.clone();
+        holders.push(std::thread::spawn(move || {
+            let guard = store.reserve_inline();
+            reserved_tx.send(guard.is_some()).unwrap();
+            let _ = release.lock().unwrap().recv();
+            drop(guard);
+        }));
+    }
+    let got: Vec<bool> = (0..8).map(|_| reserved_rx.recv().unwrap()).collect();
+    let reserved = got.iter().filter(|g| **g).count();
+    assert!(
+        (1..8).contains(&reserved),
+        "a bounded number of inline connections, got {reserved} of 8"
+    );
+    let started = Instant::now();
+    assert!(db.store.reserve_inline().is_none());
+    assert!(started.elapsed() < StdDuration::from_secs(1));
+    for _ in 0..8 {
+        hold.send(()).unwrap();
+    }
+    for h in holders {
+        h.join().unwrap();
+    }
+    assert!(db.store.reserve_inline().is_some());
 }

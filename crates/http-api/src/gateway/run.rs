@@ -92,9 +92,16 @@ async fn pipeline(
     let sealer = state.sealer.clone();
     // One trip to the database: authenticate, then every refusal in the contract's order,
     // the quotas last (they count the request).
+    // On the serving thread when the store can answer at once (`Caller::read`); the body
+    // stays in its slot until `prepare` no longer needs the store, so a second attempt on the
+    // blocking pool still has it.
+    let body = std::sync::Mutex::new(Some(body));
     let plan = caller
-        .db(&state, move |ports, p| {
-            prepare(ports, sealer.as_ref(), runs.leases(), p, body, |r| {
+        .read(&state, move |ports, p| {
+            let mut body = body
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            prepare(ports, sealer.as_ref(), runs.leases(), p, &mut body, |r| {
                 runs.upstream().configured(r)
             })
         })

@@ -9,7 +9,7 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use gc_domain::access::Principal;
 use gc_domain::workspace::{KeyScope, Record, RecordKind};
 use gc_domain::workspace_service as service;
@@ -27,45 +27,80 @@ pub type Fields = crate::extract::Body<Map<String, Value>>;
 
 /// How many times a PATCH without `If-Match` re-reads and re-applies itself when a
 /// concurrent writer got in between its read and its write.
-/// The JSON of a stored record, serialised straight from the record (no copy of its
-/// fields): `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
-pub struct RecordJson<'a>(pub &'a Record);
-
-impl serde::Serialize for RecordJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        const META: [&str; 6] = [
-            "id",
-            "version",
-            "created_at",
-            "updated_at",
-            "created_by",
-            "collection_id",
-        ];
-        let r = self.0;
-        let source = r.kind == RecordKind::MemorySource;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("id", &r.id)?;
-        map.serialize_entry("version", &r.version)?;
-        map.serialize_entry("created_at", &r.created_at)?;
-        map.serialize_entry("updated_at", &r.updated_at)?;
-        map.serialize_entry("created_by", &r.created_by)?;
-        if source {
-            map.serialize_entry("collection_id", &r.parent_id)?;
+/// Appends a stored record's JSON to `out`:
+/// `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
+///
+/// Written by hand, byte for byte what serde writes for the same values (a test holds it to
+/// that): ids are hex and hyphens and timestamps RFC 3339 digits, so nothing needs escaping, and
+/// the fields are the stored object's text, spliced in as they are (issue 14: parsing them into
+/// a map and escaping every string again was a third of a list's work). Validated fields never
+/// use a metadata name (`gc_domain::records` refuses unknown fields, and no field table has
+/// one), so the members stay unique.
+fn write_record(out: &mut Vec<u8>, r: &Record) {
+    out.extend_from_slice(b"{\"id\":");
+    write_id(out, &r.id);
+    out.extend_from_slice(b",\"version\":");
+    out.extend_from_slice(r.version.to_string().as_bytes());
+    out.extend_from_slice(b",\"created_at\":");
+    write_time(out, &r.created_at);
+    out.extend_from_slice(b",\"updated_at\":");
+    write_time(out, &r.updated_at);
+    out.extend_from_slice(b",\"created_by\":");
+    write_id(out, &r.created_by);
+    if r.kind == RecordKind::MemorySource {
+        out.extend_from_slice(b",\"collection_id\":");
+        match &r.parent_id {
+            Some(parent) => write_id(out, parent),
+            None => out.extend_from_slice(b"null"),
         }
-        // Validated fields never use these names; skip them anyway so keys stay unique.
-        for (name, value) in r.fields.iter().filter(|(n, _)| !META.contains(&n.as_str())) {
-            map.serialize_entry(name, value)?;
-        }
-        map.end()
     }
+    let members = r.fields.members();
+    if !members.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members.as_bytes());
+    }
+    out.push(b'}');
 }
 
-/// A page of records: `{data, next_cursor}`.
-#[derive(serde::Serialize)]
-struct RecordPage<'a> {
-    data: Vec<RecordJson<'a>>,
-    next_cursor: Option<String>,
+/// `"0a1b…"`: a hyphenated lower-case id, as serde writes it.
+fn write_id(out: &mut Vec<u8>, id: &Uuid) {
+    let mut buf = Uuid::encode_buffer();
+    out.push(b'"');
+    out.extend_from_slice(id.hyphenated().encode_lower(&mut buf).as_bytes());
+    out.push(b'"');
+}
+
+/// `"2026-11-23T19:44:07.123Z"`: RFC 3339 as chrono's serde writes it.
+fn write_time(out: &mut Vec<u8>, at: &DateTime<Utc>) {
+    out.push(b'"');
+    out.extend_from_slice(
+        at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            .as_bytes(),
+    );
+    out.push(b'"');
+}
+
+/// A JSON response from bytes already written.
+fn json_bytes(mut res: actix_web::HttpResponseBuilder, body: Vec<u8>) -> HttpResponse {
+    res.content_type(header::ContentType::json()).body(body)
+}
+
+/// The body of a page of records: `{data, next_cursor}`.
+fn record_page(items: &[Record], next_cursor: Option<String>) -> Result<Vec<u8>, ApiError> {
+    let size: usize = items.iter().map(|r| r.fields.as_str().len() + 224).sum();
+    let mut out = Vec::with_capacity(size + 64);
+    out.extend_from_slice(b"{\"data\":[");
+    for (i, r) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_record(&mut out, r);
+    }
+    out.extend_from_slice(b"],\"next_cursor\":");
+    serde_json::to_writer(&mut out, &next_cursor)
+        .map_err(|e| ApiError::from(gc_domain::DomainError::Internal(format!("cursor: {e}"))))?;
+    out.push(b'}');
+    Ok(out)
 }
 
 /// The strong entity tag of a version: `"3"`.
@@ -98,9 +133,14 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
 }
 
 /// The record as the body of `res`, with its ETag.
-fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
-    res.insert_header((header::ETAG, etag(r.version)))
-        .json(RecordJson(r))
+fn with_etag(
+    mut res: actix_web::HttpResponseBuilder,
+    r: &Record,
+) -> Result<HttpResponse, ApiError> {
+    let mut body = Vec::with_capacity(r.fields.as_str().len() + 224);
+    write_record(&mut body, r);
+    res.insert_header((header::ETAG, etag(r.version)));
+    Ok(json_bytes(res, body))
 }
 
 /// The activity line of a record write, e.g. `skill.create` with the record as target.
@@ -114,15 +154,15 @@ pub async fn list(
     let page = query.into_inner().and_then(|q| q.page());
     // Credentials first: a bad query from a caller who may not list is still a refusal.
     let page = caller
-        .db(&state, move |store, p| match page {
-            Ok(page) => service::list_records(store, p, kind, parent, &page).map(Ok),
-            Err(e) => p.read_scope(KeyScope::WorkspaceRead).map(|_| Err(e)),
+        .read(&state, move |store, p| match &page {
+            Ok(page) => service::list_records(store, p, kind, parent, page).map(Ok),
+            Err(e) => p
+                .read_scope(KeyScope::WorkspaceRead)
+                .map(|_| Err(e.clone())),
         })
         .await??;
-    Ok(HttpResponse::Ok().json(RecordPage {
-        data: page.items.iter().map(RecordJson).collect(),
-        next_cursor: page.next.map(cursor::encode),
-    }))
+    let body = record_page(&page.items, page.next.map(cursor::encode))?;
+    Ok(json_bytes(HttpResponse::Ok(), body))
 }
 
 pub async fn create(
@@ -137,7 +177,7 @@ pub async fn create(
     let stored = state
         .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
         .await?;
-    Ok(with_etag(HttpResponse::Created(), &stored))
+    with_etag(HttpResponse::Created(), &stored)
 }
 
 pub async fn get(
@@ -148,9 +188,9 @@ pub async fn get(
     id: Uuid,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
-        .db(move |store| service::get_record(store, &p, kind, parent, id))
+        .read(move |store| service::get_record(store, &p, kind, parent, id))
         .await?;
-    Ok(with_etag(HttpResponse::Ok(), &record))
+    with_etag(HttpResponse::Ok(), &record)
 }
 
 pub async fn patch(
@@ -170,7 +210,7 @@ pub async fn patch(
             service::update_record(store, &p, kind, parent, id, expected, &input, Utc::now())
         })
         .await?;
-    Ok(with_etag(HttpResponse::Ok(), &updated))
+    with_etag(HttpResponse::Ok(), &updated)
 }
 
 pub async fn delete(
@@ -184,4 +224,95 @@ pub async fn delete(
         .db(move |store| service::delete_record(store, &p, kind, parent, id, Utc::now()))
         .await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use gc_domain::workspace::RecordFields;
+
+    /// The record's JSON as serde would write it, member by member.
+    fn by_serde(r: &Record) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), serde_json::to_value(r.id).unwrap());
+        m.insert("version".into(), serde_json::to_value(r.version).unwrap());
+        m.insert(
+            "created_at".into(),
+            serde_json::to_value(r.created_at).unwrap(),
+        );
+        m.insert(
+            "updated_at".into(),
+            serde_json::to_value(r.updated_at).unwrap(),
+        );
+        m.insert(
+            "created_by".into(),
+            serde_json::to_value(r.created_by).unwrap(),
+        );
+        if r.kind == RecordKind::MemorySource {
+            m.insert(
+                "collection_id".into(),
+                serde_json::to_value(r.parent_id).unwrap(),
+            );
+        }
+        m.extend(r.fields.map());
+        Value::Object(m)
+    }
+
+    #[test]
+    fn a_record_is_written_as_serde_writes_it() {
+        let fields = |v: Value| RecordFields::from_map(v.as_object().unwrap());
+        let times = [
+            Utc.timestamp_millis_opt(1_795_219_200_000).unwrap(),
+            Utc.timestamp_millis_opt(1_795_219_200_007).unwrap(),
+            Utc.timestamp_millis_opt(1_795_219_200_120).unwrap(),
+            Utc.timestamp_millis_opt(0).unwrap(),
+        ];
+        for (i, kind) in RecordKind::ALL.into_iter().enumerate() {
+            for parent in [None, Some(Uuid::from_u128(7 << 64 | i as u128))] {
+                let r = Record {
+                    id: Uuid::from_u128(0xfeed_0000_0000_0000_0000_0000_0000_0001 + i as u128),
+                    kind,
+                    parent_id: parent,
+                    version: 1 + i as i64 * 1_000_000_007,
+                    fields: fields(
+                        serde_json::json!({"name": "a \"quoted\" name\n", "tags": ["x", "ü"], "n": 1.5}),
+                    ),
+                    created_at: times[i % times.len()],
+                    updated_at: times[(i + 1) % times.len()],
+                    created_by: Uuid::from_u128(u128::MAX - i as u128),
+                };
+                let mut out = Vec::new();
+                write_record(&mut out, &r);
+                let text = std::str::from_utf8(&out).unwrap();
+                let parsed: Value = serde_json::from_str(text).unwrap();
+                assert_eq!(parsed, by_serde(&r), "{text}");
+                // Member order: the metadata first, as documented.
+                assert!(text.starts_with(&format!("{{\"id\":\"{}\",\"version\":", r.id)));
+            }
+        }
+        // No fields at all: still one object.
+        let mut r = Record {
+            id: Uuid::nil(),
+            kind: RecordKind::Skill,
+            parent_id: None,
+            version: 3,
+            fields: fields(serde_json::json!({})),
+            created_at: times[0],
+            updated_at: times[1],
+            created_by: Uuid::nil(),
+        };
+        let mut out = Vec::new();
+        write_record(&mut out, &r);
+        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), by_serde(&r));
+        // A page: `{data, next_cursor}`.
+        r.version = 4;
+        let page = record_page(&[r.clone(), r.clone()], Some("c".into())).unwrap();
+        let page: Value = serde_json::from_slice(&page).unwrap();
+        assert_eq!(page["data"].as_array().map(Vec::len), Some(2));
+        assert_eq!(page["data"][1], by_serde(&r));
+        assert_eq!(page["next_cursor"], "c");
+        let empty: Value = serde_json::from_slice(&record_page(&[], None).unwrap()).unwrap();
+        assert_eq!(empty, serde_json::json!({"data": [], "next_cursor": null}));
+    }
 }

@@ -6,14 +6,18 @@ use diesel::prelude::*;
 use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::ports::WorkspaceRepo;
-use gc_domain::workspace::{Activity, NewActivity, Record, RecordCounts, RecordKind, Settings};
+use gc_domain::workspace::{
+    Activity, NewActivity, Record, RecordCounts, RecordFields, RecordKind, Settings,
+};
 use gc_domain::{DomainError, DomainResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{count, fetch_limit};
 use crate::error::db_error;
-use crate::rows::{json_object, json_text, ms, opt_text, text, time, ActivityRow, RecordRow};
+use crate::rows::{
+    json_object, json_text, ms, opt_text, text, time, ActivityRow, ListedRecordRow, RecordRow,
+};
 use crate::schema::{activity, api_keys, records, settings};
 use crate::store::{DbConnection, DbStore};
 
@@ -132,7 +136,7 @@ impl WorkspaceRepo for DbStore {
                     .filter(records::kind.eq(kind.as_str()))
                     .filter(records::id.lt(&before))
                     .filter(records::parent_id.eq(parent_id))
-                    .select(RecordRow::as_select())
+                    .select(ListedRecordRow::as_select())
                     .order(records::id.desc())
                     .limit(fetch_limit(page))
                     .load(c)),
@@ -141,7 +145,7 @@ impl WorkspaceRepo for DbStore {
                     .filter(records::kind.eq(kind.as_str()))
                     .filter(records::id.lt(&before))
                     .filter(records::parent_id.is_null())
-                    .select(RecordRow::as_select())
+                    .select(ListedRecordRow::as_select())
                     .order(records::id.desc())
                     .limit(fetch_limit(page))
                     .load(c)),
@@ -150,7 +154,7 @@ impl WorkspaceRepo for DbStore {
         })?;
         let records = rows
             .into_iter()
-            .map(RecordRow::into_domain)
+            .map(|row| row.into_domain(kind))
             .collect::<DomainResult<Vec<_>>>()?;
         Ok(page.finish(records, |r| r.id))
     }
@@ -182,7 +186,7 @@ impl WorkspaceRepo for DbStore {
             kind: record.kind.as_str().to_owned(),
             parent_id: opt_text(record.parent_id),
             version: 1,
-            fields: json_text(&record.fields),
+            fields: record.fields.as_str().to_owned(),
             created_at: ms(record.created_at),
             updated_at: ms(record.updated_at),
             created_by: text(record.created_by),
@@ -213,7 +217,7 @@ impl WorkspaceRepo for DbStore {
         parent_id: Option<Uuid>,
         id: Uuid,
         expected_version: Option<i64>,
-        fields: &Map<String, Value>,
+        fields: &RecordFields,
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
@@ -221,7 +225,7 @@ impl WorkspaceRepo for DbStore {
         let tenant_id = text(tenant);
         let parent_id = opt_text(parent_id);
         let id = text(id);
-        let fields = json_text(fields);
+        let fields = fields.as_str();
         self.write("update_record", |conn| {
             if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
                 return Ok(None);
@@ -230,7 +234,7 @@ impl WorkspaceRepo for DbStore {
                 .filter(records::id.eq(&id))
                 .filter(records::tenant_id.eq(&tenant_id));
             let changes = (
-                records::fields.eq(&fields),
+                records::fields.eq(fields),
                 records::version.eq(records::version + 1),
                 records::updated_at.eq(ms(at)),
             );
