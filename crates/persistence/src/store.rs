@@ -564,4 +564,25 @@ mod tests {
             ));
         }
     }
+
+    #[test]
+    fn the_bundled_sqlite_is_built_as_decided() {
+        // `.cargo/config.toml` (decision 0013): plans that never depend on bound values, no
+        // memory-statistics mutex, multi-thread mode (no per-connection mutex).
+        #[derive(diesel::QueryableByName)]
+        struct Opt {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            compile_options: String,
+        }
+        let mut conn = SqliteConnection::establish(":memory:").unwrap();
+        let opts: Vec<String> = diesel::sql_query("PRAGMA compile_options")
+            .load::<Opt>(&mut conn)
+            .unwrap()
+            .into_iter()
+            .map(|o| o.compile_options)
+            .collect();
+        for wanted in ["ENABLE_QPSG", "DEFAULT_MEMSTATUS=0", "THREADSAFE=2"] {
+            assert!(opts.iter().any(|o| o == wanted), "{wanted} not in {opts:?}");
+        }
+    }
 }

@@ -70,13 +70,76 @@ fn write_id(out: &mut Vec<u8>, id: &Uuid) {
     out.push(b'"');
 }
 
-/// `"2026-11-23T19:44:07.123Z"`: RFC 3339 as chrono's serde writes it.
+/// `"2026-11-23T19:44:07.123Z"`: RFC 3339 as chrono's serde writes it (the sub-second digits
+/// in groups of three, only as many as are not zero).
+///
+/// Digit by digit: chrono's formatter allocated a `String` through its formatting machinery for
+/// each of a record's two times, an eighth of a list's instructions (issue 14). Years outside
+/// 0–9999 and leap seconds, which stored records never have, go through chrono.
 fn write_time(out: &mut Vec<u8>, at: &DateTime<Utc>) {
+    use chrono::{Datelike, Timelike};
+    // Each digit is below 10, so the casts keep it; the divisors are constants.
+    fn two(out: &mut Vec<u8>, v: u32) {
+        out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    }
+    fn three(out: &mut Vec<u8>, v: u32) {
+        out.push(b'0' + (v / 100 % 10) as u8);
+        two(out, v % 100);
+    }
+    fn digits(out: &mut Vec<u8>, value: u32, width: u32) {
+        match width {
+            2 => two(out, value),
+            4 => {
+                two(out, value / 100);
+                two(out, value % 100);
+            }
+            _ => {
+                // 3, 6 or 9 sub-second digits, in groups of three.
+                let groups = width / 3;
+                for g in (0..groups).rev() {
+                    let div = match g {
+                        2 => 1_000_000,
+                        1 => 1_000,
+                        _ => 1,
+                    };
+                    three(out, value / div % 1_000);
+                }
+            }
+        }
+    }
+    let year = at.year();
+    let nanos = at.nanosecond();
     out.push(b'"');
-    out.extend_from_slice(
-        at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-            .as_bytes(),
-    );
+    match u32::try_from(year) {
+        Ok(year) if year <= 9999 && nanos < 1_000_000_000 => {
+            digits(out, year, 4);
+            out.push(b'-');
+            digits(out, at.month(), 2);
+            out.push(b'-');
+            digits(out, at.day(), 2);
+            out.push(b'T');
+            digits(out, at.hour(), 2);
+            out.push(b':');
+            digits(out, at.minute(), 2);
+            out.push(b':');
+            digits(out, at.second(), 2);
+            if nanos != 0 {
+                out.push(b'.');
+                if nanos % 1_000_000 == 0 {
+                    digits(out, nanos / 1_000_000, 3);
+                } else if nanos % 1_000 == 0 {
+                    digits(out, nanos / 1_000, 6);
+                } else {
+                    digits(out, nanos, 9);
+                }
+            }
+            out.push(b'Z');
+        }
+        _ => out.extend_from_slice(
+            at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                .as_bytes(),
+        ),
+    }
     out.push(b'"');
 }
 
@@ -267,6 +330,10 @@ mod tests {
             Utc.timestamp_millis_opt(1_795_219_200_007).unwrap(),
             Utc.timestamp_millis_opt(1_795_219_200_120).unwrap(),
             Utc.timestamp_millis_opt(0).unwrap(),
+            Utc.timestamp_nanos(1_795_219_200_000_120_000),
+            Utc.timestamp_nanos(1_795_219_200_000_000_007),
+            Utc.timestamp_millis_opt(-62_135_596_800_001).unwrap(),
+            Utc.timestamp_millis_opt(253_402_300_800_000).unwrap(),
         ];
         for (i, kind) in RecordKind::ALL.into_iter().enumerate() {
             for parent in [None, Some(Uuid::from_u128(7 << 64 | i as u128))] {
@@ -290,6 +357,15 @@ mod tests {
                 // Member order: the metadata first, as documented.
                 assert!(text.starts_with(&format!("{{\"id\":\"{}\",\"version\":", r.id)));
             }
+        }
+        // Every time: milli-, micro- and nanosecond digits, and years outside 0–9999.
+        for at in times {
+            let mut out = Vec::new();
+            write_time(&mut out, &at);
+            assert_eq!(
+                serde_json::from_slice::<Value>(&out).unwrap(),
+                serde_json::to_value(at).unwrap()
+            );
         }
         // No fields at all: still one object.
         let mut r = Record {

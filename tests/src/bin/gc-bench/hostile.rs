@@ -168,7 +168,7 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn client_from(ip: IpAddr) -> reqwest::Client {
+pub(crate) fn client_from(ip: IpAddr) -> reqwest::Client {
     reqwest::Client::builder()
         .local_address(ip)
         .pool_max_idle_per_host(4)
@@ -176,13 +176,13 @@ fn client_from(ip: IpAddr) -> reqwest::Client {
         .unwrap()
 }
 
-type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
+pub(crate) type Counts = Arc<Mutex<BTreeMap<String, u64>>>;
 
 fn count(counts: &Counts, key: String) {
     *counts.lock().unwrap().entry(key).or_insert(0) += 1;
 }
 
-fn show(counts: &Counts) -> String {
+pub(crate) fn show(counts: &Counts) -> String {
     counts
         .lock()
         .unwrap()
@@ -214,7 +214,7 @@ async fn probe(client: &reqwest::Client, base: &str, cookie: &str, secs: f64) ->
 }
 
 /// Closed-loop flooders until `until`; each pauses 100 ms after a refusal.
-fn flood<F>(
+pub(crate) fn flood<F>(
     clients: Vec<reqwest::Client>,
     until: Instant,
     counts: Counts,
