@@ -18,6 +18,11 @@
 //! - **Time-out.** A flight ends at its deadline (counted from admission, queue included):
 //!   the download future is dropped and the [`CancelFlag`] stops unpacking and scanning at
 //!   their next check; the slot and the memory are released when the work has stopped.
+//! - **Priority.** Every thread of the executor runs at the lowest scheduling priority of the
+//!   normal policy (nice 19 on Linux, [`lower_priority`]): when scans and the embedding
+//!   program's request threads want the same cores, the request threads win, so a Guard flood
+//!   does not slow sign-ins or reads (issue 9). Scans then get what is left; one that gets too
+//!   little reaches its time-out like any other.
 
 use crate::fetch::{
     scan_tarball, validated, CancelFlag, FetchError, GitHubFetcher, MemoryReservation, RepoScan,
@@ -284,6 +289,19 @@ impl Inner {
     }
 }
 
+/// Lowers the calling thread to the lowest priority of the normal scheduling policy (nice 19
+/// on Linux). Lowering needs no privilege; when the system refuses anyway, the thread keeps
+/// its priority and says so once in the log.
+fn lower_priority() {
+    use thread_priority::{set_current_thread_priority, ThreadPriority};
+    if let Err(e) = set_current_thread_priority(ThreadPriority::Min) {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(error = ?e, "guard threads could not lower their priority");
+        });
+    }
+}
+
 impl ScanExecutor {
     /// Starts the executor's threads.
     pub fn new(fetcher: GitHubFetcher, config: ExecutorConfig) -> Result<Self, FetchError> {
@@ -292,6 +310,7 @@ impl ScanExecutor {
             .worker_threads(1)
             .max_blocking_threads(concurrency)
             .thread_name("gc-guard")
+            .on_thread_start(lower_priority)
             .enable_all()
             .build()
             .map_err(|e| FetchError::Config(format!("guard runtime: {e}")))?;
@@ -464,6 +483,32 @@ mod tests {
         })
         .unwrap();
         ScanExecutor::new(fetcher, config).unwrap()
+    }
+
+    /// The nice value of the calling thread (Linux: field 19 of its `stat`).
+    #[cfg(target_os = "linux")]
+    fn own_nice() -> i64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The command name (field 2) is in parentheses and may hold spaces: count after it.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        rest.split(' ').nth(16).unwrap().parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_executor_threads_yield_to_the_program_s_own() {
+        let ex = executor(ExecutorConfig::default());
+        let before = own_nice();
+        let runtime = ex.runtime().unwrap();
+        let (io, blocking) = runtime.block_on(async {
+            let io = tokio::spawn(async { own_nice() }).await.unwrap();
+            let blocking = tokio::task::spawn_blocking(own_nice).await.unwrap();
+            (io, blocking)
+        });
+        assert_eq!(io, 19, "the executor's I/O thread");
+        assert_eq!(blocking, 19, "a scanning thread");
+        // The caller's own thread is untouched.
+        assert_eq!(own_nice(), before);
     }
 
     #[test]

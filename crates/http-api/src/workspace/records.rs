@@ -78,69 +78,56 @@ fn write_id(out: &mut Vec<u8>, id: &Uuid) {
 /// 0–9999 and leap seconds, which stored records never have, go through chrono.
 fn write_time(out: &mut Vec<u8>, at: &DateTime<Utc>) {
     use chrono::{Datelike, Timelike};
-    // Each digit is below 10, so the casts keep it; the divisors are constants.
-    fn two(out: &mut Vec<u8>, v: u32) {
-        out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
-    }
-    fn three(out: &mut Vec<u8>, v: u32) {
-        out.push(b'0' + (v / 100 % 10) as u8);
-        two(out, v % 100);
-    }
-    fn digits(out: &mut Vec<u8>, value: u32, width: u32) {
-        match width {
-            2 => two(out, value),
-            4 => {
-                two(out, value / 100);
-                two(out, value % 100);
-            }
-            _ => {
-                // 3, 6 or 9 sub-second digits, in groups of three.
-                let groups = width / 3;
-                for g in (0..groups).rev() {
-                    let div = match g {
-                        2 => 1_000_000,
-                        1 => 1_000,
-                        _ => 1,
-                    };
-                    three(out, value / div % 1_000);
-                }
-            }
+    /// Writes `value`'s last `to - from` decimal digits into `buf[from..to]`.
+    fn put(buf: &mut [u8], from: usize, to: usize, mut value: u32) {
+        for slot in buf[from..to].iter_mut().rev() {
+            // A digit is below 10, so the cast keeps it.
+            *slot = b'0' + (value % 10) as u8;
+            value /= 10;
         }
     }
-    let year = at.year();
-    let nanos = at.nanosecond();
-    out.push(b'"');
-    match u32::try_from(year) {
-        Ok(year) if year <= 9999 && nanos < 1_000_000_000 => {
-            digits(out, year, 4);
-            out.push(b'-');
-            digits(out, at.month(), 2);
-            out.push(b'-');
-            digits(out, at.day(), 2);
-            out.push(b'T');
-            digits(out, at.hour(), 2);
-            out.push(b':');
-            digits(out, at.minute(), 2);
-            out.push(b':');
-            digits(out, at.second(), 2);
-            if nanos != 0 {
-                out.push(b'.');
-                if nanos % 1_000_000 == 0 {
-                    digits(out, nanos / 1_000_000, 3);
-                } else if nanos % 1_000 == 0 {
-                    digits(out, nanos / 1_000, 6);
-                } else {
-                    digits(out, nanos, 9);
-                }
-            }
-            out.push(b'Z');
+    // The calendar fields off the naive UTC value: `DateTime`'s own accessors convert to
+    // local time (a no-op for UTC, but not free) on every call.
+    let at_utc = at.naive_utc();
+    let (date, time) = (at_utc.date(), at_utc.time());
+    let nanos = time.nanosecond();
+    let year = match u32::try_from(date.year()) {
+        Ok(year) if year <= 9999 && nanos < 1_000_000_000 => year,
+        _ => {
+            out.push(b'"');
+            out.extend_from_slice(
+                at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                    .as_bytes(),
+            );
+            out.push(b'"');
+            return;
         }
-        _ => out.extend_from_slice(
-            at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-                .as_bytes(),
-        ),
+    };
+    let mut buf = *b"\"0000-00-00T00:00:00.000000000Z\"";
+    let secs = time.num_seconds_from_midnight();
+    put(&mut buf, 1, 5, year);
+    put(&mut buf, 6, 8, date.month());
+    put(&mut buf, 9, 11, date.day());
+    put(&mut buf, 12, 14, secs / 3600);
+    put(&mut buf, 15, 17, secs / 60 % 60);
+    put(&mut buf, 18, 20, secs % 60);
+    // Sub-second digits in groups of three, as many as are not zero; none for a whole second.
+    let fraction = if nanos == 0 {
+        0
+    } else if nanos % 1_000_000 == 0 {
+        3
+    } else if nanos % 1_000 == 0 {
+        6
+    } else {
+        9
+    };
+    put(&mut buf, 21, 30, nanos);
+    if fraction == 0 {
+        out.extend_from_slice(&buf[..20]);
+    } else {
+        out.extend_from_slice(&buf[..21 + fraction]);
     }
-    out.push(b'"');
+    out.extend_from_slice(b"Z\"");
 }
 
 /// A JSON response from bytes already written.
