@@ -713,6 +713,49 @@ gateway_tests! {
         assert_eq!(s.hk.chat_requests().len(), 2);
     }
 
+    async fn the_month_the_minute_and_the_key_s_tokens_are_each_counted(s) {
+        // Three token windows read in one statement: the tenant's month and minute, the key's
+        // minute. Each completion reports 12 tokens.
+        let second = chrono::Utc::now().timestamp() % 60;
+        if second > 45 {
+            // The minute windows must not roll over in the middle of the test.
+            tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+        }
+        s.add_key("AIHK", SECRET, true).await;
+        s.limit_tenant(json!({"tokens_per_minute": 40, "monthly_tokens": 1000})).await;
+        let r = s.member.post("/workspace/api-keys",
+            json!({"name": "ci", "scopes": ["run"], "limits": {"tokens_per_minute": 20}})).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        let ci = s.member.with_key(r.body["key"].as_str().unwrap());
+        let member = s.member.clone();
+        let used = async |n: u64| {
+            eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n).await;
+        };
+        // A session's run counts for the tenant, not for the key.
+        assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
+        used(1).await;
+        // Tenant 12 of 40, key 0 of 20: the key's 20 is the tighter (a mix-up of the windows
+        // would show 8).
+        let r = ci.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("20"));
+        used(2).await;
+        // Tenant 24 of 40, key 12 of 20.
+        let r = ci.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("8"));
+        used(3).await;
+        // The key's minute is used up (24 of 20); the tenant's is not (36 of 40).
+        assert_error(&ci.post("/run", s.chat()).await, 429, "rate_limited");
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("4"), "40 - 36 for the tenant");
+        used(4).await;
+        // Now the tenant's minute is used up too (48 of 40), while its month is not.
+        assert_error(&s.member.post("/run", s.chat()).await, 429, "rate_limited");
+        assert_eq!(s.hk.chat_requests().len(), 4);
+    }
+
     async fn models_list_the_region_and_auto_first(s) {
         let key = s.member.keyed(&["run"]).await;
         let r = key.get("/models").await;
