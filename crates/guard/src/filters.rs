@@ -468,6 +468,14 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     if after.starts_with(".pub") {
         return Outcome::Drop;
     }
+    // This very path is the identity of a connection or the key loaded into the agent
+    // (`ssh -i KEY host`, `rsync -e "ssh -i KEY"`, `ssh-add KEY`): the key authenticates, its
+    // contents do not travel, even when the line is a network command. Another mention of a
+    // key on the same line is judged on its own.
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    if key_in_use_position(before) {
+        return Outcome::Adjust(Severity::Low);
+    }
     if mentions_network(line) {
         return Outcome::Adjust(Severity::High);
     }
@@ -490,6 +498,53 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
+}
+
+/// True when the text before a key path (on its line) makes the path the argument of an
+/// identity option (`-i`, `IdentityFile`, `--private-key`, `--key-file`) or of a command that
+/// uses a key in place (`ssh-add`, `ssh-keygen`, `chmod`), so the key is used, not read.
+fn key_in_use_position(before: &str) -> bool {
+    // Drop the start of the path itself (`~/`, `$HOME/`, `"${HOME}/`, `--private-key=~/`).
+    let trimmed = before.trim_end_matches(|c: char| !c.is_whitespace());
+    let token = before.get(trimmed.len()..).unwrap_or("");
+    let option = token
+        .split_once('=')
+        .map(|(o, _)| o.trim_start_matches(['"', '\'']).to_ascii_lowercase());
+    let identity = |w: &str| {
+        matches!(
+            w,
+            "-i" | "identityfile"
+                | "--private-key"
+                | "--key-file"
+                | "--identity-file"
+                | "--ssh-key"
+                | "-identityfile"
+        )
+    };
+    if option.as_deref().is_some_and(identity) {
+        return true;
+    }
+    let words: Vec<String> = trimmed
+        .split_whitespace()
+        .rev()
+        .take(6)
+        .map(|w| {
+            w.trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '(' | ';' | '&' | '|'))
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let Some(last) = words.first() else {
+        return false;
+    };
+    if identity(last) {
+        return true;
+    }
+    // `ssh-add [-K|--apple-use-keychain] KEY`, `ssh-keygen -y -f KEY`, `chmod 600 KEY`.
+    words
+        .iter()
+        .skip_while(|w| w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit()))
+        .next()
+        .is_some_and(|w| matches!(w.as_str(), "ssh-add" | "ssh-keygen" | "chmod"))
 }
 
 /// An instruction to read a private directory: a public key (`~/.ssh/id_ed25519.pub`) is not
@@ -704,6 +759,171 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
         }
     });
     if known || github_release_installer(url) {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Words a URL template names its resource with (`{owner}/{repo}/pull/{number}`,
+/// `?version={version}`): filled in, they say which page to open, not what the user said.
+const RESOURCE_WORDS: &[&str] = &[
+    "owner",
+    "org",
+    "organization",
+    "organisation",
+    "user",
+    "username",
+    "login",
+    "repo",
+    "repository",
+    "project",
+    "number",
+    "num",
+    "id",
+    "issue",
+    "pr",
+    "pull",
+    "branch",
+    "tag",
+    "ref",
+    "sha",
+    "commit",
+    "version",
+    "ver",
+    "release",
+    "slug",
+    "page",
+    "lang",
+    "locale",
+    "language",
+    "year",
+    "month",
+    "day",
+    "date",
+    "package",
+    "pkg",
+    "crate",
+    "module",
+    "team",
+    "workspace",
+    "namespace",
+    "ns",
+    "region",
+    "zone",
+    "service",
+    "app",
+    "major",
+    "minor",
+    "patch",
+    "build",
+    "run",
+    "job",
+    "workflow",
+    "milestone",
+    "label",
+    "discussion",
+    "gist",
+    "os",
+    "arch",
+    "platform",
+    "target",
+    "ext",
+    "format",
+    "width",
+    "height",
+    "size",
+    "host",
+    "port",
+    "name",
+];
+
+/// The placeholder names of a URL: `{name}`, `{{ name }}`, `${name}`, `$name`, `<name>`,
+/// `%7Bname%7D`, `[NAME]`; `None` stands for a nameless one (`%s`, `{}`).
+fn url_placeholders(url: &str) -> Vec<Option<String>> {
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let mut out = Vec::new();
+    let lower = url.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(i) = rest.find(['{', '$', '<', '[', '%']) {
+        let tail = rest.get(i..).unwrap_or("");
+        let (open_len, close): (usize, &[&str]) = if tail.starts_with("%7b") {
+            (3, &["%7d"])
+        } else if tail.starts_with("%s") {
+            out.push(None);
+            (2, &[])
+        } else if tail.starts_with('%') {
+            (1, &[])
+        } else if tail.starts_with("${") {
+            (2, &["}"])
+        } else if tail.starts_with('$') {
+            (1, &[""])
+        } else if tail.starts_with('<') {
+            (1, &[">"])
+        } else if tail.starts_with('[') {
+            (1, &["]"])
+        } else {
+            (1, &["}"])
+        };
+        let inner = tail.get(open_len..).unwrap_or("");
+        let inner = inner.trim_start_matches(['{', ' ']);
+        let name: String = inner.chars().take_while(|&c| name_char(c)).collect();
+        let after = inner
+            .get(name.len()..)
+            .unwrap_or("")
+            .trim_start_matches(' ');
+        if let Some(c) = close.first() {
+            if c.is_empty() || after.starts_with(c) {
+                out.push(if name.is_empty() { None } else { Some(name) });
+            }
+        }
+        rest = tail.get(open_len.max(1)..).unwrap_or("");
+    }
+    out
+}
+
+/// True when a placeholder name is made only of resource words (`repo`, `issue_number`,
+/// `packageName`).
+fn names_a_resource(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.') {
+            words.push(std::mem::take(&mut word));
+        } else {
+            word.push(c.to_ascii_lowercase());
+        }
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    !words.is_empty()
+        && words.iter().all(|w| RESOURCE_WORDS.contains(&w.as_str()))
+        // `{name}` alone may be the user's name; `{repo_name}` is a resource.
+        && words.iter().any(|w| w != "name")
+}
+
+/// Markdown/HTML image and link beacons: a URL template whose every placeholder names the
+/// resource (`https://github.com/{owner}/{repo}/pull/{number}`) is a link pattern, reported as
+/// low; a placeholder for anything else (conversation, secrets, `%s`) keeps the rule's
+/// severity.
+pub(crate) fn data_placeholders(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched();
+    let url_at = m.find("](").map_or(0, |i| i + 2);
+    let from = m
+        .get(url_at..)
+        .and_then(|t| t.find("http"))
+        .map_or(ctx.start(), |i| ctx.start() + url_at + i);
+    let rest = ctx.text.get(from..ctx.line_end).unwrap_or("");
+    let url_end = rest
+        .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '`'))
+        .unwrap_or(rest.len());
+    let url = rest.get(..url_end).unwrap_or("");
+    let names = url_placeholders(url);
+    if !names.is_empty()
+        && names
+            .iter()
+            .all(|n| n.as_deref().is_some_and(names_a_resource))
+    {
         Outcome::Adjust(Severity::Low)
     } else {
         Outcome::Keep

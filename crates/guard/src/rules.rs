@@ -1122,9 +1122,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Markdown image beacon",
         description: "A Markdown or HTML image whose URL query carries templated data, leaking conversation content when rendered.",
         remediation: "Do not render images with data-bearing query strings.",
-        detector: line(
+        detector: line_f(
             &["![", "<img"],
             r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*https?://[^)\s?]+/(?:\{\{|\{[A-Za-z_]|\$\{|<[A-Za-z_]|%7B)|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*)?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+            filters::data_placeholders,
         ),
     },
     RuleDef {
@@ -1134,9 +1135,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Link that carries data",
         description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
         remediation: "Do not build links from conversation data.",
-        detector: line(
+        detector: line_f(
             &["](", "href"],
             r#"(?i)(?:^|[^!])\[[^\]\n]*\]\(\s*https?://[^)\s]+(?:\?[^)\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<a\b[^>\n]*\bhref\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+            filters::data_placeholders,
         ),
     },
     RuleDef {

@@ -658,7 +658,12 @@ fn keep_within_scan_caps(
 /// Why a filter lowered a rule's severity.
 fn lowered_reason(id: &str) -> &'static str {
     match id {
-        "exfil.credential-file" => "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent",
+        "exfil.credential-file" | "tool.sensitive-file-instruction" => {
+            "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent"
+        }
+        "exfil.markdown-image-beacon" | "exfil.markdown-link-beacon" => {
+            "every placeholder of the URL names the resource (owner, repository, number, version), not data to be sent"
+        }
         "secret.stripe-key" => "a test-mode key",
         id if id.starts_with("exec.") || id.starts_with("url.") => {
             "the script comes from a well-known vendor installer (the host or a GitHub release installer)"
