@@ -728,6 +728,37 @@ fn github_release_installer(url: &str) -> bool {
             || file == "install.ps1")
 }
 
+/// A project's own install script at a conventional place of its GitHub repository
+/// (`raw.githubusercontent.com/OWNER/REPO/REF/install.sh`, `…/scripts/install.sh`,
+/// `github.com/OWNER/REPO/raw/REF/install.sh`), the way most command-line tools document their
+/// installation. As with release installers, the script is reported as low, not hidden.
+fn github_repository_installer(url: &str) -> bool {
+    let parts: Vec<&str> = if let Some(rest) = url.strip_prefix("raw.githubusercontent.com/") {
+        rest.split('/').collect()
+    } else if let Some(rest) = url.strip_prefix("github.com/") {
+        let p: Vec<&str> = rest.split('/').collect();
+        if p.get(2) != Some(&"raw") {
+            return false;
+        }
+        p.iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 2)
+            .map(|(_, s)| *s)
+            .collect()
+    } else {
+        return false;
+    };
+    // OWNER / REPO / REF / [one or two folders /] FILE
+    let file = parts.last().copied().unwrap_or("");
+    let file = file.split(['?', '#']).next().unwrap_or(file);
+    let installer_name = matches!(file, "install.sh" | "installer.sh" | "install" | "get.sh")
+        || file.ends_with("-installer.sh")
+        || file.ends_with("-install.sh");
+    (4..=6).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && *p != "..")
+        && installer_name
+}
+
 /// Reports `curl | sh` from a well-known installer as low.
 pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
     let mut m = ctx.matched().to_ascii_lowercase();
@@ -758,7 +789,7 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
             host == *k || host.ends_with(&format!(".{k}"))
         }
     });
-    if known || github_release_installer(url) {
+    if known || github_release_installer(url) || github_repository_installer(url) {
         Outcome::Adjust(Severity::Low)
     } else {
         Outcome::Keep
