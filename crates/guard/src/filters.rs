@@ -644,6 +644,29 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
+/// Instructions to put data into a URL: as `not_quoted_or_negated`, except that a URL written
+/// as code (`` `https://…?q=` followed by the summary``) is still an instruction.
+pub(crate) fn data_into_url(ctx: &MatchCtx<'_>) -> Outcome {
+    if !ctx.matched().starts_with("http") {
+        return not_quoted_or_negated(ctx);
+    }
+    let before = ctx
+        .text
+        .get(ctx.line_start..ctx.start())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let negated = before
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
+        .rev()
+        .take(6)
+        .any(|w| matches!(w, "never" | "not" | "don't" | "dont" | "cannot" | "can't"));
+    if negated {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
 /// `eval`/`exec` called as a method (`df.eval(x)`, `regex.exec(s)`) is not Python/JS eval.
 pub(crate) fn not_method_call(ctx: &MatchCtx<'_>) -> Outcome {
     let before = ctx.text.get(..ctx.start()).unwrap_or("");
@@ -867,6 +890,42 @@ const RESOURCE_WORDS: &[&str] = &[
     "host",
     "port",
     "name",
+    "site",
+    "baseurl",
+    "base",
+    "url",
+    "static",
+    "asset",
+    "assets",
+    "image",
+    "img",
+    "icon",
+    "logo",
+    "theme",
+    "color",
+    "colour",
+    "style",
+    "account",
+    "tenant",
+    "instance",
+    "subdomain",
+    "domain",
+    "server",
+    "cluster",
+    "bucket",
+    "container",
+    "database",
+    "db",
+    "table",
+    "dataset",
+    "index",
+    "collection",
+    "model",
+    "endpoint",
+    "api",
+    "uid",
+    "userid",
+    "pid",
 ];
 
 /// The placeholder names of a URL: `{name}`, `{{ name }}`, `${name}`, `$name`, `<name>`,
@@ -884,6 +943,22 @@ fn url_placeholders(url: &str) -> Vec<Option<String>> {
             out.push(None);
             (2, &[])
         } else if tail.starts_with('%') {
+            // `%USER_QUESTION%`, not a percent-encoded byte (`%E2%80`).
+            let name: String = tail
+                .get(1..)
+                .unwrap_or("")
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+                .collect();
+            if name.len() >= 4
+                && tail
+                    .get(1 + name.len()..)
+                    .is_some_and(|r| r.starts_with('%'))
+            {
+                out.push(Some(name.clone()));
+                rest = tail.get(2 + name.len()..).unwrap_or("");
+                continue;
+            }
             (1, &[])
         } else if tail.starts_with("${") {
             (2, &["}"])

@@ -1051,7 +1051,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Never send environment variables anywhere.",
         detector: line(
             &["$(env", "$( env", "$(printenv", "$(set", "env |", "env|", "printenv", "process.env", "os.environ"],
-            r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*\b(?:dict\()?os\.environ\b"#,
+            r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*(?:\bdict\(\s*os\.environ\b|\*\*os\.environ\b|[=:(,]\s*os\.environ\s*(?:[,)}]|\.(?:copy|items|keys|values)\(|$))"#,
         ),
     },
     RuleDef {
@@ -1124,7 +1124,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Do not render images with data-bearing query strings.",
         detector: line_f(
             &["![", "<img"],
-            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*https?://[^)\s?]+/(?:\{\{|\{[A-Za-z_]|\$\{|<[A-Za-z_]|%7B)|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*)?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<img\b[^>\n]*\bsrc\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
             filters::data_placeholders,
         ),
     },
@@ -1136,8 +1136,8 @@ pub static RULES: &[RuleDef] = &[
         description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
         remediation: "Do not build links from conversation data.",
         detector: line_f(
-            &["](", "href"],
-            r#"(?i)(?:^|[^!])\[[^\]\n]*\]\(\s*https?://[^)\s]+(?:\?[^)\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<a\b[^>\n]*\bhref\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+            &["](", "href", "]:"],
+            r#"(?im)(?:^|[^!])\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|^\s{0,3}\[[^\]\n]+\]:\s*<?https?://[^\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<a\b[^>\n]*\bhref\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
             filters::data_placeholders,
         ),
     },
@@ -1149,9 +1149,9 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells the model to append or encode conversation data, secrets or user data into a URL, link or image address.",
         remediation: "Remove it; data must not leave through rendered links or images.",
         detector: line_f(
-            &["url", "link", "image", "query", "src", "href"],
-            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b",
-            filters::not_quoted_or_negated,
+            &["url", "link", "image", "query", "src", "href", "followed by", "=<", "/<", "append"],
+            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b|https?://[^\s)>\]`'\x22]*[?&][\w.-]*=[)\]`'\x22]?,?\s+(?:followed\s+by|plus|\+|then|with|and\s+append(?:ing)?|appending)\b[^.\n]{0,80}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b|https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{0,100}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b[^>\n]{0,100}>",
+            filters::data_into_url,
         ),
     },
     RuleDef {
