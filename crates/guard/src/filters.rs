@@ -1036,7 +1036,224 @@ pub(crate) fn data_placeholders(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
-/// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
+/// The words of an identifier, lowercased (`GITHUB_TOKEN`, `openaiApiKey`, `gh-pat`).
+fn identifier_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            words.push(std::mem::take(&mut word));
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower {
+            words.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    words
+}
+
+/// Words that make a name a credential's.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "key",
+    "apikey",
+    "password",
+    "passwd",
+    "pwd",
+    "credential",
+    "credentials",
+    "creds",
+    "pat",
+];
+
+/// Words of a credential's name that do not name its service.
+const GENERIC_CREDENTIAL_WORDS: &[&str] = &[
+    "api",
+    "access",
+    "client",
+    "auth",
+    "private",
+    "bot",
+    "app",
+    "id",
+    "user",
+    "personal",
+    "env",
+    "prod",
+    "production",
+    "dev",
+    "live",
+    "test",
+    "my",
+    "account",
+    "service",
+    "bearer",
+    "oauth",
+    "refresh",
+    "session",
+    "signing",
+    "webhook",
+    "the",
+    "default",
+    "admin",
+    "master",
+    "root",
+    "read",
+    "write",
+    "org",
+    "team",
+    "project",
+    "workspace",
+    "cloud",
+    "http",
+    "https",
+    "url",
+    "v1",
+    "v2",
+    "value",
+    "data",
+    "new",
+    "old",
+    "local",
+    "global",
+    "shared",
+    "public",
+    "publishable",
+];
+
+/// Short names and the host names of their services.
+const SERVICE_ALIASES: &[(&str, &[&str])] = &[
+    ("gh", &["github"]),
+    ("hf", &["huggingface", "hf.co"]),
+    ("aws", &["amazonaws", "aws"]),
+    ("gcp", &["google"]),
+    ("gcloud", &["google"]),
+    ("google", &["google"]),
+    ("az", &["azure", "microsoft", "windows.net"]),
+    ("azure", &["azure", "microsoft", "windows.net"]),
+    ("jira", &["atlassian"]),
+    ("confluence", &["atlassian"]),
+    ("bitbucket", &["bitbucket", "atlassian"]),
+    ("dd", &["datadog"]),
+    ("cf", &["cloudflare"]),
+    ("hubspot", &["hubapi", "hubspot"]),
+    ("npm", &["npmjs", "npm"]),
+    ("tg", &["telegram"]),
+    ("telegram", &["telegram", "t.me"]),
+    ("twitter", &["twitter", "x.com"]),
+    ("claude", &["anthropic"]),
+    ("gemini", &["google"]),
+    ("ms", &["microsoft", "azure"]),
+    ("teams", &["microsoft", "office"]),
+];
+
+fn is_credential_name(name: &str) -> bool {
+    identifier_words(name)
+        .iter()
+        .any(|w| CREDENTIAL_WORDS.contains(&w.as_str()))
+}
+
+/// The first capture group that took part in the match.
+fn first_group<'a>(ctx: &MatchCtx<'a>) -> Option<regex::Match<'a>> {
+    ctx.caps.iter().skip(1).flatten().next()
+}
+
+/// DNS names built from a variable: only a credential's name counts.
+pub(crate) fn secret_named_variable(ctx: &MatchCtx<'_>) -> Outcome {
+    match first_group(ctx) {
+        Some(g) if is_credential_name(g.as_str()) => Outcome::Keep,
+        _ => Outcome::Drop,
+    }
+}
+
+/// A credential named after a service, put into the body or query of a request: kept when the
+/// request goes to a host that does not carry the service's name (a credential sent to its own
+/// service is authentication). Names without a service (`API_KEY`), requests to a host held in
+/// a variable and credentials in headers are left alone.
+pub(crate) fn secret_to_other_host(ctx: &MatchCtx<'_>) -> Outcome {
+    let Some(g) = first_group(ctx) else {
+        return Outcome::Drop;
+    };
+    let name = g.as_str();
+    if !is_credential_name(name) {
+        return Outcome::Drop;
+    }
+    let line = ctx.line();
+    let lower = line.to_ascii_lowercase();
+    let at = g.start().saturating_sub(ctx.line_start);
+    let before = lower.get(..at).unwrap_or("");
+    // `headers={…}` or `auth=` between the body keyword and the credential: authentication.
+    let body_at = [
+        "json", "data", "params", "files", "body", "fields", "form", "qs", "?", "&",
+    ]
+    .iter()
+    .filter_map(|k| before.rfind(k))
+    .max();
+    let header_at = [
+        "headers",
+        "auth=",
+        "authorization",
+        "-h ",
+        "--header",
+        "-u ",
+    ]
+    .iter()
+    .filter_map(|k| before.rfind(k))
+    .max();
+    if header_at.is_some_and(|h| body_at.is_none_or(|b| h > b)) {
+        return Outcome::Drop;
+    }
+    let Some(i) = lower.find("://") else {
+        return Outcome::Drop;
+    };
+    let rest = lower.get(i + 3..).unwrap_or("");
+    let host_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+        .unwrap_or(rest.len());
+    let host = rest.get(..host_end).unwrap_or("");
+    if host.is_empty()
+        || host == "localhost"
+        || host.starts_with("127.")
+        || host.starts_with("10.")
+        || host.starts_with("192.168.")
+    {
+        return Outcome::Drop;
+    }
+    let services: Vec<String> = identifier_words(name)
+        .into_iter()
+        .filter(|w| {
+            !CREDENTIAL_WORDS.contains(&w.as_str())
+                && !GENERIC_CREDENTIAL_WORDS.contains(&w.as_str())
+                && !w.chars().all(|c| c.is_ascii_digit())
+        })
+        .collect();
+    if services.is_empty() {
+        return Outcome::Drop;
+    }
+    let own_host = services.iter().any(|w| {
+        w.len() >= 3 && host.contains(w.as_str())
+            || SERVICE_ALIASES
+                .iter()
+                .filter(|(alias, _)| alias == w)
+                .any(|(_, hosts)| hosts.iter().any(|h| host.contains(h)))
+    });
+    if own_host {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Keeps only public IPv4 literals/// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
 pub(crate) fn public_ip(ctx: &MatchCtx<'_>) -> Outcome {
     let host = ctx.value();
     let addr: Option<std::net::Ipv4Addr> =

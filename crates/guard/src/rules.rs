@@ -1037,8 +1037,8 @@ pub static RULES: &[RuleDef] = &[
         description: "References a private key, cloud or registry credential file (high when the same line sends data over the network).",
         remediation: "A skill must not read the user's credentials.",
         detector: line_f(
-            &[".ssh/id_", ".aws/credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
-            r"(?i)\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
+            &[".ssh/id_", ".ssh\\id_", ".aws/credentials", ".aws\\credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
+            r"(?i)\.ssh[/\\]id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws[/\\]credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
             filters::credential_file,
         ),
     },
@@ -1116,6 +1116,32 @@ pub static RULES: &[RuleDef] = &[
         ),
     },
     RuleDef {
+        id: "exfil.secret-to-other-host",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Credential sent to another host",
+        description: "A credential named after a service (GITHUB_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY ...) is put into the body, form or query of a request to a host of another name; sent to its own service (api.github.com) it is authentication, not reported.",
+        remediation: "Send a credential only to the service it belongs to, in its authorization header.",
+        detector: line_f(
+            &["curl", "wget", "xh ", "invoke-restmethod", "invoke-webrequest", "irm ", "iwr ", "environ", "getenv", "process.env", "={", "=${", "=' +", "=\" +", "='+", "=\"+"],
+            r#"(?i)\b(?:curl|wget|http|xh|Invoke-RestMethod|Invoke-WebRequest|irm|iwr)\b[^\n]*?(?:\s(?:-d|--data(?:-raw|-binary|-urlencode|-ascii)?|-F|--form(?:-string)?|--post-data|--body-data|--json|-Body)(?:\s+|=)(?:\x22[^\x22\n]*?|'[^'\n]*?|[^\s\x22']*?)|[?&][\w.-]+=)\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)|\.(?:post|put|patch|get|request)\s*\([^\n]*?\b(?:json|data|params|files|body|fields)\s*=[^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)|\b(?:fetch|axios(?:\.\w+)?|got(?:\.\w+)?|request|ky(?:\.\w+)?)\s*\([^\n]*?\b(?:body|data|params|json|form|qs|searchParams)\s*:[^\n]*?process\.env(?:\.|\[\s*['\x22])([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=(?:\{|\$\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=['\x22]\s*\+\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)"#,
+            filters::secret_to_other_host,
+        ),
+    },
+    RuleDef {
+        id: "exfil.dns-secret-name",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Credential placed in a DNS name",
+        description: "A host name that holds a secret-named variable (a token, key, password or credential) is resolved (dig, nslookup, host, ping, Resolve-DnsName, gethostbyname, dns.lookup): the secret leaves in the DNS query.",
+        remediation: "Never build host names from credentials.",
+        detector: line_f(
+            &["dig ", "nslookup", "host $", "host \"$", "drill ", "ping $", "ping \"$", "ping -", "resolve-dnsname", "gethostbyname", "getaddrinfo", "resolver.", "dns.lookup", "dns.resolve", "dns.promises"],
+            r#"(?i)\b(?:dig|nslookup|host|drill|ping|Resolve-DnsName)\b[^\n;|&]*?\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}?\.[A-Za-z0-9-]|\b(?:gethostbyname(?:_ex)?|getaddrinfo|resolver\.(?:resolve|query)|dns\.(?:promises\.)?(?:lookup|resolve\w*))\s*\([^\n]*?(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))|\$\{|\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)"#,
+            filters::secret_named_variable,
+        ),
+    },
+    RuleDef {
         id: "exfil.markdown-image-beacon",
         category: C::Exfiltration,
         severity: S::High,
@@ -1136,7 +1162,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
         remediation: "Do not build links from conversation data.",
         detector: line_f(
-            &["](", "href", "]:"],
+            &["](", "href", "]: http", "]: <http"],
             r#"(?im)(?:^|[^!])\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|^\s{0,3}\[[^\]\n]+\]:\s*<?https?://[^\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<a\b[^>\n]*\bhref\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
             filters::data_placeholders,
         ),
@@ -1149,7 +1175,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells the model to append or encode conversation data, secrets or user data into a URL, link or image address.",
         remediation: "Remove it; data must not leave through rendered links or images.",
         detector: line_f(
-            &["url", "link", "image", "query", "src", "href", "followed by", "=<", "/<", "append"],
+            &["url", "link", "image", "query", "src", "href", "followed by", " plus ", "appending", "=<", "/<"],
             r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b|https?://[^\s)>\]`'\x22]*[?&][\w.-]*=[)\]`'\x22]?,?\s+(?:followed\s+by|plus|\+|then|with|and\s+append(?:ing)?|appending)\b[^.\n]{0,80}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b|https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{0,100}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b[^>\n]{0,100}>",
             filters::data_into_url,
         ),
