@@ -926,6 +926,25 @@ const RESOURCE_WORDS: &[&str] = &[
     "uid",
     "userid",
     "pid",
+    "github",
+    "gitlab",
+    "path",
+    "file",
+    "filename",
+    "dir",
+    "folder",
+    "query",
+    "term",
+    "search",
+    "keyword",
+    "keywords",
+    "topic",
+    "category",
+    "chart",
+    "sort",
+    "order",
+    "limit",
+    "offset",
 ];
 
 /// The placeholder names of a URL: `{name}`, `{{ name }}`, `${name}`, `$name`, `<name>`,
@@ -1020,9 +1039,20 @@ pub(crate) fn data_placeholders(ctx: &MatchCtx<'_>) -> Outcome {
         .and_then(|t| t.find("http"))
         .map_or(ctx.start(), |i| ctx.start() + url_at + i);
     let rest = ctx.text.get(from..ctx.line_end).unwrap_or("");
-    let url_end = rest
-        .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '`'))
-        .unwrap_or(rest.len());
+    // The URL ends at a space, a quote or `)`, except inside a `{{ name }}` template.
+    let mut depth = 0usize;
+    let mut url_end = rest.len();
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            c if depth == 0 && (c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '`')) => {
+                url_end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
     let url = rest.get(..url_end).unwrap_or("");
     let names = url_placeholders(url);
     if !names.is_empty()
@@ -1212,22 +1242,34 @@ pub(crate) fn secret_to_other_host(ctx: &MatchCtx<'_>) -> Outcome {
     if header_at.is_some_and(|h| body_at.is_none_or(|b| h > b)) {
         return Outcome::Drop;
     }
-    let Some(i) = lower.find("://") else {
+    let Some(host) = first_public_host(&lower) else {
         return Outcome::Drop;
     };
+    match belongs_to_host(name, host) {
+        Some(false) => Outcome::Keep,
+        _ => Outcome::Drop,
+    }
+}
+
+/// The host of the first URL of a (lowercased) line, unless it is local or private.
+fn first_public_host(lower: &str) -> Option<&str> {
+    let i = lower.find("://")?;
     let rest = lower.get(i + 3..).unwrap_or("");
     let host_end = rest
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
         .unwrap_or(rest.len());
     let host = rest.get(..host_end).unwrap_or("");
-    if host.is_empty()
+    let local = host.is_empty()
         || host == "localhost"
         || host.starts_with("127.")
         || host.starts_with("10.")
-        || host.starts_with("192.168.")
-    {
-        return Outcome::Drop;
-    }
+        || host.starts_with("192.168.");
+    (!local).then_some(host)
+}
+
+/// Whether a credential's name carries the name of `host`'s service (`TAVILY_API_KEY` and
+/// `api.tavily.com`); `None` when the name names no service (`API_KEY`).
+fn belongs_to_host(name: &str, host: &str) -> Option<bool> {
     let services: Vec<String> = identifier_words(name)
         .into_iter()
         .filter(|w| {
@@ -1237,17 +1279,87 @@ pub(crate) fn secret_to_other_host(ctx: &MatchCtx<'_>) -> Outcome {
         })
         .collect();
     if services.is_empty() {
-        return Outcome::Drop;
+        return None;
     }
-    let own_host = services.iter().any(|w| {
+    Some(services.iter().any(|w| {
         w.len() >= 3 && host.contains(w.as_str())
             || SERVICE_ALIASES
                 .iter()
                 .filter(|(alias, _)| alias == w)
                 .any(|(_, hosts)| hosts.iter().any(|h| host.contains(h)))
-    });
-    if own_host {
-        Outcome::Drop
+    }))
+}
+
+/// A secret in a request body: a credential read from the environment under its service's
+/// name and sent to that service's host (`json={"api_key": os.environ["TAVILY_API_KEY"]}` to
+/// api.tavily.com) is authentication, reported as low.
+pub(crate) fn secret_post(ctx: &MatchCtx<'_>) -> Outcome {
+    let line = ctx.line();
+    let lower = line.to_ascii_lowercase();
+    let Some(host) = first_public_host(&lower) else {
+        return Outcome::Keep;
+    };
+    let own = env_reads(line)
+        .filter(|n| is_credential_name(n))
+        .any(|n| belongs_to_host(n, host) == Some(true));
+    if own {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Names read from the environment on a line: `os.environ["X"]`, `os.getenv("X")`,
+/// `process.env.X`, `$X`, `${X}`.
+fn env_reads(line: &str) -> impl Iterator<Item = &str> {
+    let mut names = Vec::new();
+    for opener in [
+        "os.environ[\"",
+        "os.environ['",
+        "os.environ.get(\"",
+        "os.environ.get('",
+        "os.getenv(\"",
+        "os.getenv('",
+        "process.env.",
+        "process.env[\"",
+        "process.env['",
+        "${",
+        "$",
+    ] {
+        let mut from = 0;
+        while let Some(i) = line.get(from..).and_then(|l| l.find(opener)) {
+            let at = from + i + opener.len();
+            let rest = line.get(at..).unwrap_or("");
+            let n = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if n > 0 {
+                names.push(rest.get(..n).unwrap_or(""));
+            }
+            from = at;
+        }
+    }
+    names.into_iter()
+}
+
+/// Chat webhooks: a Telegram bot or Discord webhook whose token is a variable or placeholder
+/// is the user's own configured bot, reported as low; a hard-coded one is someone's sink.
+pub(crate) fn webhook_endpoint(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched().to_ascii_lowercase();
+    if !(m.ends_with("/bot") || m.ends_with("/api/webhooks/")) {
+        return Outcome::Keep;
+    }
+    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let templated = after.starts_with('$')
+        || after.starts_with('{')
+        || after.starts_with('<')
+        || after.starts_with('%')
+        || after.starts_with("\" +")
+        || after.starts_with("' +")
+        || after.starts_with("\"+")
+        || after.starts_with("'+");
+    if templated {
+        Outcome::Adjust(Severity::Low)
     } else {
         Outcome::Keep
     }

@@ -1074,9 +1074,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Secret sent in a request body",
         description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials.",
         remediation: "Send credentials only as authentication to the service they belong to.",
-        detector: line(
+        detector: line_f(
             &[".post(", ".put(", ".post (", ".put ("],
             r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#,
+            filters::secret_post,
         ),
     },
     RuleDef {
@@ -1187,9 +1188,10 @@ pub static RULES: &[RuleDef] = &[
         title: "Request-catcher or chat webhook endpoint",
         description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks.",
         remediation: "Send data only to the service the skill is about.",
-        detector: line(
+        detector: line_f(
             &["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"],
             r"(?i)\b(?:https?://)?(?:[\w-]+\.)*(?:webhook\.site|requestbin\.(?:com|net)|[\w-]+\.m\.pipedream\.net|pipedream\.net|hookbin\.com|interact\.sh|oast\.(?:fun|me|pro|site|live|online)|burpcollaborator\.net|canarytokens\.(?:com|org)|beeceptor\.com|requestcatcher\.com)\b|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot",
+            filters::webhook_endpoint,
         ),
     },
     // ---------------------------------------------------------------- miners

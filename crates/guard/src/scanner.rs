@@ -681,6 +681,12 @@ fn lowered_reason(id: &str) -> &'static str {
         "exfil.credential-file" | "tool.sensitive-file-instruction" => {
             "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent"
         }
+        "exfil.webhook-endpoint" => {
+            "the bot or webhook token is a variable (the user's own bot), not a hard-coded sink"
+        }
+        "exfil.secret-post" => {
+            "the credential is read under its service's name and sent to that service's host"
+        }
         "exfil.markdown-image-beacon" | "exfil.markdown-link-beacon" => {
             "every placeholder of the URL names the resource (owner, repository, number, version), not data to be sent"
         }
