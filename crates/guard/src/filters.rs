@@ -542,8 +542,7 @@ fn key_in_use_position(before: &str) -> bool {
     // `ssh-add [-K|--apple-use-keychain] KEY`, `ssh-keygen -y -f KEY`, `chmod 600 KEY`.
     words
         .iter()
-        .skip_while(|w| w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit()))
-        .next()
+        .find(|w| !(w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit())))
         .is_some_and(|w| matches!(w.as_str(), "ssh-add" | "ssh-keygen" | "chmod"))
 }
 
