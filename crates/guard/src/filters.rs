@@ -666,6 +666,22 @@ pub(crate) fn data_into_url(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
+/// Data named before an open URL: as `data_into_url`; a `<placeholder>` that only names the
+/// resource (`/guide/<version>`) is a link pattern, not data.
+pub(crate) fn data_before_url(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched();
+    if let Some(inner) = m
+        .strip_suffix('>')
+        .and_then(|r| r.rsplit_once('<'))
+        .map(|(_, inner)| inner.replace(' ', "_"))
+    {
+        if names_a_resource(&inner) {
+            return Outcome::Drop;
+        }
+    }
+    data_into_url(ctx)
+}
+
 /// `eval`/`exec` called as a method (`df.eval(x)`, `regex.exec(s)`) is not Python/JS eval.
 pub(crate) fn not_method_call(ctx: &MatchCtx<'_>) -> Outcome {
     let before = ctx.text.get(..ctx.start()).unwrap_or("");
@@ -1215,6 +1231,10 @@ pub(crate) fn secret_to_other_host(ctx: &MatchCtx<'_>) -> Outcome {
     let name = g.as_str();
     if !is_credential_name(name) {
         return Outcome::Drop;
+    }
+    // A raw socket carrying a credential is never authentication.
+    if ctx.matched().contains(".send") && !ctx.matched().contains("://") {
+        return Outcome::Keep;
     }
     let line = ctx.line();
     let lower = line.to_ascii_lowercase();
