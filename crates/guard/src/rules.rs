@@ -624,7 +624,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::FetchExecute,
         severity: S::High,
         title: "Download piped into a shell",
-        description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known installers are reported as low).",
+        description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known vendor installers, GitHub release installers and a project's own install script in its repository are reported as low).",
         remediation: "Download, verify (checksum or signature) and review the script before running it.",
         detector: line_f(
             &["curl", "wget"],
@@ -1034,7 +1034,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Credential file access",
-        description: "References a private key, cloud or registry credential file (high when the same line sends data over the network).",
+        description: "References a private key, cloud or registry credential file (high when the same line sends data over the network; a key given to ssh -i, IdentityFile or ssh-add is used, not read, and is low).",
         remediation: "A skill must not read the user's credentials.",
         detector: line_f(
             &[".ssh/id_", ".ssh\\id_", ".aws/credentials", ".aws\\credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
@@ -1072,7 +1072,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Secret sent in a request body",
-        description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials.",
+        description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials (low when the credential is read under its service's name and sent to that service's host).",
         remediation: "Send credentials only as authentication to the service they belong to.",
         detector: line_f(
             &[".post(", ".put(", ".post (", ".put ("],
@@ -1147,7 +1147,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::High,
         title: "Markdown image beacon",
-        description: "A Markdown or HTML image whose URL query carries templated data, leaking conversation content when rendered.",
+        description: "A Markdown, HTML or CSS image whose URL (host, path or query) carries templated data, leaking conversation content when rendered (a template whose placeholders only name the resource, such as {owner}/{repo}, is low).",
         remediation: "Do not render images with data-bearing query strings.",
         detector: line_f(
             &["![", "<img", "url("],
@@ -1160,7 +1160,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Link that carries data",
-        description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
+        description: "A Markdown or HTML link (or link reference) whose URL holds template placeholders for data to be filled in: clicking it sends that data to the host (placeholders that only name the resource are low).",
         remediation: "Do not build links from conversation data.",
         detector: line_f(
             &["](", "href", "]: http", "]: <http"],
@@ -1199,7 +1199,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::High,
         title: "Request-catcher or chat webhook endpoint",
-        description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks.",
+        description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks (a bot or webhook token given as a variable, the user's own bot, is low).",
         remediation: "Send data only to the service the skill is about.",
         detector: line_f(
             &["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"],
