@@ -679,6 +679,33 @@ pub(crate) fn data_before_url(ctx: &MatchCtx<'_>) -> Outcome {
             return Outcome::Drop;
         }
     }
+    // An instruction moves the data: a sentence that only shows what such a URL looks like
+    // ("a password reset link looks like https://…?token=") is description.
+    let from = ctx.start().saturating_sub(80).max(ctx.line_start);
+    let from = (from..=ctx.start())
+        .find(|&i| ctx.text.is_char_boundary(i))
+        .unwrap_or(ctx.start());
+    let sentence = ctx
+        .text
+        .get(from..ctx.end())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let moves = [
+        "send", "add", "append", "put", "include", "visit", "open", "load", "fetch", "request",
+        "render", "navigate", "call", "post", "submit", "go to", "encode", "attach", "embed",
+        "insert", "display", "show", "output", "upload", "paste", "click",
+    ]
+    .iter()
+    .any(|v| {
+        sentence
+            .split(|c: char| !c.is_ascii_alphabetic() && c != ' ')
+            .any(|part| {
+                part.split(' ').any(|w| w.starts_with(v)) || part.contains(v) && v.contains(' ')
+            })
+    });
+    if !moves {
+        return Outcome::Drop;
+    }
     data_into_url(ctx)
 }
 
