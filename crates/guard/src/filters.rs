@@ -479,6 +479,11 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     if mentions_network(line) {
         return Outcome::Adjust(Severity::High);
     }
+    // Documentation that names the file to protect it ("check that `~/.aws/credentials` is
+    // not committed", "keep it at mode 600") without anything that reads, shows or moves it.
+    if ctx.path.is_some_and(is_markdown_path) && protects(line) && !reads_or_moves(line) {
+        return Outcome::Adjust(Severity::Low);
+    }
     let lower = line.to_ascii_lowercase();
     let uses = [
         "ssh-add",
@@ -498,6 +503,106 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
+}
+
+fn is_markdown_path(p: &str) -> bool {
+    let p = p.to_ascii_lowercase();
+    p.ends_with(".md") || p.ends_with(".mdx") || p.ends_with(".markdown")
+}
+
+/// Words of a line that protect a file rather than use it.
+fn protects(line: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "not committed",
+        "never commit",
+        "don't commit",
+        "do not commit",
+        "gitignore",
+        "never share",
+        "do not share",
+        "don't share",
+        "is not",
+        "must not",
+        "should not",
+        "never",
+        "mode 600",
+        "mode 0600",
+        "permissions",
+        "rotate",
+        "protect",
+        "leak",
+        "exposed",
+        "stored in",
+        "located",
+        "lives in",
+        "scan",
+        "audit",
+    ];
+    let lower = line.to_ascii_lowercase();
+    MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// Words of a line that read, show or move a file's contents.
+fn reads_or_moves(line: &str) -> bool {
+    const VERBS: &[&str] = &[
+        "cat",
+        "open",
+        "read",
+        "load",
+        "copy",
+        "cp",
+        "upload",
+        "send",
+        "base64",
+        "tar",
+        "zip",
+        "type",
+        "get-content",
+        "less",
+        "more",
+        "head",
+        "tail",
+        "include",
+        "attach",
+        "collect",
+        "grab",
+        "tell",
+        "show",
+        "print",
+        "paste",
+        "summarize",
+        "summarise",
+        "list",
+        "dump",
+        "echo",
+        "display",
+        "output",
+        "share",
+        "report",
+        "post",
+        "forward",
+        "extract",
+        "export",
+        "exfiltrate",
+        "steal",
+        "encode",
+        "contents",
+        "content",
+        "xxd",
+        "od",
+        "strings",
+        "mv",
+        "move",
+        "archive",
+        "backup",
+        "sync",
+        "email",
+        "mail",
+        "pass",
+    ];
+    line.to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        .any(|w| VERBS.contains(&w))
 }
 
 /// True when the text before a key path (on its line) makes the path the argument of an

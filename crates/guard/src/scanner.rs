@@ -679,7 +679,7 @@ fn keep_within_scan_caps(
 fn lowered_reason(id: &str) -> &'static str {
     match id {
         "exfil.credential-file" | "tool.sensitive-file-instruction" => {
-            "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent"
+            "the key is used (ssh-add, ssh -i, IdentityFile) or named in documentation, not read or sent"
         }
         "exfil.webhook-endpoint" => {
             "the bot or webhook token is a variable (the user's own bot), not a hard-coded sink"
