@@ -272,6 +272,8 @@ fn placeholder_and_public_example_keys() {
         "stripe.api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"",
         "api_key = \"abcdefghijklmnopqrstuvwxyz012345\"",
         "SECRET_KEY=0123456789abcdef0123456789abcdef",
+        "OPENAI_API_KEY=sk-proj-abc123def456ghi789jkl012mno345pqr678stu901vwx234",
+        "AWS_ACCESS_KEY_ID=AKIA1234567890ABCDEF",
     ] {
         assert_honest(&s, Some("template.env"), honest);
     }

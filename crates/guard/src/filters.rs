@@ -139,6 +139,30 @@ pub(crate) fn is_sequential(lower: &str) -> bool {
             return true;
         }
     }
+    // Short ascending or descending runs one after another (`abc123def456ghi789`): a value
+    // made mostly of runs of three or more is typed by hand, not generated.
+    if b.len() >= 12 {
+        let mut covered = 0usize;
+        let mut i = 0usize;
+        while i < b.len() {
+            let mut j = i + 1;
+            let step = |x: u8, y: u8| {
+                x.is_ascii_alphanumeric()
+                    && y.is_ascii_alphanumeric()
+                    && (y == x.wrapping_add(1) || x == y.wrapping_add(1))
+            };
+            while j < b.len() && step(b[j - 1], b[j]) {
+                j += 1;
+            }
+            if j - i >= 3 {
+                covered += j - i;
+            }
+            i = j;
+        }
+        if covered * 4 >= b.len() * 3 {
+            return true;
+        }
+    }
     // A unit of up to 8 characters repeated over the whole value.
     (1..=8).any(|unit| {
         b.len() >= unit * 3
@@ -1692,5 +1716,8 @@ mod tests {
         assert!(is_placeholder("xxxxxxxxxxxxxxxx"));
         assert!(is_placeholder("${OPENAI_API_KEY}"));
         assert!(!is_placeholder("q8Zr2LmN4vTx9KpW"));
+        assert!(is_sequential("abc123def456ghi789jkl012mno345"));
+        assert!(is_sequential("1234567890abcdef"));
+        assert!(!is_sequential("q8zr2lmn4vtx9kpwb7c1"));
     }
 }
