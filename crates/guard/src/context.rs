@@ -34,6 +34,14 @@ const SECURITY_VOCABULARY: &[&str] = &[
     "red team",
     "audit",
     "cwe-",
+    "untrusted",
+    "jailbreak",
+    "malware",
+    "phishing",
+    "adversarial",
+    "guardrail",
+    "incident",
+    "forensic",
 ];
 
 /// Words that mark a fence as an example of what not to do (or of what to detect).
@@ -88,17 +96,49 @@ fn about_security(text: &str) -> bool {
         >= 2
 }
 
-/// Fenced blocks that are examples: (start, end, marker) in byte offsets of `text`.
-fn example_fences(text: &str) -> Vec<(usize, usize, &'static str)> {
+/// A Markdown list item (`- x`, `* x`, `+ x`, `1. x`, `2) x`).
+fn is_list_item(t: &str) -> bool {
+    if t.starts_with("- ") || t.starts_with("* ") || t.starts_with("+ ") {
+        return true;
+    }
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0
+        && t.get(digits..)
+            .is_some_and(|r| r.starts_with(". ") || r.starts_with(") "))
+}
+
+/// Blocks that are examples: (start, end, marker, kind) in byte offsets of `text`. A fenced
+/// block is one when its info string, first comment line or the four lines before carry an
+/// example marker; a list is one when the line that introduces it ends with `:` and carries a
+/// marker ("Flag a document when it contains patterns such as:").
+fn example_blocks(text: &str) -> Vec<(usize, usize, &'static str, &'static str)> {
     let mut out = Vec::new();
     let mut recent: Vec<&str> = Vec::new();
     let mut open: Option<(usize, String, Option<&'static str>, bool)> = None;
+    // An open list of examples: (start, end so far, marker).
+    let mut list: Option<(usize, usize, &'static str)> = None;
     let mut pos = 0;
     for line in text.split_inclusive('\n') {
         let start = pos;
         pos += line.len();
         let t = line.trim();
         let fence = t.starts_with("```") || t.starts_with("~~~");
+        if open.is_none() {
+            if is_list_item(t) {
+                if let Some(l) = list.as_mut() {
+                    l.1 = pos;
+                } else if let Some(lead) = recent.last().filter(|l| l.ends_with(':')) {
+                    let lead = lead.to_lowercase();
+                    if let Some(m) = EXAMPLE_MARKERS.iter().copied().find(|m| lead.contains(m)) {
+                        list = Some((start, pos, m));
+                    }
+                }
+            } else if !t.is_empty() {
+                if let Some((s, e, m)) = list.take() {
+                    out.push((s, e, m, "list of examples"));
+                }
+            }
+        }
         match &mut open {
             None if fence => {
                 let mut label = t.to_lowercase();
@@ -124,7 +164,7 @@ fn example_fences(text: &str) -> Vec<(usize, usize, &'static str)> {
                     && t.trim_start_matches(['`', '~']).is_empty()
                 {
                     if let Some(m) = *marker {
-                        out.push((*s, pos, m));
+                        out.push((*s, pos, m, "fenced example"));
                     }
                     open = None;
                     recent.clear();
@@ -138,12 +178,15 @@ fn example_fences(text: &str) -> Vec<(usize, usize, &'static str)> {
             }
         }
     }
+    if let Some((s, e, m)) = list {
+        out.push((s, e, m, "list of examples"));
+    }
     out
 }
 
 /// Lowers detections inside fenced examples of security documents to `low`.
 pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
-    if !is_markdown(path) || !text.contains("```") && !text.contains("~~~") {
+    if !is_markdown(path) {
         return;
     }
     let lowerable = |rule: usize| {
@@ -163,14 +206,14 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
     if !about_security(text) {
         return;
     }
-    let fences = example_fences(text);
+    let blocks = example_blocks(text);
     for h in hits.iter_mut() {
         if h.severity <= Severity::Low || !lowerable(h.rule) {
             continue;
         }
-        let Some((_, _, marker)) = fences
+        let Some((_, _, marker, kind)) = blocks
             .iter()
-            .find(|(s, e, _)| h.start >= *s && h.start < *e)
+            .find(|(s, e, _, _)| h.start >= *s && h.start < *e)
         else {
             continue;
         };
@@ -180,7 +223,7 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
             .or_else(|| RULES.get(h.rule).map(|r| r.description.to_string()))
             .unwrap_or_default();
         h.message = Some(format!(
-            "{base} Lowered from {} to low: inside a fenced example (\"{marker}\") of a document about security.",
+            "{base} Lowered from {} to low: inside a {kind} (\"{marker}\") of a document about security.",
             h.severity
         ));
         h.severity = Severity::Low;
@@ -194,7 +237,7 @@ mod tests {
     #[test]
     fn finds_example_fences() {
         let text = "# Security review\n\nVulnerable example:\n\n```python\neval(x)\n```\n\nFixed:\n```python\nast.literal_eval(x)\n```\n";
-        let f = example_fences(text);
+        let f = example_blocks(text);
         assert_eq!(f.len(), 1);
         assert!(text[f[0].0..f[0].1].contains("eval(x)"));
         assert!(about_security(text));

@@ -139,6 +139,30 @@ pub(crate) fn is_sequential(lower: &str) -> bool {
             return true;
         }
     }
+    // Short ascending or descending runs one after another (`abc123def456ghi789`): a value
+    // made mostly of runs of three or more is typed by hand, not generated.
+    if b.len() >= 12 {
+        let mut covered = 0usize;
+        let mut i = 0usize;
+        while i < b.len() {
+            let mut j = i + 1;
+            let step = |x: u8, y: u8| {
+                x.is_ascii_alphanumeric()
+                    && y.is_ascii_alphanumeric()
+                    && (y == x.wrapping_add(1) || x == y.wrapping_add(1))
+            };
+            while j < b.len() && step(b[j - 1], b[j]) {
+                j += 1;
+            }
+            if j - i >= 3 {
+                covered += j - i;
+            }
+            i = j;
+        }
+        if covered * 4 >= b.len() * 3 {
+            return true;
+        }
+    }
     // A unit of up to 8 characters repeated over the whole value.
     (1..=8).any(|unit| {
         b.len() >= unit * 3
@@ -468,8 +492,21 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     if after.starts_with(".pub") {
         return Outcome::Drop;
     }
+    // This very path is the identity of a connection or the key loaded into the agent
+    // (`ssh -i KEY host`, `rsync -e "ssh -i KEY"`, `ssh-add KEY`): the key authenticates, its
+    // contents do not travel, even when the line is a network command. Another mention of a
+    // key on the same line is judged on its own.
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    if key_in_use_position(before) {
+        return Outcome::Adjust(Severity::Low);
+    }
     if mentions_network(line) {
         return Outcome::Adjust(Severity::High);
+    }
+    // Documentation that names the file to protect it ("check that `~/.aws/credentials` is
+    // not committed", "keep it at mode 600") without anything that reads, shows or moves it.
+    if ctx.path.is_some_and(is_markdown_path) && protects(line) && !reads_or_moves(line) {
+        return Outcome::Adjust(Severity::Low);
     }
     let lower = line.to_ascii_lowercase();
     let uses = [
@@ -490,6 +527,152 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
+}
+
+fn is_markdown_path(p: &str) -> bool {
+    let p = p.to_ascii_lowercase();
+    p.ends_with(".md") || p.ends_with(".mdx") || p.ends_with(".markdown")
+}
+
+/// Words of a line that protect a file rather than use it.
+fn protects(line: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "not committed",
+        "never commit",
+        "don't commit",
+        "do not commit",
+        "gitignore",
+        "never share",
+        "do not share",
+        "don't share",
+        "is not",
+        "must not",
+        "should not",
+        "never",
+        "mode 600",
+        "mode 0600",
+        "permissions",
+        "rotate",
+        "protect",
+        "leak",
+        "exposed",
+        "stored in",
+        "located",
+        "lives in",
+        "scan",
+        "audit",
+    ];
+    let lower = line.to_ascii_lowercase();
+    MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// Words of a line that read, show or move a file's contents.
+fn reads_or_moves(line: &str) -> bool {
+    const VERBS: &[&str] = &[
+        "cat",
+        "open",
+        "read",
+        "load",
+        "copy",
+        "cp",
+        "upload",
+        "send",
+        "base64",
+        "tar",
+        "zip",
+        "type",
+        "get-content",
+        "less",
+        "more",
+        "head",
+        "tail",
+        "include",
+        "attach",
+        "collect",
+        "grab",
+        "tell",
+        "show",
+        "print",
+        "paste",
+        "summarize",
+        "summarise",
+        "list",
+        "dump",
+        "echo",
+        "display",
+        "output",
+        "share",
+        "report",
+        "post",
+        "forward",
+        "extract",
+        "export",
+        "exfiltrate",
+        "steal",
+        "encode",
+        "contents",
+        "content",
+        "xxd",
+        "od",
+        "strings",
+        "mv",
+        "move",
+        "archive",
+        "backup",
+        "sync",
+        "email",
+        "mail",
+        "pass",
+    ];
+    line.to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        .any(|w| VERBS.contains(&w))
+}
+
+/// True when the text before a key path (on its line) makes the path the argument of an
+/// identity option (`-i`, `IdentityFile`, `--private-key`, `--key-file`) or of a command that
+/// uses a key in place (`ssh-add`, `ssh-keygen`, `chmod`), so the key is used, not read.
+fn key_in_use_position(before: &str) -> bool {
+    // Drop the start of the path itself (`~/`, `$HOME/`, `"${HOME}/`, `--private-key=~/`).
+    let trimmed = before.trim_end_matches(|c: char| !c.is_whitespace());
+    let token = before.get(trimmed.len()..).unwrap_or("");
+    let option = token
+        .split_once('=')
+        .map(|(o, _)| o.trim_start_matches(['"', '\'']).to_ascii_lowercase());
+    let identity = |w: &str| {
+        matches!(
+            w,
+            "-i" | "identityfile"
+                | "--private-key"
+                | "--key-file"
+                | "--identity-file"
+                | "--ssh-key"
+                | "-identityfile"
+        )
+    };
+    if option.as_deref().is_some_and(identity) {
+        return true;
+    }
+    let words: Vec<String> = trimmed
+        .split_whitespace()
+        .rev()
+        .take(6)
+        .map(|w| {
+            w.trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '(' | ';' | '&' | '|'))
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let Some(last) = words.first() else {
+        return false;
+    };
+    if identity(last) {
+        return true;
+    }
+    // `ssh-add [-K|--apple-use-keychain] KEY`, `ssh-keygen -y -f KEY`, `chmod 600 KEY`.
+    words
+        .iter()
+        .find(|w| !(w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit())))
+        .is_some_and(|w| matches!(w.as_str(), "ssh-add" | "ssh-keygen" | "chmod"))
 }
 
 /// An instruction to read a private directory: a public key (`~/.ssh/id_ed25519.pub`) is not
@@ -589,6 +772,72 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
+/// Instructions to put data into a URL: as `not_quoted_or_negated`, except that a URL written
+/// as code (`` `https://…?q=` followed by the summary``) is still an instruction.
+pub(crate) fn data_into_url(ctx: &MatchCtx<'_>) -> Outcome {
+    if !ctx.matched().starts_with("http") {
+        return not_quoted_or_negated(ctx);
+    }
+    let before = ctx
+        .text
+        .get(ctx.line_start..ctx.start())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let negated = before
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
+        .rev()
+        .take(6)
+        .any(|w| matches!(w, "never" | "not" | "don't" | "dont" | "cannot" | "can't"));
+    if negated {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Data named before an open URL: as `data_into_url`; a `<placeholder>` that only names the
+/// resource (`/guide/<version>`) is a link pattern, not data.
+pub(crate) fn data_before_url(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched();
+    if let Some(inner) = m
+        .strip_suffix('>')
+        .and_then(|r| r.rsplit_once('<'))
+        .map(|(_, inner)| inner.replace(' ', "_"))
+    {
+        if names_a_resource(&inner) {
+            return Outcome::Drop;
+        }
+    }
+    // An instruction moves the data: a sentence that only shows what such a URL looks like
+    // ("a password reset link looks like https://…?token=") is description.
+    let from = ctx.start().saturating_sub(80).max(ctx.line_start);
+    let from = (from..=ctx.start())
+        .find(|&i| ctx.text.is_char_boundary(i))
+        .unwrap_or(ctx.start());
+    let sentence = ctx
+        .text
+        .get(from..ctx.end())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let moves = [
+        "send", "add", "append", "put", "include", "visit", "open", "load", "fetch", "request",
+        "render", "navigate", "call", "post", "submit", "go to", "encode", "attach", "embed",
+        "insert", "display", "show", "output", "upload", "paste", "click",
+    ]
+    .iter()
+    .any(|v| {
+        sentence
+            .split(|c: char| !c.is_ascii_alphabetic() && c != ' ')
+            .any(|part| {
+                part.split(' ').any(|w| w.starts_with(v)) || part.contains(v) && v.contains(' ')
+            })
+    });
+    if !moves {
+        return Outcome::Drop;
+    }
+    data_into_url(ctx)
+}
+
 /// `eval`/`exec` called as a method (`df.eval(x)`, `regex.exec(s)`) is not Python/JS eval.
 pub(crate) fn not_method_call(ctx: &MatchCtx<'_>) -> Outcome {
     let before = ctx.text.get(..ctx.start()).unwrap_or("");
@@ -673,6 +922,37 @@ fn github_release_installer(url: &str) -> bool {
             || file == "install.ps1")
 }
 
+/// A project's own install script at a conventional place of its GitHub repository
+/// (`raw.githubusercontent.com/OWNER/REPO/REF/install.sh`, `…/scripts/install.sh`,
+/// `github.com/OWNER/REPO/raw/REF/install.sh`), the way most command-line tools document their
+/// installation. As with release installers, the script is reported as low, not hidden.
+fn github_repository_installer(url: &str) -> bool {
+    let parts: Vec<&str> = if let Some(rest) = url.strip_prefix("raw.githubusercontent.com/") {
+        rest.split('/').collect()
+    } else if let Some(rest) = url.strip_prefix("github.com/") {
+        let p: Vec<&str> = rest.split('/').collect();
+        if p.get(2) != Some(&"raw") {
+            return false;
+        }
+        p.iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 2)
+            .map(|(_, s)| *s)
+            .collect()
+    } else {
+        return false;
+    };
+    // OWNER / REPO / REF / [one or two folders /] FILE
+    let file = parts.last().copied().unwrap_or("");
+    let file = file.split(['?', '#']).next().unwrap_or(file);
+    let installer_name = matches!(file, "install.sh" | "installer.sh" | "install" | "get.sh")
+        || file.ends_with("-installer.sh")
+        || file.ends_with("-install.sh");
+    (4..=6).contains(&parts.len())
+        && parts.iter().all(|p| !p.is_empty() && *p != "..")
+        && installer_name
+}
+
 /// Reports `curl | sh` from a well-known installer as low.
 pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
     let mut m = ctx.matched().to_ascii_lowercase();
@@ -703,14 +983,564 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
             host == *k || host.ends_with(&format!(".{k}"))
         }
     });
-    if known || github_release_installer(url) {
+    if known || github_release_installer(url) || github_repository_installer(url) {
         Outcome::Adjust(Severity::Low)
     } else {
         Outcome::Keep
     }
 }
 
-/// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
+/// Words a URL template names its resource with (`{owner}/{repo}/pull/{number}`,
+/// `?version={version}`): filled in, they say which page to open, not what the user said.
+const RESOURCE_WORDS: &[&str] = &[
+    "owner",
+    "org",
+    "organization",
+    "organisation",
+    "user",
+    "username",
+    "login",
+    "repo",
+    "repository",
+    "project",
+    "number",
+    "num",
+    "id",
+    "issue",
+    "pr",
+    "pull",
+    "branch",
+    "tag",
+    "ref",
+    "sha",
+    "commit",
+    "version",
+    "ver",
+    "release",
+    "slug",
+    "page",
+    "lang",
+    "locale",
+    "language",
+    "year",
+    "month",
+    "day",
+    "date",
+    "package",
+    "pkg",
+    "crate",
+    "module",
+    "team",
+    "workspace",
+    "namespace",
+    "ns",
+    "region",
+    "zone",
+    "service",
+    "app",
+    "major",
+    "minor",
+    "patch",
+    "build",
+    "run",
+    "job",
+    "workflow",
+    "milestone",
+    "label",
+    "discussion",
+    "gist",
+    "os",
+    "arch",
+    "platform",
+    "target",
+    "ext",
+    "format",
+    "width",
+    "height",
+    "size",
+    "host",
+    "port",
+    "name",
+    "site",
+    "baseurl",
+    "base",
+    "url",
+    "static",
+    "asset",
+    "assets",
+    "image",
+    "img",
+    "icon",
+    "logo",
+    "theme",
+    "color",
+    "colour",
+    "style",
+    "account",
+    "tenant",
+    "instance",
+    "subdomain",
+    "domain",
+    "server",
+    "cluster",
+    "bucket",
+    "container",
+    "database",
+    "db",
+    "table",
+    "dataset",
+    "index",
+    "collection",
+    "model",
+    "endpoint",
+    "api",
+    "uid",
+    "userid",
+    "pid",
+    "github",
+    "gitlab",
+    "path",
+    "file",
+    "filename",
+    "dir",
+    "folder",
+    "query",
+    "term",
+    "search",
+    "keyword",
+    "keywords",
+    "topic",
+    "category",
+    "chart",
+    "sort",
+    "order",
+    "limit",
+    "offset",
+];
+
+/// The placeholder names of a URL: `{name}`, `{{ name }}`, `${name}`, `$name`, `<name>`,
+/// `%7Bname%7D`, `[NAME]`; `None` stands for a nameless one (`%s`, `{}`).
+fn url_placeholders(url: &str) -> Vec<Option<String>> {
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let mut out = Vec::new();
+    let lower = url.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(i) = rest.find(['{', '$', '<', '[', '%']) {
+        let tail = rest.get(i..).unwrap_or("");
+        let (open_len, close): (usize, &[&str]) = if tail.starts_with("%7b") {
+            (3, &["%7d"])
+        } else if tail.starts_with("%s") {
+            out.push(None);
+            (2, &[])
+        } else if tail.starts_with('%') {
+            // `%USER_QUESTION%`, not a percent-encoded byte (`%E2%80`).
+            let name: String = tail
+                .get(1..)
+                .unwrap_or("")
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+                .collect();
+            if name.len() >= 4
+                && tail
+                    .get(1 + name.len()..)
+                    .is_some_and(|r| r.starts_with('%'))
+            {
+                out.push(Some(name.clone()));
+                rest = tail.get(2 + name.len()..).unwrap_or("");
+                continue;
+            }
+            (1, &[])
+        } else if tail.starts_with("${") {
+            (2, &["}"])
+        } else if tail.starts_with('$') {
+            (1, &[""])
+        } else if tail.starts_with('<') {
+            (1, &[">"])
+        } else if tail.starts_with('[') {
+            (1, &["]"])
+        } else {
+            (1, &["}"])
+        };
+        let inner = tail.get(open_len..).unwrap_or("");
+        let inner = inner.trim_start_matches(['{', ' ']);
+        let name: String = inner.chars().take_while(|&c| name_char(c)).collect();
+        let after = inner
+            .get(name.len()..)
+            .unwrap_or("")
+            .trim_start_matches(' ');
+        if let Some(c) = close.first() {
+            if c.is_empty() || after.starts_with(c) {
+                out.push(if name.is_empty() { None } else { Some(name) });
+            }
+        }
+        rest = tail.get(open_len.max(1)..).unwrap_or("");
+    }
+    out
+}
+
+/// True when a placeholder name is made only of resource words (`repo`, `issue_number`,
+/// `packageName`).
+fn names_a_resource(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.') {
+            words.push(std::mem::take(&mut word));
+        } else {
+            word.push(c.to_ascii_lowercase());
+        }
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    !words.is_empty()
+        && words.iter().all(|w| RESOURCE_WORDS.contains(&w.as_str()))
+        // `{name}` alone may be the user's name; `{repo_name}` is a resource.
+        && words.iter().any(|w| w != "name")
+}
+
+/// Markdown/HTML image and link beacons: a URL template whose every placeholder names the
+/// resource (`https://github.com/{owner}/{repo}/pull/{number}`) is a link pattern, reported as
+/// low; a placeholder for anything else (conversation, secrets, `%s`) keeps the rule's
+/// severity.
+pub(crate) fn data_placeholders(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched();
+    let url_at = m.find("](").map_or(0, |i| i + 2);
+    let from = m
+        .get(url_at..)
+        .and_then(|t| t.find("http"))
+        .map_or(ctx.start(), |i| ctx.start() + url_at + i);
+    let rest = ctx.text.get(from..ctx.line_end).unwrap_or("");
+    // The URL ends at a space, a quote or `)`, except inside a `{{ name }}` template.
+    let mut depth = 0usize;
+    let mut url_end = rest.len();
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            c if depth == 0 && (c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '`')) => {
+                url_end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let url = rest.get(..url_end).unwrap_or("");
+    let names = url_placeholders(url);
+    if !names.is_empty()
+        && names
+            .iter()
+            .all(|n| n.as_deref().is_some_and(names_a_resource))
+    {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// The words of an identifier, lowercased (`GITHUB_TOKEN`, `openaiApiKey`, `gh-pat`).
+fn identifier_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            words.push(std::mem::take(&mut word));
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower {
+            words.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    words
+}
+
+/// Words that make a name a credential's.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "key",
+    "apikey",
+    "password",
+    "passwd",
+    "pwd",
+    "credential",
+    "credentials",
+    "creds",
+    "pat",
+];
+
+/// Words of a credential's name that do not name its service.
+const GENERIC_CREDENTIAL_WORDS: &[&str] = &[
+    "api",
+    "access",
+    "client",
+    "auth",
+    "private",
+    "bot",
+    "app",
+    "id",
+    "user",
+    "personal",
+    "env",
+    "prod",
+    "production",
+    "dev",
+    "live",
+    "test",
+    "my",
+    "account",
+    "service",
+    "bearer",
+    "oauth",
+    "refresh",
+    "session",
+    "signing",
+    "webhook",
+    "the",
+    "default",
+    "admin",
+    "master",
+    "root",
+    "read",
+    "write",
+    "org",
+    "team",
+    "project",
+    "workspace",
+    "cloud",
+    "http",
+    "https",
+    "url",
+    "v1",
+    "v2",
+    "value",
+    "data",
+    "new",
+    "old",
+    "local",
+    "global",
+    "shared",
+    "public",
+    "publishable",
+];
+
+/// Short names and the host names of their services.
+const SERVICE_ALIASES: &[(&str, &[&str])] = &[
+    ("gh", &["github"]),
+    ("hf", &["huggingface", "hf.co"]),
+    ("aws", &["amazonaws", "aws"]),
+    ("gcp", &["google"]),
+    ("gcloud", &["google"]),
+    ("google", &["google"]),
+    ("az", &["azure", "microsoft", "windows.net"]),
+    ("azure", &["azure", "microsoft", "windows.net"]),
+    ("jira", &["atlassian"]),
+    ("confluence", &["atlassian"]),
+    ("bitbucket", &["bitbucket", "atlassian"]),
+    ("dd", &["datadog"]),
+    ("cf", &["cloudflare"]),
+    ("hubspot", &["hubapi", "hubspot"]),
+    ("npm", &["npmjs", "npm"]),
+    ("tg", &["telegram"]),
+    ("telegram", &["telegram", "t.me"]),
+    ("twitter", &["twitter", "x.com"]),
+    ("claude", &["anthropic"]),
+    ("gemini", &["google"]),
+    ("ms", &["microsoft", "azure"]),
+    ("teams", &["microsoft", "office"]),
+];
+
+fn is_credential_name(name: &str) -> bool {
+    identifier_words(name)
+        .iter()
+        .any(|w| CREDENTIAL_WORDS.contains(&w.as_str()))
+}
+
+/// The first capture group that took part in the match.
+fn first_group<'a>(ctx: &MatchCtx<'a>) -> Option<regex::Match<'a>> {
+    ctx.caps.iter().skip(1).flatten().next()
+}
+
+/// DNS names built from a variable: only a credential's name counts.
+pub(crate) fn secret_named_variable(ctx: &MatchCtx<'_>) -> Outcome {
+    match first_group(ctx) {
+        Some(g) if is_credential_name(g.as_str()) => Outcome::Keep,
+        _ => Outcome::Drop,
+    }
+}
+
+/// A credential named after a service, put into the body or query of a request: kept when the
+/// request goes to a host that does not carry the service's name (a credential sent to its own
+/// service is authentication). Names without a service (`API_KEY`), requests to a host held in
+/// a variable and credentials in headers are left alone.
+pub(crate) fn secret_to_other_host(ctx: &MatchCtx<'_>) -> Outcome {
+    let Some(g) = first_group(ctx) else {
+        return Outcome::Drop;
+    };
+    let name = g.as_str();
+    if !is_credential_name(name) {
+        return Outcome::Drop;
+    }
+    // A raw socket carrying a credential is never authentication.
+    if ctx.matched().contains(".send") && !ctx.matched().contains("://") {
+        return Outcome::Keep;
+    }
+    let line = ctx.line();
+    let lower = line.to_ascii_lowercase();
+    let at = g.start().saturating_sub(ctx.line_start);
+    let before = lower.get(..at).unwrap_or("");
+    // `headers={…}` or `auth=` between the body keyword and the credential: authentication.
+    let body_at = [
+        "json", "data", "params", "files", "body", "fields", "form", "qs", "?", "&",
+    ]
+    .iter()
+    .filter_map(|k| before.rfind(k))
+    .max();
+    let header_at = [
+        "headers",
+        "auth=",
+        "authorization",
+        "-h ",
+        "--header",
+        "-u ",
+    ]
+    .iter()
+    .filter_map(|k| before.rfind(k))
+    .max();
+    if header_at.is_some_and(|h| body_at.is_none_or(|b| h > b)) {
+        return Outcome::Drop;
+    }
+    let Some(host) = first_public_host(&lower) else {
+        return Outcome::Drop;
+    };
+    match belongs_to_host(name, host) {
+        Some(false) => Outcome::Keep,
+        _ => Outcome::Drop,
+    }
+}
+
+/// The host of the first URL of a (lowercased) line, unless it is local or private.
+fn first_public_host(lower: &str) -> Option<&str> {
+    let i = lower.find("://")?;
+    let rest = lower.get(i + 3..).unwrap_or("");
+    let host_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+        .unwrap_or(rest.len());
+    let host = rest.get(..host_end).unwrap_or("");
+    let local = host.is_empty()
+        || host == "localhost"
+        || host.starts_with("127.")
+        || host.starts_with("10.")
+        || host.starts_with("192.168.");
+    (!local).then_some(host)
+}
+
+/// Whether a credential's name carries the name of `host`'s service (`TAVILY_API_KEY` and
+/// `api.tavily.com`); `None` when the name names no service (`API_KEY`).
+fn belongs_to_host(name: &str, host: &str) -> Option<bool> {
+    let services: Vec<String> = identifier_words(name)
+        .into_iter()
+        .filter(|w| {
+            !CREDENTIAL_WORDS.contains(&w.as_str())
+                && !GENERIC_CREDENTIAL_WORDS.contains(&w.as_str())
+                && !w.chars().all(|c| c.is_ascii_digit())
+        })
+        .collect();
+    if services.is_empty() {
+        return None;
+    }
+    Some(services.iter().any(|w| {
+        w.len() >= 3 && host.contains(w.as_str())
+            || SERVICE_ALIASES
+                .iter()
+                .filter(|(alias, _)| alias == w)
+                .any(|(_, hosts)| hosts.iter().any(|h| host.contains(h)))
+    }))
+}
+
+/// A secret in a request body: a credential read from the environment under its service's
+/// name and sent to that service's host (`json={"api_key": os.environ["TAVILY_API_KEY"]}` to
+/// api.tavily.com) is authentication, reported as low.
+pub(crate) fn secret_post(ctx: &MatchCtx<'_>) -> Outcome {
+    let line = ctx.line();
+    let lower = line.to_ascii_lowercase();
+    let Some(host) = first_public_host(&lower) else {
+        return Outcome::Keep;
+    };
+    let own = env_reads(line)
+        .filter(|n| is_credential_name(n))
+        .any(|n| belongs_to_host(n, host) == Some(true));
+    if own {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Names read from the environment on a line: `os.environ["X"]`, `os.getenv("X")`,
+/// `process.env.X`, `$X`, `${X}`.
+fn env_reads(line: &str) -> impl Iterator<Item = &str> {
+    let mut names = Vec::new();
+    for opener in [
+        "os.environ[\"",
+        "os.environ['",
+        "os.environ.get(\"",
+        "os.environ.get('",
+        "os.getenv(\"",
+        "os.getenv('",
+        "process.env.",
+        "process.env[\"",
+        "process.env['",
+        "${",
+        "$",
+    ] {
+        let mut from = 0;
+        while let Some(i) = line.get(from..).and_then(|l| l.find(opener)) {
+            let at = from + i + opener.len();
+            let rest = line.get(at..).unwrap_or("");
+            let n = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if n > 0 {
+                names.push(rest.get(..n).unwrap_or(""));
+            }
+            from = at;
+        }
+    }
+    names.into_iter()
+}
+
+/// Chat webhooks: a Telegram bot or Discord webhook whose token is a variable or placeholder
+/// is the user's own configured bot, reported as low; a hard-coded one is someone's sink.
+pub(crate) fn webhook_endpoint(ctx: &MatchCtx<'_>) -> Outcome {
+    let m = ctx.matched().to_ascii_lowercase();
+    if !(m.ends_with("/bot") || m.ends_with("/api/webhooks/")) {
+        return Outcome::Keep;
+    }
+    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let templated = after.starts_with('$')
+        || after.starts_with('{')
+        || after.starts_with('<')
+        || after.starts_with('%')
+        || after.starts_with("\" +")
+        || after.starts_with("' +")
+        || after.starts_with("\"+")
+        || after.starts_with("'+");
+    if templated {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Keeps only public IPv4 literals/// Keeps only public IPv4 literals (loopback, private, link-local and unspecified are fine).
 pub(crate) fn public_ip(ctx: &MatchCtx<'_>) -> Outcome {
     let host = ctx.value();
     let addr: Option<std::net::Ipv4Addr> =
@@ -886,5 +1716,8 @@ mod tests {
         assert!(is_placeholder("xxxxxxxxxxxxxxxx"));
         assert!(is_placeholder("${OPENAI_API_KEY}"));
         assert!(!is_placeholder("q8Zr2LmN4vTx9KpW"));
+        assert!(is_sequential("abc123def456ghi789jkl012mno345"));
+        assert!(is_sequential("1234567890abcdef"));
+        assert!(!is_sequential("q8zr2lmn4vtx9kpwb7c1"));
     }
 }

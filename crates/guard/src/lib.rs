@@ -65,4 +65,6 @@ pub fn guard_info() -> GuardInfo {
 }
 
 #[cfg(test)]
+mod category_tests;
+#[cfg(test)]
 mod tests;

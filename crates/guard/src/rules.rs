@@ -624,7 +624,7 @@ pub static RULES: &[RuleDef] = &[
         category: C::FetchExecute,
         severity: S::High,
         title: "Download piped into a shell",
-        description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known installers are reported as low).",
+        description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known vendor installers, GitHub release installers and a project's own install script in its repository are reported as low).",
         remediation: "Download, verify (checksum or signature) and review the script before running it.",
         detector: line_f(
             &["curl", "wget"],
@@ -1034,11 +1034,11 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Credential file access",
-        description: "References a private key, cloud or registry credential file (high when the same line sends data over the network).",
+        description: "References a private key, cloud or registry credential file (high when the same line sends data over the network; a key given to ssh -i, IdentityFile or ssh-add is used, not read, and is low).",
         remediation: "A skill must not read the user's credentials.",
         detector: line_f(
-            &[".ssh/id_", ".aws/credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
-            r"(?i)\.ssh/id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
+            &[".ssh/id_", ".ssh\\id_", ".aws/credentials", ".aws\\credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
+            r"(?i)\.ssh[/\\]id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws[/\\]credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
             filters::credential_file,
         ),
     },
@@ -1051,7 +1051,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Never send environment variables anywhere.",
         detector: line(
             &["$(env", "$( env", "$(printenv", "$(set", "env |", "env|", "printenv", "process.env", "os.environ"],
-            r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*\b(?:dict\()?os\.environ\b"#,
+            r#"(?i)\$\(\s*(?:env|printenv|set)\s*\)[^\n]*\b(?:https?://|curl|wget|nc)\b|\b(?:curl|wget)\b[^\n]*\$\(\s*(?:env|printenv)\s*\)|\b(?:env|printenv)\s*\|\s*(?:base64\s*\|\s*)?(?:curl|wget|nc|ncat)\b|\b(?:fetch|axios\.post|request)\s*\([^\n]*JSON\.stringify\(\s*process\.env\s*\)|\b(?:requests|httpx)\.(?:post|put)\([^\n]*(?:\bdict\(\s*os\.environ\b|\*\*os\.environ\b|[=:(,]\s*os\.environ\s*(?:[,)}]|\.(?:copy|items|keys|values)\(|$))"#,
         ),
     },
     RuleDef {
@@ -1072,11 +1072,12 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Secret sent in a request body",
-        description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials.",
+        description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials (low when the credential is read under its service's name and sent to that service's host).",
         remediation: "Send credentials only as authentication to the service they belong to.",
-        detector: line(
+        detector: line_f(
             &[".post(", ".put(", ".post (", ".put ("],
             r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#,
+            filters::secret_post,
         ),
     },
     RuleDef {
@@ -1116,15 +1117,42 @@ pub static RULES: &[RuleDef] = &[
         ),
     },
     RuleDef {
+        id: "exfil.secret-to-other-host",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Credential sent to another host",
+        description: "A credential named after a service (GITHUB_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY ...) is put into the body, form or query of a request to a host of another name; sent to its own service (api.github.com) it is authentication, not reported.",
+        remediation: "Send a credential only to the service it belongs to, in its authorization header.",
+        detector: line_f(
+            &[" -d ", " -d'", " -d\"", "--data", " -f ", "--form", "--post-data", "--body-data", "--json", "-body ", "=$", "json=", "data=", "params=", "files=", "body=", "fields=", "json =", "data =", "params =", "process.env", "={", "=${", "=' +", "=\" +", "='+", "=\"+", "sendall", ".send(", "sendto("],
+            r#"(?i)\b(?:curl|wget|http|xh|Invoke-RestMethod|Invoke-WebRequest|irm|iwr)\b[^\n]*?(?:\s(?:-d|--data(?:-raw|-binary|-urlencode|-ascii)?|-F|--form(?:-string)?|--post-data|--body-data|--json|-Body)(?:\s+|=)(?:\x22[^\x22\n]*?|'[^'\n]*?|[^\s\x22']*?)|[?&][\w.-]+=)\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)|\.(?:post|put|patch|get|request)\s*\([^\n]*?\b(?:json|data|params|files|body|fields)\s*=[^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)|\b(?:fetch|axios(?:\.\w+)?|got(?:\.\w+)?|request|ky(?:\.\w+)?)\s*\([^\n]*?\b(?:body|data|params|json|form|qs|searchParams)\s*:[^\n]*?process\.env(?:\.|\[\s*['\x22])([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=(?:\{|\$\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=['\x22]\s*\+\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|\.(?:sendall|send|sendto)\s*\([^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)"#,
+            filters::secret_to_other_host,
+        ),
+    },
+    RuleDef {
+        id: "exfil.dns-secret-name",
+        category: C::Exfiltration,
+        severity: S::High,
+        title: "Credential placed in a DNS name",
+        description: "A host name that holds a secret-named variable (a token, key, password or credential) is resolved (dig, nslookup, host, ping, Resolve-DnsName, gethostbyname, dns.lookup): the secret leaves in the DNS query.",
+        remediation: "Never build host names from credentials.",
+        detector: line_f(
+            &["dig ", "nslookup", "host $", "host \"$", "drill ", "ping $", "ping \"$", "ping -", "resolve-dnsname", "gethostbyname", "getaddrinfo", "resolver.", "dns.lookup", "dns.resolve", "dns.promises"],
+            r#"(?i)\b(?:dig|nslookup|host|drill|ping|Resolve-DnsName)\b[^\n;|&]*?\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}?\.[A-Za-z0-9-]|\b(?:gethostbyname(?:_ex)?|getaddrinfo|resolver\.(?:resolve|query)|dns\.(?:promises\.)?(?:lookup|resolve\w*))\s*\([^\n]*?(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))|\$\{|\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)"#,
+            filters::secret_named_variable,
+        ),
+    },
+    RuleDef {
         id: "exfil.markdown-image-beacon",
         category: C::Exfiltration,
         severity: S::High,
         title: "Markdown image beacon",
-        description: "A Markdown or HTML image whose URL query carries templated data, leaking conversation content when rendered.",
+        description: "A Markdown, HTML or CSS image whose URL (host, path or query) carries templated data, leaking conversation content when rendered (a template whose placeholders only name the resource, such as {owner}/{repo}, is low).",
         remediation: "Do not render images with data-bearing query strings.",
-        detector: line(
-            &["![", "<img"],
-            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*https?://[^)\s?]+/(?:\{\{|\{[A-Za-z_]|\$\{|<[A-Za-z_]|%7B)|<img\b[^>\n]*\bsrc\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*)?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+        detector: line_f(
+            &["![", "<img", "url("],
+            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<img\b[^>\n]*\bsrc\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|\burl\(\s*['\x22]?https?://[^)\s'\x22]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
+            filters::data_placeholders,
         ),
     },
     RuleDef {
@@ -1132,11 +1160,12 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::Medium,
         title: "Link that carries data",
-        description: "A Markdown or HTML link whose URL query or path holds template placeholders for data to be filled in: clicking it sends that data to the host.",
+        description: "A Markdown or HTML link (or link reference) whose URL holds template placeholders for data to be filled in: clicking it sends that data to the host (placeholders that only name the resource are low).",
         remediation: "Do not build links from conversation data.",
-        detector: line(
-            &["](", "href"],
-            r#"(?i)(?:^|[^!])\[[^\]\n]*\]\(\s*https?://[^)\s]+(?:\?[^)\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\])|<a\b[^>\n]*\bhref\s*=\s*["']https?://[^"'\s]+(?:\?[^"'\s]*|/)(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_])"#,
+        detector: line_f(
+            &["](", "href", "]: http", "]: <http"],
+            r#"(?im)(?:^|[^!])\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|^\s{0,3}\[[^\]\n]+\]:\s*<?https?://[^\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<a\b[^>\n]*\bhref\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
+            filters::data_placeholders,
         ),
     },
     RuleDef {
@@ -1147,9 +1176,22 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells the model to append or encode conversation data, secrets or user data into a URL, link or image address.",
         remediation: "Remove it; data must not leave through rendered links or images.",
         detector: line_f(
-            &["url", "link", "image", "query", "src", "href"],
-            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b",
-            filters::not_quoted_or_negated,
+            &["url", "link", "image", "query", "src", "href", "followed by", " plus ", "appending", "=<", "/<"],
+            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b|https?://[^\s)>\]`'\x22]*[?&][\w.-]*=[)\]`'\x22]?,?\s+(?:followed\s+by|plus|\+|then|with|and\s+append(?:ing)?|appending)\b[^.\n]{0,80}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b|https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{0,100}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b[^>\n]{0,100}>",
+            filters::data_into_url,
+        ),
+    },
+    RuleDef {
+        id: "exfil.data-before-url",
+        category: C::Exfiltration,
+        severity: S::Medium,
+        title: "Data named before an open URL",
+        description: "A sentence names conversation data, a secret or personal data and then gives a URL whose query value is left open (`?v=`) or is a placeholder describing that data (`/log/<summary of the chat>`): the shape of an instruction to send the data there.",
+        remediation: "Do not tell the model to fill a URL with data from the conversation or the user.",
+        detector: line_f(
+            &["=<", "/<", "password", "conversation", "chat history", "chat log", "transcript", "credential", "cookie", "secret", "system prompt", "messages", "memory", "ssh key"],
+            r"(?i)\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment\s+variables|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&][\w.-]*=(?:[\s)`'\x22]|$)|\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|transcript|system\s+prompt|files?\s+you\s+(?:read|opened|saw|accessed)|personal\s+(?:data|information)|memory)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{1,40}>",
+            filters::data_before_url,
         ),
     },
     RuleDef {
@@ -1157,11 +1199,12 @@ pub static RULES: &[RuleDef] = &[
         category: C::Exfiltration,
         severity: S::High,
         title: "Request-catcher or chat webhook endpoint",
-        description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks.",
+        description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks (a bot or webhook token given as a variable, the user's own bot, is low).",
         remediation: "Send data only to the service the skill is about.",
-        detector: line(
+        detector: line_f(
             &["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"],
             r"(?i)\b(?:https?://)?(?:[\w-]+\.)*(?:webhook\.site|requestbin\.(?:com|net)|[\w-]+\.m\.pipedream\.net|pipedream\.net|hookbin\.com|interact\.sh|oast\.(?:fun|me|pro|site|live|online)|burpcollaborator\.net|canarytokens\.(?:com|org)|beeceptor\.com|requestcatcher\.com)\b|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot",
+            filters::webhook_endpoint,
         ),
     },
     // ---------------------------------------------------------------- miners

@@ -475,7 +475,8 @@ impl Scanner {
         hits.sort_by_key(|h| (h.start, h.rule));
         let bytes = text.as_bytes();
         let mut findings: Vec<Finding> = Vec::new();
-        let mut seen: std::collections::HashSet<(usize, u32)> = std::collections::HashSet::new();
+        // (rule, line) → the index of its finding, or `None` when the caps left it out.
+        let mut seen: HashMap<(usize, u32), Option<usize>> = HashMap::new();
         let mut per_rule: HashMap<usize, usize> = HashMap::new();
         let mut line_no: u32 = 1;
         let mut counted_to = 0usize;
@@ -488,45 +489,64 @@ impl Scanner {
                 line_no = line_no.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
                 counted_to = start;
             }
-            if seen.contains(&(hit.rule, line_no)) {
+            if let Some(reported) = seen.get(&(hit.rule, line_no)) {
+                // One finding per rule and line: the most severe detection of the line (a key
+                // used by `ssh -i` and the same key uploaded on that line is the upload).
+                if let Some(i) = *reported {
+                    if findings.get(i).is_some_and(|f| hit.severity > f.severity) {
+                        if let Some(f) = self.finding(path, text, &hit, line_no) {
+                            if let Some(slot) = findings.get_mut(i) {
+                                *slot = f;
+                            }
+                        }
+                    }
+                }
                 continue;
             }
             let n = per_rule.entry(hit.rule).or_insert(0);
             if *n >= MAX_PER_RULE_PER_FILE || findings.len() >= MAX_PER_FILE {
                 truncated += 1;
                 // Count each left-out line once.
-                seen.insert((hit.rule, line_no));
+                seen.insert((hit.rule, line_no), None);
                 continue;
             }
             *n += 1;
-            seen.insert((hit.rule, line_no));
-            let Some(def) = RULES.get(hit.rule) else {
+            let Some(finding) = self.finding(path, text, &hit, line_no) else {
+                seen.insert((hit.rule, line_no), None);
                 continue;
             };
-            let (ls, le) = line_bounds(text, start);
-            let column = text.get(ls..start).map_or(0, |s| s.chars().count()) + 1;
-            let excerpt = self.excerpt(text, ls, le, start, hit.end, hit.redact);
-            findings.push(Finding {
-                rule_id: def.id.to_string(),
-                severity: hit.severity,
-                title: def.title.to_string(),
-                message: match hit.message {
-                    Some(m) => self
-                        .aux
-                        .redact
-                        .replace_all(&m, |c: &regex::Captures<'_>| {
-                            redacted(c.get(0).map_or("", |m| m.as_str()))
-                        })
-                        .into_owned(),
-                    None => def.description.to_string(),
-                },
-                path: path.map(str::to_string),
-                line: line_no,
-                column: u32::try_from(column).unwrap_or(u32::MAX),
-                excerpt,
-            });
+            seen.insert((hit.rule, line_no), Some(findings.len()));
+            findings.push(finding);
         }
         (findings, truncated)
+    }
+
+    /// The finding of one detection on line `line_no`.
+    fn finding(&self, path: Option<&str>, text: &str, hit: &Hit, line_no: u32) -> Option<Finding> {
+        let def = RULES.get(hit.rule)?;
+        let start = hit.start.min(text.len());
+        let (ls, le) = line_bounds(text, start);
+        let column = text.get(ls..start).map_or(0, |s| s.chars().count()) + 1;
+        let excerpt = self.excerpt(text, ls, le, start, hit.end, hit.redact);
+        Some(Finding {
+            rule_id: def.id.to_string(),
+            severity: hit.severity,
+            title: def.title.to_string(),
+            message: match &hit.message {
+                Some(m) => self
+                    .aux
+                    .redact
+                    .replace_all(m, |c: &regex::Captures<'_>| {
+                        redacted(c.get(0).map_or("", |m| m.as_str()))
+                    })
+                    .into_owned(),
+                None => def.description.to_string(),
+            },
+            path: path.map(str::to_string),
+            line: line_no,
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+            excerpt,
+        })
     }
 
     /// A short, single-line excerpt around the match, secrets redacted, hidden characters shown.
@@ -658,10 +678,21 @@ fn keep_within_scan_caps(
 /// Why a filter lowered a rule's severity.
 fn lowered_reason(id: &str) -> &'static str {
     match id {
-        "exfil.credential-file" => "the key is used (ssh-add, ssh -i, IdentityFile), not read or sent",
+        "exfil.credential-file" | "tool.sensitive-file-instruction" => {
+            "the key is used (ssh-add, ssh -i, IdentityFile) or named in documentation, not read or sent"
+        }
+        "exfil.webhook-endpoint" => {
+            "the bot or webhook token is a variable (the user's own bot), not a hard-coded sink"
+        }
+        "exfil.secret-post" => {
+            "the credential is read under its service's name and sent to that service's host"
+        }
+        "exfil.markdown-image-beacon" | "exfil.markdown-link-beacon" => {
+            "every placeholder of the URL names the resource (owner, repository, number, version), not data to be sent"
+        }
         "secret.stripe-key" => "a test-mode key",
         id if id.starts_with("exec.") || id.starts_with("url.") => {
-            "the script comes from a well-known vendor installer (the host or a GitHub release installer)"
+            "the script comes from a well-known vendor installer (a vendor's host, a GitHub release installer or a project's own install script in its repository)"
         }
         _ => "context",
     }
