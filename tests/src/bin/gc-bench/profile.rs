@@ -4,7 +4,7 @@
 //! server is started again under the command in `GC_BENCH_WRAP` (for example
 //! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). After a warm-up, each phase
 //! sends N requests one at a time: key-authenticated `GET /workspace/skills`, then `POST /run`
-//! to the mock. When the wrapper is callgrind, the counters are zeroed before a phase and
+//! to the mock, then `POST /run` again with the tenant's three limits set (`run-limited`). When the wrapper is callgrind, the counters are zeroed before a phase and
 //! dumped after it (`callgrind_control`), so each dump holds exactly N requests; read them with
 //! `callgrind_annotate`.
 
@@ -68,7 +68,25 @@ pub(crate) async fn run(bin: &str, n: usize) {
     for (phase, make) in [
         ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder),
         ("run", &run),
+        ("run-limited", &run),
     ] {
+        if phase == "run-limited" {
+            // The tenant's three limits, high enough never to refuse: what the quota check
+            // adds to a run (issue 10).
+            let r = client
+                .patch(format!("{base}/admin/tenants/{}", fixture.tid))
+                .header("cookie", &fixture.admin)
+                .header("origin", "http://127.0.0.1:8080")
+                .json(&json!({"limits": {"requests_per_minute": 1_000_000_000i64,
+                    "tokens_per_minute": 1_000_000_000_000i64, "monthly_tokens": 1_000_000_000_000i64}}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "limits: {}", r.status());
+            for _ in 0..50 {
+                assert!(run().send().await.unwrap().status().is_success());
+            }
+        }
         if is_callgrind {
             callgrind(&["-z"], pid);
         }
