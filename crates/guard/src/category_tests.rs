@@ -5,27 +5,8 @@
 
 use crate::{Finding, Scanner, Severity};
 
-fn scanner() -> Scanner {
-    Scanner::new().expect("rules compile")
-}
-
-/// A deterministic high-entropy string over `alphabet` (as in `tests.rs`).
-fn random(len: usize, alphabet: &str, seed: u64) -> String {
-    let chars: Vec<char> = alphabet.chars().collect();
-    let mut x = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chars[(x % chars.len() as u64) as usize]
-        })
-        .collect()
-}
-
-const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+// The scanner and the deterministic token generator of the per-rule cases.
+use crate::tests::{random, scanner, ALNUM};
 
 fn worst(findings: &[Finding]) -> Option<Severity> {
     findings.iter().map(|f| f.severity).max()

@@ -5,12 +5,12 @@ use crate::rules::RULES;
 use crate::{Scanner, Severity, Verdict};
 use std::collections::HashSet;
 
-fn scanner() -> Scanner {
+pub(crate) fn scanner() -> Scanner {
     Scanner::new().expect("rules compile")
 }
 
 /// A deterministic high-entropy string over `alphabet`.
-fn random(len: usize, alphabet: &str, seed: u64) -> String {
+pub(crate) fn random(len: usize, alphabet: &str, seed: u64) -> String {
     let chars: Vec<char> = alphabet.chars().collect();
     let mut x = seed
         .wrapping_mul(6364136223846793005)
@@ -25,7 +25,7 @@ fn random(len: usize, alphabet: &str, seed: u64) -> String {
         .collect()
 }
 
-const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+pub(crate) const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 const UPNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
 fn ids(s: &Scanner, path: Option<&str>, text: &str) -> Vec<String> {

@@ -219,17 +219,17 @@ pub(crate) struct RecordRow {
 
 impl RecordRow {
     pub fn into_domain(self) -> DomainResult<Record> {
-        Ok(Record {
-            id: id(&self.id)?,
-            kind: RecordKind::from_stored(&self.kind).ok_or_else(|| corrupt("record kind"))?,
-            parent_id: opt_id(self.parent_id.as_deref())?,
+        let kind = RecordKind::from_stored(&self.kind).ok_or_else(|| corrupt("record kind"))?;
+        ListedRecordRow {
+            id: self.id,
+            parent_id: self.parent_id,
             version: self.version,
-            fields: RecordFields::from_stored(self.fields)
-                .ok_or_else(|| corrupt("record fields"))?,
-            created_at: time(self.created_at)?,
-            updated_at: time(self.updated_at)?,
-            created_by: id(&self.created_by)?,
-        })
+            fields: self.fields,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            created_by: self.created_by,
+        }
+        .into_domain(kind)
     }
 }
 
