@@ -129,11 +129,6 @@ impl RecordFields {
             _ => Map::new(),
         }
     }
-
-    /// One field's value (parsed); `None` when absent.
-    pub fn get(&self, name: &str) -> Option<Value> {
-        self.map().remove(name)
-    }
 }
 
 /// Tenant settings, one row per tenant, versioned like records.
@@ -411,14 +406,12 @@ mod tests {
         assert_eq!(f.as_str(), r#"{"n":1,"name":"a\"b","tags":["x"]}"#);
         assert_eq!(f.members(), r#""n":1,"name":"a\"b","tags":["x"]"#);
         assert_eq!(f.map(), map);
-        assert_eq!(f.get("n"), Some(serde_json::json!(1)));
-        assert_eq!(f.get("missing"), None);
         let empty = RecordFields::from_map(&Map::new());
         assert_eq!(empty.members(), "");
         // Stored text is kept as it is, spaces and all.
         let stored = RecordFields::from_stored(" { \"a\": [1, 2] } ".into()).unwrap();
         assert_eq!(stored.members(), r#""a": [1, 2]"#);
-        assert_eq!(stored.get("a"), Some(serde_json::json!([1, 2])));
+        assert_eq!(stored.map()["a"], serde_json::json!([1, 2]));
         for bad in ["", "[]", "1", "\"x\"", "{", "}", "null", "{\"a\":1"] {
             assert!(RecordFields::from_stored(bad.into()).is_none(), "{bad}");
         }

@@ -58,7 +58,7 @@ pub fn create_record<P: WorkspaceRepo + ?Sized>(
         updated_at: now,
         created_by: p.user().id,
     };
-    let line = record_activity(&scope, kind, "create", &record, now);
+    let line = record_activity(&scope, kind, "create", &record, &fields, now);
     ports.insert_record(&scope, &record, &line)
 }
 
@@ -107,7 +107,7 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
             fields: RecordFields::from_map(&fields),
             ..current
         };
-        let line = record_activity(&scope, kind, "update", &after, now);
+        let line = record_activity(&scope, kind, "update", &after, &fields, now);
         match ports.update_record(
             &scope,
             kind,
@@ -141,7 +141,7 @@ pub fn delete_record<P: WorkspaceRepo + ?Sized>(
     let Some(current) = ports.find_record(&scope.as_read(), kind, parent, id)? else {
         return Err(DomainError::NotFound(kind.noun()));
     };
-    let line = record_activity(&scope, kind, "delete", &current, now);
+    let line = record_activity(&scope, kind, "delete", &current, &current.fields.map(), now);
     if ports.delete_record(&scope, kind, parent, id, &line)? {
         Ok(())
     } else {
@@ -149,15 +149,16 @@ pub fn delete_record<P: WorkspaceRepo + ?Sized>(
     }
 }
 
-/// The activity line of a record write: `{kind}.{verb}` naming the record.
+/// The activity line of a record write: `{kind}.{verb}` naming the record (`fields` are its
+/// fields as a map: the writes have them at hand, so they are not parsed again).
 fn record_activity(
     scope: &WriteScope,
     kind: RecordKind,
     verb: &str,
     r: &Record,
+    fields: &Map<String, Value>,
     now: DateTime<Utc>,
 ) -> NewActivity {
-    let fields = r.fields.map();
     let label = fields
         .get("name")
         .or_else(|| fields.get("title"))

@@ -79,7 +79,7 @@ const EXAMPLE_MARKERS: &[&str] = &[
     "incorrect",
 ];
 
-fn is_markdown(path: Option<&str>) -> bool {
+pub(crate) fn is_markdown(path: Option<&str>) -> bool {
     path.is_some_and(|p| {
         let p = p.to_ascii_lowercase();
         p.ends_with(".md") || p.ends_with(".mdx") || p.ends_with(".markdown")

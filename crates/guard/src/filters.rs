@@ -505,7 +505,7 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     }
     // Documentation that names the file to protect it ("check that `~/.aws/credentials` is
     // not committed", "keep it at mode 600") without anything that reads, shows or moves it.
-    if ctx.path.is_some_and(is_markdown_path) && protects(line) && !reads_or_moves(line) {
+    if crate::context::is_markdown(ctx.path) && protects(line) && !reads_or_moves(line) {
         return Outcome::Adjust(Severity::Low);
     }
     let lower = line.to_ascii_lowercase();
@@ -527,11 +527,6 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
-}
-
-fn is_markdown_path(p: &str) -> bool {
-    let p = p.to_ascii_lowercase();
-    p.ends_with(".md") || p.ends_with(".mdx") || p.ends_with(".markdown")
 }
 
 /// Words of a line that protect a file rather than use it.

@@ -489,16 +489,15 @@ impl Scanner {
                 line_no = line_no.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
                 counted_to = start;
             }
-            if let Some(reported) = seen.get(&(hit.rule, line_no)) {
+            if let Some(&reported) = seen.get(&(hit.rule, line_no)) {
                 // One finding per rule and line: the most severe detection of the line (a key
                 // used by `ssh -i` and the same key uploaded on that line is the upload).
-                if let Some(i) = *reported {
-                    if findings.get(i).is_some_and(|f| hit.severity > f.severity) {
-                        if let Some(f) = self.finding(path, text, &hit, line_no) {
-                            if let Some(slot) = findings.get_mut(i) {
-                                *slot = f;
-                            }
-                        }
+                let weaker = reported
+                    .and_then(|i| findings.get_mut(i))
+                    .filter(|f| hit.severity > f.severity);
+                if let Some(slot) = weaker {
+                    if let Some(f) = self.finding(path, text, &hit, line_no) {
+                        *slot = f;
                     }
                 }
                 continue;

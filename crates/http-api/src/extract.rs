@@ -106,7 +106,7 @@ async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
 }
 
 /// Credentials checked without the database, for handlers on a hot path that authenticate and
-/// do their storage work in one trip to the blocking pool ([`Caller::db`]).
+/// do their storage work in one call ([`Caller::db`] for writes, [`Caller::read`] for reads).
 pub struct Caller {
     req: HttpRequest,
     checked: CheckedCredential,
@@ -137,23 +137,13 @@ impl Caller {
             + Send
             + 'static,
     {
-        let policy = state.policy;
-        let checked = self.checked;
-        let (principal, out) = state
-            .db(move |store| {
-                let principal = accounts::authenticate(store, &policy, &checked, Utc::now())?;
-                // A refusal inside `work` still needs the Shadow header: hand the principal
-                // back either way.
-                let out = work(store, &principal);
-                Ok((principal, out))
-            })
+        let (policy, checked) = (state.policy, self.checked);
+        let done = state
+            .db(move |store| with_principal(store, &policy, &checked, work))
             .await?;
-        mark_shadow(&self.req, &principal);
-        Ok(out?)
+        shadowed(&self.req, done)
     }
-}
 
-impl Caller {
     /// Authenticates and runs read `work` with the principal, in one call of
     /// [`AppState::read`]: on the serving thread when the store can answer at once, else in one
     /// blocking call. Both may run more than once, so `work` must be safe to repeat.
@@ -164,18 +154,34 @@ impl Caller {
             + Send
             + 'static,
     {
-        let policy = state.policy;
-        let checked = self.checked;
-        let (principal, out) = state
-            .read(move |store| {
-                let principal = accounts::authenticate(store, &policy, &checked, Utc::now())?;
-                let out = work(store, &principal);
-                Ok((principal, out))
-            })
+        let (policy, checked) = (state.policy, self.checked);
+        let done = state
+            .read(move |store| with_principal(store, &policy, &checked, &work))
             .await?;
-        mark_shadow(&self.req, &principal);
-        Ok(out?)
+        shadowed(&self.req, done)
     }
+}
+
+/// Marks a Shadow view's answer and hands out the work's result.
+fn shadowed<T>(
+    req: &HttpRequest,
+    (principal, out): (Principal, gc_domain::DomainResult<T>),
+) -> Result<T, ApiError> {
+    mark_shadow(req, &principal);
+    Ok(out?)
+}
+
+/// Authenticates, then runs `work` with the principal. A refusal inside `work` still needs
+/// the Shadow header, so the principal comes back either way.
+fn with_principal<T>(
+    store: &dyn gc_domain::ports::Store,
+    policy: &accounts::AccountPolicy,
+    checked: &CheckedCredential,
+    work: impl FnOnce(&dyn gc_domain::ports::Store, &Principal) -> gc_domain::DomainResult<T>,
+) -> gc_domain::DomainResult<(Principal, gc_domain::DomainResult<T>)> {
+    let principal = accounts::authenticate(store, policy, checked, Utc::now())?;
+    let out = work(store, &principal);
+    Ok((principal, out))
 }
 
 /// An authenticated caller (session or workspace key); 401 without valid credentials.

@@ -25,8 +25,6 @@ use crate::state::AppState;
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
 pub type Fields = crate::extract::Body<Map<String, Value>>;
 
-/// How many times a PATCH without `If-Match` re-reads and re-applies itself when a
-/// concurrent writer got in between its read and its write.
 /// Appends a stored record's JSON to `out`:
 /// `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
 ///
@@ -183,17 +181,14 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
 }
 
 /// The record as the body of `res`, with its ETag.
-fn with_etag(
-    mut res: actix_web::HttpResponseBuilder,
-    r: &Record,
-) -> Result<HttpResponse, ApiError> {
+fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
     let mut body = Vec::with_capacity(r.fields.as_str().len() + 224);
     write_record(&mut body, r);
     res.insert_header((header::ETAG, etag(r.version)));
-    Ok(json_bytes(res, body))
+    json_bytes(res, body)
 }
 
-/// The activity line of a record write, e.g. `skill.create` with the record as target.
+/// A page of the caller's records of `kind` (under `parent` for memory sources).
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -227,7 +222,7 @@ pub async fn create(
     let stored = state
         .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
         .await?;
-    with_etag(HttpResponse::Created(), &stored)
+    Ok(with_etag(HttpResponse::Created(), &stored))
 }
 
 pub async fn get(
@@ -240,7 +235,7 @@ pub async fn get(
     let record = state
         .read(move |store| service::get_record(store, &p, kind, parent, id))
         .await?;
-    with_etag(HttpResponse::Ok(), &record)
+    Ok(with_etag(HttpResponse::Ok(), &record))
 }
 
 pub async fn patch(
@@ -260,7 +255,7 @@ pub async fn patch(
             service::update_record(store, &p, kind, parent, id, expected, &input, Utc::now())
         })
         .await?;
-    with_etag(HttpResponse::Ok(), &updated)
+    Ok(with_etag(HttpResponse::Ok(), &updated))
 }
 
 pub async fn delete(
