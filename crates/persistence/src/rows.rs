@@ -262,8 +262,11 @@ impl ListedRecordRow {
     }
 }
 
+/// An activity line. `None` is inserted as NULL (the column's default anyway), not as
+/// `DEFAULT`: a row with a defaultable value makes diesel insert a batch on SQLite one row
+/// per statement, and the run-record writer inserts its lines a batch per statement.
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
-#[diesel(table_name = activity)]
+#[diesel(table_name = activity, treat_none_as_default_value = false)]
 pub(crate) struct ActivityRow {
     pub id: String,
     pub tenant_id: String,

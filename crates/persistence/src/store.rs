@@ -22,6 +22,11 @@ use crate::error::{db_error, redact_url, PersistenceError};
 /// Seconds a caller is told to wait when the pool has no connection to give.
 pub const RETRY_AFTER_SECS: u64 = 2;
 
+/// The most rows in one multi-row insert (the run-record writer's batches): at 10 columns a
+/// row, 1,000 bound values, far below SQLite's and PostgreSQL's limits. Such statements vary
+/// in length, so diesel prepares each anew and keeps none.
+pub(crate) const INSERT_CHUNK: usize = 100;
+
 const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 

@@ -32,6 +32,7 @@ on_both_backends!(
     records_paginate_and_count,
     settings_upsert_with_versions,
     activity_is_per_tenant_newest_first,
+    activity_batches_are_stored_whole,
     api_keys_context_list_and_revoke,
     ai_keys_usable_filter,
     concurrent_writers_all_succeed,
@@ -1261,6 +1262,54 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
 }
 
 // ---- Keys ---------------------------------------------------------------------------------
+
+/// The run-record writer's batches (`append_activities`) go in multi-row statements of at
+/// most a chunk each: a batch of several chunks, with and without targets, lands whole and
+/// in order, a missing target stored as none.
+fn activity_batches_are_stored_whole(db: &Db) {
+    let m = member(&db.store, "batch@example.com");
+    let other = member(&db.store, "batch-other@example.com");
+    let target = new_id();
+    // 250 lines: two full chunks and a part, both tenants mixed in one batch.
+    let lines: Vec<_> = (0..250)
+        .map(|i| match i % 5 {
+            0 => activity_w(&other.write, &format!("other{i}"), None),
+            1 => activity_w(&m.write, &format!("run{i}"), Some(("skill", target))),
+            _ => activity_w(&m.write, &format!("run{i}"), None),
+        })
+        .collect();
+    db.store.append_activities(&lines).unwrap();
+
+    let mut stored = Vec::new();
+    let mut before = None;
+    loop {
+        let page = db
+            .store
+            .list_activity(&m.read, &PageRequest::new(Some(200), before).unwrap())
+            .unwrap();
+        stored.extend(page.items);
+        match page.next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    let mine: Vec<_> = lines
+        .iter()
+        .filter(|l| l.tenant_id() == m.tenant.id)
+        .collect();
+    assert_eq!(stored.len(), mine.len());
+    // Newest first: the batch's own order, reversed.
+    for (got, sent) in stored.iter().zip(mine.iter().rev()) {
+        assert_eq!(got.id, sent.id());
+        assert_eq!(got.action, sent.action());
+        assert_eq!(
+            got.target.as_ref().map(|t| t.id),
+            sent.target().map(|t| t.id)
+        );
+    }
+    assert_eq!(stored.iter().filter(|a| a.target.is_some()).count(), 50);
+    assert_eq!(actions(db, &other).len(), 50);
+}
 
 fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
     ApiKey {

@@ -303,8 +303,10 @@ const RUN_QUEUE: usize = 4096;
 
 /// Writes run records in batches, one transaction each, on the blocking pool until every
 /// sender is gone, so the queue is flushed when the server stops. After the first record of a
-/// batch it waits up to [`RUN_BATCH_WINDOW`] for more, so a busy gateway costs a few commits a
-/// second rather than one per run.
+/// batch it sleeps [`RUN_BATCH_WINDOW`] and then takes whatever queued meanwhile (up to
+/// [`RUN_BATCH_MAX`]), so a busy gateway costs a few commits a second rather than one per run,
+/// and a run costs its worker no wake-up of this task: a receiver that waits on the queue is
+/// woken by every record sent, one thread hand-off per run (issue 14).
 async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
     let mut last_prune = std::time::Instant::now();
     while let Some(first) = runs.recv().await {
@@ -313,16 +315,11 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
             prune_quota_windows(Arc::clone(&store)).await;
         }
         let mut batch = vec![first];
-        let window = tokio::time::sleep(RUN_BATCH_WINDOW);
-        tokio::pin!(window);
-        while batch.len() < RUN_BATCH_MAX {
-            tokio::select! {
-                next = runs.recv() => match next {
-                    Some(a) => batch.push(a),
-                    None => break,
-                },
-                () = &mut window => break,
-            }
+        take_queued(&mut runs, &mut batch);
+        // A full batch (a backlog) is written at once; otherwise the window gathers more.
+        if batch.len() < RUN_BATCH_MAX {
+            tokio::time::sleep(RUN_BATCH_WINDOW).await;
+            take_queued(&mut runs, &mut batch);
         }
         let store = Arc::clone(&store);
         let count = batch.len();
@@ -352,6 +349,17 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
                 count,
                 "the run-record writer could not use the blocking pool"
             ),
+        }
+    }
+}
+
+/// Moves queued events into `batch` until it holds [`RUN_BATCH_MAX`] or the queue is empty,
+/// without waiting.
+fn take_queued(runs: &mut mpsc::Receiver<RunEvent>, batch: &mut Vec<RunEvent>) {
+    while batch.len() < RUN_BATCH_MAX {
+        match runs.try_recv() {
+            Ok(event) => batch.push(event),
+            Err(_) => break,
         }
     }
 }

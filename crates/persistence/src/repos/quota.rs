@@ -231,8 +231,10 @@ impl QuotaRepo for DbStore {
     }
 }
 
+/// A run's usage line. No field is defaultable (`treat_none_as_default_value = false`), so a
+/// batch of them is one multi-row statement on SQLite too, not one statement per row.
 #[derive(Insertable)]
-#[diesel(table_name = run_usage)]
+#[diesel(table_name = run_usage, treat_none_as_default_value = false)]
 struct RunUsageRow {
     id: String,
     tenant_id: String,
@@ -362,9 +364,10 @@ impl UsageRepo for DbStore {
             }
         }
         self.write("record_runs", |conn| {
-            for row in &rows {
+            // A statement per chunk of runs, not per run (issue 14).
+            for chunk in rows.chunks(crate::store::INSERT_CHUNK) {
                 on_backend!(conn, |c| diesel::insert_into(run_usage::table)
-                    .values(row)
+                    .values(chunk)
                     .execute(c))
                 .map_err(|e| db_error("record_runs", e))?;
             }
