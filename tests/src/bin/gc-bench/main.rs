@@ -112,6 +112,21 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time the process has used, user and system, in clock ticks (`/proc/<pid>/stat`; 100 a
+/// second on Linux); 0 when unreadable.
+fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which may hold spaces) in parentheses: state is
+            // the first, utime the 12th and stime the 13th.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
 pub(crate) struct Server {
     pub(crate) child: Child,
     pub(crate) base: String,
@@ -517,6 +532,7 @@ async fn main() {
                 None
             }
         };
+        let mut cpu_per_run = Vec::new();
         println!("| concurrency | target | req/s | p50 ms | p99 ms | errors |");
         println!("|---|---|---|---|---|---|");
         for conns in [1usize, 16, 64] {
@@ -538,10 +554,18 @@ async fn main() {
             let b = base.clone();
             let k = key.clone();
             let b2 = body.clone();
+            let ticks = cpu_ticks(server.child.id());
             let through = load(conns, secs, move || {
                 c.post(format!("{b}/run")).bearer_auth(&k).json(&b2)
             })
             .await;
+            // The server's own CPU per run (user + system, including the run recorder): less
+            // sensitive to other load on the machine than rates are.
+            let ticks = cpu_ticks(server.child.id()).saturating_sub(ticks);
+            cpu_per_run.push((
+                conns,
+                ticks as f64 * 10_000.0 / through.latencies_us.len().max(1) as f64,
+            ));
             let row = |name: &str, s: &Stats| {
                 println!(
                     "| {conns} | {name} | {:.0} | {:.3} | {:.3} | {} |",
@@ -558,6 +582,14 @@ async fn main() {
             row("gc `POST /run`", &through);
             gateway.push((conns, direct, proxied, through));
         }
+        let cpu: Vec<String> = cpu_per_run
+            .iter()
+            .map(|(c, us)| format!("{us:.0} µs at {c}"))
+            .collect();
+        println!(
+            "\nserver CPU (user + system) per gc `/run`: {}",
+            cpu.join(", ")
+        );
         println!();
     }
 
