@@ -83,7 +83,8 @@ impl AiAccess {
 /// Proof that a caller may run a chat request now: an active member (or a key with the `run`
 /// scope) of a tenant whose AI access is ready, with the tenant's usable keys — each ready,
 /// chat-enabled and locked to the tenant's region. Made only by [`RunScope::authorize`], which
-/// loads the keys itself.
+/// loads the keys itself (the run preparation enters it after its own caller check, through
+/// `authorize_for`).
 #[derive(Debug, Clone)]
 pub struct RunScope {
     tenant: Tenant,
@@ -103,8 +104,19 @@ impl RunScope {
         ports: &P,
         gateway_configured: bool,
     ) -> crate::DomainResult<Self> {
-        use crate::DomainError;
         let tenant = Self::caller_tenant(principal)?;
+        Self::authorize_for(principal, tenant, ports, gateway_configured)
+    }
+
+    /// [`RunScope::authorize`] for the tenant [`RunScope::caller_tenant`] already answered for
+    /// `principal` (the run preparation checks the caller before the body, then comes here).
+    pub(crate) fn authorize_for<P: crate::ports::AiKeyRepo + ?Sized>(
+        principal: &crate::access::Principal,
+        tenant: Tenant,
+        ports: &P,
+        gateway_configured: bool,
+    ) -> crate::DomainResult<Self> {
+        use crate::DomainError;
         if !tenant.ai_enabled {
             return Err(DomainError::AiAccessDisabled);
         }

@@ -316,7 +316,8 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             }
         }
     };
-    let scope = RunScope::authorize(principal, store, gateway_configured(tenant.region))?;
+    let region = tenant.region;
+    let scope = RunScope::authorize_for(principal, tenant, store, gateway_configured(region))?;
     let mut keys = Vec::new();
     for key in scope.keys_from(0) {
         match sealer.open(&key.sealed_secret, &ai_key_binding(key.tenant_id, key.id)) {
@@ -658,6 +659,24 @@ mod tests {
         }
     }
 
+    /// [`prepare`] for a session of a member of `t`, with the fakes' sealer and every region's
+    /// gateway configured.
+    fn prepare_as<E>(
+        store: &Fake,
+        leases: &RequestLeases,
+        t: &crate::model::Tenant,
+        body: &mut Option<Result<Value, E>>,
+    ) -> DomainResult<Result<RunPlan, E>> {
+        prepare(
+            store,
+            &FakeSealer,
+            leases,
+            &member(t, session()),
+            body,
+            |_| true,
+        )
+    }
+
     fn setup(
         answers: Vec<Result<(), UpstreamFailure>>,
     ) -> (Runs<Scripted>, Arc<Sink>, RunPlan, Fake) {
@@ -671,13 +690,11 @@ mod tests {
         }
         let store = Fake::with_keys(keys);
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare(
+        let plan = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(body)),
-            |_| true,
         )
         .unwrap()
         .unwrap();
@@ -855,45 +872,20 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let mut slot = Some(Ok::<_, ()>(body.clone()));
         *store.refuse_takes.lock().unwrap() = 1;
-        let e = prepare(
-            &store,
-            &FakeSealer,
-            &leases,
-            &member(&t, session()),
-            &mut slot,
-            |_| true,
-        )
-        .unwrap_err();
+        let e = prepare_as(&store, &leases, &t, &mut slot).unwrap_err();
         assert_eq!(e.code(), "service_unavailable");
         assert_eq!(
             slot,
             Some(Ok(body.clone())),
             "the body stays for the next attempt"
         );
-        let plan = prepare(
-            &store,
-            &FakeSealer,
-            &leases,
-            &member(&t, session()),
-            &mut slot,
-            |_| true,
-        )
-        .unwrap()
-        .unwrap();
+        let plan = prepare_as(&store, &leases, &t, &mut slot).unwrap().unwrap();
         assert!(slot.is_none());
         assert_eq!(plan.body.get("messages"), body.get("messages"));
         // The refused attempt counted nothing: this is the minute's first request.
         assert_eq!(plan.limits().requests.unwrap().remaining, 99);
         // A slot already used is a bug, never a run without a body.
-        let e = prepare(
-            &store,
-            &FakeSealer,
-            &leases,
-            &member(&t, session()),
-            &mut slot,
-            |_| true,
-        )
-        .unwrap_err();
+        let e = prepare_as(&store, &leases, &t, &mut slot).unwrap_err();
         assert_eq!(e.code(), "internal_error");
     }
 
@@ -905,24 +897,20 @@ mod tests {
         k.sealed_secret = "sealed:k".into();
         let store = Fake::with_keys(vec![k]);
         let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare(
+        let plan = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(body())),
-            |_| true,
         )
         .unwrap()
         .unwrap();
         assert_eq!(plan.limits().requests.unwrap().remaining, 0);
-        let e = prepare(
+        let e = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(body())),
-            |_| true,
         )
         .unwrap_err();
         assert_eq!(e.code(), "rate_limited");
@@ -937,13 +925,11 @@ mod tests {
         bad.sealed_secret = "garbage".into();
         let store = Fake::with_keys(vec![bad.clone(), good]);
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare(
+        let plan = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(body)),
-            |_| true,
         )
         .unwrap()
         .unwrap();
@@ -957,43 +943,35 @@ mod tests {
     fn refusals_come_before_the_body_and_the_body_before_ai_access() {
         let t = crate::access::tests::tenant(Status::Suspended);
         let store = Fake::default();
-        let e = prepare(
+        let e = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Err::<Value, _>("bad body")),
-            |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "tenant_suspended");
         let mut t = crate::access::tests::tenant(Status::Active);
         t.ai_enabled = false;
-        let out = prepare(
+        let out = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Err::<Value, _>("bad body")),
-            |_| true,
         );
         assert!(matches!(out, Ok(Err("bad body"))));
-        let e = prepare(
+        let e = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(json!({"messages": []}))),
-            |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "validation_failed");
         let ok_body = json!({"messages": [{"role": "user", "content": "x"}]});
-        let e = prepare(
+        let e = prepare_as(
             &store,
-            &FakeSealer,
             &RequestLeases::default(),
-            &member(&t, session()),
+            &t,
             &mut Some(Ok::<_, ()>(ok_body)),
-            |_| true,
         );
         assert_eq!(e.unwrap_err().code(), "ai_access_disabled");
     }
