@@ -8,7 +8,7 @@
 //! usage), refuses when one is used up, then takes one request from every per-minute request
 //! window. Windows are fixed: the UTC minute, the UTC calendar month.
 //!
-//! Requests are counted in the database ahead of use, in leases ([`RequestLeases`], decision
+//! Requests are counted in the database ahead of use, in leases ([`NodeQuotas`], decision
 //! 0009): a node counts a block of requests in the shared window in one write
 //! ([`QuotaRepo::take_request`], atomic across nodes, never past the limit) and admits from
 //! that block without writing again until it is used up. The shared count therefore always
@@ -18,7 +18,8 @@
 //! limit, so small limits are counted one request at a time, exactly as before.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 use uuid::Uuid;
@@ -299,17 +300,26 @@ impl Lease {
     }
 }
 
-/// Requests this process has counted in the shared windows and not yet admitted, by subject
-/// (one per process, kept by the run orchestration). Only requests already counted in the
-/// database are admitted from here, so it never admits more than the shared count holds.
+/// What this process holds of the shared quota counts (one per process, kept by the run
+/// orchestration): the requests it has counted in the shared windows and not yet admitted, by
+/// subject, and the token counts it read in the last few milliseconds ([`TokenReads`]). Only
+/// requests already counted in the database are admitted from here, so it never admits more
+/// than the shared count holds.
 #[derive(Debug, Default)]
-pub struct RequestLeases {
+pub struct NodeQuotas {
     leases: Mutex<HashMap<QuotaSubject, Lease>>,
+    tokens: Arc<TokenReads>,
 }
 
-impl RequestLeases {
+impl NodeQuotas {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QuotaSubject, Lease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The token counts this process reads, for the writer that adds to them
+    /// ([`TokenReads::around_write`]).
+    pub fn token_reads(&self) -> Arc<TokenReads> {
+        Arc::clone(&self.tokens)
     }
 
     /// How many requests the next take of `window` asks for.
@@ -330,13 +340,109 @@ impl RequestLeases {
     }
 }
 
+/// How long this process answers a token window from a count it read, in milliseconds
+/// (decision 0016). This process's own usage writes end it at once ([`TokenReads::around_write`]);
+/// another node's are seen at most this much later.
+pub const TOKEN_READ_REUSE_MS: i64 = 10;
+
+/// The most token counts remembered. When full, those too old to use are forgotten; if that
+/// frees no room, a new count is used once and not remembered.
+const TOKEN_READS_MAX: usize = 4_096;
+
+/// Token counts read from the shared windows, reused for [`TOKEN_READ_REUSE_MS`] (decision
+/// 0016). A count is never used once a usage write of this process has begun after it was read:
+/// `epoch` is odd while such a write runs and grows by two with each, and a count is used only
+/// under the (even) epoch it was read in. Counts only grow within a window, so a reused count can
+/// only be lower than the shared one by what other nodes added in the last few milliseconds.
+#[derive(Debug, Default)]
+pub struct TokenReads {
+    epoch: AtomicU64,
+    seen: Mutex<HashMap<QuotaWindow, SeenTokens>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SeenTokens {
+    tokens: u64,
+    read_ms: i64,
+    epoch: u64,
+}
+
+/// Ends a usage write on drop, so a write that fails or panics ends too.
+struct WriteEnds<'a>(&'a AtomicU64);
+
+impl Drop for WriteEnds<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl TokenReads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QuotaWindow, SeenTokens>> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `write`, this process's write of run usage (which adds tokens to the shared
+    /// windows): no count read before it ends is used after it begins, so on this node a
+    /// tenant over a token limit is refused from the first request after the write.
+    pub fn around_write<T>(&self, write: impl FnOnce() -> T) -> T {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let _ends = WriteEnds(&self.epoch);
+        write()
+    }
+
+    /// The tokens used in each of `windows`: remembered counts when every one is fresh, else
+    /// one read of the store (remembered when no usage write ran meanwhile).
+    fn read<P: QuotaRepo + ?Sized>(
+        &self,
+        store: &P,
+        windows: &[QuotaWindow],
+        now_ms: i64,
+    ) -> DomainResult<Vec<u64>> {
+        let fresh = |s: &SeenTokens, epoch: u64| {
+            s.epoch == epoch && (0..TOKEN_READ_REUSE_MS).contains(&now_ms.saturating_sub(s.read_ms))
+        };
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let quiet = epoch % 2 == 0;
+        if quiet {
+            let seen = self.lock();
+            let known: Option<Vec<u64>> = windows
+                .iter()
+                .map(|w| seen.get(w).filter(|s| fresh(s, epoch)).map(|s| s.tokens))
+                .collect();
+            if let Some(known) = known {
+                return Ok(known);
+            }
+        }
+        let used = store.window_tokens(windows)?;
+        if quiet && self.epoch.load(Ordering::SeqCst) == epoch {
+            let mut seen = self.lock();
+            if seen.len() + windows.len() > TOKEN_READS_MAX {
+                seen.retain(|_, s| fresh(s, epoch));
+            }
+            if seen.len() + windows.len() <= TOKEN_READS_MAX {
+                for (w, tokens) in windows.iter().zip(&used) {
+                    seen.insert(
+                        *w,
+                        SeenTokens {
+                            tokens: *tokens,
+                            read_ms: now_ms,
+                            epoch,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(used)
+    }
+}
+
 /// Applies the caller's tenant and key limits before the upstream call: `budget_exhausted`
 /// when the month's tokens are used up, `rate_limited` when this minute's tokens or requests
 /// are; else one request is counted (on every node's shared count) and the state for the
 /// response headers is returned. No limit set: no query at all.
 pub fn admit<P: QuotaRepo + ?Sized>(
     store: &P,
-    leases: &RequestLeases,
+    quotas: &NodeQuotas,
     scope: &RunScope,
     now: DateTime<Utc>,
 ) -> DomainResult<RateLimitState> {
@@ -351,7 +457,8 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     let month = month_start(now).timestamp_millis();
     let month_reset = secs_until(now, next_month_start(now).timestamp_millis());
 
-    // Tokens: counted when runs end, read here.
+    // Tokens: counted when runs end, read here (or reused for a few milliseconds, see
+    // `TokenReads`).
     let mut reads: Vec<(QuotaWindow, u64, QuotaReason)> = Vec::new();
     if let Some(max) = t.monthly_tokens {
         let w = QuotaWindow {
@@ -377,7 +484,9 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     let mut state = RateLimitState::default();
     if !reads.is_empty() {
         let windows: Vec<QuotaWindow> = reads.iter().map(|(w, _, _)| *w).collect();
-        let used = store.window_tokens(&windows)?;
+        let used = quotas
+            .tokens
+            .read(store, &windows, now.timestamp_millis())?;
         for ((_, max, reason), used) in reads.iter().zip(used) {
             let retry_after_secs = if *reason == QuotaReason::MonthlyTokens {
                 month_reset
@@ -429,7 +538,7 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     if takes.is_empty() {
         return Ok(state);
     }
-    match take_requests(store, leases, &takes, now.timestamp_millis())? {
+    match take_requests(store, quotas, &takes, now.timestamp_millis())? {
         Ok(remaining) => {
             for ((_, max), remaining) in takes.iter().zip(remaining) {
                 let here = Allowance {
@@ -466,7 +575,7 @@ pub fn admit<P: QuotaRepo + ?Sized>(
 /// leases are put back; the store counts nothing for a refused take).
 fn take_requests<P: QuotaRepo + ?Sized>(
     store: &P,
-    leases: &RequestLeases,
+    leases: &NodeQuotas,
     takes: &[(QuotaWindow, u64)],
     now_ms: i64,
 ) -> DomainResult<Result<Vec<u64>, usize>> {
@@ -596,7 +705,7 @@ mod tests {
     #[test]
     fn no_limits_cost_no_query() {
         let (scope, store) = scope(TenantLimits::default(), Some(KeyLimits::default()));
-        let state = admit(&store, &RequestLeases::default(), &scope, Utc::now()).unwrap();
+        let state = admit(&store, &NodeQuotas::default(), &scope, Utc::now()).unwrap();
         assert_eq!(state, RateLimitState::default());
         assert_eq!(*store.quota_calls.lock().unwrap(), 0);
     }
@@ -610,12 +719,12 @@ mod tests {
         let (scope, store) = scope(limits, None);
         let now = at("2026-11-21T10:00:15Z");
         for left in [2, 1, 0] {
-            let s = admit(&store, &RequestLeases::default(), &scope, now).unwrap();
+            let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
             let r = s.requests.unwrap();
             assert_eq!((r.limit, r.remaining, r.reset_secs), (3, left, 45));
             assert_eq!(s.tokens, None);
         }
-        let e = admit(&store, &RequestLeases::default(), &scope, now).unwrap_err();
+        let e = admit(&store, &NodeQuotas::default(), &scope, now).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         assert!(matches!(
             e,
@@ -627,7 +736,7 @@ mod tests {
         // The next minute is a new window.
         assert!(admit(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &scope,
             at("2026-11-21T10:01:00Z")
         )
@@ -646,10 +755,10 @@ mod tests {
         };
         let (scope, store) = scope(limits, Some(key_limits));
         let now = at("2026-11-21T10:00:00Z");
-        let s = admit(&store, &RequestLeases::default(), &scope, now).unwrap();
+        let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
         assert_eq!(s.requests.unwrap().remaining, 0, "the key's is the tighter");
         assert_eq!(
-            admit(&store, &RequestLeases::default(), &scope, now)
+            admit(&store, &NodeQuotas::default(), &scope, now)
                 .unwrap_err()
                 .code(),
             "rate_limited"
@@ -671,18 +780,18 @@ mod tests {
         };
         let (scope, store) = scope(limits, None);
         let now = at("2026-11-21T10:00:30Z");
-        let s = admit(&store, &RequestLeases::default(), &scope, now).unwrap();
+        let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
         assert_eq!(s.tokens.unwrap().remaining, 100);
         store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
-        let e = admit(&store, &RequestLeases::default(), &scope, now).unwrap_err();
+        let e = admit(&store, &NodeQuotas::default(), &scope, now).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         // The next minute the per-minute count is fresh, the month's is not.
         let later = at("2026-11-21T10:01:30Z");
-        assert!(admit(&store, &RequestLeases::default(), &scope, later).is_ok());
+        assert!(admit(&store, &NodeQuotas::default(), &scope, later).is_ok());
         store.add_tokens_now(token_windows(scope.tenant().id, None, later), 900);
         let e = admit(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &scope,
             at("2026-11-21T10:02:30Z"),
         )
@@ -698,11 +807,109 @@ mod tests {
         // A new month.
         assert!(admit(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &scope,
             at("2026-12-01T00:00:00Z")
         )
         .is_ok());
+    }
+
+    fn token_limits() -> TenantLimits {
+        TenantLimits {
+            tokens_per_minute: Some(100),
+            monthly_tokens: Some(1000),
+            ..TenantLimits::default()
+        }
+    }
+
+    #[test]
+    fn token_counts_are_reused_for_a_few_milliseconds_then_read_again() {
+        let (scope, store) = scope(token_limits(), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let reads = || *store.quota_calls.lock().unwrap();
+        admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(reads(), 1);
+        let within = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS - 1);
+        admit(&store, &node, &scope, within).unwrap();
+        assert_eq!(reads(), 1, "reused");
+        // Another node's tokens are seen once the count is that old.
+        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
+        assert!(admit(&store, &node, &scope, within).is_ok(), "not yet seen");
+        let after = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
+        assert_eq!(
+            admit(&store, &node, &scope, after).unwrap_err().code(),
+            "rate_limited"
+        );
+        assert_eq!(reads(), 2);
+        // A clock that went back does not make an old count fresh.
+        let before = now - chrono::Duration::milliseconds(1);
+        admit(&store, &node, &scope, before).unwrap_err();
+        assert_eq!(reads(), 3);
+    }
+
+    #[test]
+    fn this_nodes_usage_write_ends_the_reuse_at_once() {
+        let (scope, store) = scope(token_limits(), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        admit(&store, &node, &scope, now).unwrap();
+        node.token_reads().around_write(|| {
+            store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
+        });
+        // Same instant, well within the reuse time: refused from the next request.
+        assert_eq!(
+            admit(&store, &node, &scope, now).unwrap_err().code(),
+            "rate_limited"
+        );
+    }
+
+    #[test]
+    fn a_count_read_while_a_usage_write_runs_is_not_kept() {
+        let (scope, store) = scope(token_limits(), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let reads = || *store.quota_calls.lock().unwrap();
+        node.token_reads().around_write(|| {
+            // While the write runs, every request reads.
+            admit(&store, &node, &scope, now).unwrap();
+            admit(&store, &node, &scope, now).unwrap();
+            assert_eq!(reads(), 2);
+            store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
+        });
+        assert_eq!(
+            admit(&store, &node, &scope, now).unwrap_err().code(),
+            "rate_limited"
+        );
+        assert_eq!(reads(), 3);
+        // A write that fails still ends (the epoch is even again): counts are reused after it.
+        let failed: Result<(), ()> = node.token_reads().around_write(|| Err(()));
+        assert!(failed.is_err());
+        admit(&store, &node, &scope, now).unwrap_err();
+        admit(&store, &node, &scope, now).unwrap_err();
+        assert_eq!(reads(), 4);
+    }
+
+    #[test]
+    fn remembered_token_counts_are_bounded() {
+        let store = Fake::default();
+        let reads = TokenReads::default();
+        let window = |n: u128| QuotaWindow {
+            subject: QuotaSubject::KeyMinute(Uuid::from_u128(n)),
+            start_ms: 0,
+        };
+        let full: Vec<QuotaWindow> = (0..TOKEN_READS_MAX as u128).map(window).collect();
+        reads.read(&store, &full, 0).unwrap();
+        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
+        // Full of fresh counts: a new one is used, not kept.
+        reads.read(&store, &[window(u128::MAX)], 1).unwrap();
+        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
+        assert!(!reads.lock().contains_key(&window(u128::MAX)));
+        // Once they are too old, they make room.
+        reads
+            .read(&store, &[window(u128::MAX)], TOKEN_READ_REUSE_MS)
+            .unwrap();
+        assert_eq!(reads.lock().len(), 1);
     }
 
     #[test]
@@ -762,7 +969,7 @@ mod tests {
     #[test]
     fn leases_count_ahead_in_few_writes_and_the_headers_stay_exact() {
         let (scope, store) = scope(rpm(1_000_000), None);
-        let leases = RequestLeases::default();
+        let leases = NodeQuotas::default();
         let now = at("2026-11-21T10:00:00Z");
         for n in 1..=2_000u64 {
             let s = admit(&store, &leases, &scope, now).unwrap();
@@ -783,7 +990,7 @@ mod tests {
     fn two_nodes_with_leases_admit_exactly_the_limit_and_never_more() {
         for limit in [5u64, 100, 1_000] {
             let (scope, store) = scope(rpm(limit), None);
-            let nodes = [RequestLeases::default(), RequestLeases::default()];
+            let nodes = [NodeQuotas::default(), NodeQuotas::default()];
             let now = at("2026-11-21T10:00:10Z");
             let mut admitted = 0;
             for i in 0..(limit * 2) {
@@ -803,7 +1010,7 @@ mod tests {
     #[test]
     fn a_lowered_limit_holds_at_once_and_a_slow_lease_starts_small() {
         let (scope, store) = scope(rpm(10_000), None);
-        let leases = RequestLeases::default();
+        let leases = NodeQuotas::default();
         let now = at("2026-11-21T10:00:00Z");
         for _ in 0..40 {
             admit(&store, &leases, &scope, now).unwrap();
@@ -833,7 +1040,7 @@ mod tests {
             tokens_per_minute: None,
         };
         let (scope, store) = scope(rpm(1_000), Some(key_limits));
-        let leases = RequestLeases::default();
+        let leases = NodeQuotas::default();
         let now = at("2026-11-21T10:00:00Z");
         assert!(admit(&store, &leases, &scope, now).is_ok());
         for _ in 0..5 {

@@ -24,7 +24,7 @@ use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
 use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
-use crate::quota::{QuotaWindow, RateLimitState, RequestLeases};
+use crate::quota::{NodeQuotas, QuotaWindow, RateLimitState};
 use crate::secret::SecretString;
 use crate::values::Region;
 use crate::workspace::NewActivity;
@@ -296,7 +296,7 @@ impl RunPlan {
 pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
-    leases: &RequestLeases,
+    quotas: &NodeQuotas,
     principal: &Principal,
     body: &mut Option<Result<Value, E>>,
     gateway_configured: impl Fn(Region) -> bool,
@@ -335,7 +335,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             "no key of the region can be decrypted".into(),
         ));
     }
-    let limits = crate::quota::admit(store, leases, &scope, Utc::now())?;
+    let limits = crate::quota::admit(store, quotas, &scope, Utc::now())?;
     let Some(Ok(Value::Object(body))) = body.take() else {
         return Err(DomainError::Internal(
             "the run's body was already used".into(),
@@ -377,7 +377,7 @@ pub struct Runs<U> {
     upstream: Arc<U>,
     sink: Arc<dyn RunSink>,
     next: AtomicUsize,
-    leases: RequestLeases,
+    quotas: NodeQuotas,
 }
 
 impl<U: ChatUpstream> Runs<U> {
@@ -386,7 +386,7 @@ impl<U: ChatUpstream> Runs<U> {
             upstream,
             sink,
             next: AtomicUsize::new(0),
-            leases: RequestLeases::default(),
+            quotas: NodeQuotas::default(),
         }
     }
 
@@ -394,9 +394,10 @@ impl<U: ChatUpstream> Runs<U> {
         &self.upstream
     }
 
-    /// This process's request leases, for [`prepare`].
-    pub fn leases(&self) -> &RequestLeases {
-        &self.leases
+    /// This process's share of the quota counts (request leases, recent token reads), for
+    /// [`prepare`].
+    pub fn quotas(&self) -> &NodeQuotas {
+        &self.quotas
     }
 
     /// Sends the planned request, starting at a rotating key. A 401 moves on to the next key
@@ -663,7 +664,7 @@ mod tests {
     /// gateway configured.
     fn prepare_as<E>(
         store: &Fake,
-        leases: &RequestLeases,
+        leases: &NodeQuotas,
         t: &crate::model::Tenant,
         body: &mut Option<Result<Value, E>>,
     ) -> DomainResult<Result<RunPlan, E>> {
@@ -692,7 +693,7 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let plan = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(body)),
         )
@@ -868,7 +869,7 @@ mod tests {
         let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
         k.sealed_secret = "sealed:k".into();
         let store = Fake::with_keys(vec![k]);
-        let leases = RequestLeases::default();
+        let leases = NodeQuotas::default();
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let mut slot = Some(Ok::<_, ()>(body.clone()));
         *store.refuse_takes.lock().unwrap() = 1;
@@ -899,7 +900,7 @@ mod tests {
         let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
         let plan = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(body())),
         )
@@ -908,7 +909,7 @@ mod tests {
         assert_eq!(plan.limits().requests.unwrap().remaining, 0);
         let e = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(body())),
         )
@@ -927,7 +928,7 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let plan = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(body)),
         )
@@ -945,7 +946,7 @@ mod tests {
         let store = Fake::default();
         let e = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Err::<Value, _>("bad body")),
         );
@@ -954,14 +955,14 @@ mod tests {
         t.ai_enabled = false;
         let out = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Err::<Value, _>("bad body")),
         );
         assert!(matches!(out, Ok(Err("bad body"))));
         let e = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(json!({"messages": []}))),
         );
@@ -969,7 +970,7 @@ mod tests {
         let ok_body = json!({"messages": [{"role": "user", "content": "x"}]});
         let e = prepare_as(
             &store,
-            &RequestLeases::default(),
+            &NodeQuotas::default(),
             &t,
             &mut Some(Ok::<_, ()>(ok_body)),
         );

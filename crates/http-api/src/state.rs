@@ -170,6 +170,11 @@ impl AppState {
         }
     }
 
+    /// The token counts this process's runs read, for the writer that adds to them.
+    pub fn token_reads(&self) -> Arc<gc_domain::quota::TokenReads> {
+        self.runs.quotas().token_reads()
+    }
+
     pub(crate) fn gateways(&self) -> &Gateways {
         self.runs.upstream()
     }

@@ -18,6 +18,7 @@ use gc_auth::{BcryptHasher, Credentials, MasterKey, Sealer};
 use gc_domain::accounts::{create_account, AccountPolicy, PasswordHasher, Signup};
 use gc_domain::model::Role;
 use gc_domain::ports::Store;
+use gc_domain::quota::TokenReads;
 use gc_domain::runs::RunEvent;
 use gc_domain::values::Region;
 use gc_gateway::Gateways;
@@ -307,7 +308,11 @@ const RUN_QUEUE: usize = 4096;
 /// [`RUN_BATCH_MAX`]), so a busy gateway costs a few commits a second rather than one per run,
 /// and a run costs its worker no wake-up of this task: a receiver that waits on the queue is
 /// woken by every record sent, one thread hand-off per run (issue 14).
-async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
+async fn write_runs(
+    store: Arc<dyn Store>,
+    mut runs: mpsc::Receiver<RunEvent>,
+    token_reads: Arc<TokenReads>,
+) {
     let mut last_prune = std::time::Instant::now();
     while let Some(first) = runs.recv().await {
         if last_prune.elapsed() >= PRUNE_EVERY {
@@ -322,6 +327,7 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
             take_queued(&mut runs, &mut batch);
         }
         let store = Arc::clone(&store);
+        let token_reads = Arc::clone(&token_reads);
         let count = batch.len();
         let written = web::block(move || {
             let mut lines = Vec::with_capacity(batch.len());
@@ -337,8 +343,9 @@ async fn write_runs(store: Arc<dyn Store>, mut runs: mpsc::Receiver<RunEvent>) {
                     RunEvent::KeyVerdict(v) => store.set_ai_key_status(&v)?,
                 }
             }
-            // Usage first: its tokens count toward the quotas from the next request on.
-            store.record_runs(&usage)?;
+            // Usage first: its tokens count toward the quotas from the next request on (no
+            // token count this node read before the write is used after it).
+            token_reads.around_write(|| store.record_runs(&usage))?;
             store.append_activities(&lines)
         })
         .await;
@@ -422,7 +429,7 @@ impl Running {
 /// Must be called from within an actix (tokio) runtime.
 pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyhow::Result<Running> {
     let Prepared { state, store, runs } = prepared;
-    let writer = actix_web::rt::spawn(write_runs(store, runs));
+    let writer = actix_web::rt::spawn(write_runs(store, runs, state.token_reads()));
     let data = web::Data::new(state);
     let workers = config
         .workers

@@ -101,7 +101,7 @@ async fn pipeline(
             let mut body = body
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            prepare(ports, sealer.as_ref(), runs.leases(), p, &mut body, |r| {
+            prepare(ports, sealer.as_ref(), runs.quotas(), p, &mut body, |r| {
                 runs.upstream().configured(r)
             })
         })

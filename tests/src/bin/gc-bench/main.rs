@@ -597,8 +597,8 @@ async fn main() {
     // tenant's three limits set (high enough never to refuse), then also a key limit.
     {
         println!("## Quota check (issue 10): `/run` p50 with and without limits\n");
-        println!("| concurrency | no limits p50 ms | tenant limits p50 ms | tenant + key limits p50 ms | no limits req/s | tenant limits req/s | tenant + key req/s |");
-        println!("|---|---|---|---|---|---|---|");
+        println!("| concurrency | no limits p50 ms | tenant limits p50 ms | tenant + key limits p50 ms | no limits req/s | tenant limits req/s | tenant + key req/s | server CPU µs per run (none / tenant / + key) |");
+        println!("|---|---|---|---|---|---|---|---|");
         let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
         let limited_key = post(
             &client,
@@ -633,11 +633,16 @@ async fn main() {
         // Interleaved rounds (none, tenant, tenant + key, none, ...), the median of each
         // configuration's per-round p50: a burst of other load on the machine then moves one
         // round of each, not a whole configuration.
-        const ROUNDS: usize = 5;
-        let round_secs = (secs / 2.0).max(0.5);
+        // The server's CPU time per run (all rounds of a configuration together) is the
+        // steadier view: it does not move with the scheduling of the load generator.
+        const ROUNDS: usize = 9;
+        let round_secs = (secs / 3.0).max(0.5);
+        let pid = server.child.id();
         for conns in [1usize, 16] {
             let mut p50s: [Vec<f64>; 3] = Default::default();
             let mut rates: [Vec<f64>; 3] = Default::default();
+            let mut ticks = [0u64; 3];
+            let mut runs = [0usize; 3];
             for _ in 0..ROUNDS {
                 for (i, (limits, k)) in [(false, &key), (true, &key), (true, &limited_key)]
                     .into_iter()
@@ -648,10 +653,13 @@ async fn main() {
                     let b = base.clone();
                     let k = k.clone();
                     let body = body.clone();
+                    let before = cpu_ticks(pid);
                     let stats = load(conns, round_secs, move || {
                         c.post(format!("{b}/run")).bearer_auth(&k).json(&body)
                     })
                     .await;
+                    ticks[i] += cpu_ticks(pid).saturating_sub(before);
+                    runs[i] += stats.latencies_us.len() + stats.errors;
                     if stats.errors > 0 {
                         println!("\n({} errors at {conns}, limits {limits})\n", stats.errors);
                     }
@@ -665,8 +673,13 @@ async fn main() {
             };
             let p: Vec<f64> = p50s.iter_mut().map(median).collect();
             let r: Vec<f64> = rates.iter_mut().map(median).collect();
+            let cpu: Vec<f64> = ticks
+                .iter()
+                .zip(runs)
+                .map(|(t, n)| *t as f64 * 10_000.0 / n.max(1) as f64)
+                .collect();
             println!(
-                "| {conns} | {:.3} | {:.3} ({:+.1} %) | {:.3} ({:+.1} %) | {:.0} | {:.0} | {:.0} |",
+                "| {conns} | {:.3} | {:.3} ({:+.1} %) | {:.3} ({:+.1} %) | {:.0} | {:.0} | {:.0} | {:.0} / {:.0} ({:+.1} %) / {:.0} ({:+.1} %) |",
                 p[0],
                 p[1],
                 (p[1] / p[0] - 1.0) * 100.0,
@@ -675,6 +688,11 @@ async fn main() {
                 r[0],
                 r[1],
                 r[2],
+                cpu[0],
+                cpu[1],
+                (cpu[1] / cpu[0] - 1.0) * 100.0,
+                cpu[2],
+                (cpu[2] / cpu[0] - 1.0) * 100.0,
             );
         }
         println!(
