@@ -940,6 +940,42 @@ async fn two_nodes_on_postgres_admit_exactly_the_limit() {
     assert_eq!(s.hk.chat_requests().len(), 5);
 }
 
+/// Two nodes on one PostgreSQL database: a monthly budget spent through one node is refused by
+/// both, the other node's token counts being at most 10 ms old (decision 0016).
+#[actix_web::test]
+async fn two_nodes_on_postgres_share_the_token_budget() {
+    let Some(s) = setup(Backend::Postgres, "two_nodes_tokens", |_| {}).await else {
+        return;
+    };
+    s.add_key("AIHK", SECRET, true).await;
+    // Each completion reports 12 tokens: two runs spend a budget of 20.
+    s.limit_tenant(json!({"monthly_tokens": 20})).await;
+    let node_b = s.app.second_node();
+    let key = s.member.new_key(&["run"]).await;
+    let on_a = s.member.with_key(&key);
+    let mut on_b = on_a.clone();
+    on_b.app = AppRef {
+        base: node_b.base.clone(),
+        client: node_b.client.clone(),
+        origin: on_a.app.origin.clone(),
+    };
+    let member = s.member.clone();
+    let used = async |n: u64| {
+        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
+            .await;
+    };
+    assert_eq!(on_a.post("/run", s.chat()).await.status, 200);
+    used(1).await;
+    let r = on_b.post("/run", s.chat()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    used(2).await;
+    // B stored 24 tokens. A's last count was read before its own write, so it is not used.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_error(&on_a.post("/run", s.chat()).await, 429, "budget_exhausted");
+    assert_error(&on_b.post("/run", s.chat()).await, 429, "budget_exhausted");
+    assert_eq!(s.hk.chat_requests().len(), 2);
+}
+
 /// The OpenAI client library against gc: `models.list()`, a quota 429 that surfaces as a
 /// rate-limit error without the upstream being called again, a `/chat/completions` stream
 /// without `include_usage` whose every chunk has a choice, and an upstream 429 passed on once.
