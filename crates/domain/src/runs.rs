@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
@@ -537,23 +537,23 @@ impl RunRecord {
         NewActivity::run(
             &self.scope,
             at,
-            json!({
-                "route": self.route,
-                "model": report.model,
-                "region": self.scope.region().as_str(),
-                "key_id": self.key_id,
-                "stream": self.stream,
-                "status": report.end.as_str(),
-                "latency_ms": report.latency_ms,
-                "ttft_ms": report.ttft_ms,
-                "usage": report.usage.map(|u| json!({
-                    "prompt_tokens": u.prompt_tokens,
-                    "completion_tokens": u.completion_tokens,
-                    "total_tokens": u.total_tokens,
-                })),
-                "error": report.error_code,
-                "retried": self.retried,
-            }),
+            &DeliveredDetail {
+                error: report.error_code.as_deref(),
+                key_id: self.key_id,
+                latency_ms: report.latency_ms,
+                model: &report.model,
+                region: self.scope.region().as_str(),
+                retried: self.retried,
+                route: self.route,
+                status: report.end.as_str(),
+                stream: self.stream,
+                ttft_ms: report.ttft_ms,
+                usage: report.usage.map(|u| UsageDetail {
+                    completion_tokens: u.completion_tokens,
+                    prompt_tokens: u.prompt_tokens,
+                    total_tokens: u.total_tokens,
+                }),
+            },
         )
     }
 
@@ -570,20 +570,58 @@ impl RunRecord {
         let activity = NewActivity::run(
             &self.scope,
             at,
-            json!({
-                "route": self.route,
-                "region": self.scope.region().as_str(),
-                "key_id": self.key_id,
-                "stream": self.stream,
-                "status": "error",
-                "latency_ms": latency_ms,
-                "error": code,
-                "upstream_status": status,
-                "retried": self.retried,
-            }),
+            &FailedDetail {
+                error: code,
+                key_id: self.key_id,
+                latency_ms,
+                region: self.scope.region().as_str(),
+                retried: self.retried,
+                route: self.route,
+                status: "error",
+                stream: self.stream,
+                upstream_status: status,
+            },
         );
         RunEvent::Run(activity, line)
     }
+}
+
+/// The activity detail of a run that reached the client (fields in the order a JSON map of
+/// them would have, so the stored text is the same as before it had its own type).
+#[derive(serde::Serialize)]
+struct DeliveredDetail<'a> {
+    error: Option<&'a str>,
+    key_id: uuid::Uuid,
+    latency_ms: u64,
+    model: &'a str,
+    region: &'static str,
+    retried: bool,
+    route: &'static str,
+    status: &'static str,
+    stream: bool,
+    ttft_ms: Option<u64>,
+    usage: Option<UsageDetail>,
+}
+
+#[derive(serde::Serialize)]
+struct UsageDetail {
+    completion_tokens: u64,
+    prompt_tokens: u64,
+    total_tokens: u64,
+}
+
+/// The activity detail of a run that failed before anything reached the client.
+#[derive(serde::Serialize)]
+struct FailedDetail {
+    error: &'static str,
+    key_id: uuid::Uuid,
+    latency_ms: u64,
+    region: &'static str,
+    retried: bool,
+    route: &'static str,
+    status: &'static str,
+    stream: bool,
+    upstream_status: Option<u16>,
 }
 
 #[cfg(test)]
@@ -596,6 +634,7 @@ mod tests {
     use crate::gateway::tests::{key, member, session};
     use crate::gateway::AiKeyStatus;
     use crate::model::Status;
+    use serde_json::json;
 
     /// Answers each call with the next scripted result and remembers which key was used.
     struct Scripted {
@@ -1008,5 +1047,57 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn run_details_are_stored_as_the_json_maps_they_replaced() {
+        let key_id = uuid::Uuid::now_v7();
+        let delivered = DeliveredDetail {
+            error: None,
+            key_id,
+            latency_ms: 12,
+            model: "gpt-4o",
+            region: "AIHK",
+            retried: false,
+            route: "/run",
+            status: "ok",
+            stream: true,
+            ttft_ms: Some(3),
+            usage: Some(UsageDetail {
+                completion_tokens: 2,
+                prompt_tokens: 1,
+                total_tokens: 3,
+            }),
+        };
+        let map = json!({
+            "route": "/run", "model": "gpt-4o", "region": "AIHK", "key_id": key_id,
+            "stream": true, "status": "ok", "latency_ms": 12, "ttft_ms": 3,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            "error": null, "retried": false,
+        });
+        assert_eq!(
+            serde_json::to_string(&delivered).unwrap(),
+            serde_json::to_string(&map).unwrap()
+        );
+        let failed = FailedDetail {
+            error: "upstream_rejected",
+            key_id,
+            latency_ms: 5,
+            region: "AICA",
+            retried: true,
+            route: "/chat/completions",
+            status: "error",
+            stream: false,
+            upstream_status: Some(400),
+        };
+        let map = json!({
+            "route": "/chat/completions", "region": "AICA", "key_id": key_id, "stream": false,
+            "status": "error", "latency_ms": 5, "error": "upstream_rejected",
+            "upstream_status": 400, "retried": true,
+        });
+        assert_eq!(
+            serde_json::to_string(&failed).unwrap(),
+            serde_json::to_string(&map).unwrap()
+        );
     }
 }

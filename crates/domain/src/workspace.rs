@@ -302,7 +302,8 @@ pub struct NewActivity {
     actor: Actor,
     action: String,
     target: Option<ActivityTarget>,
-    detail: Value,
+    /// The detail object as JSON text, written once when the line is made.
+    detail: String,
 }
 
 impl NewActivity {
@@ -312,7 +313,7 @@ impl NewActivity {
         at: DateTime<Utc>,
         action: &str,
         target: Option<ActivityTarget>,
-        detail: Value,
+        detail: &impl Serialize,
     ) -> Self {
         Self {
             id: crate::model::new_id(),
@@ -321,7 +322,9 @@ impl NewActivity {
             actor: actor.clone(),
             action: action.to_owned(),
             target,
-            detail,
+            // Details are maps of plain values (derived `Serialize` or JSON values), which
+            // always serialise; the fallback is an empty object, never a panic.
+            detail: serde_json::to_string(detail).unwrap_or_else(|_| "{}".to_owned()),
         }
     }
 
@@ -333,7 +336,14 @@ impl NewActivity {
         target: Option<ActivityTarget>,
         detail: Value,
     ) -> Self {
-        Self::make(scope.tenant_id(), scope.actor(), at, action, target, detail)
+        Self::make(
+            scope.tenant_id(),
+            scope.actor(),
+            at,
+            action,
+            target,
+            &detail,
+        )
     }
 
     /// A line an active platform admin writes into a tenant's feed.
@@ -345,7 +355,7 @@ impl NewActivity {
         target: Option<ActivityTarget>,
         detail: Value,
     ) -> Self {
-        Self::make(tenant_id, scope.actor(), at, action, target, detail)
+        Self::make(tenant_id, scope.actor(), at, action, target, &detail)
     }
 
     /// A line read-scoped callers leave (a Guard scan by a member or key).
@@ -355,11 +365,16 @@ impl NewActivity {
         action: &str,
         detail: Value,
     ) -> Self {
-        Self::make(scope.tenant_id(), scope.actor(), at, action, None, detail)
+        Self::make(scope.tenant_id(), scope.actor(), at, action, None, &detail)
     }
 
-    /// A run record.
-    pub fn run(scope: &crate::gateway::RunScope, at: DateTime<Utc>, detail: Value) -> Self {
+    /// A run record. The detail is serialised straight from its own type: a line per run, so
+    /// no `Value` map is built for it (issue 14).
+    pub fn run(
+        scope: &crate::gateway::RunScope,
+        at: DateTime<Utc>,
+        detail: &impl Serialize,
+    ) -> Self {
         Self::make(scope.tenant().id, scope.actor(), at, "run", None, detail)
     }
 
@@ -387,8 +402,14 @@ impl NewActivity {
         self.target.as_ref()
     }
 
-    pub fn detail(&self) -> &Value {
+    /// The detail object as JSON text.
+    pub fn detail_json(&self) -> &str {
         &self.detail
+    }
+
+    /// The detail, parsed (`Value::Null` if it somehow is not JSON).
+    pub fn detail(&self) -> Value {
+        serde_json::from_str(&self.detail).unwrap_or(Value::Null)
     }
 }
 

@@ -293,9 +293,8 @@ impl ActivityRow {
             action: a.action().to_owned(),
             target_kind: a.target().map(|t| t.kind.clone()),
             target_id: a.target().map(|t| text(t.id)),
-            // Straight into a buffer: `Value`'s `Display` writes through the formatting
-            // machinery, twice the instructions for the same text (a line per run).
-            detail: serde_json::to_string(a.detail()).unwrap_or_default(),
+            // Serialised when the line was made.
+            detail: a.detail_json().to_owned(),
         }
     }
 
