@@ -256,7 +256,11 @@ impl RunLine {
     }
     /// The UTC day of the run, `YYYY-MM-DD`.
     pub fn day(&self) -> String {
-        self.at.format("%Y-%m-%d").to_string()
+        // Not chrono's `format`, which parses its pattern again for every line (the writer
+        // makes one per run, issue 14).
+        use chrono::Datelike;
+        let d = self.at.date_naive();
+        format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day())
     }
     /// The quota windows its tokens count in.
     pub fn token_windows(&self) -> Vec<QuotaWindow> {
@@ -1099,5 +1103,28 @@ mod tests {
             serde_json::to_string(&failed).unwrap(),
             serde_json::to_string(&map).unwrap()
         );
+    }
+
+    #[test]
+    fn a_run_line_s_day_is_its_utc_date() {
+        for (at, day) in [
+            ("2026-03-05T23:59:59.999Z", "2026-03-05"),
+            ("2026-12-31T00:00:00Z", "2026-12-31"),
+            ("0987-01-09T12:00:00Z", "0987-01-09"),
+        ] {
+            let line = RunLine {
+                id: uuid::Uuid::now_v7(),
+                tenant_id: uuid::Uuid::now_v7(),
+                key_id: None,
+                at: chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc(),
+                region: Region::Aihk,
+                model: "m".into(),
+                outcome: "ok",
+                usage: TokenUsage::default(),
+                latency_ms: 1,
+            };
+            assert_eq!(line.day(), day);
+            assert_eq!(line.day(), line.at.format("%Y-%m-%d").to_string());
+        }
     }
 }
