@@ -24,6 +24,21 @@ impl Setup {
         self.tenant["id"].as_str().unwrap()
     }
 
+    /// A second node on this setup's database, and the member with one `run` key on either
+    /// node: (node B, which must outlive its use; the member on A; the member on B).
+    async fn on_two_nodes(&self) -> (TestApp, Actor, Actor) {
+        let node_b = self.app.second_node();
+        let key = self.member.new_key(&["run"]).await;
+        let on_a = self.member.with_key(&key);
+        let mut on_b = on_a.clone();
+        on_b.app = AppRef {
+            base: node_b.base.clone(),
+            client: node_b.client.clone(),
+            origin: on_a.app.origin.clone(),
+        };
+        (node_b, on_a, on_b)
+    }
+
     async fn add_key(&self, region: &str, secret: &str, chat_enabled: bool) -> Value {
         let r = self
             .admin
@@ -897,15 +912,7 @@ async fn two_nodes_on_postgres_admit_exactly_the_limit() {
     };
     s.add_key("AIHK", SECRET, true).await;
     s.limit_tenant(json!({"requests_per_minute": 5})).await;
-    let node_b = s.app.second_node();
-    let key = s.member.new_key(&["run"]).await;
-    let on_a = s.member.with_key(&key);
-    let mut on_b = on_a.clone();
-    on_b.app = AppRef {
-        base: node_b.base.clone(),
-        client: node_b.client.clone(),
-        origin: on_a.app.origin.clone(),
-    };
+    let (_node_b, on_a, on_b) = s.on_two_nodes().await;
     // Keep clear of a minute boundary so all requests fall in one window.
     let second = chrono::Utc::now().timestamp() % 60;
     if second > 50 {
@@ -950,15 +957,7 @@ async fn two_nodes_on_postgres_share_the_token_budget() {
     s.add_key("AIHK", SECRET, true).await;
     // Each completion reports 12 tokens: two runs spend a budget of 20.
     s.limit_tenant(json!({"monthly_tokens": 20})).await;
-    let node_b = s.app.second_node();
-    let key = s.member.new_key(&["run"]).await;
-    let on_a = s.member.with_key(&key);
-    let mut on_b = on_a.clone();
-    on_b.app = AppRef {
-        base: node_b.base.clone(),
-        client: node_b.client.clone(),
-        origin: on_a.app.origin.clone(),
-    };
+    let (_node_b, on_a, on_b) = s.on_two_nodes().await;
     let member = s.member.clone();
     let used = async |n: u64| {
         eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
