@@ -5,11 +5,12 @@
 //! limits of its own (checked against the tenant's when set). [`admit`] runs before any
 //! upstream call, in the same trip to the database as authentication: it reads the token
 //! counts of the current minute and month (tokens are counted when a run ends, from its
-//! usage), refuses when one is used up, then takes one request from every per-minute request
-//! window. Windows are fixed: the UTC minute, the UTC calendar month.
+//! usage; a count read in the last 10 ms is reused, [`TokenReads`], decision 0016), refuses
+//! when one is used up, then takes one request from every per-minute request window. Windows
+//! are fixed: the UTC minute, the UTC calendar month.
 //!
 //! Requests are counted in the database ahead of use, in leases ([`NodeQuotas`], decision
-//! 0009): a node counts a block of requests in the shared window in one write
+//! 0011): a node counts a block of requests in the shared window in one write
 //! ([`QuotaRepo::take_request`], atomic across nodes, never past the limit) and admits from
 //! that block without writing again until it is used up. The shared count therefore always
 //! holds every request any node admitted (and some it may still admit), so the limit holds
