@@ -2,7 +2,7 @@
 //! `cargo install cargo-mutants --locked` when missing.
 //!
 //! Two runs, each with the tests that can catch its mutants:
-//! - the domain's access, accounts, admin, gateway (`RunScope`), workspace-scope and
+//! - the domain's access, accounts, admin, gateway (`RunScope`), quota, workspace-scope and
 //!   workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
 //!   end-to-end test (`tests/tests/access.rs`, which also checks the Bearer scheme, the Origin
@@ -24,6 +24,7 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/accounts.rs",
     "crates/domain/src/admin.rs",
     "crates/domain/src/gateway.rs",
+    "crates/domain/src/quota.rs",
     "crates/domain/src/workspace.rs",
     "crates/domain/src/workspace_service.rs",
     "crates/domain/src/workspace_keys.rs",

@@ -392,7 +392,7 @@ impl TokenReads {
     }
 
     /// The tokens used in each of `windows`: remembered counts when every one is fresh, else
-    /// one read of the store (remembered when no usage write ran meanwhile).
+    /// one read of the store (remembered unless a usage write was running when it began).
     fn read<P: QuotaRepo + ?Sized>(
         &self,
         store: &P,
@@ -415,7 +415,8 @@ impl TokenReads {
             }
         }
         let used = store.window_tokens(windows)?;
-        if quiet && self.epoch.load(Ordering::SeqCst) == epoch {
+        // Kept under the epoch it was read in: a write that began meanwhile makes it unusable.
+        if quiet {
             let mut seen = self.lock();
             if seen.len() + windows.len() > TOKEN_READS_MAX {
                 seen.retain(|_, s| fresh(s, epoch));
@@ -727,13 +728,21 @@ mod tests {
         }
         let e = admit(&store, &NodeQuotas::default(), &scope, now).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
-        assert!(matches!(
-            e,
-            DomainError::QuotaExceeded {
-                retry_after_secs: 45,
-                ..
-            }
-        ));
+        let DomainError::QuotaExceeded {
+            retry_after_secs,
+            state,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*retry_after_secs, 45);
+        let spent = Allowance {
+            limit: 3,
+            remaining: 0,
+            reset_secs: 45,
+        };
+        assert_eq!(state.requests, Some(spent), "the refusal's headers");
         // The next minute is a new window.
         assert!(admit(
             &store,
@@ -783,9 +792,21 @@ mod tests {
         let now = at("2026-11-21T10:00:30Z");
         let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
         assert_eq!(s.tokens.unwrap().remaining, 100);
-        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
+        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 40);
+        let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
+        assert_eq!(s.tokens.unwrap().remaining, 60);
+        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 60);
         let e = admit(&store, &NodeQuotas::default(), &scope, now).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
+        let DomainError::QuotaExceeded { state, .. } = &e else {
+            panic!("{e:?}")
+        };
+        let spent = Allowance {
+            limit: 100,
+            remaining: 0,
+            reset_secs: 30,
+        };
+        assert_eq!(state.tokens, Some(spent), "the refusal's headers");
         // The next minute the per-minute count is fresh, the month's is not.
         let later = at("2026-11-21T10:01:30Z");
         assert!(admit(&store, &NodeQuotas::default(), &scope, later).is_ok());
@@ -883,6 +904,9 @@ mod tests {
             "rate_limited"
         );
         assert_eq!(reads(), 3);
+        // Once the write has ended, the count read after it is reused again.
+        admit(&store, &node, &scope, now).unwrap_err();
+        assert_eq!(reads(), 3);
         // A write that fails still ends (the epoch is even again): counts are reused after it.
         let failed: Result<(), ()> = node.token_reads().around_write(|| Err(()));
         assert!(failed.is_err());
@@ -911,6 +935,170 @@ mod tests {
             .read(&store, &[window(u128::MAX)], TOKEN_READ_REUSE_MS)
             .unwrap();
         assert_eq!(reads.lock().len(), 1);
+        // Old counts are only forgotten when room is needed: one more fits exactly.
+        let reads = TokenReads::default();
+        reads.read(&store, &full[1..], 0).unwrap();
+        reads
+            .read(&store, &[window(u128::MAX)], TOKEN_READ_REUSE_MS)
+            .unwrap();
+        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
+    }
+
+    #[test]
+    fn limits_are_empty_only_without_any_limit() {
+        // `admit` skips all of its work for a caller with no limit at all.
+        assert!(TenantLimits::default().is_empty());
+        assert!(KeyLimits::default().is_empty());
+        let monthly = TenantLimits {
+            monthly_tokens: Some(1),
+            ..TenantLimits::default()
+        };
+        assert!(!monthly.is_empty());
+        let tokens = KeyLimits {
+            tokens_per_minute: Some(1),
+            ..KeyLimits::default()
+        };
+        assert!(!tokens.is_empty());
+    }
+
+    #[test]
+    fn stored_subject_names_keep_their_prefixes() {
+        // `prune_windows` tells monthly windows from per-minute ones by the `m:` prefix.
+        let id = Uuid::from_u128(7);
+        assert_eq!(QuotaSubject::TenantMinute(id).stored(), format!("t:{id}"));
+        assert_eq!(QuotaSubject::KeyMinute(id).stored(), format!("k:{id}"));
+        assert_eq!(QuotaSubject::TenantMonth(id).stored(), format!("m:{id}"));
+    }
+
+    #[test]
+    fn refusals_say_which_limit_and_resets_round_up() {
+        assert_eq!(
+            QuotaReason::MonthlyTokens.to_string(),
+            "the monthly token budget is used up"
+        );
+        assert_eq!(
+            QuotaReason::RequestsPerMinute.to_string(),
+            "the requests-per-minute limit is reached"
+        );
+        let now = at("2026-11-21T10:00:15.500Z");
+        assert_eq!(secs_until(now, minute_start(now) + 60_000), 45);
+        assert_eq!(secs_until(now, now.timestamp_millis()), 1, "at least one");
+    }
+
+    #[test]
+    fn the_tighter_allowance_has_less_left() {
+        let a = Allowance {
+            limit: 10,
+            remaining: 5,
+            reset_secs: 1,
+        };
+        let b = Allowance {
+            limit: 20,
+            remaining: 7,
+            reset_secs: 2,
+        };
+        assert_eq!(Allowance::tighter(Some(a), b), a);
+        assert_eq!(Allowance::tighter(Some(b), a), a);
+        assert_eq!(Allowance::tighter(None, b), b);
+    }
+
+    #[test]
+    fn leases_double_within_a_second_and_stay_an_eighth_of_what_is_left() {
+        let node = NodeQuotas::default();
+        let w = QuotaWindow {
+            subject: QuotaSubject::TenantMinute(Uuid::from_u128(1)),
+            start_ms: 0,
+        };
+        node.lock().insert(
+            w.subject,
+            Lease {
+                start_ms: 0,
+                max: 1_000_000,
+                left: 0,
+                shared: 100,
+                size: 8,
+                taken_ms: 0,
+            },
+        );
+        assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS - 1), 16);
+        assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS), 1);
+        // 40 left of 1,000: at most 5 at once.
+        node.lock().insert(
+            w.subject,
+            Lease {
+                start_ms: 0,
+                max: 1_000,
+                left: 0,
+                shared: 960,
+                size: 8,
+                taken_ms: 0,
+            },
+        );
+        assert_eq!(node.want(&w, 1_000, 10), 5);
+    }
+
+    #[test]
+    fn leases_of_past_minutes_are_forgotten_when_many_are_held() {
+        let (scope, store) = scope(rpm(1_000), None);
+        let now = at("2026-11-21T10:00:30Z");
+        let last_minute = minute_start(now) - 60_000;
+        let fill = |node: &NodeQuotas, n: u128| {
+            let mut held = node.lock();
+            for i in 0..n {
+                held.insert(
+                    QuotaSubject::KeyMinute(Uuid::from_u128(i + 1)),
+                    Lease {
+                        start_ms: last_minute,
+                        max: 10,
+                        left: 1,
+                        shared: 1,
+                        size: 1,
+                        taken_ms: 0,
+                    },
+                );
+            }
+        };
+        // Up to 4,096 are kept.
+        let node = NodeQuotas::default();
+        fill(&node, 4_096);
+        admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(node.lock().len(), 4_097);
+        // Above that, last minute's go and this minute's stay.
+        admit(&store, &node, &scope, now).unwrap();
+        let held = node.lock();
+        assert_eq!(held.len(), 1, "only this minute's lease is left");
+        assert!(held.contains_key(&QuotaSubject::TenantMinute(scope.tenant().id)));
+    }
+
+    #[test]
+    fn a_refused_take_puts_back_what_the_other_window_s_lease_gave() {
+        let key_limits = KeyLimits {
+            requests_per_minute: Some(1),
+            tokens_per_minute: None,
+        };
+        let (keyed, store) = scope(rpm(1_000), Some(key_limits));
+        // The same tenant through a session: no key window, and a tenant lease that grows.
+        let session = relimit(&keyed, &store, rpm(1_000));
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:00Z");
+        for _ in 0..10 {
+            admit(&store, &node, &session, now).unwrap();
+        }
+        admit(&store, &node, &keyed, now).unwrap();
+        let remaining = |s: RateLimitState| s.requests.unwrap().remaining;
+        let before = remaining(admit(&store, &node, &session, now).unwrap());
+        for _ in 0..3 {
+            assert_eq!(
+                admit(&store, &node, &keyed, now).unwrap_err().code(),
+                "rate_limited"
+            );
+        }
+        let after = remaining(admit(&store, &node, &session, now).unwrap());
+        assert_eq!(
+            after,
+            before - 1,
+            "the refusals took nothing from the lease"
+        );
     }
 
     #[test]

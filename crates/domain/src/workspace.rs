@@ -566,4 +566,17 @@ mod tests {
         assert_ne!(a.id(), b.id());
         assert_eq!(a.tenant_id(), tenant);
     }
+
+    #[test]
+    fn an_activity_detail_is_kept_as_the_json_text_it_was_written_as() {
+        let actor = Actor {
+            kind: ActorKind::Member,
+            id: Uuid::from_u128(1),
+            label: "m".into(),
+        };
+        let detail = serde_json::json!({"b": [1, 2], "a": "x\"y"});
+        let line = NewActivity::make(Uuid::from_u128(2), &actor, Utc::now(), "t", None, &detail);
+        assert_eq!(line.detail_json(), r#"{"a":"x\"y","b":[1,2]}"#);
+        assert_eq!(line.detail(), detail);
+    }
 }
