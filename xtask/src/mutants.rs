@@ -2,8 +2,8 @@
 //! `cargo install cargo-mutants --locked` when missing.
 //!
 //! Two runs, each with the tests that can catch its mutants:
-//! - the domain's access, accounts, admin, gateway (`RunScope`), quota, workspace-scope and
-//!   workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
+//! - the domain's access, accounts, admin, gateway (`RunScope`), quota, run (refusal order,
+//!   key failover, records), workspace-scope and workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
 //!   end-to-end test (`tests/tests/access.rs`, which also checks the Bearer scheme, the Origin
 //!   of cookie writes, the Shadow header and the recorded client address) on SQLite, and by the
@@ -25,6 +25,7 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/admin.rs",
     "crates/domain/src/gateway.rs",
     "crates/domain/src/quota.rs",
+    "crates/domain/src/runs.rs",
     "crates/domain/src/workspace.rs",
     "crates/domain/src/workspace_service.rs",
     "crates/domain/src/workspace_keys.rs",

@@ -432,7 +432,7 @@ impl<U: ChatUpstream> Runs<U> {
         let mut retried = false;
         let mut at = start;
         // Each turn takes the next key not proven bad; the loop ends when all are.
-        while let Some(i) = (0..n).map(|d| (at + d) % n).find(|i| !rejected[*i]) {
+        while let Some(i) = (at..at + n).map(|j| j % n).find(|i| !rejected[*i]) {
             at = i + 1;
             let (key, secret) = &keys[i];
             let record = RunRecord {
@@ -668,9 +668,13 @@ mod tests {
                         report: RunReport {
                             end: RunEnd::Ok,
                             model: "m".into(),
-                            latency_ms: 1,
+                            latency_ms: 7,
                             ttft_ms: Some(1),
-                            usage: None,
+                            usage: Some(TokenUsage {
+                                prompt_tokens: 2,
+                                completion_tokens: 3,
+                                total_tokens: 5,
+                            }),
                             error_code: None,
                         },
                     }),
@@ -1026,6 +1030,25 @@ mod tests {
         assert!(validate_body(&ok).is_ok());
         let whole = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5.0});
         assert!(validate_body(&whole).is_ok());
+        let user = || json!({"role": "user", "content": "hi"});
+        for fine in [
+            json!({"messages": [user()], "max_tokens": 1}),
+            // An assistant turn that only called tools has no content.
+            json!({"messages": [user(), {"role": "assistant", "content": null}]}),
+            json!({"messages": [user(), {"role": "assistant"}]}),
+            json!({"messages": [user()], "model": "gpt-4o"}),
+            json!({"messages": [user()], "model": "m".repeat(200)}),
+        ] {
+            assert!(validate_body(&fine).is_ok(), "{fine}");
+        }
+        for bad_model in [json!(""), json!("   "), json!("m".repeat(201))] {
+            let b = json!({"messages": [user()], "model": bad_model});
+            assert_eq!(
+                validate_body(&b).unwrap_err().to_string().split(':').next(),
+                Some("model"),
+                "{b}"
+            );
+        }
         for field in PROVIDER_FIELDS {
             let mut b = ok.clone();
             b[field] = json!("x");
@@ -1126,5 +1149,123 @@ mod tests {
             assert_eq!(line.day(), day);
             assert_eq!(line.day(), line.at.format("%Y-%m-%d").to_string());
         }
+    }
+
+    #[test]
+    fn a_delivered_run_is_recorded_whole() {
+        let (runs, sink, plan, store) = setup(vec![Ok(())]);
+        let tenant_id = store.keys.lock().unwrap()[0].tenant_id;
+        assert!(ready(runs.execute(plan, "/run")).is_ok());
+        let events = sink.0.lock().unwrap();
+        let RunEvent::Run(activity, line) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_ne!(line.id(), uuid::Uuid::nil());
+        assert_eq!(line.tenant_id(), tenant_id);
+        assert_eq!(line.key_id(), None, "a session's run");
+        assert_eq!(line.model(), "m");
+        assert!(!line.failed());
+        assert_eq!(
+            line.usage(),
+            TokenUsage {
+                prompt_tokens: 2,
+                completion_tokens: 3,
+                total_tokens: 5,
+            }
+        );
+        assert_eq!(line.latency_ms(), 7);
+        assert_eq!(
+            line.token_windows(),
+            crate::quota::token_windows(tenant_id, None, line.at())
+        );
+        assert_eq!(activity.detail()["status"], "ok");
+        assert_eq!(activity.detail()["usage"]["total_tokens"], 5);
+    }
+
+    #[test]
+    fn a_key_s_run_is_recorded_under_the_key() {
+        let t = crate::access::tests::tenant(Status::Active);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let key_id = uuid::Uuid::from_u128(42);
+        let credential = crate::access::Credential::ApiKey {
+            key_id,
+            name: "ci".into(),
+            scopes: vec![crate::workspace::KeyScope::Run],
+            limits: crate::quota::KeyLimits::default(),
+        };
+        let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let plan = prepare(
+            &store,
+            &FakeSealer,
+            &NodeQuotas::default(),
+            &member(&t, credential),
+            &mut Some(Ok::<_, ()>(body)),
+            |_| true,
+        )
+        .unwrap()
+        .unwrap();
+        let sink = Arc::new(Sink::default());
+        let upstream = Arc::new(Scripted {
+            answers: Mutex::new(vec![Ok(())].into()),
+            used: Mutex::new(Vec::new()),
+            backoffs: Mutex::new(0),
+        });
+        let runs = Runs::new(upstream, sink.clone());
+        assert!(ready(runs.execute(plan, "/run")).is_ok());
+        let events = sink.0.lock().unwrap();
+        let RunEvent::Run(_, line) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(line.key_id(), Some(key_id));
+        assert_eq!(line.token_windows().len(), 3, "the key's minute too");
+    }
+
+    #[test]
+    fn failed_runs_are_recorded_with_their_reason_and_model() {
+        for (failure, code, status) in [
+            (UpstreamFailure::Timeout, "upstream_timeout", Value::Null),
+            (
+                UpstreamFailure::Refused {
+                    status: 429,
+                    message: "slow down".into(),
+                    retry_after_secs: Some(3),
+                },
+                "upstream_rate_limited",
+                json!(429),
+            ),
+            (
+                UpstreamFailure::Refused {
+                    status: 400,
+                    message: "bad".into(),
+                    retry_after_secs: None,
+                },
+                "upstream_rejected",
+                json!(400),
+            ),
+        ] {
+            for (model, recorded) in [("gpt-x", "gpt-x"), ("auto", "m-default")] {
+                let (runs, sink, mut plan, _) = setup(vec![Err(failure.clone())]);
+                plan.body.insert("model".into(), json!(model));
+                assert!(ready(runs.execute(plan, "/run")).is_err());
+                let events = sink.0.lock().unwrap();
+                let RunEvent::Run(activity, line) = &events[0] else {
+                    panic!("{events:?}")
+                };
+                assert_eq!(line.outcome(), code);
+                assert!(line.failed());
+                assert_eq!(line.model(), recorded, "{model}");
+                assert_eq!(activity.detail()["error"], code);
+                assert_eq!(activity.detail()["upstream_status"], status);
+                assert_eq!(activity.detail()["status"], "error");
+            }
+        }
+    }
+
+    #[test]
+    fn one_process_keeps_one_set_of_quota_counts() {
+        let (runs, _, _, _) = setup(vec![]);
+        assert!(std::ptr::eq(runs.quotas(), runs.quotas()));
     }
 }
