@@ -33,6 +33,7 @@ on_both_backends!(
     settings_upsert_with_versions,
     activity_is_per_tenant_newest_first,
     activity_batches_are_stored_whole,
+    run_usage_batches_are_stored_whole,
     api_keys_context_list_and_revoke,
     ai_keys_usable_filter,
     concurrent_writers_all_succeed,
@@ -1428,6 +1429,175 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     assert_eq!(ctx.user.tenant_id, None);
     assert!(ctx.tenant.is_none());
     assert!(ctx.key.revoked_at.is_some());
+}
+
+/// 150 usage lines in one `record_runs` (two statements: a full chunk of 100 and a part), made
+/// the only way they can be, by runs through the domain's orchestration against a scripted
+/// upstream: every line is stored, summed by model, and its tokens land in its windows.
+fn run_usage_batches_are_stored_whole(db: &Db) {
+    use std::future::Future;
+    use std::sync::{Arc, Mutex};
+
+    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+    use gc_domain::ports::{KeySealer, QuotaRepo, UsageRepo};
+    use gc_domain::quota::{token_windows, NodeQuotas};
+    use gc_domain::runs::{
+        prepare, ChatAnswer, ChatUpstream, RunEnd, RunEvent, RunLine, RunReport, RunSink, Runs,
+        TokenUsage, UpstreamFailure,
+    };
+    use gc_domain::secret::SecretString;
+    use gc_domain::usage::{UsageGroup, UsageQuery, UsageRange};
+    use gc_domain::DomainResult;
+    use serde_json::{Map, Value};
+
+    struct Opened;
+    impl KeySealer for Opened {
+        fn seal(&self, plaintext: &str, _: &[u8]) -> DomainResult<String> {
+            Ok(plaintext.to_owned())
+        }
+        fn open(&self, sealed: &str, _: &[u8]) -> Option<SecretString> {
+            Some(SecretString::new(sealed))
+        }
+    }
+    /// Answers every call at once with a completion of model `m-<n % 3>` and `n` tokens.
+    struct Upstream(Mutex<u64>);
+    impl ChatUpstream for Upstream {
+        type Body = ();
+        type Stream = ();
+        fn configured(&self, _: Region) -> bool {
+            true
+        }
+        fn chat(
+            &self,
+            _: Region,
+            _: &SecretString,
+            _: Map<String, Value>,
+        ) -> impl Future<Output = Result<ChatAnswer<(), ()>, UpstreamFailure>> + Send {
+            let n = {
+                let mut n = self.0.lock().unwrap();
+                *n += 1;
+                *n
+            };
+            std::future::ready(Ok(ChatAnswer::Complete {
+                body: (),
+                report: RunReport {
+                    end: RunEnd::Ok,
+                    model: format!("m-{}", n % 3),
+                    latency_ms: 1,
+                    ttft_ms: None,
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 1,
+                        completion_tokens: n - 1,
+                        total_tokens: n,
+                    }),
+                    error_code: None,
+                },
+            }))
+        }
+        fn models(&self, _: Region) -> Vec<String> {
+            vec!["m-0".into()]
+        }
+        fn backoff(&self) -> impl Future<Output = ()> + Send {
+            std::future::ready(())
+        }
+        fn on_finish(&self, s: (), _: Box<dyn FnOnce(RunReport) + Send>) {
+            s
+        }
+    }
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<RunLine>>);
+    impl RunSink for Lines {
+        fn send(&self, event: RunEvent) {
+            if let RunEvent::Run(_, line) = event {
+                self.0.lock().unwrap().push(*line);
+            }
+        }
+    }
+
+    let m = member(&db.store, "usage-batch@example.com");
+    db.store
+        .insert_ai_key(
+            db.admin(),
+            &TenantAiKey {
+                id: new_id(),
+                tenant_id: m.tenant.id,
+                region: Region::Aihk,
+                label: "k".into(),
+                hint: "sk-…1234".into(),
+                sealed_secret: "sk-test".into(),
+                chat_enabled: true,
+                status: AiKeyStatus::Ready,
+                status_reason: None,
+                checked_at: None,
+                created_at: now(),
+            },
+        )
+        .unwrap();
+    let caller = principal(&db.store, &m.user);
+    let sink = Arc::new(Lines::default());
+    let runs = Runs::new(Arc::new(Upstream(Mutex::new(0))), sink.clone());
+    let quotas = NodeQuotas::default();
+    let mut waker = std::task::Context::from_waker(std::task::Waker::noop());
+    for _ in 0..150 {
+        let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
+        let plan = prepare(
+            &db.store,
+            &Opened,
+            &quotas,
+            &caller,
+            &mut Some(Ok::<_, ()>(body)),
+            |_| true,
+        )
+        .unwrap()
+        .unwrap();
+        let mut run = std::pin::pin!(runs.execute(plan, "/run"));
+        match run.as_mut().poll(&mut waker) {
+            std::task::Poll::Ready(answer) => assert!(answer.is_ok()),
+            std::task::Poll::Pending => panic!("the scripted upstream answers at once"),
+        }
+    }
+    let lines = std::mem::take(&mut *sink.0.lock().unwrap());
+    assert_eq!(lines.len(), 150);
+    db.store.record_runs(&lines).unwrap();
+
+    let today = lines[0].at().date_naive();
+    let query = UsageQuery::new(
+        UsageRange::parse(None, None, today).unwrap(),
+        UsageGroup::Model,
+        None,
+        None,
+    )
+    .unwrap();
+    let page = db.store.tenant_usage(&m.read, &query).unwrap();
+    // Run n (1..=150) reported n tokens under model m-(n % 3).
+    let expect = |r: u64| (1..=150u64).filter(move |n| n % 3 == r);
+    let mut models: Vec<_> = page
+        .items
+        .iter()
+        .map(|l| (l.group.clone(), l.requests, l.total_tokens, l.errors))
+        .collect();
+    models.sort();
+    let want: Vec<_> = (0..3)
+        .map(|r| {
+            (
+                format!("m-{r}"),
+                expect(r).count() as u64,
+                expect(r).sum::<u64>(),
+                0,
+            )
+        })
+        .collect();
+    assert_eq!(models, want);
+    // The tenant's month window holds every token (the minute windows hold those of their
+    // minute; the runs may straddle one).
+    let month = token_windows(m.tenant.id, None, lines[0].at())
+        .into_iter()
+        .find(|w| matches!(w.subject, gc_domain::quota::QuotaSubject::TenantMonth(_)))
+        .unwrap();
+    assert_eq!(
+        db.store.window_tokens(&[month]).unwrap(),
+        vec![150 * 151 / 2]
+    );
 }
 
 fn ai_keys_usable_filter(db: &Db) {
