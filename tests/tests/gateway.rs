@@ -24,6 +24,14 @@ impl Setup {
         self.tenant["id"].as_str().unwrap()
     }
 
+    /// Waits until the member's usage (this month, by day) counts `n` runs: the run-record
+    /// writer has stored them, and their tokens count toward the quotas.
+    async fn runs_recorded(&self, n: u64) {
+        let member = self.member.clone();
+        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
+            .await;
+    }
+
     /// A second node on this setup's database, and the member with one `run` key on either
     /// node: (node B, which must outlive its use; the member on A; the member on B).
     async fn on_two_nodes(&self) -> (TestApp, Actor, Actor) {
@@ -667,8 +675,7 @@ gateway_tests! {
         stream["stream"] = json!(true);
         let res = s.member.request(Method::POST, "/run").json(&stream).send().await.unwrap();
         assert_eq!(sse_events(res).await.last().map(String::as_str), Some("[DONE]"));
-        let member = s.member.clone();
-        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == 5).await;
+        s.runs_recorded(5).await;
         let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
         let r = s.member.get("/workspace/usage").await;
         assert_eq!(r.body["data"].as_array().unwrap().len(), 1, "{}", r.text);
@@ -715,11 +722,10 @@ gateway_tests! {
         s.limit_tenant(json!({"monthly_tokens": 20})).await;
         // Each completion reports 12 tokens, counted when the run's record is written: the
         // second run is still under budget (12 < 20), the third is not (24).
-        let member = s.member.clone();
         for n in [1, 2] {
             let r = s.member.post("/run", s.chat()).await;
             assert_eq!(r.status, 200, "{}", r.text);
-            eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n).await;
+            s.runs_recorded(n).await;
         }
         let refused = s.member.post("/run", s.chat()).await;
         assert_error(&refused, 429, "budget_exhausted");
@@ -742,30 +748,26 @@ gateway_tests! {
             json!({"name": "ci", "scopes": ["run"], "limits": {"tokens_per_minute": 20}})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let ci = s.member.with_key(r.body["key"].as_str().unwrap());
-        let member = s.member.clone();
-        let used = async |n: u64| {
-            eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n).await;
-        };
         // A session's run counts for the tenant, not for the key.
         assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
-        used(1).await;
+        s.runs_recorded(1).await;
         // Tenant 12 of 40, key 0 of 20: the key's 20 is the tighter (a mix-up of the windows
         // would show 8).
         let r = ci.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("20"));
-        used(2).await;
+        s.runs_recorded(2).await;
         // Tenant 24 of 40, key 12 of 20.
         let r = ci.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("8"));
-        used(3).await;
+        s.runs_recorded(3).await;
         // The key's minute is used up (24 of 20); the tenant's is not (36 of 40).
         assert_error(&ci.post("/run", s.chat()).await, 429, "rate_limited");
         let r = s.member.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("4"), "40 - 36 for the tenant");
-        used(4).await;
+        s.runs_recorded(4).await;
         // Now the tenant's minute is used up too (48 of 40), while its month is not.
         assert_error(&s.member.post("/run", s.chat()).await, 429, "rate_limited");
         assert_eq!(s.hk.chat_requests().len(), 4);
@@ -958,16 +960,11 @@ async fn two_nodes_on_postgres_share_the_token_budget() {
     // Each completion reports 12 tokens: two runs spend a budget of 20.
     s.limit_tenant(json!({"monthly_tokens": 20})).await;
     let (_node_b, on_a, on_b) = s.on_two_nodes().await;
-    let member = s.member.clone();
-    let used = async |n: u64| {
-        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
-            .await;
-    };
     assert_eq!(on_a.post("/run", s.chat()).await.status, 200);
-    used(1).await;
+    s.runs_recorded(1).await;
     let r = on_b.post("/run", s.chat()).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    used(2).await;
+    s.runs_recorded(2).await;
     // B stored 24 tokens. A's last count was read before its own write, so it is not used.
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_error(&on_a.post("/run", s.chat()).await, 429, "budget_exhausted");

@@ -577,7 +577,7 @@ pub fn admit<P: QuotaRepo + ?Sized>(
 /// leases are put back; the store counts nothing for a refused take).
 fn take_requests<P: QuotaRepo + ?Sized>(
     store: &P,
-    leases: &NodeQuotas,
+    quotas: &NodeQuotas,
     takes: &[(QuotaWindow, u64)],
     now_ms: i64,
 ) -> DomainResult<Result<Vec<u64>, usize>> {
@@ -585,7 +585,7 @@ fn take_requests<P: QuotaRepo + ?Sized>(
     let mut from_lease = vec![false; takes.len()];
     let mut missing: Vec<usize> = Vec::new();
     {
-        let mut held = leases.lock();
+        let mut held = quotas.lock();
         if held.len() > 4_096 {
             // Forget leases of minutes gone by (their units are lost with the minute).
             held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
@@ -613,11 +613,11 @@ fn take_requests<P: QuotaRepo + ?Sized>(
         .map(|(w, max)| RequestTake {
             window: *w,
             max: *max,
-            want: leases.want(w, *max, now_ms).min(*max),
+            want: quotas.want(w, *max, now_ms).min(*max),
         })
         .collect();
     let answer = store.take_request(&asks);
-    let mut held = leases.lock();
+    let mut held = quotas.lock();
     let grants = match answer {
         Ok(Take::Taken(grants)) => grants,
         other => {
@@ -759,10 +759,7 @@ mod tests {
             requests_per_minute: Some(10),
             ..TenantLimits::default()
         };
-        let key_limits = KeyLimits {
-            requests_per_minute: Some(1),
-            tokens_per_minute: None,
-        };
+        let key_limits = key_rpm(1);
         let (scope, store) = scope(limits, Some(key_limits));
         let now = at("2026-11-21T10:00:00Z");
         let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
@@ -1072,10 +1069,7 @@ mod tests {
 
     #[test]
     fn a_refused_take_puts_back_what_the_other_window_s_lease_gave() {
-        let key_limits = KeyLimits {
-            requests_per_minute: Some(1),
-            tokens_per_minute: None,
-        };
+        let key_limits = key_rpm(1);
         let (keyed, store) = scope(rpm(1_000), Some(key_limits));
         // The same tenant through a session: no key window, and a tenant lease that grows.
         let session = relimit(&keyed, &store, rpm(1_000));
@@ -1131,6 +1125,13 @@ mod tests {
         assert_eq!(limit_change("x", Some(None)).unwrap(), Some(None));
         assert_eq!(limit_change("x", Some(Some(5))).unwrap(), Some(Some(5)));
         assert!(limit_change("x", Some(Some(0))).is_err());
+    }
+
+    fn key_rpm(n: u64) -> KeyLimits {
+        KeyLimits {
+            requests_per_minute: Some(n),
+            tokens_per_minute: None,
+        }
     }
 
     fn rpm(n: u64) -> TenantLimits {
@@ -1224,10 +1225,7 @@ mod tests {
 
     #[test]
     fn a_refused_key_take_leaves_the_tenant_lease_unspent() {
-        let key_limits = KeyLimits {
-            requests_per_minute: Some(1),
-            tokens_per_minute: None,
-        };
+        let key_limits = key_rpm(1);
         let (scope, store) = scope(rpm(1_000), Some(key_limits));
         let leases = NodeQuotas::default();
         let now = at("2026-11-21T10:00:00Z");
