@@ -625,6 +625,26 @@ gateway_tests! {
             json!({"limits": {"requests_per_minute": 1000}})).await, 403, "admin_required");
     }
 
+    async fn a_busy_tenant_gets_exactly_its_limit_with_leases_refilled_ahead(s) {
+        // 200 a minute, one request after another: leases grow to 16 and more and are
+        // refilled off the request path (decision 0017), then shrink to single requests near
+        // the limit. The header stays exact on one node and the limit holds.
+        s.add_key("AIHK", SECRET, true).await;
+        s.limit_tenant(json!({"requests_per_minute": 200})).await;
+        let second = chrono::Utc::now().timestamp() % 60;
+        if second > 55 {
+            tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+        }
+        for n in 1..=200 {
+            let r = s.member.post("/run", s.chat()).await;
+            assert_eq!(r.status, 200, "run {n}: {}", r.text);
+            let left = (200 - n).to_string();
+            assert_eq!(r.header("x-ratelimit-remaining-requests"), Some(left.as_str()), "run {n}");
+        }
+        assert_error(&s.member.post("/run", s.chat()).await, 429, "rate_limited");
+        assert_eq!(s.hk.chat_requests().len(), 200);
+    }
+
     async fn keys_carry_lower_limits_of_their_own(s) {
         s.add_key("AIHK", SECRET, true).await;
         s.limit_tenant(json!({"requests_per_minute": 3, "tokens_per_minute": 1000})).await;

@@ -16,10 +16,13 @@
 //! holds every request any node admitted (and some it may still admit), so the limit holds
 //! across nodes; a block left unused when the minute ends is lost, never given to anyone.
 //! Leases grow while a subject's requests keep coming and shrink to single requests near the
-//! limit, so small limits are counted one request at a time, exactly as before.
+//! limit, so small limits are counted one request at a time, exactly as before. A lease of
+//! [`REFILL_FROM`] or more that falls to a quarter of its size is refilled ahead, off the
+//! request path ([`NodeQuotas::refill`], decision 0017), so a busy subject's requests do not
+//! wait for the write.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
@@ -284,11 +287,20 @@ struct Lease {
     /// The size of the last take and when it was made.
     size: u64,
     taken_ms: i64,
+    /// A refill of this lease is waiting or running ([`NodeQuotas::refill`]).
+    refilling: bool,
 }
 
 impl Lease {
     fn serves(&self, start_ms: i64, max: u64) -> bool {
         self.start_ms == start_ms && self.max == max
+    }
+
+    /// Whether the lease should be refilled ahead now: it is large (small leases, near the
+    /// limit or at low rates, stay exact and are taken when used up), down to a quarter of
+    /// its last take, and no refill of it is already waiting.
+    fn wants_refill(&self) -> bool {
+        self.size >= REFILL_FROM && self.left <= self.size / REFILL_AT_SHARE && !self.refilling
     }
 
     /// What the `x-ratelimit-remaining-*` header shows: what no node has counted yet, plus
@@ -310,11 +322,146 @@ impl Lease {
 pub struct NodeQuotas {
     leases: Mutex<HashMap<QuotaSubject, Lease>>,
     tokens: Arc<TokenReads>,
+    /// Leases to refill ahead; never locked while `leases` is wanted.
+    refills: Mutex<Refills>,
+    /// Set when a refill is queued, so requests of a node with nothing to refill (and of
+    /// tenants without limits) skip the lock in [`NodeQuotas::refill_due`].
+    due: AtomicBool,
+}
+
+/// The refills queued and whether a refiller has been started for them.
+#[derive(Debug, Default)]
+struct Refills {
+    waiting: Vec<(QuotaWindow, u64)>,
+    running: bool,
+}
+
+/// Leases of at least this many requests are refilled ahead, when a quarter is left; smaller
+/// ones are taken on the request path when used up (decision 0017).
+pub const REFILL_FROM: u64 = 16;
+
+/// A lease is refilled ahead when what is left of it is at most its size over this.
+const REFILL_AT_SHARE: u64 = 4;
+
+/// The most refills waiting at once. When full, a lease is not refilled ahead and is taken on
+/// the request path when used up, as a small one is.
+const REFILLS_MAX: usize = 64;
+
+/// Ends a refiller that panicked (a store that panics), so the next queued refill starts
+/// another. A refiller that returns ends itself, under the lock that saw its queue empty.
+struct RefillerEnds<'a> {
+    quotas: &'a NodeQuotas,
+    ended: bool,
+}
+
+impl Drop for RefillerEnds<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.quotas.refills_lock().running = false;
+        }
+    }
 }
 
 impl NodeQuotas {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QuotaSubject, Lease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn refills_lock(&self) -> std::sync::MutexGuard<'_, Refills> {
+        self.refills.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a refill of `window`'s lease; false (and nothing queued) when the queue is full.
+    fn queue_refill(&self, window: QuotaWindow, max: u64) -> bool {
+        let mut refills = self.refills_lock();
+        if refills.waiting.len() >= REFILLS_MAX {
+            return false;
+        }
+        refills.waiting.push((window, max));
+        self.due.store(true, Ordering::Release);
+        true
+    }
+
+    /// Whether the caller should start a refiller now ([`NodeQuotas::refill`], on a thread
+    /// that may write): true at most once until that refiller has ended, and only when a
+    /// refill is queued. Cheap when none is.
+    pub fn refill_due(&self) -> bool {
+        if !self.due.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut refills = self.refills_lock();
+        if refills.running || refills.waiting.is_empty() {
+            return false;
+        }
+        refills.running = true;
+        true
+    }
+
+    /// The refiller: takes the next block of every queued lease from the shared count (one
+    /// write each) until none is queued, and adds what it counted to the lease. A lease whose
+    /// minute has passed or whose limit changed is left alone; a full window or a failed
+    /// write leaves the lease as it was, to be taken on the request path when used up. Only
+    /// what the store has durably counted is added, so the shared count still holds every
+    /// request this node admits. Returns the number of failed writes.
+    pub fn refill<P: QuotaRepo + ?Sized>(
+        &self,
+        store: &P,
+        now: impl Fn() -> DateTime<Utc>,
+    ) -> usize {
+        let mut ends = RefillerEnds {
+            quotas: self,
+            ended: false,
+        };
+        let mut failed = 0;
+        loop {
+            let waiting = {
+                let mut refills = self.refills_lock();
+                if refills.waiting.is_empty() {
+                    refills.running = false;
+                    self.due.store(false, Ordering::Release);
+                    ends.ended = true;
+                    return failed;
+                }
+                std::mem::take(&mut refills.waiting)
+            };
+            for (w, max) in waiting {
+                let now_ms = now().timestamp_millis();
+                let current = w.start_ms == now_ms.div_euclid(60_000) * 60_000
+                    && self
+                        .lock()
+                        .get(&w.subject)
+                        .is_some_and(|l| l.serves(w.start_ms, max));
+                let answer = current.then(|| {
+                    let want = self.want(&w, max, now_ms).min(max);
+                    let take = RequestTake {
+                        window: w,
+                        max,
+                        want,
+                    };
+                    store.take_request(&[take])
+                });
+                let mut held = self.lock();
+                let Some(l) = held
+                    .get_mut(&w.subject)
+                    .filter(|l| l.serves(w.start_ms, max))
+                else {
+                    continue;
+                };
+                l.refilling = false;
+                match answer {
+                    Some(Ok(Take::Taken(grants))) => {
+                        if let Some(grant) = grants.first() {
+                            l.left += grant.granted;
+                            l.shared = l.shared.max(grant.count);
+                            l.size = grant.granted;
+                            l.taken_ms = now_ms;
+                        }
+                    }
+                    Some(Err(_)) => failed += 1,
+                    Some(Ok(Take::Full(_))) | None => {}
+                }
+            }
+        }
     }
 
     /// The token counts this process reads, for the writer that adds to them
@@ -599,6 +746,9 @@ fn take_requests<P: QuotaRepo + ?Sized>(
                     l.left -= 1;
                     remaining[i] = l.remaining();
                     from_lease[i] = true;
+                    if l.wants_refill() && quotas.queue_refill(*w, *max) {
+                        l.refilling = true;
+                    }
                 }
                 None => missing.push(i),
             }
@@ -654,6 +804,7 @@ fn take_requests<P: QuotaRepo + ?Sized>(
                     l.max = max;
                     l.left = spare;
                     l.shared = grant.count;
+                    l.refilling = false;
                 }
                 l.size = grant.granted;
                 l.taken_ms = now_ms;
@@ -665,6 +816,7 @@ fn take_requests<P: QuotaRepo + ?Sized>(
                 shared: grant.count,
                 size: grant.granted,
                 taken_ms: now_ms,
+                refilling: false,
             });
         remaining[*i] = l.remaining();
     }
@@ -1015,6 +1167,7 @@ mod tests {
                 shared: 100,
                 size: 8,
                 taken_ms: 0,
+                refilling: false,
             },
         );
         assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS - 1), 16);
@@ -1029,6 +1182,7 @@ mod tests {
                 shared: 960,
                 size: 8,
                 taken_ms: 0,
+                refilling: false,
             },
         );
         assert_eq!(node.want(&w, 1_000, 10), 5);
@@ -1051,6 +1205,7 @@ mod tests {
                         shared: 1,
                         size: 1,
                         taken_ms: 0,
+                        refilling: false,
                     },
                 );
             }
@@ -1178,7 +1333,7 @@ mod tests {
 
     #[test]
     fn two_nodes_with_leases_admit_exactly_the_limit_and_never_more() {
-        for limit in [5u64, 100, 1_000] {
+        for limit in [5u64, 100, 1_000, 20_000] {
             let (scope, store) = scope(rpm(limit), None);
             let nodes = [NodeQuotas::default(), NodeQuotas::default()];
             let now = at("2026-11-21T10:00:10Z");
@@ -1190,11 +1345,228 @@ mod tests {
                     Ok(_) => admitted += 1,
                     Err(e) => assert_eq!(e.code(), "rate_limited"),
                 }
+                // Refillers run now and then, between requests.
+                if i % 7 == 0 {
+                    for node in &nodes {
+                        if node.refill_due() {
+                            node.refill(&store, || now);
+                        }
+                    }
+                }
                 assert!(admitted <= shared_requests(&store, &scope, now));
                 assert!(shared_requests(&store, &scope, now) <= limit);
             }
             assert_eq!(admitted, limit, "limit {limit}");
         }
+    }
+
+    /// Admits `n` requests on `node`, running the refiller whenever one is due (as the HTTP
+    /// layer does after each request); answers how many admissions wrote to the store.
+    fn admit_with_refills(
+        store: &Fake,
+        node: &NodeQuotas,
+        scope: &RunScope,
+        now: DateTime<Utc>,
+        n: u64,
+    ) -> u32 {
+        let mut writes = 0;
+        for _ in 0..n {
+            let before = *store.quota_calls.lock().unwrap();
+            admit(store, node, scope, now).unwrap();
+            writes += *store.quota_calls.lock().unwrap() - before;
+            if node.refill_due() {
+                assert_eq!(node.refill(store, || now), 0);
+            }
+        }
+        writes
+    }
+
+    #[test]
+    fn a_large_lease_is_refilled_ahead_and_requests_stop_writing() {
+        let (scope, store) = scope(rpm(1_000_000), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:00Z");
+        // Leases of 1, 2, 4, 8 and 16 are taken by requests; from 16 on the refiller takes them.
+        let warm = admit_with_refills(&store, &node, &scope, now, 40);
+        assert_eq!(warm, 5, "leases 1..16 taken on the request path");
+        let writes = admit_with_refills(&store, &node, &scope, now, 5_000);
+        assert_eq!(writes, 0, "no request waited for a take");
+        let s = admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(
+            s.requests.unwrap().remaining,
+            1_000_000 - 5_041,
+            "one node: the header stays exact"
+        );
+        let shared = shared_requests(&store, &scope, now);
+        assert!(shared >= 5_041);
+        assert!(
+            shared <= 5_041 + MAX_LEASE + MAX_LEASE / REFILL_AT_SHARE,
+            "at most a fresh lease and a quarter of one ahead: {shared}"
+        );
+    }
+
+    #[test]
+    fn a_lease_is_queued_at_a_quarter_and_one_refiller_runs_at_a_time() {
+        let (scope, store) = scope(rpm(1_000_000), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:00Z");
+        let w = QuotaWindow {
+            subject: QuotaSubject::TenantMinute(scope.tenant().id),
+            start_ms: minute_start(now),
+        };
+        let lease = |left| Lease {
+            start_ms: w.start_ms,
+            max: 1_000_000,
+            left,
+            shared: 100,
+            size: 16,
+            taken_ms: now.timestamp_millis(),
+            refilling: false,
+        };
+        node.lock().insert(w.subject, lease(6));
+        store.quota.lock().unwrap().insert(w, (100, 0));
+        admit(&store, &node, &scope, now).unwrap();
+        assert!(!node.refill_due(), "5 of 16 left: more than a quarter");
+        admit(&store, &node, &scope, now).unwrap();
+        assert!(node.lock()[&w.subject].refilling, "4 of 16 left: queued");
+        admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(node.refills_lock().waiting.len(), 1, "queued once");
+        assert!(node.refill_due());
+        assert!(!node.refill_due(), "one refiller at a time");
+        assert_eq!(node.refill(&store, || now), 0);
+        let l = node.lock()[&w.subject];
+        assert_eq!((l.left, l.size, l.refilling), (3 + 32, 32, false));
+        assert_eq!(l.shared, 132, "the store's count after the take");
+        assert!(!node.refill_due(), "nothing queued");
+        // Small leases are not refilled ahead.
+        node.lock().insert(
+            w.subject,
+            Lease {
+                size: 15,
+                ..lease(1)
+            },
+        );
+        admit(&store, &node, &scope, now).unwrap();
+        assert!(!node.refill_due());
+        assert!(!node.lock()[&w.subject].refilling);
+    }
+
+    #[test]
+    fn a_refill_that_cannot_count_leaves_the_lease_for_the_request_path() {
+        let (scope, store) = scope(rpm(1_000), None);
+        let now = at("2026-11-21T10:00:30Z");
+        let w = QuotaWindow {
+            subject: QuotaSubject::TenantMinute(scope.tenant().id),
+            start_ms: minute_start(now),
+        };
+        let queued = |max| {
+            let node = NodeQuotas::default();
+            node.lock().insert(
+                w.subject,
+                Lease {
+                    start_ms: w.start_ms,
+                    max,
+                    left: 2,
+                    shared: 500,
+                    size: 16,
+                    taken_ms: now.timestamp_millis(),
+                    refilling: true,
+                },
+            );
+            assert!(node.queue_refill(w, max));
+            assert!(node.refill_due());
+            node
+        };
+        let unchanged = |node: &NodeQuotas| {
+            let l = node.lock()[&w.subject];
+            assert_eq!((l.left, l.shared, l.size), (2, 500, 16));
+            l.refilling
+        };
+        // A failed write: counted as failed, the lease as it was and free to queue again.
+        let node = queued(1_000);
+        *store.refuse_takes.lock().unwrap() = 1;
+        assert_eq!(node.refill(&store, || now), 1);
+        assert!(!unchanged(&node));
+        assert!(!node.refill_due(), "the refiller ended");
+        // A full window: nothing added.
+        store.quota.lock().unwrap().insert(w, (1_000, 0));
+        let node = queued(1_000);
+        assert_eq!(node.refill(&store, || now), 0);
+        assert!(!unchanged(&node));
+        store.quota.lock().unwrap().remove(&w);
+        // The minute has passed: no write at all.
+        let node = queued(1_000);
+        let calls = *store.quota_calls.lock().unwrap();
+        assert_eq!(
+            node.refill(&store, || now + chrono::Duration::seconds(30)),
+            0
+        );
+        assert_eq!(*store.quota_calls.lock().unwrap(), calls);
+        assert!(!unchanged(&node));
+        // The limit changed since the lease was queued: its refill is dropped.
+        let node = queued(1_000);
+        node.lock().get_mut(&w.subject).unwrap().max = 2_000;
+        node.refill(&store, || now);
+        assert_eq!(node.lock()[&w.subject].max, 2_000);
+        assert!(
+            unchanged(&node),
+            "a lease under another limit is not touched"
+        );
+        assert_eq!(shared_requests(&store, &scope, now), 0, "nothing counted");
+    }
+
+    #[test]
+    fn waiting_refills_are_bounded() {
+        let node = NodeQuotas::default();
+        let window = |i| QuotaWindow {
+            subject: QuotaSubject::KeyMinute(Uuid::from_u128(i)),
+            start_ms: 0,
+        };
+        for i in 0..REFILLS_MAX {
+            assert!(node.queue_refill(window(i as u128), 100));
+        }
+        assert!(!node.queue_refill(window(1_000), 100), "full");
+        assert_eq!(node.refills_lock().waiting.len(), REFILLS_MAX);
+    }
+
+    #[test]
+    fn a_refiller_that_panics_lets_the_next_one_start() {
+        struct Panics;
+        impl QuotaRepo for Panics {
+            fn window_tokens(&self, _: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+                Ok(Vec::new())
+            }
+            fn take_request(&self, _: &[RequestTake]) -> DomainResult<Take> {
+                panic!("the store panicked")
+            }
+            fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
+                Ok(0)
+            }
+        }
+        let now = at("2026-11-21T10:00:30Z");
+        let w = QuotaWindow {
+            subject: QuotaSubject::TenantMinute(Uuid::from_u128(1)),
+            start_ms: minute_start(now),
+        };
+        let node = NodeQuotas::default();
+        node.lock().insert(
+            w.subject,
+            Lease {
+                start_ms: w.start_ms,
+                max: 100,
+                left: 4,
+                shared: 20,
+                size: 16,
+                taken_ms: now.timestamp_millis(),
+                refilling: true,
+            },
+        );
+        assert!(node.queue_refill(w, 100));
+        assert!(node.refill_due());
+        let node = std::panic::AssertUnwindSafe(node);
+        assert!(std::panic::catch_unwind(|| node.refill(&Panics, || now)).is_err());
+        assert!(node.queue_refill(w, 100));
+        assert!(node.refill_due(), "the panicked refiller ended");
     }
 
     #[test]

@@ -80,6 +80,29 @@ pub async fn chat_completions(
     pipeline(state, caller, body.into_inner(), "/chat/completions").await
 }
 
+/// Starts the quota refiller on the blocking pool when this request left a lease to refill
+/// (decision 0017): at most one per process at a time; the request does not wait for it.
+fn refill_leases(state: &web::Data<AppState>) {
+    if !state.runs.quotas().refill_due() {
+        return;
+    }
+    let state = state.clone();
+    actix_web::rt::spawn(async move {
+        let runs = state.runs.clone();
+        let failed = state
+            .db(move |store| Ok(runs.quotas().refill(store, chrono::Utc::now)))
+            .await;
+        match failed {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                failed = n,
+                "quota leases not refilled ahead; requests take them when used up"
+            ),
+            Err(e) => tracing::warn!(error = %e.code().as_str(), "the quota refiller did not run"),
+        }
+    });
+}
+
 async fn pipeline(
     state: web::Data<AppState>,
     caller: Caller,
@@ -113,7 +136,9 @@ async fn pipeline(
             ) {
                 state.metrics.quota_refused(e.code().as_str());
             }
-        })??;
+        });
+    refill_leases(&state);
+    let plan = plan??;
     let limits = plan.limits();
     let region = plan.scope().region().as_str();
     let upstream_started = Instant::now();
