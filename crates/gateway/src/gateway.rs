@@ -1,8 +1,9 @@
 //! [`RegionGateway`]: one region's OpenAI-compatible upstream, its pooled client, key probes
 //! and chat calls.
 
+use std::cell::RefCell;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,6 +33,11 @@ pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 pub(crate) const MAX_MODEL_CHARS: usize = 200;
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+thread_local! {
+    /// This thread's pooled client of each live gateway it has called (see `Inner::client`).
+    static CLIENTS: RefCell<Vec<(Weak<Inner>, HttpsClient)>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Region-agnostic configuration of one gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,14 +135,15 @@ impl Completion {
     }
 }
 
-/// One region's gateway. Cheap to clone: all clones share one connection pool.
+/// One region's gateway. Cheap to clone: all clones share its connection pools (one per thread).
 #[derive(Clone)]
 pub struct RegionGateway {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    client: HttpsClient,
+    /// The connector every thread's client is built on (TLS configuration built once).
+    connector: HttpsConnector<HttpConnector>,
     base_url: String,
     models_uri: Uri,
     chat_uri: Uri,
@@ -144,6 +151,42 @@ struct Inner {
     models: Vec<String>,
     timeout: Duration,
 }
+
+impl Inner {
+    /// The calling thread's pooled client of this gateway, built on first use.
+    ///
+    /// hyper drives each pooled connection on the runtime of the task that opened it. With one
+    /// pool shared by every server worker (each a single-threaded runtime), a worker would often
+    /// take a connection another worker opened, and every request and answer on it would then
+    /// cross threads (a wake-up each way). One pool per thread keeps a run and its upstream
+    /// connection on the same worker. Bounded: a thread keeps one client per live gateway it
+    /// has called (idle connections: `POOL_MAX_IDLE_PER_HOST` each, closed after
+    /// `POOL_IDLE_TIMEOUT`); a dropped gateway's clients go the next time the thread builds one.
+    fn client(self: &Arc<Self>) -> HttpsClient {
+        CLIENTS.with(|clients| {
+            let mut clients = clients.borrow_mut();
+            if let Some((_, client)) = clients
+                .iter()
+                .find(|(owner, _)| std::ptr::eq(owner.as_ptr(), Arc::as_ptr(self)))
+            {
+                return client.clone();
+            }
+            clients.retain(|(owner, _)| owner.strong_count() > 0);
+            let client = Client::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+                .build(self.connector.clone());
+            clients.push((Arc::downgrade(self), client.clone()));
+            client
+        })
+    }
+}
+
+/// Idle upstream connections kept per host, per thread that calls the upstream.
+const POOL_MAX_IDLE_PER_HOST: usize = 1024;
+/// An idle upstream connection is closed after this long.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl fmt::Debug for RegionGateway {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -288,11 +331,6 @@ impl RegionGateway {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .build(https);
 
         let default_model = cfg.default_model.trim().to_owned();
         let mut models = vec![default_model.clone()];
@@ -303,7 +341,7 @@ impl RegionGateway {
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
+                connector: https,
                 base_url: base,
                 models_uri,
                 chat_uri,
@@ -434,7 +472,7 @@ impl RegionGateway {
             Err(e) => return (Err(format!("building the request failed: {e}")), 0),
         };
         let started = Instant::now();
-        let answer = tokio::time::timeout(self.inner.timeout, self.inner.client.request(req)).await;
+        let answer = tokio::time::timeout(self.inner.timeout, self.inner.client().request(req)).await;
         let latency_ms = elapsed_ms(started);
         let resp = match answer {
             Err(_) => {
@@ -505,7 +543,7 @@ impl RegionGateway {
 
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.inner.timeout;
-        let resp = match tokio::time::timeout_at(deadline, self.inner.client.request(req)).await {
+        let resp = match tokio::time::timeout_at(deadline, self.inner.client().request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Err(e)) if e.is_connect() => {
                 return Err(UpstreamError::Unreachable(transport_error(
@@ -648,6 +686,42 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             models: vec!["m-large".into(), "m-default".into(), " ".into()],
         })
+    }
+
+    fn clients_held() -> usize {
+        CLIENTS.with(|c| c.borrow().len())
+    }
+
+    #[test]
+    fn each_thread_keeps_one_client_per_live_gateway() {
+        // A fresh thread: the test harness may run other tests on this one.
+        std::thread::spawn(|| {
+            let hk = gateway("http://127.0.0.1:9/v1").unwrap();
+            let ca = gateway("http://127.0.0.1:10/v1").unwrap();
+            hk.inner.client();
+            hk.clone().inner.client();
+            assert_eq!(clients_held(), 1, "clones share the thread's client");
+            ca.inner.client();
+            assert_eq!(clients_held(), 2);
+            // Another thread builds its own, and leaves this one's alone.
+            let other = hk.clone();
+            std::thread::spawn(move || {
+                other.inner.client();
+                assert_eq!(clients_held(), 1);
+            })
+            .join()
+            .unwrap();
+            assert_eq!(clients_held(), 2);
+            // A dropped gateway's client goes when the thread next builds one.
+            drop(ca);
+            hk.inner.client();
+            assert_eq!(clients_held(), 2, "nothing built, nothing pruned");
+            let eu = gateway("http://127.0.0.1:11/v1").unwrap();
+            eu.inner.client();
+            assert_eq!(clients_held(), 2, "the dropped gateway's client was pruned");
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

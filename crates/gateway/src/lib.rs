@@ -3,8 +3,9 @@
 //! This crate owns the calls to one region's OpenAI-compatible gateway and nothing else: it
 //! knows neither the web framework nor the database. A [`RegionGateway`] is built once per
 //! region from a [`GatewayConfig`] and shared (it is an `Arc` inside, cloning is cheap). It
-//! holds one pooled hyper client (rustls with the bundled webpki roots, `http` and `https`,
-//! TCP_NODELAY, keep-alive pool).
+//! holds a pooled hyper client per thread that calls it (rustls with the bundled webpki roots,
+//! `http` and `https`, TCP_NODELAY, keep-alive pool), so an upstream connection is driven by
+//! the same server worker as the run using it.
 //!
 //! - [`RegionGateway::probe`] checks a key with `GET {base}/models`;
 //!   [`RegionGateway::check_reachable`] checks the gateway without a key.

@@ -595,7 +595,8 @@ async fn main() {
 
     // 5. The quota check (issue 10): the same /run load with no limit set, then with the
     // tenant's three limits set (high enough never to refuse), then also a key limit.
-    {
+    // `GC_BENCH_ONLY=forwarding` stops after the forwarding rows.
+    if only != "forwarding" {
         println!("## Quota check (issue 10): `/run` p50 with and without limits\n");
         println!("| concurrency | no limits p50 ms | tenant limits p50 ms | tenant + key limits p50 ms | no limits req/s | tenant limits req/s | tenant + key req/s | server CPU µs per run (none / tenant / + key) |");
         println!("|---|---|---|---|---|---|---|---|");
