@@ -272,7 +272,9 @@ pub const MAX_LEASE: u64 = 256;
 const LEASE_SHARE: u64 = 8;
 
 /// A lease used up within this many milliseconds of being taken makes the next one twice
-/// as large; a slower one starts again from a single request.
+/// as large; a slower one makes it half as large for every such period since the take, so a
+/// subject back after a short pause resumes near its rate and a slow one soon takes single
+/// requests. The size carries over into the next minute's window.
 const LEASE_GROWTH_MS: i64 = 1_000;
 
 /// This process's unused share of a window's counted requests.
@@ -470,21 +472,32 @@ impl NodeQuotas {
         Arc::clone(&self.tokens)
     }
 
-    /// How many requests the next take of `window` asks for.
+    /// How many requests the next take of `window` asks for: the last take's size, doubled
+    /// when it was taken less than [`LEASE_GROWTH_MS`] ago, else halved per such period (a
+    /// lease of a past minute counts: a busy subject keeps its size across minutes); one when
+    /// the limit changed within the window or the clock went back. Never more than
+    /// [`MAX_LEASE`], nor than an eighth of what this process knows is left in the window.
     fn want(&self, window: &QuotaWindow, max: u64, now_ms: i64) -> u64 {
         let leases = self.lock();
-        let Some(l) = leases
-            .get(&window.subject)
-            .filter(|l| l.serves(window.start_ms, max))
-        else {
+        let Some(l) = leases.get(&window.subject) else {
             return 1;
         };
-        let grown = if now_ms.saturating_sub(l.taken_ms) < LEASE_GROWTH_MS {
-            l.size.saturating_mul(2).min(MAX_LEASE)
+        let same_window = l.start_ms == window.start_ms;
+        let idle = now_ms.saturating_sub(l.taken_ms);
+        if (same_window && l.max != max) || l.start_ms > window.start_ms || idle < 0 {
+            return 1;
+        }
+        let size = if idle < LEASE_GROWTH_MS {
+            l.size.saturating_mul(2)
         } else {
-            1
+            l.size
+                .checked_shr(u32::try_from(idle / LEASE_GROWTH_MS).unwrap_or(u32::MAX))
+                .unwrap_or(0)
         };
-        grown.min(max.saturating_sub(l.shared) / LEASE_SHARE).max(1)
+        let shared = if same_window { l.shared } else { 0 };
+        size.min(MAX_LEASE)
+            .min(max.saturating_sub(shared) / LEASE_SHARE)
+            .max(1)
     }
 }
 
@@ -1171,7 +1184,34 @@ mod tests {
             },
         );
         assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS - 1), 16);
-        assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS), 1);
+        // Slower: halved for every second since the take.
+        assert_eq!(node.want(&w, 1_000_000, LEASE_GROWTH_MS), 4);
+        assert_eq!(node.want(&w, 1_000_000, 2 * LEASE_GROWTH_MS + 999), 2);
+        assert_eq!(node.want(&w, 1_000_000, 3 * LEASE_GROWTH_MS), 1);
+        assert_eq!(node.want(&w, 1_000_000, 100 * LEASE_GROWTH_MS), 1);
+        assert_eq!(node.want(&w, 1_000_000, i64::MAX), 1);
+        // The clock went back; the limit changed within the window: one.
+        assert_eq!(node.want(&w, 1_000_000, -1), 1);
+        assert_eq!(node.want(&w, 999_999, 10), 1);
+        // The next minute: the size carries over, the eighth is of the whole new window.
+        let next = QuotaWindow {
+            start_ms: 60_000,
+            ..w
+        };
+        assert_eq!(node.want(&next, 1_000_000, 10), 16);
+        assert_eq!(node.want(&next, 1_000_000, LEASE_GROWTH_MS), 4);
+        assert_eq!(
+            node.want(&next, 999_999, 10),
+            16,
+            "another limit in a new window"
+        );
+        assert_eq!(node.want(&next, 80, 10), 10);
+        // A lease of a later minute than asked for (the clock went back): one.
+        let before = QuotaWindow {
+            start_ms: -60_000,
+            ..w
+        };
+        assert_eq!(node.want(&before, 1_000_000, 10), 1);
         // 40 left of 1,000: at most 5 at once.
         node.lock().insert(
             w.subject,

@@ -472,7 +472,8 @@ impl RegionGateway {
             Err(e) => return (Err(format!("building the request failed: {e}")), 0),
         };
         let started = Instant::now();
-        let answer = tokio::time::timeout(self.inner.timeout, self.inner.client().request(req)).await;
+        let answer =
+            tokio::time::timeout(self.inner.timeout, self.inner.client().request(req)).await;
         let latency_ms = elapsed_ms(started);
         let resp = match answer {
             Err(_) => {
