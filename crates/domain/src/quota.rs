@@ -325,7 +325,7 @@ pub struct NodeQuotas {
     leases: Mutex<HashMap<QuotaSubject, Lease>>,
     tokens: Arc<TokenReads>,
     /// Leases to refill ahead; never locked while `leases` is wanted.
-    refills: Mutex<Refills>,
+    refills: Arc<Mutex<Refills>>,
     /// Set when a refill is queued, so requests of a node with nothing to refill (and of
     /// tenants without limits) skip the lock in [`NodeQuotas::refill_due`].
     due: AtomicBool,
@@ -349,17 +349,24 @@ const REFILL_AT_SHARE: u64 = 4;
 /// the request path when used up, as a small one is.
 const REFILLS_MAX: usize = 64;
 
-/// Ends a refiller that panicked (a store that panics), so the next queued refill starts
-/// another. A refiller that returns ends itself, under the lock that saw its queue empty.
-struct RefillerEnds<'a> {
-    quotas: &'a NodeQuotas,
+fn lock_refills(refills: &Mutex<Refills>) -> std::sync::MutexGuard<'_, Refills> {
+    refills.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The right to run this process's refiller, from [`NodeQuotas::refill_due`]; hand it to
+/// [`NodeQuotas::refill`]. Dropped without a refill that ran to its end (the task meant to run
+/// it never ran, or the store panicked), it lets the next queued refill start another.
+#[must_use = "a claim does nothing until given to NodeQuotas::refill"]
+#[derive(Debug)]
+pub struct RefillClaim {
+    refills: Arc<Mutex<Refills>>,
     ended: bool,
 }
 
-impl Drop for RefillerEnds<'_> {
+impl Drop for RefillClaim {
     fn drop(&mut self) {
         if !self.ended {
-            self.quotas.refills_lock().running = false;
+            lock_refills(&self.refills).running = false;
         }
     }
 }
@@ -370,7 +377,7 @@ impl NodeQuotas {
     }
 
     fn refills_lock(&self) -> std::sync::MutexGuard<'_, Refills> {
-        self.refills.lock().unwrap_or_else(PoisonError::into_inner)
+        lock_refills(&self.refills)
     }
 
     /// Queues a refill of `window`'s lease; false (and nothing queued) when the queue is full.
@@ -384,19 +391,22 @@ impl NodeQuotas {
         true
     }
 
-    /// Whether the caller should start a refiller now ([`NodeQuotas::refill`], on a thread
-    /// that may write): true at most once until that refiller has ended, and only when a
-    /// refill is queued. Cheap when none is.
-    pub fn refill_due(&self) -> bool {
+    /// A claim to start a refiller now ([`NodeQuotas::refill`], on a thread that may write):
+    /// given at most once until that refiller has ended (or its claim was dropped), and only
+    /// when a refill is queued. Cheap when none is.
+    pub fn refill_due(&self) -> Option<RefillClaim> {
         if !self.due.load(Ordering::Acquire) {
-            return false;
+            return None;
         }
         let mut refills = self.refills_lock();
         if refills.running || refills.waiting.is_empty() {
-            return false;
+            return None;
         }
         refills.running = true;
-        true
+        Some(RefillClaim {
+            refills: Arc::clone(&self.refills),
+            ended: false,
+        })
     }
 
     /// The refiller: takes the next block of every queued lease from the shared count (one
@@ -404,16 +414,17 @@ impl NodeQuotas {
     /// minute has passed or whose limit changed is left alone; a full window or a failed
     /// write leaves the lease as it was, to be taken on the request path when used up. Only
     /// what the store has durably counted is added, so the shared count still holds every
-    /// request this node admits. Returns the number of failed writes.
+    /// request this node admits. Returns the number of failed writes. A claim of another
+    /// process's quotas is dropped unused.
     pub fn refill<P: QuotaRepo + ?Sized>(
         &self,
+        mut claim: RefillClaim,
         store: &P,
         now: impl Fn() -> DateTime<Utc>,
     ) -> usize {
-        let mut ends = RefillerEnds {
-            quotas: self,
-            ended: false,
-        };
+        if !Arc::ptr_eq(&claim.refills, &self.refills) {
+            return 0;
+        }
         let mut failed = 0;
         loop {
             let waiting = {
@@ -421,7 +432,7 @@ impl NodeQuotas {
                 if refills.waiting.is_empty() {
                     refills.running = false;
                     self.due.store(false, Ordering::Release);
-                    ends.ended = true;
+                    claim.ended = true;
                     return failed;
                 }
                 std::mem::take(&mut refills.waiting)
@@ -1388,8 +1399,8 @@ mod tests {
                 // Refillers run now and then, between requests.
                 if i % 7 == 0 {
                     for node in &nodes {
-                        if node.refill_due() {
-                            node.refill(&store, || now);
+                        if let Some(claim) = node.refill_due() {
+                            node.refill(claim, &store, || now);
                         }
                     }
                 }
@@ -1414,8 +1425,8 @@ mod tests {
             let before = *store.quota_calls.lock().unwrap();
             admit(store, node, scope, now).unwrap();
             writes += *store.quota_calls.lock().unwrap() - before;
-            if node.refill_due() {
-                assert_eq!(node.refill(store, || now), 0);
+            if let Some(claim) = node.refill_due() {
+                assert_eq!(node.refill(claim, store, || now), 0);
             }
         }
         writes
@@ -1466,18 +1477,21 @@ mod tests {
         node.lock().insert(w.subject, lease(6));
         store.quota.lock().unwrap().insert(w, (100, 0));
         admit(&store, &node, &scope, now).unwrap();
-        assert!(!node.refill_due(), "5 of 16 left: more than a quarter");
+        assert!(
+            node.refill_due().is_none(),
+            "5 of 16 left: more than a quarter"
+        );
         admit(&store, &node, &scope, now).unwrap();
         assert!(node.lock()[&w.subject].refilling, "4 of 16 left: queued");
         admit(&store, &node, &scope, now).unwrap();
         assert_eq!(node.refills_lock().waiting.len(), 1, "queued once");
-        assert!(node.refill_due());
-        assert!(!node.refill_due(), "one refiller at a time");
-        assert_eq!(node.refill(&store, || now), 0);
+        let claim = node.refill_due().unwrap();
+        assert!(node.refill_due().is_none(), "one refiller at a time");
+        assert_eq!(node.refill(claim, &store, || now), 0);
         let l = node.lock()[&w.subject];
         assert_eq!((l.left, l.size, l.refilling), (3 + 32, 32, false));
         assert_eq!(l.shared, 132, "the store's count after the take");
-        assert!(!node.refill_due(), "nothing queued");
+        assert!(node.refill_due().is_none(), "nothing queued");
         // Small leases are not refilled ahead.
         node.lock().insert(
             w.subject,
@@ -1487,7 +1501,7 @@ mod tests {
             },
         );
         admit(&store, &node, &scope, now).unwrap();
-        assert!(!node.refill_due());
+        assert!(node.refill_due().is_none());
         assert!(!node.lock()[&w.subject].refilling);
     }
 
@@ -1514,8 +1528,8 @@ mod tests {
                 },
             );
             assert!(node.queue_refill(w, max));
-            assert!(node.refill_due());
-            node
+            let claim = node.refill_due().unwrap();
+            (node, claim)
         };
         let unchanged = |node: &NodeQuotas| {
             let l = node.lock()[&w.subject];
@@ -1523,30 +1537,32 @@ mod tests {
             l.refilling
         };
         // A failed write: counted as failed, the lease as it was and free to queue again.
-        let node = queued(1_000);
+        let (node, claim) = queued(1_000);
         *store.refuse_takes.lock().unwrap() = 1;
-        assert_eq!(node.refill(&store, || now), 1);
+        assert_eq!(node.refill(claim, &store, || now), 1);
         assert!(!unchanged(&node));
-        assert!(!node.refill_due(), "the refiller ended");
+        assert!(node.refill_due().is_none(), "nothing queued");
+        assert!(node.queue_refill(w, 1_000));
+        assert!(node.refill_due().is_some(), "the refiller ended");
         // A full window: nothing added.
         store.quota.lock().unwrap().insert(w, (1_000, 0));
-        let node = queued(1_000);
-        assert_eq!(node.refill(&store, || now), 0);
+        let (node, claim) = queued(1_000);
+        assert_eq!(node.refill(claim, &store, || now), 0);
         assert!(!unchanged(&node));
         store.quota.lock().unwrap().remove(&w);
         // The minute has passed: no write at all.
-        let node = queued(1_000);
+        let (node, claim) = queued(1_000);
         let calls = *store.quota_calls.lock().unwrap();
         assert_eq!(
-            node.refill(&store, || now + chrono::Duration::seconds(30)),
+            node.refill(claim, &store, || now + chrono::Duration::seconds(30)),
             0
         );
         assert_eq!(*store.quota_calls.lock().unwrap(), calls);
         assert!(!unchanged(&node));
         // The limit changed since the lease was queued: its refill is dropped.
-        let node = queued(1_000);
+        let (node, claim) = queued(1_000);
         node.lock().get_mut(&w.subject).unwrap().max = 2_000;
-        node.refill(&store, || now);
+        node.refill(claim, &store, || now);
         assert_eq!(node.lock()[&w.subject].max, 2_000);
         assert!(
             unchanged(&node),
@@ -1602,11 +1618,35 @@ mod tests {
             },
         );
         assert!(node.queue_refill(w, 100));
-        assert!(node.refill_due());
+        let claim = node.refill_due().unwrap();
         let node = std::panic::AssertUnwindSafe(node);
-        assert!(std::panic::catch_unwind(|| node.refill(&Panics, || now)).is_err());
+        assert!(std::panic::catch_unwind(|| node.refill(claim, &Panics, || now)).is_err());
         assert!(node.queue_refill(w, 100));
-        assert!(node.refill_due(), "the panicked refiller ended");
+        assert!(node.refill_due().is_some(), "the panicked refiller ended");
+    }
+
+    #[test]
+    fn a_claim_dropped_unused_lets_the_next_refiller_start() {
+        let w = QuotaWindow {
+            subject: QuotaSubject::TenantMinute(Uuid::from_u128(1)),
+            start_ms: 0,
+        };
+        let node = NodeQuotas::default();
+        assert!(node.queue_refill(w, 100));
+        let claim = node.refill_due().unwrap();
+        assert!(node.refill_due().is_none(), "claimed");
+        // The task that was to run it never ran.
+        drop(claim);
+        assert!(node.refill_due().is_some());
+        // A claim of another process's quotas refills nothing here and ends nothing here.
+        let other = NodeQuotas::default();
+        assert!(other.queue_refill(w, 100));
+        let foreign = other.refill_due().unwrap();
+        let (store, calls) = (Fake::default(), 0);
+        assert_eq!(node.refill(foreign, &store, Utc::now), 0);
+        assert_eq!(*store.quota_calls.lock().unwrap(), calls);
+        assert_eq!(node.refills_lock().waiting.len(), 1, "still queued here");
+        assert!(other.refill_due().is_some(), "the foreign claim was let go");
     }
 
     #[test]

@@ -82,15 +82,17 @@ pub async fn chat_completions(
 
 /// Starts the quota refiller on the blocking pool when this request left a lease to refill
 /// (decision 0017): at most one per process at a time; the request does not wait for it.
+/// The claim travels with the work: if the pool never runs it, dropping it lets the next
+/// request start another refiller.
 fn refill_leases(state: &web::Data<AppState>) {
-    if !state.runs.quotas().refill_due() {
+    let Some(claim) = state.runs.quotas().refill_due() else {
         return;
-    }
+    };
     let state = state.clone();
     actix_web::rt::spawn(async move {
         let runs = state.runs.clone();
         let failed = state
-            .db(move |store| Ok(runs.quotas().refill(store, chrono::Utc::now)))
+            .db(move |store| Ok(runs.quotas().refill(claim, store, chrono::Utc::now)))
             .await;
         match failed {
             Ok(0) => {}
