@@ -708,6 +708,35 @@ async fn main() {
     println!("## Memory\n\nserver RSS idle after start: {:.1} MiB; after all of the above: {:.1} MiB (target: idle < 20 MiB, < 40 MiB after the whole bench)\n",
         idle_rss as f64 / 1024.0, after_rss as f64 / 1024.0);
 
+    // 6. Memory across repeats on the same server (issue 14: flat across repeats): the run load
+    // at 64 connections and the key-authenticated list at 16, three times over, RSS after each.
+    let mut repeats = Vec::new();
+    for _ in 0..3 {
+        let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
+        let (c, b, k) = (client.clone(), base.clone(), key.clone());
+        let runs = load(64, secs, move || {
+            c.post(format!("{b}/run")).bearer_auth(&k).json(&body)
+        })
+        .await;
+        let (c, b, k) = (client.clone(), base.clone(), key.clone());
+        let lists = load(16, secs, move || {
+            c.get(format!("{b}/workspace/skills")).bearer_auth(&k)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss = rss_kib(server.child.id()) as f64 / 1024.0;
+        repeats.push(format!(
+            "{rss:.1} MiB ({} runs, {} lists, {} errors)",
+            runs.latencies_us.len(),
+            lists.latencies_us.len(),
+            runs.errors + lists.errors
+        ));
+    }
+    println!(
+        "server RSS after each of three more rounds of `/run` at 64 and lists at 16 ({secs:.0} s each), same server: {}\n",
+        repeats.join("; ")
+    );
+
     println!("## Ratios (issue 14 targets)\n");
     println!("| measure | value | target |\n|---|---|---|");
     let at = |n: usize| gateway.iter().find(|(c, ..)| *c == n);
