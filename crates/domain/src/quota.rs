@@ -522,10 +522,13 @@ pub const TOKEN_READ_REUSE_MS: i64 = 10;
 const TOKEN_READS_MAX: usize = 4_096;
 
 /// Token counts read from the shared windows, reused for [`TOKEN_READ_REUSE_MS`] (decision
-/// 0016). A count is never used once a usage write of this process has begun after it was read:
-/// `epoch` is odd while such a write runs and grows by two with each, and a count is used only
-/// under the (even) epoch it was read in. Counts only grow within a window, so a reused count can
-/// only be lower than the shared one by what other nodes added in the last few milliseconds.
+/// 0016). A count is never used once a usage write of this process that began after it was
+/// read has ended: `epoch` is odd while such a write runs and grows by two with each, and a
+/// count is used under the (even) epoch it was read in and, while the write that follows runs,
+/// under that write's odd epoch (the write's tokens are committed only as it ends, so a read
+/// during it would answer the same). Nothing read during a write is kept. Counts only grow
+/// within a window, so a reused count can only be lower than the shared one by what other
+/// nodes added in the last few milliseconds.
 #[derive(Debug, Default)]
 pub struct TokenReads {
     epoch: AtomicU64,
@@ -554,43 +557,48 @@ impl TokenReads {
     }
 
     /// Runs `write`, this process's write of run usage (which adds tokens to the shared
-    /// windows): no count read before it ends is used after it begins, so on this node a
-    /// tenant over a token limit is refused from the first request after the write.
+    /// windows, committed as it ends): no count read before it ends is used after it ends, so
+    /// on this node a tenant over a token limit is refused from the first request after the
+    /// write.
     pub fn around_write<T>(&self, write: impl FnOnce() -> T) -> T {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         let _ends = WriteEnds(&self.epoch);
         write()
     }
 
-    /// The tokens used in each of `windows`: remembered counts when every one is fresh, else
-    /// one read of the store (remembered unless a usage write was running when it began).
+    /// The tokens used in each of `windows`: remembered counts when every one is fresh (read
+    /// in the last [`TOKEN_READ_REUSE_MS`], and no usage write of this process has ended since),
+    /// else one read of the store (remembered unless a usage write was running when it began).
     fn read<P: QuotaRepo + ?Sized>(
         &self,
         store: &P,
         windows: &[QuotaWindow],
         now_ms: i64,
     ) -> DomainResult<Vec<u64>> {
-        let fresh = |s: &SeenTokens, epoch: u64| {
-            s.epoch == epoch && (0..TOKEN_READ_REUSE_MS).contains(&now_ms.saturating_sub(s.read_ms))
-        };
         let epoch = self.epoch.load(Ordering::SeqCst);
         let quiet = epoch % 2 == 0;
-        if quiet {
+        // Read under this epoch, or just before the write that now runs began.
+        let fresh = |s: &SeenTokens| {
+            (s.epoch == epoch || (!quiet && s.epoch.wrapping_add(1) == epoch))
+                && (0..TOKEN_READ_REUSE_MS).contains(&now_ms.saturating_sub(s.read_ms))
+        };
+        {
             let seen = self.lock();
             let known: Option<Vec<u64>> = windows
                 .iter()
-                .map(|w| seen.get(w).filter(|s| fresh(s, epoch)).map(|s| s.tokens))
+                .map(|w| seen.get(w).filter(|s| fresh(s)).map(|s| s.tokens))
                 .collect();
             if let Some(known) = known {
                 return Ok(known);
             }
         }
         let used = store.window_tokens(windows)?;
-        // Kept under the epoch it was read in: a write that began meanwhile makes it unusable.
+        // Kept under the epoch it was read in: once a write that began meanwhile ends, it is
+        // not used.
         if quiet {
             let mut seen = self.lock();
             if seen.len() + windows.len() > TOKEN_READS_MAX {
-                seen.retain(|_, s| fresh(s, epoch));
+                seen.retain(|_, s| fresh(s));
             }
             if seen.len() + windows.len() <= TOKEN_READS_MAX {
                 for (w, tokens) in windows.iter().zip(&used) {
@@ -1065,8 +1073,10 @@ mod tests {
         let node = NodeQuotas::default();
         let now = at("2026-11-21T10:00:30Z");
         let reads = || *store.quota_calls.lock().unwrap();
+        let later = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
         node.token_reads().around_write(|| {
-            // While the write runs, every request reads.
+            // Nothing read before the write: while it runs every request reads, and nothing
+            // read is kept.
             admit(&store, &node, &scope, now).unwrap();
             admit(&store, &node, &scope, now).unwrap();
             assert_eq!(reads(), 2);
@@ -1080,12 +1090,59 @@ mod tests {
         // Once the write has ended, the count read after it is reused again.
         admit(&store, &node, &scope, now).unwrap_err();
         assert_eq!(reads(), 3);
-        // A write that fails still ends (the epoch is even again): counts are reused after it.
+        // A write that fails still ends: counts read before it are not used after it.
         let failed: Result<(), ()> = node.token_reads().around_write(|| Err(()));
         assert!(failed.is_err());
         admit(&store, &node, &scope, now).unwrap_err();
         admit(&store, &node, &scope, now).unwrap_err();
         assert_eq!(reads(), 4);
+        // A count read before a write is used while the write runs (its tokens are committed
+        // as it ends, so a read would answer the same), within the reuse time only.
+        node.token_reads().around_write(|| {
+            admit(&store, &node, &scope, now).unwrap_err();
+            assert_eq!(reads(), 4, "reused during the write");
+            admit(&store, &node, &scope, later).unwrap_err();
+            admit(&store, &node, &scope, later).unwrap_err();
+            assert_eq!(reads(), 6, "too old: read, and not kept during the write");
+        });
+        admit(&store, &node, &scope, now).unwrap_err();
+        assert_eq!(reads(), 7, "the write ended: read again");
+    }
+
+    #[test]
+    fn a_count_from_before_a_write_is_used_while_it_runs_and_never_after() {
+        let (scope, store) = scope(token_limits(), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let reads = || *store.quota_calls.lock().unwrap();
+        admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(reads(), 1);
+        let windows = token_windows(scope.tenant().id, None, now);
+        node.token_reads().around_write(|| {
+            // The write has not committed yet: the count read before it stands.
+            admit(&store, &node, &scope, now).unwrap();
+            assert_eq!(reads(), 1);
+            store.add_tokens_now(windows, 100);
+        });
+        // Ended: the first request after it reads, and is refused.
+        assert_eq!(
+            admit(&store, &node, &scope, now).unwrap_err().code(),
+            "rate_limited"
+        );
+        assert_eq!(reads(), 2);
+        // A second write: the count read between the two is used during it, not after it.
+        node.token_reads().around_write(|| {
+            admit(&store, &node, &scope, now).unwrap_err();
+            assert_eq!(reads(), 2);
+        });
+        node.token_reads().around_write(|| {
+            admit(&store, &node, &scope, now).unwrap_err();
+            assert_eq!(
+                reads(),
+                3,
+                "read before the first write, not before this one"
+            );
+        });
     }
 
     #[test]
