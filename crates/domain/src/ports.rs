@@ -275,9 +275,10 @@ pub trait QuotaRepo {
 
 /// Run records for usage, written by the run-record writer; read by the usage services.
 pub trait UsageRepo {
-    /// Stores finished runs and, in the same transaction, adds each run's tokens to its
-    /// windows (`RunLine::token_windows`).
-    fn record_runs(&self, runs: &[RunLine]) -> DomainResult<()>;
+    /// Stores a batch of the run-record writer in one transaction: the finished runs, each
+    /// run's tokens added to its windows (`RunLine::token_windows`), and the batch's activity
+    /// lines (as [`WorkspaceRepo::append_activities`] would). All or nothing.
+    fn record_runs(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()>;
     /// The scope's tenant's usage.
     fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage>;
     /// Every tenant's usage (or one's), grouped by tenant.

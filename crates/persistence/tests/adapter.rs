@@ -1433,7 +1433,9 @@ fn api_keys_context_list_and_revoke(db: &Db) {
 
 /// 150 usage lines in one `record_runs` (two statements: a full chunk of 100 and a part), made
 /// the only way they can be, by runs through the domain's orchestration against a scripted
-/// upstream: every line is stored, summed by model, and its tokens land in its windows.
+/// upstream: every line is stored, summed by model, and its tokens land in its windows; the
+/// runs' activity lines go in the same transaction. A batch that cannot be stored whole
+/// stores nothing.
 fn run_usage_batches_are_stored_whole(db: &Db) {
     use std::future::Future;
     use std::sync::{Arc, Mutex};
@@ -1505,11 +1507,15 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         }
     }
     #[derive(Default)]
-    struct Lines(Mutex<Vec<RunLine>>);
+    struct Lines(
+        Mutex<Vec<RunLine>>,
+        Mutex<Vec<gc_domain::workspace::NewActivity>>,
+    );
     impl RunSink for Lines {
         fn send(&self, event: RunEvent) {
-            if let RunEvent::Run(_, line) = event {
+            if let RunEvent::Run(activity, line) = event {
                 self.0.lock().unwrap().push(*line);
+                self.1.lock().unwrap().push(activity);
             }
         }
     }
@@ -1557,8 +1563,27 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         }
     }
     let lines = std::mem::take(&mut *sink.0.lock().unwrap());
+    let activities = std::mem::take(&mut *sink.1.lock().unwrap());
     assert_eq!(lines.len(), 150);
-    db.store.record_runs(&lines).unwrap();
+    assert_eq!(activities.len(), 150);
+    // A batch that fails part-way (an activity line twice: its id is taken) stores nothing.
+    let twice = [activities.clone(), activities[..1].to_vec()].concat();
+    assert!(db.store.record_runs(&lines, &twice).is_err());
+    assert!(
+        actions(db, &m).is_empty(),
+        "no activity from the failed batch"
+    );
+    db.store.record_runs(&lines, &activities).unwrap();
+    let logged = db
+        .store
+        .list_activity(&m.read, &PageRequest::new(Some(200), None).unwrap())
+        .unwrap()
+        .items;
+    assert_eq!(
+        logged.len(),
+        150,
+        "the runs' activity lines, in the same commit"
+    );
 
     let today = lines[0].at().date_naive();
     let query = UsageQuery::new(

@@ -343,10 +343,10 @@ async fn write_runs(
                     RunEvent::KeyVerdict(v) => store.set_ai_key_status(&v)?,
                 }
             }
-            // Usage first: its tokens count toward the quotas from the next request on (no
-            // token count this node read before the write is used after it).
-            token_reads.around_write(|| store.record_runs(&usage))?;
-            store.append_activities(&lines)
+            // Usage, tokens and activity lines in one transaction (one commit per batch); the
+            // tokens count toward the quotas from the next request on (no token count this node
+            // read before the write is used after it).
+            token_reads.around_write(|| store.record_runs(&usage, &lines))
         })
         .await;
         match written {

@@ -18,6 +18,7 @@ use gc_domain::ports::{QuotaRepo, UsageRepo};
 use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take};
 use gc_domain::runs::RunLine;
 use gc_domain::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
+use gc_domain::workspace::NewActivity;
 use gc_domain::DomainResult;
 use uuid::Uuid;
 
@@ -331,8 +332,8 @@ fn usage(store: &DbStore, tenant_id: Option<Uuid>, query: &UsageQuery) -> Domain
 }
 
 impl UsageRepo for DbStore {
-    fn record_runs(&self, runs: &[RunLine]) -> DomainResult<()> {
-        if runs.is_empty() {
+    fn record_runs(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()> {
+        if runs.is_empty() && activities.is_empty() {
             return Ok(());
         }
         let rows: Vec<RunUsageRow> = runs
@@ -374,7 +375,8 @@ impl UsageRepo for DbStore {
             for (w, n) in &tokens {
                 add_tokens(conn, w, *n)?;
             }
-            Ok(())
+            // The batch's activity lines in the same commit: one `fsync` per batch, not two.
+            crate::repos::workspace::insert_activities(conn, activities, "record_runs")
         })
     }
 

@@ -436,21 +436,30 @@ impl WorkspaceRepo for DbStore {
         if activities.is_empty() {
             return Ok(());
         }
-        let rows: Vec<ActivityRow> = activities
-            .iter()
-            .map(|a| ActivityRow::from_domain(a, a.tenant_id()))
-            .collect();
-        // A statement per chunk of lines, not per line: the run-record writer appends a line
-        // per run, and a statement each was a seventh of a run's instructions (issue 14).
         self.write("append_activities", |conn| {
-            rows.chunks(crate::store::INSERT_CHUNK)
-                .try_for_each(|chunk| {
-                    crate::store::on_backend!(conn, |c| diesel::insert_into(activity::table)
-                        .values(chunk)
-                        .execute(c))
-                    .map(|_| ())
-                })
-                .map_err(|e| db_error("append_activities", e))
+            insert_activities(conn, activities, "append_activities")
         })
     }
+}
+
+/// Inserts activity lines in the caller's transaction: a statement per chunk of lines, not
+/// per line (the run-record writer appends a line per run, and a statement each was a seventh
+/// of a run's instructions, issue 14).
+pub(crate) fn insert_activities(
+    conn: &mut DbConnection,
+    activities: &[NewActivity],
+    op: &'static str,
+) -> DomainResult<()> {
+    let rows: Vec<ActivityRow> = activities
+        .iter()
+        .map(|a| ActivityRow::from_domain(a, a.tenant_id()))
+        .collect();
+    rows.chunks(crate::store::INSERT_CHUNK)
+        .try_for_each(|chunk| {
+            crate::store::on_backend!(conn, |c| diesel::insert_into(activity::table)
+                .values(chunk)
+                .execute(c))
+            .map(|_| ())
+        })
+        .map_err(|e| db_error(op, e))
 }

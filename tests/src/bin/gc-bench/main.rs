@@ -711,7 +711,8 @@ async fn main() {
     // 6. Memory across repeats on the same server (issue 14: flat across repeats): the run load
     // at 64 connections and the key-authenticated list at 16, three times over, RSS after each.
     let mut repeats = Vec::new();
-    for _ in 0..3 {
+    let rounds = if only == "forwarding" { 0 } else { 3 };
+    for _ in 0..rounds {
         let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
         let (c, b, k) = (client.clone(), base.clone(), key.clone());
         let runs = load(64, secs, move || {
@@ -732,10 +733,12 @@ async fn main() {
             runs.errors + lists.errors
         ));
     }
-    println!(
-        "server RSS after each of three more rounds of `/run` at 64 and lists at 16 ({secs:.0} s each), same server: {}\n",
-        repeats.join("; ")
-    );
+    if !repeats.is_empty() {
+        println!(
+            "server RSS after each of three more rounds of `/run` at 64 and lists at 16 ({secs:.0} s each), same server: {}\n",
+            repeats.join("; ")
+        );
+    }
 
     println!("## Ratios (issue 14 targets)\n");
     println!("| measure | value | target |\n|---|---|---|");
