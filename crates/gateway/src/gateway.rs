@@ -153,7 +153,8 @@ struct Inner {
 }
 
 impl Inner {
-    /// The calling thread's pooled client of this gateway, built on first use.
+    /// Runs `use_it` with the calling thread's pooled client of this gateway, built on first
+    /// use.
     ///
     /// hyper drives each pooled connection on the runtime of the task that opened it. With one
     /// pool shared by every server worker (each a single-threaded runtime), a worker would often
@@ -162,24 +163,37 @@ impl Inner {
     /// connection on the same worker. Bounded: a thread keeps one client per live gateway it
     /// has called (idle connections: `POOL_MAX_IDLE_PER_HOST` each, closed after
     /// `POOL_IDLE_TIMEOUT`); a dropped gateway's clients go the next time the thread builds one.
-    fn client(self: &Arc<Self>) -> HttpsClient {
+    fn with_client<T>(self: &Arc<Self>, use_it: impl FnOnce(&HttpsClient) -> T) -> T {
         CLIENTS.with(|clients| {
             let mut clients = clients.borrow_mut();
-            if let Some((_, client)) = clients
+            let at = match clients
                 .iter()
-                .find(|(owner, _)| std::ptr::eq(owner.as_ptr(), Arc::as_ptr(self)))
+                .position(|(owner, _)| std::ptr::eq(owner.as_ptr(), Arc::as_ptr(self)))
             {
-                return client.clone();
-            }
-            clients.retain(|(owner, _)| owner.strong_count() > 0);
-            let client = Client::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
-                .build(self.connector.clone());
-            clients.push((Arc::downgrade(self), client.clone()));
-            client
+                Some(at) => at,
+                None => {
+                    clients.retain(|(owner, _)| owner.strong_count() > 0);
+                    let client = Client::builder(TokioExecutor::new())
+                        .pool_timer(TokioTimer::new())
+                        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
+                        .build(self.connector.clone());
+                    clients.push((Arc::downgrade(self), client));
+                    clients.len() - 1
+                }
+            };
+            let (_, client) = &clients[at];
+            use_it(client)
         })
+    }
+
+    /// Sends `req` on the calling thread's client (the future owns what it needs, so no client
+    /// is cloned per request).
+    fn request(
+        self: &Arc<Self>,
+        req: Request<Full<Bytes>>,
+    ) -> hyper_util::client::legacy::ResponseFuture {
+        self.with_client(|client| client.request(req))
     }
 }
 
@@ -472,8 +486,7 @@ impl RegionGateway {
             Err(e) => return (Err(format!("building the request failed: {e}")), 0),
         };
         let started = Instant::now();
-        let answer =
-            tokio::time::timeout(self.inner.timeout, self.inner.client().request(req)).await;
+        let answer = tokio::time::timeout(self.inner.timeout, self.inner.request(req)).await;
         let latency_ms = elapsed_ms(started);
         let resp = match answer {
             Err(_) => {
@@ -544,7 +557,7 @@ impl RegionGateway {
 
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.inner.timeout;
-        let resp = match tokio::time::timeout_at(deadline, self.inner.client().request(req)).await {
+        let resp = match tokio::time::timeout_at(deadline, self.inner.request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Err(e)) if e.is_connect() => {
                 return Err(UpstreamError::Unreachable(transport_error(
@@ -699,15 +712,15 @@ mod tests {
         std::thread::spawn(|| {
             let hk = gateway("http://127.0.0.1:9/v1").unwrap();
             let ca = gateway("http://127.0.0.1:10/v1").unwrap();
-            hk.inner.client();
-            hk.clone().inner.client();
+            hk.inner.with_client(|_| ());
+            hk.clone().inner.with_client(|_| ());
             assert_eq!(clients_held(), 1, "clones share the thread's client");
-            ca.inner.client();
+            ca.inner.with_client(|_| ());
             assert_eq!(clients_held(), 2);
             // Another thread builds its own, and leaves this one's alone.
             let other = hk.clone();
             std::thread::spawn(move || {
-                other.inner.client();
+                other.inner.with_client(|_| ());
                 assert_eq!(clients_held(), 1);
             })
             .join()
@@ -715,10 +728,10 @@ mod tests {
             assert_eq!(clients_held(), 2);
             // A dropped gateway's client goes when the thread next builds one.
             drop(ca);
-            hk.inner.client();
+            hk.inner.with_client(|_| ());
             assert_eq!(clients_held(), 2, "nothing built, nothing pruned");
             let eu = gateway("http://127.0.0.1:11/v1").unwrap();
-            eu.inner.client();
+            eu.inner.with_client(|_| ());
             assert_eq!(clients_held(), 2, "the dropped gateway's client was pruned");
         })
         .join()

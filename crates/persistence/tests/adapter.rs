@@ -1584,6 +1584,11 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         150,
         "the runs' activity lines, in the same commit"
     );
+    // A batch of activity lines without runs (the recorder's other lines) is stored too.
+    db.store
+        .record_runs(&[], &[activity_w(&m.write, "alone", None)])
+        .unwrap();
+    assert_eq!(actions(db, &m).first().map(String::as_str), Some("alone"));
 
     let today = lines[0].at().date_naive();
     let query = UsageQuery::new(
