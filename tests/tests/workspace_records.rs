@@ -471,3 +471,137 @@ both_backends! {
         assert!(g.body["example"]["python"].as_str().unwrap().contains("/api/v1"));
     }
 }
+
+/// Node `app`'s record lists so far, from its metrics: (kept answers served, lists read).
+async fn lists_answered(app: &TestApp) -> (u64, u64) {
+    let res = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    let text = res.text().await.unwrap();
+    let count = |source: &str| {
+        let prefix = format!("gc_record_lists_total{{source=\"{source}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    (count("kept"), count("read"))
+}
+
+/// The same caller on another node.
+fn on_node(actor: &Actor, node: &TestApp) -> Actor {
+    let mut moved = actor.clone();
+    moved.app = AppRef {
+        base: node.base.clone(),
+        client: node.client.clone(),
+        origin: actor.app.origin.clone(),
+    };
+    moved
+}
+
+both_backends! {
+    async fn a_kept_list_is_never_served_after_any_node_changes_the_records(app: TestApp) {
+        let admin = app.admin().await;
+        let acme = app.tenant(&admin, "Acme", "AIHK").await;
+        let member = app.member_of(&admin, &acme).await;
+        let other = app.tenant(&admin, "Other", "AIHK").await;
+        let stranger = app.member_of(&admin, &other).await;
+        let node_b = app.second_node();
+        let key = member.new_key(&["workspace:read", "workspace:write"]).await;
+        let on_a = member.with_key(&key);
+        let on_b = on_node(&on_a, &node_b);
+        let skill = |n: &str| json!({"name": n, "content": "# Skill"});
+        let list = || on_a.get("/workspace/skills");
+
+        let one = on_b.post("/workspace/skills", skill("one")).await;
+        assert_eq!(one.status, 201, "{}", one.text);
+        let first = list().await;
+        assert_eq!(first.status, 200, "{}", first.text);
+        assert_eq!(names(&first, "name"), ["one"]);
+        // Unchanged records: node A serves the answer it kept, byte for byte.
+        let (kept, read) = lists_answered(&app).await;
+        let again = list().await;
+        assert_eq!(again.text, first.text);
+        assert_eq!(again.header("content-type"), Some("application/json"));
+        assert_eq!(lists_answered(&app).await, (kept + 1, read));
+        // Another tenant asking the same thing, with as many writes behind it (so the same
+        // record version), gets its own answer.
+        let theirs = stranger.post("/workspace/skills", skill("theirs")).await;
+        assert_eq!(theirs.status, 201, "{}", theirs.text);
+        for _ in 0..2 {
+            let listed = stranger.get("/workspace/skills").await;
+            assert_eq!(listed.status, 200, "{}", listed.text);
+            assert_eq!(names(&listed, "name"), ["theirs"]);
+        }
+
+        // Every kind of write on node B shows in node A's next list.
+        let two = on_b.post("/workspace/skills", skill("two")).await;
+        assert_eq!(two.status, 201, "{}", two.text);
+        assert_eq!(names(&list().await, "name"), ["two", "one"]);
+        let two_id = two.body["id"].as_str().unwrap();
+        let renamed = on_b.patch(&format!("/workspace/skills/{two_id}"), json!({"name": "zwei"})).await;
+        assert_eq!(renamed.status, 200, "{}", renamed.text);
+        let after_patch = list().await;
+        assert_eq!(names(&after_patch, "name"), ["zwei", "one"]);
+        assert_eq!(after_patch.body["data"][0]["version"], 2);
+        let one_id = one.body["id"].as_str().unwrap();
+        assert_eq!(on_b.delete(&format!("/workspace/skills/{one_id}")).await.status, 204);
+        assert_eq!(names(&list().await, "name"), ["zwei"]);
+        // A write of another kind (a collection) changes the tenant's version too: read again.
+        let (kept, read) = lists_answered(&app).await;
+        let coll = on_b.post("/workspace/memory", json!({"name": "notes"})).await;
+        assert_eq!(coll.status, 201, "{}", coll.text);
+        assert_eq!(names(&list().await, "name"), ["zwei"]);
+        assert_eq!(lists_answered(&app).await, (kept, read + 1));
+
+        // Another page of the same list is its own answer.
+        assert_eq!(on_b.post("/workspace/skills", skill("three")).await.status, 201);
+        let full = list().await;
+        let page = on_a.get("/workspace/skills?limit=1").await;
+        assert_eq!(names(&full, "name"), ["three", "zwei"]);
+        assert_eq!(names(&page, "name"), ["three"]);
+        let cursor = page.body["next_cursor"].as_str().unwrap();
+        let next = format!("/workspace/skills?limit=1&cursor={cursor}");
+        for _ in 0..2 {
+            assert_eq!(names(&on_a.get("/workspace/skills?limit=1").await, "name"), ["three"]);
+            assert_eq!(names(&on_a.get(&next).await, "name"), ["zwei"]);
+        }
+        assert_eq!(names(&list().await, "name"), ["three", "zwei"]);
+
+        // Sources kept through a collection: deleting it on B makes the list not found on A.
+        let cid = coll.body["id"].as_str().unwrap();
+        let sources = format!("/workspace/memory/{cid}/sources");
+        let source = json!({"title": "t", "kind": "text", "content": "x"});
+        let empty = on_b.post("/workspace/memory", json!({"name": "empty"})).await;
+        let empty_sources = format!("/workspace/memory/{}/sources", empty.body["id"].as_str().unwrap());
+        assert_eq!(on_b.post(&sources, source).await.status, 201);
+        for _ in 0..2 {
+            assert_eq!(names(&on_a.get(&sources).await, "title"), ["t"]);
+            assert_eq!(on_a.get(&empty_sources).await.body["data"], json!([]));
+        }
+        assert_eq!(on_b.delete(&format!("/workspace/memory/{cid}")).await.status, 204);
+        assert_error(&on_a.get(&sources).await, 404, "not_found");
+
+        // Access is decided on every request, kept answer or not: a key without the read
+        // scope is refused, and a key revoked on node B is refused on node A at once.
+        assert_eq!(list().await.status, 200);
+        let run_only = member.keyed(&["run"]).await;
+        assert_error(&run_only.get("/workspace/skills").await, 403, "insufficient_scope");
+        let keys = on_node(&member, &node_b).get("/workspace/api-keys").await;
+        let key_id = keys.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["scopes"] == json!(["workspace:read", "workspace:write"]))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let revoked = on_node(&member, &node_b).delete(&format!("/workspace/api-keys/{key_id}")).await;
+        assert_eq!(revoked.status, 204, "{}", revoked.text);
+        assert_error(&list().await, 401, "invalid_api_key");
+        drop(node_b);
+    }
+}

@@ -567,6 +567,9 @@ impl WorkspaceRepo for Fake {
         self.workspace
             .delete_record(scope, kind, parent_id, id, activity)
     }
+    fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
+        self.workspace.records_version(scope)
+    }
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
         self.workspace.record_counts(scope)
     }
@@ -662,11 +665,23 @@ pub struct FakeWorkspace {
     pub calls: Mutex<Vec<&'static str>>,
     /// The one tenant's settings (tests use one tenant).
     pub settings: Mutex<Option<Settings>>,
+    /// Record versions by tenant, raised by every record write (the database's trigger).
+    pub record_versions: Mutex<std::collections::HashMap<Uuid, i64>>,
 }
 
 impl FakeWorkspace {
     fn call(&self, name: &'static str) {
         self.calls.lock().unwrap().push(name);
+    }
+
+    /// Raises the tenant's record version, as the database's trigger does on a record write.
+    fn bump(&self, tenant: Uuid) {
+        *self
+            .record_versions
+            .lock()
+            .unwrap()
+            .entry(tenant)
+            .or_default() += 1;
     }
 
     fn find(
@@ -727,6 +742,7 @@ impl WorkspaceRepo for FakeWorkspace {
             .lock()
             .unwrap()
             .push((scope.tenant_id(), record.clone()));
+        self.bump(scope.tenant_id());
         self.activity.lock().unwrap().push(activity.clone());
         Ok(record.clone())
     }
@@ -766,6 +782,7 @@ impl WorkspaceRepo for FakeWorkspace {
         r.fields = fields.clone();
         r.version += 1;
         r.updated_at = at;
+        self.bump(scope.tenant_id());
         self.activity.lock().unwrap().push(activity.clone());
         Ok(Some(r.clone()))
     }
@@ -786,9 +803,21 @@ impl WorkspaceRepo for FakeWorkspace {
         });
         let deleted = records.len() < before;
         if deleted {
+            self.bump(scope.tenant_id());
             self.activity.lock().unwrap().push(activity.clone());
         }
         Ok(deleted)
+    }
+
+    fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
+        self.call("records_version");
+        Ok(self
+            .record_versions
+            .lock()
+            .unwrap()
+            .get(&scope.tenant_id())
+            .copied()
+            .unwrap_or(0))
     }
 
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {

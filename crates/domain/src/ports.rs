@@ -191,6 +191,12 @@ pub trait WorkspaceRepo {
         id: Uuid,
         activity: &NewActivity,
     ) -> DomainResult<bool>;
+    /// The tenant's record version: a number the database raises, in the same transaction,
+    /// whenever one of the tenant's records is inserted, changed or deleted (0 before its first
+    /// record). Equal answers mean no record of the tenant changed in between, on any node, so
+    /// an answer computed from the records after reading a version may be reused while the
+    /// version stays the same (decision 0019).
+    fn records_version(&self, scope: &TenantScope) -> DomainResult<i64>;
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts>;
     /// The tenant's settings (empty fields and version 0 when never written).
     fn settings(&self, scope: &TenantScope) -> DomainResult<Settings>;

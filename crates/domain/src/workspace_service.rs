@@ -37,6 +37,27 @@ pub fn list_records<P: WorkspaceRepo + ?Sized>(
     ports.list_records(&scope, kind, parent, page)
 }
 
+/// The version of the tenant's records as the caller may read them (the scope of a list):
+/// an answer computed from the records after reading it may be served again while the version
+/// stays the same (decision 0019).
+pub fn records_version<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+) -> DomainResult<RecordsVersion> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    Ok(RecordsVersion {
+        tenant_id: scope.tenant_id(),
+        version: ports.records_version(&scope)?,
+    })
+}
+
+/// A tenant's record version (see [`WorkspaceRepo::records_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsVersion {
+    pub tenant_id: Uuid,
+    pub version: i64,
+}
+
 /// Stores a new record from the client's fields (validated for `kind`).
 pub fn create_record<P: WorkspaceRepo + ?Sized>(
     ports: &P,

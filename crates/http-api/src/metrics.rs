@@ -57,6 +57,11 @@ struct VerdictLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     state: &'static str,
 }
@@ -82,6 +87,9 @@ pub struct Metrics {
     quota_refusals: Family<ReasonLabels, Counter>,
     guard_scans: Family<VerdictLabels, Counter>,
     db_pool: Family<PoolLabels, Gauge>,
+    /// Record lists answered from this node's kept answers and read from the database.
+    lists_kept: Counter,
+    lists_read: Counter,
     run_queue_depth: Gauge,
     pool_probe: OnceLock<PoolProbe>,
     queue_probe: OnceLock<QueueProbe>,
@@ -162,6 +170,18 @@ impl Metrics {
             "Database pool connections by state (in_use, idle)",
             db_pool.clone(),
         );
+        let lists = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "gc_record_lists",
+            "Record lists answered, by source: kept (this node's answer, the tenant's record version unchanged) or read",
+            lists.clone(),
+        );
+        let lists_kept = lists
+            .get_or_create(&SourceLabels { source: "kept" })
+            .clone();
+        let lists_read = lists
+            .get_or_create(&SourceLabels { source: "read" })
+            .clone();
         let run_queue_depth = Gauge::default();
         registry.register(
             "gc_run_record_queue_depth",
@@ -178,6 +198,8 @@ impl Metrics {
             quota_refusals,
             guard_scans,
             db_pool,
+            lists_kept,
+            lists_read,
             run_queue_depth,
             pool_probe: OnceLock::new(),
             queue_probe: OnceLock::new(),
@@ -274,6 +296,15 @@ impl Metrics {
         self.guard_scans
             .get_or_create(&VerdictLabels { verdict })
             .inc();
+    }
+
+    /// A record list answered: from a kept answer (`kept`) or read from the database.
+    pub fn record_list(&self, kept: bool) {
+        if kept {
+            self.lists_kept.inc();
+        } else {
+            self.lists_read.inc();
+        }
     }
 
     /// The page in Prometheus text format.

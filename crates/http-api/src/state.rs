@@ -19,6 +19,7 @@ use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
 use crate::metrics::Metrics;
 use crate::throttle::IpThrottle;
+use crate::workspace::list_cache::ListCache;
 
 /// The run sink of the orchestration: counts finished runs, then queues them for the writer.
 struct MeteredSink {
@@ -126,6 +127,8 @@ pub struct AppState {
     pub guard: Arc<GuardService>,
     /// The Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Record lists kept while the tenant's records are unchanged (decision 0019).
+    pub(crate) lists: Arc<ListCache>,
 }
 
 impl AppState {
@@ -167,6 +170,7 @@ impl AppState {
             recorder,
             guard,
             metrics,
+            lists: Arc::new(ListCache::default()),
         }
     }
 

@@ -66,6 +66,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    record_versions (tenant_id) {
+        tenant_id -> Text,
+        version -> BigInt,
+    }
+}
+
+diesel::table! {
     settings (tenant_id) {
         tenant_id -> Text,
         fields -> Text,
@@ -157,6 +164,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     sessions,
     signin_failures,
     records,
+    record_versions,
     settings,
     activity,
     api_keys,

@@ -29,6 +29,7 @@ on_both_backends!(
     records_of_another_tenant_are_not_found,
     sources_only_through_their_own_collection,
     deleting_a_collection_deletes_its_sources,
+    record_versions_rise_with_every_record_write_and_only_then,
     records_paginate_and_count,
     settings_upsert_with_versions,
     activity_is_per_tenant_newest_first,
@@ -1103,6 +1104,85 @@ fn deleting_a_collection_deletes_its_sources(db: &Db) {
         .unwrap()
         .items
         .is_empty());
+}
+
+fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
+    let m = member(&db.store, "versions@example.com");
+    let other = member(&db.store, "versions-other@example.com");
+    let version = |m: &Member| db.store.records_version(&m.read).unwrap();
+    // Never written: 0.
+    assert_eq!(version(&m), 0);
+    let mut seen = vec![0];
+    let mut rose = |m: &Member, what: &str| {
+        let now = version(m);
+        assert!(now > *seen.last().unwrap(), "{what}: {now} after {seen:?}");
+        seen.push(now);
+    };
+    let coll = insert(db, &m, RecordKind::MemoryCollection, None, "c");
+    rose(&m, "insert");
+    let source = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s");
+    rose(&m, "insert of a source");
+    let line = activity_w(&m.write, "update", Some(("skill", coll.id)));
+    let update = |expected| {
+        db.store.update_record(
+            &m.write,
+            RecordKind::MemoryCollection,
+            None,
+            coll.id,
+            expected,
+            &record_fields(json!({"name": "renamed"})),
+            now(),
+            &line,
+        )
+    };
+    update(None).unwrap().unwrap();
+    rose(&m, "update");
+    // A refused write (stale If-Match) and a write of nothing change nothing.
+    let before = version(&m);
+    assert!(matches!(
+        update(Some(1)).unwrap_err(),
+        DomainError::VersionConflict { .. }
+    ));
+    let missing = activity_w(&m.write, "delete", Some(("skill", new_id())));
+    assert!(!db
+        .store
+        .delete_record(&m.write, RecordKind::Skill, None, new_id(), &missing)
+        .unwrap());
+    assert_eq!(version(&m), before);
+    // Another tenant's writes and reads leave this tenant's version alone.
+    assert_eq!(version(&other), 0);
+    insert(db, &other, RecordKind::Skill, None, "theirs");
+    assert!(version(&other) > 0);
+    assert_eq!(version(&m), before);
+    db.store
+        .list_records(
+            &m.read,
+            RecordKind::MemorySource,
+            Some(coll.id),
+            &PageRequest::first(),
+        )
+        .unwrap();
+    assert_eq!(version(&m), before);
+    // Deleting the collection deletes its source too (by cascade): the version rises.
+    let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
+    assert!(db
+        .store
+        .delete_record(&m.write, RecordKind::MemoryCollection, None, coll.id, &line)
+        .unwrap());
+    rose(&m, "delete");
+    assert_eq!(
+        db.store
+            .find_record(&m.read, RecordKind::MemorySource, Some(coll.id), source.id)
+            .unwrap(),
+        None
+    );
+    // A reopened store (another node) reads the same version.
+    assert_eq!(
+        db.reopen(PoolOptions::default())
+            .records_version(&m.read)
+            .unwrap(),
+        version(&m)
+    );
 }
 
 fn records_paginate_and_count(db: &Db) {

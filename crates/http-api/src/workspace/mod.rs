@@ -8,6 +8,7 @@ pub mod activity;
 pub mod ai_access;
 pub mod api_keys;
 pub mod drafts;
+pub mod list_cache;
 pub mod memory;
 pub mod overview;
 pub mod records;

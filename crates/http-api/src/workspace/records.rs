@@ -7,16 +7,21 @@
 //! `collection_id` for memory sources. GET of one record sends `ETag: "<version>"`; PATCH
 //! honours `If-Match: "<version>"` with 409 `version_conflict` when it is stale.
 
+use std::sync::Arc;
+
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use gc_domain::access::Principal;
+use gc_domain::page::Page;
 use gc_domain::workspace::{KeyScope, Record, RecordKind};
 use gc_domain::workspace_service as service;
 use gc_domain::ErrorCode;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::list_cache::ListKey;
 use crate::cursor::{self, ListQuery};
 use crate::error::ApiError;
 use crate::extract::{Caller, Query};
@@ -188,7 +193,21 @@ fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpRespons
     json_bytes(res, body)
 }
 
+/// What a list read found: an answer this node kept, or a page read now.
+enum Listed {
+    Kept(Bytes),
+    Read {
+        page: Page<Record>,
+        key: ListKey,
+        version: i64,
+    },
+}
+
 /// A page of the caller's records of `kind` (under `parent` for memory sources).
+///
+/// Authenticates and reads the tenant's record version from the database on every request;
+/// while that version is the one an answer to the same query was kept under, the kept bytes
+/// are sent (decision 0019).
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
@@ -197,17 +216,49 @@ pub async fn list(
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let page = query.into_inner().and_then(|q| q.page());
+    let lists = Arc::clone(&state.lists);
     // Credentials first: a bad query from a caller who may not list is still a refusal.
-    let page = caller
+    let listed = caller
         .read(&state, move |store, p| match &page {
-            Ok(page) => service::list_records(store, p, kind, parent, page).map(Ok),
+            Ok(page) => {
+                // The version before the records: a kept answer is never older than its
+                // version.
+                let at = service::records_version(store, p)?;
+                let key = ListKey {
+                    tenant: at.tenant_id,
+                    kind,
+                    parent,
+                    before: page.before(),
+                    limit: page.limit(),
+                };
+                if let Some(body) = lists.get(&key, at.version) {
+                    return Ok(Ok(Listed::Kept(body)));
+                }
+                service::list_records(store, p, kind, parent, page).map(|page| {
+                    Ok(Listed::Read {
+                        page,
+                        key,
+                        version: at.version,
+                    })
+                })
+            }
             Err(e) => p
                 .read_scope(KeyScope::WorkspaceRead)
                 .map(|_| Err(e.clone())),
         })
         .await??;
-    let body = record_page(&page.items, page.next.map(cursor::encode))?;
-    Ok(json_bytes(HttpResponse::Ok(), body))
+    state.metrics.record_list(matches!(listed, Listed::Kept(_)));
+    let body = match listed {
+        Listed::Kept(body) => body,
+        Listed::Read { page, key, version } => {
+            let body = Bytes::from(record_page(&page.items, page.next.map(cursor::encode))?);
+            state.lists.put(key, version, body.clone());
+            body
+        }
+    };
+    Ok(HttpResponse::Ok()
+        .content_type(header::ContentType::json())
+        .body(body))
 }
 
 pub async fn create(

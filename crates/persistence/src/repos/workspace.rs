@@ -18,7 +18,7 @@ use crate::error::db_error;
 use crate::rows::{
     json_object, json_text, ms, opt_text, text, time, ActivityRow, ListedRecordRow, RecordRow,
 };
-use crate::schema::{activity, api_keys, records, settings};
+use crate::schema::{activity, api_keys, record_versions, records, settings};
 use crate::store::{DbConnection, DbStore};
 
 /// Appends an activity line to `tenant_id`'s feed (inside the caller's transaction).
@@ -297,6 +297,21 @@ impl WorkspaceRepo for DbStore {
             append(conn, "delete_record", activity, tenant)?;
             Ok(true)
         })
+    }
+
+    fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
+        let tenant_id = text(scope.tenant_id());
+        // Raised by the `records_version*` triggers of migration 2026-12-01 in every record
+        // write's transaction; no row yet is version 0.
+        let version = self.read(|conn| {
+            crate::store::on_backend!(conn, |c| record_versions::table
+                .find(&tenant_id)
+                .select(record_versions::version)
+                .first::<i64>(c)
+                .optional())
+            .map_err(|e| db_error("records_version", e))
+        })?;
+        Ok(version.unwrap_or(0))
     }
 
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {

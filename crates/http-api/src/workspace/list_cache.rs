@@ -1,0 +1,203 @@
+//! Record lists kept per node and served again while the tenant's records are unchanged
+//! (decision 0019).
+//!
+//! A list's answer is a pure function of the tenant's records and the query. The database
+//! keeps one version per tenant that a trigger raises in the same transaction as every insert,
+//! change or delete of one of its records, on any node. A list request still authenticates
+//! against the database and reads that version (one indexed row); when this node kept the
+//! answer to the same query under the same version, it sends those bytes instead of reading,
+//! converting and writing the page again. The version is read *before* the records, so a kept
+//! answer is never older than the version it is kept under.
+//!
+//! Bounded: at most [`MAX_ENTRIES`] answers and [`MAX_BYTES`] of bodies; the least recently
+//! used answer goes first when either is full, and an answer larger than an eighth of the
+//! bytes is never kept.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use gc_domain::workspace::RecordKind;
+use lru::LruCache;
+use uuid::Uuid;
+
+/// Most answers kept.
+pub const MAX_ENTRIES: usize = 512;
+/// Most bytes of bodies kept.
+pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Which list: the tenant, the kind, the parent (sources) and the page asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListKey {
+    pub tenant: Uuid,
+    pub kind: RecordKind,
+    pub parent: Option<Uuid>,
+    pub before: Option<Uuid>,
+    pub limit: u32,
+}
+
+struct Kept {
+    /// The tenant's record version read before the records of `body`.
+    version: i64,
+    body: Bytes,
+}
+
+struct Inner {
+    answers: LruCache<ListKey, Kept>,
+    bytes: usize,
+}
+
+/// The node's kept list answers; see the module documentation.
+pub struct ListCache {
+    inner: Mutex<Inner>,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+impl Default for ListCache {
+    fn default() -> Self {
+        Self::new(MAX_ENTRIES, MAX_BYTES)
+    }
+}
+
+impl ListCache {
+    /// A cache of at most `max_entries` answers and `max_bytes` of bodies (0 keeps nothing).
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Self {
+            // Bounded by entries and bytes together in `put`, so built unbounded.
+            inner: Mutex::new(Inner {
+                answers: LruCache::unbounded(),
+                bytes: 0,
+            }),
+            max_entries,
+            max_bytes,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The map is consistent after every statement that can panic, so a poisoned lock
+        // still holds a usable cache.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer kept for `key` when it was kept under exactly `version`.
+    pub fn get(&self, key: &ListKey, version: i64) -> Option<Bytes> {
+        let mut inner = self.lock();
+        match inner.answers.get(key) {
+            Some(kept) if kept.version == version => Some(kept.body.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keeps `body` as the answer to `key` under `version`, unless an answer under a later
+    /// version is already kept (a slow request never replaces a newer answer).
+    pub fn put(&self, key: ListKey, version: i64, body: Bytes) {
+        if body.len() > self.max_bytes / 8 || self.max_entries == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner
+            .answers
+            .peek(&key)
+            .is_some_and(|kept| kept.version > version)
+        {
+            return;
+        }
+        let size = body.len();
+        if let Some(old) = inner.answers.put(key, Kept { version, body }) {
+            inner.bytes -= old.body.len();
+        }
+        inner.bytes += size;
+        while inner.bytes > self.max_bytes || inner.answers.len() > self.max_entries {
+            let Some((_, gone)) = inner.answers.pop_lru() else {
+                break;
+            };
+            inner.bytes -= gone.body.len();
+        }
+    }
+
+    /// `(answers, bytes)` kept now.
+    pub fn size(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.answers.len(), inner.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tenant: u128, limit: u32) -> ListKey {
+        ListKey {
+            tenant: Uuid::from_u128(tenant),
+            kind: RecordKind::Skill,
+            parent: None,
+            before: None,
+            limit,
+        }
+    }
+
+    fn body(len: usize) -> Bytes {
+        Bytes::from(vec![b'x'; len])
+    }
+
+    #[test]
+    fn an_answer_is_served_only_under_the_version_it_was_kept_under() {
+        let cache = ListCache::new(8, 1024);
+        cache.put(key(1, 50), 3, Bytes::from_static(b"three"));
+        assert_eq!(cache.get(&key(1, 50), 3).as_deref(), Some(&b"three"[..]));
+        assert_eq!(cache.get(&key(1, 50), 4), None);
+        assert_eq!(cache.get(&key(1, 50), 2), None);
+        // Another tenant, another page size: other answers.
+        assert_eq!(cache.get(&key(2, 50), 3), None);
+        assert_eq!(cache.get(&key(1, 10), 3), None);
+    }
+
+    #[test]
+    fn a_later_answer_replaces_an_earlier_one_never_the_reverse() {
+        let cache = ListCache::new(8, 1024);
+        cache.put(key(1, 50), 5, Bytes::from_static(b"five"));
+        cache.put(key(1, 50), 4, Bytes::from_static(b"four"));
+        assert_eq!(cache.get(&key(1, 50), 5).as_deref(), Some(&b"five"[..]));
+        assert_eq!(cache.get(&key(1, 50), 4), None);
+        cache.put(key(1, 50), 6, Bytes::from_static(b"six"));
+        assert_eq!(cache.get(&key(1, 50), 6).as_deref(), Some(&b"six"[..]));
+        assert_eq!(cache.size(), (1, 3));
+    }
+
+    #[test]
+    fn the_least_recently_used_answer_goes_first_when_entries_or_bytes_are_full() {
+        let cache = ListCache::new(3, 800);
+        for t in 1..=3 {
+            cache.put(key(t, 50), 1, body(100));
+        }
+        // Using tenant 1's answer makes tenant 2's the least recently used.
+        assert!(cache.get(&key(1, 50), 1).is_some());
+        cache.put(key(4, 50), 1, body(100));
+        assert_eq!(cache.size(), (3, 300));
+        assert!(cache.get(&key(2, 50), 1).is_none());
+        assert!(cache.get(&key(1, 50), 1).is_some());
+        // Bytes: ten 100-byte answers in 800 bytes keep the last eight.
+        let cache = ListCache::new(100, 800);
+        for t in 1..=10 {
+            cache.put(key(t, 50), 1, body(100));
+        }
+        assert_eq!(cache.size(), (8, 800));
+        assert!(cache.get(&key(1, 50), 1).is_none());
+        assert!(cache.get(&key(2, 50), 1).is_none());
+        assert!(cache.get(&key(10, 50), 1).is_some());
+    }
+
+    #[test]
+    fn an_answer_over_an_eighth_of_the_bytes_is_never_kept() {
+        let cache = ListCache::new(8, 800);
+        cache.put(key(1, 50), 1, body(101));
+        assert_eq!(cache.size(), (0, 0));
+        cache.put(key(1, 50), 1, body(100));
+        assert_eq!(cache.size(), (1, 100));
+        let off = ListCache::new(0, 800);
+        off.put(key(1, 50), 1, body(10));
+        assert_eq!(off.size(), (0, 0));
+    }
+}
