@@ -7,11 +7,12 @@
 //! against the database and reads that version (one indexed row); when this node kept the
 //! answer to the same query under the same version, it sends those bytes instead of reading,
 //! converting and writing the page again. The version is read *before* the records, so a kept
-//! answer is never older than the version it is kept under.
+//! answer is never older than the version it is kept under. An answer is kept the second time
+//! its query is read under one version, so queries asked once cost no memory.
 //!
-//! Bounded: at most [`MAX_ENTRIES`] answers and [`MAX_BYTES`] of bodies; the least recently
-//! used answer goes first when either is full, and an answer larger than an eighth of the
-//! bytes is never kept.
+//! Bounded: at most [`MAX_ENTRIES`] queries and [`MAX_BYTES`] of bodies; the least recently
+//! used goes first when either is full, and an answer larger than an eighth of the bytes is
+//! never kept.
 
 use std::sync::Mutex;
 
@@ -38,7 +39,14 @@ pub struct ListKey {
 struct Kept {
     /// The tenant's record version read before the records of `body`.
     version: i64,
-    body: Bytes,
+    /// `None` when the query was asked once under `version`: nothing kept yet.
+    body: Option<Bytes>,
+}
+
+impl Kept {
+    fn size(&self) -> usize {
+        self.body.as_ref().map_or(0, Bytes::len)
+    }
 }
 
 struct Inner {
@@ -85,35 +93,36 @@ impl ListCache {
     pub fn get(&self, key: &ListKey, version: i64) -> Option<Bytes> {
         let mut inner = self.lock();
         match inner.answers.get(key) {
-            Some(kept) if kept.version == version => Some(kept.body.clone()),
+            Some(kept) if kept.version == version => kept.body.clone(),
             _ => None,
         }
     }
 
-    /// Keeps `body` as the answer to `key` under `version`, unless an answer under a later
-    /// version is already kept (a slow request never replaces a newer answer).
+    /// Keeps `body` as the answer to `key` under `version` if the same query was already
+    /// asked under this version; the first time only remembers that it was asked (no bytes),
+    /// so queries asked once (every page of a long scroll, a bot's unique cursors) never fill
+    /// the memory. Never replaces an answer under a later version (a slow request).
     pub fn put(&self, key: ListKey, version: i64, body: Bytes) {
         if body.len() > self.max_bytes / 8 || self.max_entries == 0 {
             return;
         }
         let mut inner = self.lock();
-        if inner
-            .answers
-            .peek(&key)
-            .is_some_and(|kept| kept.version > version)
-        {
-            return;
-        }
-        let size = body.len();
+        let asked_before = match inner.answers.peek(&key) {
+            Some(kept) if kept.version > version => return,
+            Some(kept) => kept.version == version,
+            None => false,
+        };
+        let body = asked_before.then_some(body);
+        let size = body.as_ref().map_or(0, Bytes::len);
         if let Some(old) = inner.answers.put(key, Kept { version, body }) {
-            inner.bytes -= old.body.len();
+            inner.bytes -= old.size();
         }
         inner.bytes += size;
         while inner.bytes > self.max_bytes || inner.answers.len() > self.max_entries {
             let Some((_, gone)) = inner.answers.pop_lru() else {
                 break;
             };
-            inner.bytes -= gone.body.len();
+            inner.bytes -= gone.size();
         }
     }
 
@@ -142,10 +151,16 @@ mod tests {
         Bytes::from(vec![b'x'; len])
     }
 
+    /// Asks `key` twice under `version`: the second time keeps the answer.
+    fn keep(cache: &ListCache, key: ListKey, version: i64, body: Bytes) {
+        cache.put(key, version, body.clone());
+        cache.put(key, version, body);
+    }
+
     #[test]
     fn an_answer_is_served_only_under_the_version_it_was_kept_under() {
         let cache = ListCache::new(8, 1024);
-        cache.put(key(1, 50), 3, Bytes::from_static(b"three"));
+        keep(&cache, key(1, 50), 3, Bytes::from_static(b"three"));
         assert_eq!(cache.get(&key(1, 50), 3).as_deref(), Some(&b"three"[..]));
         assert_eq!(cache.get(&key(1, 50), 4), None);
         assert_eq!(cache.get(&key(1, 50), 2), None);
@@ -155,13 +170,27 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_kept_the_second_time_it_is_read_under_one_version() {
+        let cache = ListCache::new(8, 1024);
+        cache.put(key(1, 50), 3, Bytes::from_static(b"three"));
+        assert_eq!(cache.get(&key(1, 50), 3), None);
+        assert_eq!(cache.size(), (1, 0));
+        // Asked again under another version: still the first time for that one.
+        cache.put(key(1, 50), 4, Bytes::from_static(b"four"));
+        assert_eq!(cache.get(&key(1, 50), 4), None);
+        cache.put(key(1, 50), 4, Bytes::from_static(b"four"));
+        assert_eq!(cache.get(&key(1, 50), 4).as_deref(), Some(&b"four"[..]));
+        assert_eq!(cache.size(), (1, 4));
+    }
+
+    #[test]
     fn a_later_answer_replaces_an_earlier_one_never_the_reverse() {
         let cache = ListCache::new(8, 1024);
-        cache.put(key(1, 50), 5, Bytes::from_static(b"five"));
-        cache.put(key(1, 50), 4, Bytes::from_static(b"four"));
+        keep(&cache, key(1, 50), 5, Bytes::from_static(b"five"));
+        keep(&cache, key(1, 50), 4, Bytes::from_static(b"four"));
         assert_eq!(cache.get(&key(1, 50), 5).as_deref(), Some(&b"five"[..]));
         assert_eq!(cache.get(&key(1, 50), 4), None);
-        cache.put(key(1, 50), 6, Bytes::from_static(b"six"));
+        keep(&cache, key(1, 50), 6, Bytes::from_static(b"six"));
         assert_eq!(cache.get(&key(1, 50), 6).as_deref(), Some(&b"six"[..]));
         assert_eq!(cache.size(), (1, 3));
     }
@@ -170,34 +199,40 @@ mod tests {
     fn the_least_recently_used_answer_goes_first_when_entries_or_bytes_are_full() {
         let cache = ListCache::new(3, 800);
         for t in 1..=3 {
-            cache.put(key(t, 50), 1, body(100));
+            keep(&cache, key(t, 50), 1, body(100));
         }
         // Using tenant 1's answer makes tenant 2's the least recently used.
         assert!(cache.get(&key(1, 50), 1).is_some());
-        cache.put(key(4, 50), 1, body(100));
+        keep(&cache, key(4, 50), 1, body(100));
         assert_eq!(cache.size(), (3, 300));
         assert!(cache.get(&key(2, 50), 1).is_none());
         assert!(cache.get(&key(1, 50), 1).is_some());
         // Bytes: ten 100-byte answers in 800 bytes keep the last eight.
         let cache = ListCache::new(100, 800);
         for t in 1..=10 {
-            cache.put(key(t, 50), 1, body(100));
+            keep(&cache, key(t, 50), 1, body(100));
         }
         assert_eq!(cache.size(), (8, 800));
         assert!(cache.get(&key(1, 50), 1).is_none());
         assert!(cache.get(&key(2, 50), 1).is_none());
         assert!(cache.get(&key(10, 50), 1).is_some());
+        // Queries asked once take an entry each but no bytes.
+        let cache = ListCache::new(4, 800);
+        for t in 1..=10 {
+            cache.put(key(t, 50), 1, body(100));
+        }
+        assert_eq!(cache.size(), (4, 0));
     }
 
     #[test]
     fn an_answer_over_an_eighth_of_the_bytes_is_never_kept() {
         let cache = ListCache::new(8, 800);
-        cache.put(key(1, 50), 1, body(101));
+        keep(&cache, key(1, 50), 1, body(101));
         assert_eq!(cache.size(), (0, 0));
-        cache.put(key(1, 50), 1, body(100));
+        keep(&cache, key(1, 50), 1, body(100));
         assert_eq!(cache.size(), (1, 100));
         let off = ListCache::new(0, 800);
-        off.put(key(1, 50), 1, body(10));
+        keep(&off, key(1, 50), 1, body(10));
         assert_eq!(off.size(), (0, 0));
     }
 }
