@@ -42,6 +42,12 @@ async fn client_protocol_errors_are_not_errors_of_ours() {
     // Info for everything, and the demoted client errors made visible to prove they happen.
     config.log = "info,gc_server::client_protocol=debug".into();
     gc_server::init_tracing_to(&config, move || writer.clone());
+    // The configured filter bounds the whole process: a disabled `trace!` in actix-http or
+    // hyper is skipped at its level check, never asked about per event (issue 14).
+    assert_eq!(
+        tracing::level_filters::LevelFilter::current(),
+        tracing::level_filters::LevelFilter::DEBUG
+    );
     let app = TestApp::start_on(config, db);
 
     let bad_bytes = send_raw(
