@@ -135,12 +135,22 @@ fn find_ci(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.is_empty() || haystack.len() < needle.len() {
         return None;
     }
-    // The first byte is checked alone first: this runs on every streamed chunk.
-    let first = needle[0].to_ascii_lowercase();
-    (from..=haystack.len() - needle.len()).find(|&i| {
-        haystack[i].to_ascii_lowercase() == first
-            && haystack[i..i + needle.len()].eq_ignore_ascii_case(needle)
-    })
+    // This runs on every upstream body and streamed chunk: candidates are found by the first
+    // byte in either case with memchr's vector search, then compared whole.
+    let last = haystack.len() - needle.len();
+    let (lower, upper) = (
+        needle[0].to_ascii_lowercase(),
+        needle[0].to_ascii_uppercase(),
+    );
+    let mut at = from;
+    while at <= last {
+        let i = at + memchr::memchr2(lower, upper, &haystack[at..=last])?;
+        if haystack[i..i + needle.len()].eq_ignore_ascii_case(needle) {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -934,5 +944,35 @@ mod tests {
             b"a[redacted]b[redacted]c".to_vec()
         );
         assert_eq!(redact_verbatim(b"plain", KEY), b"plain".to_vec());
+    }
+
+    #[test]
+    fn the_case_blind_search_finds_every_place_and_nothing_else() {
+        // At the very start and the very end, in either case of the first letter.
+        assert_eq!(find_ci(b"Abcd", b"abcd", 0), Some(0));
+        assert_eq!(find_ci(b"xxABCD", b"abcd", 0), Some(2));
+        assert_eq!(find_ci(b"xxabc", b"abcd", 0), None);
+        // A first byte that is no letter; candidates that fail before the real one.
+        assert_eq!(find_ci(b"-a--ab-abc-abcd", b"-abcd", 0), Some(10));
+        assert_eq!(find_ci(b"aaab", b"aab", 0), Some(1));
+        // From an offset, and past the last place the needle fits.
+        assert_eq!(find_ci(b"abcd abcd", b"ABCD", 1), Some(5));
+        assert_eq!(find_ci(b"abcd abcd", b"abcd", 6), None);
+        assert_eq!(find_ci(b"abcd", b"abcd", 9), None);
+        assert_eq!(find_ci(b"ab", b"abcd", 0), None);
+        assert_eq!(find_ci(b"abcd", b"", 0), None);
+        // Every occurrence, overlapping candidates included, against the plain definition.
+        let hay = b"sK-a sk-ab SK-AB sk-aB sk-a";
+        let naive: Vec<usize> = (0..=hay.len() - 5)
+            .filter(|&i| hay[i..i + 5].eq_ignore_ascii_case(b"sk-ab"))
+            .collect();
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(i) = find_ci(hay, b"sk-ab", from) {
+            found.push(i);
+            from = i + 1;
+        }
+        assert_eq!(found, naive);
+        assert_eq!(found, vec![5, 11, 17]);
     }
 }

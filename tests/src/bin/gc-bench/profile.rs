@@ -3,8 +3,10 @@
 //! The database is set up by a native server (sign-ins are slow under valgrind), then the
 //! server is started again under the command in `GC_BENCH_WRAP` (for example
 //! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). After a warm-up, each phase
-//! sends N requests one at a time: key-authenticated `GET /workspace/skills`, then `POST /run`
-//! to the mock, then `POST /run` again with the tenant's three limits set (`run-limited`). When the wrapper is callgrind, the counters are zeroed before a phase and
+//! sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
+//! to the mock one at a time, then N `/run`s 16 at a time (`run-16`: the run recorder's
+//! batches hold several runs, as under load), then `POST /run` one at a time with the tenant's
+//! three limits set (`run-limited`). When the wrapper is callgrind, the counters are zeroed before a phase and
 //! dumped after it (`callgrind_control`), so each dump holds exactly N requests; read them with
 //! `callgrind_annotate`.
 
@@ -68,6 +70,7 @@ pub(crate) async fn run(bin: &str, n: usize) {
     for (phase, make) in [
         ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder),
         ("run", &run),
+        ("run-16", &run),
         ("run-limited", &run),
     ] {
         if phase == "run-limited" {
@@ -91,10 +94,30 @@ pub(crate) async fn run(bin: &str, n: usize) {
             callgrind(&["-z"], pid);
         }
         let t = Instant::now();
-        for _ in 0..n {
-            let res = make().send().await.unwrap();
-            assert!(res.status().is_success(), "{phase}: {}", res.status());
-            let _ = res.bytes().await;
+        if phase == "run-16" {
+            // 16 at a time: the run recorder's batches hold many runs, as under load.
+            let each = n / 16;
+            let mut sends = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let send = run();
+                sends.spawn(async move {
+                    for _ in 0..each {
+                        let Some(req) = send.try_clone() else { return };
+                        let res = req.send().await.unwrap();
+                        assert!(res.status().is_success(), "run-16: {}", res.status());
+                        let _ = res.bytes().await;
+                    }
+                });
+            }
+            while let Some(done) = sends.join_next().await {
+                done.unwrap();
+            }
+        } else {
+            for _ in 0..n {
+                let res = make().send().await.unwrap();
+                assert!(res.status().is_success(), "{phase}: {}", res.status());
+                let _ = res.bytes().await;
+            }
         }
         let took = t.elapsed();
         // Let the run recorder write its batch inside this phase.
