@@ -10,6 +10,13 @@ use clap::Parser;
 use gc_guard::cli::{FailOn, OutputFormat, EXIT_ERROR};
 use gc_server::config::{Cli, Command, FailOnLevel, GuardCommand, GuardScanArgs, ScanFormat};
 
+/// jemalloc, not glibc's malloc: about a tenth fewer instructions per `/run` and per record
+/// list, and less CPU per run under load, for about 3 MiB more idle RSS (decision 0020). Its
+/// settings are built in (`.cargo/config.toml`, `JEMALLOC_SYS_WITH_MALLOC_CONF`); an operator
+/// may override them with `_RJEM_MALLOC_CONF`.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     // Before clap reads the environment, and before any thread exists.
     gc_server::config::load_dotenv(Path::new(".env"))?;
