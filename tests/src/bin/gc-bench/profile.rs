@@ -96,13 +96,14 @@ pub(crate) async fn run(bin: &str, n: usize) {
         let t = Instant::now();
         if phase == "run-16" {
             // 16 at a time: the run recorder's batches hold many runs, as under load.
-            let each = n / 16;
             let mut sends = tokio::task::JoinSet::new();
-            for _ in 0..16 {
+            for i in 0..16 {
+                // Exactly n in all: the first n % 16 senders send one more.
+                let each = n / 16 + usize::from(i < n % 16);
                 let send = run();
                 sends.spawn(async move {
                     for _ in 0..each {
-                        let Some(req) = send.try_clone() else { return };
+                        let req = send.try_clone().expect("a JSON request can be cloned");
                         let res = req.send().await.unwrap();
                         assert!(res.status().is_success(), "run-16: {}", res.status());
                         let _ = res.bytes().await;
