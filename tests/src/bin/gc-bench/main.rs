@@ -680,26 +680,15 @@ async fn main() {
                     .enumerate()
                 {
                     set_limits(limits).await;
-                    let c = client.clone();
-                    let b = base.clone();
-                    let k = k.clone();
-                    let body = body.clone();
+                    let (c, b, k, body) = (client.clone(), base.clone(), k.clone(), body.clone());
+                    let send = move || c.post(format!("{b}/run")).bearer_auth(&k).json(&body);
                     // Unmeasured warm-up, the same for every configuration: setting limits
                     // starts the node's leases again from one request (decision 0011), so
                     // without it each limited round would also measure the leases growing
                     // back after an administrator's change, not the check every run pays.
-                    {
-                        let (c, b, k, body) = (c.clone(), b.clone(), k.clone(), body.clone());
-                        load(conns, WARM_UP_SECS, move || {
-                            c.post(format!("{b}/run")).bearer_auth(&k).json(&body)
-                        })
-                        .await;
-                    }
+                    load(conns, WARM_UP_SECS, send.clone()).await;
                     let before = cpu_ticks(pid);
-                    let stats = load(conns, round_secs, move || {
-                        c.post(format!("{b}/run")).bearer_auth(&k).json(&body)
-                    })
-                    .await;
+                    let stats = load(conns, round_secs, send).await;
                     ticks[i] += cpu_ticks(pid).saturating_sub(before);
                     runs[i] += stats.latencies_us.len() + stats.errors;
                     if stats.errors > 0 {

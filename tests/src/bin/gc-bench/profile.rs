@@ -67,11 +67,13 @@ pub(crate) async fn run(bin: &str, n: usize) {
         assert!(read().send().await.unwrap().status().is_success());
         assert!(run().send().await.unwrap().status().is_success());
     }
-    for (phase, make) in [
-        ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder),
-        ("run", &run),
-        ("run-16", &run),
-        ("run-limited", &run),
+    // (phase, request, how many at a time): 16 at a time, the run recorder's batches hold
+    // several runs, as under load.
+    for (phase, make, at_once) in [
+        ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder, 1),
+        ("run", &run, 1),
+        ("run-16", &run, 16),
+        ("run-limited", &run, 1),
     ] {
         if phase == "run-limited" {
             // The tenant's three limits, high enough never to refuse: what the quota check
@@ -94,31 +96,22 @@ pub(crate) async fn run(bin: &str, n: usize) {
             callgrind(&["-z"], pid);
         }
         let t = Instant::now();
-        if phase == "run-16" {
-            // 16 at a time: the run recorder's batches hold many runs, as under load.
-            let mut sends = tokio::task::JoinSet::new();
-            for i in 0..16 {
-                // Exactly n in all: the first n % 16 senders send one more.
-                let each = n / 16 + usize::from(i < n % 16);
-                let send = run();
-                sends.spawn(async move {
-                    for _ in 0..each {
-                        let req = send.try_clone().expect("a JSON request can be cloned");
-                        let res = req.send().await.unwrap();
-                        assert!(res.status().is_success(), "run-16: {}", res.status());
-                        let _ = res.bytes().await;
-                    }
-                });
-            }
-            while let Some(done) = sends.join_next().await {
-                done.unwrap();
-            }
-        } else {
-            for _ in 0..n {
-                let res = make().send().await.unwrap();
-                assert!(res.status().is_success(), "{phase}: {}", res.status());
-                let _ = res.bytes().await;
-            }
+        let mut sends = tokio::task::JoinSet::new();
+        for i in 0..at_once {
+            // Exactly n in all: the first n % at_once senders send one more.
+            let each = n / at_once + usize::from(i < n % at_once);
+            let send = make();
+            sends.spawn(async move {
+                for _ in 0..each {
+                    let req = send.try_clone().expect("a JSON request can be cloned");
+                    let res = req.send().await.unwrap();
+                    assert!(res.status().is_success(), "{phase}: {}", res.status());
+                    let _ = res.bytes().await;
+                }
+            });
+        }
+        while let Some(done) = sends.join_next().await {
+            done.unwrap();
         }
         let took = t.elapsed();
         // Let the run recorder write its batch inside this phase.
