@@ -81,10 +81,22 @@ impl Target {
     /// Establishes a concrete connection, so errors carry the driver's cause.
     fn establish(&self) -> ConnectionResult<DbConnection> {
         match self {
-            Self::Postgres(url) => PgConnection::establish(url).map(DbConnection::Pg),
+            Self::Postgres(url) => establish_postgres(url).map(DbConnection::Pg),
             Self::Sqlite(path) => SqliteConnection::establish(path).map(DbConnection::Sqlite),
         }
     }
+}
+
+/// Establishes a PostgreSQL connection. Every connection the crate opens goes through here.
+///
+/// libpq reaches the server through OpenSSL (`sslmode=prefer` by default), and OpenSSL, when
+/// libpq initialises it, registers a cleanup that `exit` runs while other threads may still be
+/// opening or closing TLS connections: the process then dies with SIGSEGV after its work is
+/// done. Initialising OpenSSL first, the way the `openssl` crate does (`OPENSSL_INIT_NO_ATEXIT`),
+/// means that cleanup is never registered; the kernel reclaims the memory at exit instead.
+pub(crate) fn establish_postgres(url: &str) -> ConnectionResult<PgConnection> {
+    openssl_sys::init();
+    PgConnection::establish(url)
 }
 
 /// The r2d2 manager: establishes connections of the backend chosen by the URL scheme.

@@ -35,7 +35,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection};
 use uuid::Uuid;
 
 /// The PostgreSQL server tests use when `GC_TEST_POSTGRES_URL` is not set.
@@ -165,7 +164,7 @@ pub fn fresh_postgres_database() -> Result<Option<PostgresTestDatabase>, String>
         return Ok(None);
     }
     let admin_url = postgres_admin_url();
-    let mut admin = match PgConnection::establish(&with_connect_timeout(&admin_url)) {
+    let mut admin = match crate::store::establish_postgres(&with_connect_timeout(&admin_url)) {
         Ok(conn) => conn,
         Err(e) => {
             let _ = POSTGRES_DOWN.set(e.to_string());
@@ -220,8 +219,8 @@ pub fn drop_database(url: &str) -> Result<(), String> {
 }
 
 fn drop_database_on(admin_url: &str, name: &str) -> Result<(), String> {
-    let mut admin =
-        PgConnection::establish(&with_connect_timeout(admin_url)).map_err(|e| e.to_string())?;
+    let mut admin = crate::store::establish_postgres(&with_connect_timeout(admin_url))
+        .map_err(|e| e.to_string())?;
     let quoted = name.replace('"', "\"\"");
     admin
         .batch_execute(&format!(
