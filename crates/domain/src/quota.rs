@@ -526,7 +526,9 @@ const TOKEN_READS_MAX: usize = 4_096;
 /// read has ended: `epoch` is odd while such a write runs and grows by two with each, and a
 /// count is used under the (even) epoch it was read in and, while the write that follows runs,
 /// under that write's odd epoch (the write's tokens are committed only as it ends, so a read
-/// during it would answer the same). Nothing read during a write is kept. Counts only grow
+/// during it would answer the same). A count read during a write is kept under that write's
+/// epoch, so it is used only until the write ends: whether or not it saw the write's tokens, it
+/// is no lower than the count from before the write, which stands until then. Counts only grow
 /// within a window, so a reused count can only be lower than the shared one by what other
 /// nodes added in the last few milliseconds.
 #[derive(Debug, Default)]
@@ -568,7 +570,7 @@ impl TokenReads {
 
     /// The tokens used in each of `windows`: remembered counts when every one is fresh (read
     /// in the last [`TOKEN_READ_REUSE_MS`], and no usage write of this process has ended since),
-    /// else one read of the store (remembered unless a usage write was running when it began).
+    /// else one read of the store (remembered under the epoch it began in).
     fn read<P: QuotaRepo + ?Sized>(
         &self,
         store: &P,
@@ -593,9 +595,9 @@ impl TokenReads {
             }
         }
         let used = store.window_tokens(windows)?;
-        // Kept under the epoch it was read in: once a write that began meanwhile ends, it is
-        // not used.
-        if quiet {
+        // Kept under the epoch it was read in: once a write that began meanwhile, or the write
+        // it was read during, ends, it is not used.
+        {
             let mut seen = self.lock();
             if seen.len() + windows.len() > TOKEN_READS_MAX {
                 seen.retain(|_, s| fresh(s));
@@ -1068,45 +1070,69 @@ mod tests {
     }
 
     #[test]
-    fn a_count_read_while_a_usage_write_runs_is_not_kept() {
+    fn a_count_read_while_a_usage_write_runs_is_kept_only_until_it_ends() {
         let (scope, store) = scope(token_limits(), None);
         let node = NodeQuotas::default();
         let now = at("2026-11-21T10:00:30Z");
         let reads = || *store.quota_calls.lock().unwrap();
         let later = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
         node.token_reads().around_write(|| {
-            // Nothing read before the write: while it runs every request reads, and nothing
-            // read is kept.
+            // Nothing read before the write: the first request during it reads, and the next
+            // one reuses that count while the write runs.
             admit(&store, &node, &scope, now).unwrap();
             admit(&store, &node, &scope, now).unwrap();
-            assert_eq!(reads(), 2);
+            assert_eq!(reads(), 1);
+            // The write commits its tokens as it ends; the count read during it is not used
+            // after that, however fresh.
             store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
+            admit(&store, &node, &scope, now).unwrap();
+            assert_eq!(reads(), 1, "still the same write");
         });
         assert_eq!(
             admit(&store, &node, &scope, now).unwrap_err().code(),
             "rate_limited"
         );
-        assert_eq!(reads(), 3);
+        assert_eq!(reads(), 2);
         // Once the write has ended, the count read after it is reused again.
         admit(&store, &node, &scope, now).unwrap_err();
-        assert_eq!(reads(), 3);
+        assert_eq!(reads(), 2);
         // A write that fails still ends: counts read before it are not used after it.
         let failed: Result<(), ()> = node.token_reads().around_write(|| Err(()));
         assert!(failed.is_err());
         admit(&store, &node, &scope, now).unwrap_err();
         admit(&store, &node, &scope, now).unwrap_err();
-        assert_eq!(reads(), 4);
+        assert_eq!(reads(), 3);
         // A count read before a write is used while the write runs (its tokens are committed
-        // as it ends, so a read would answer the same), within the reuse time only.
+        // as it ends, so a read would answer the same), within the reuse time only; a count
+        // read during the write replaces it until the write ends.
         node.token_reads().around_write(|| {
             admit(&store, &node, &scope, now).unwrap_err();
-            assert_eq!(reads(), 4, "reused during the write");
+            assert_eq!(reads(), 3, "reused during the write");
             admit(&store, &node, &scope, later).unwrap_err();
             admit(&store, &node, &scope, later).unwrap_err();
-            assert_eq!(reads(), 6, "too old: read, and not kept during the write");
+            assert_eq!(reads(), 4, "too old: read once, then kept during the write");
         });
-        admit(&store, &node, &scope, now).unwrap_err();
-        assert_eq!(reads(), 7, "the write ended: read again");
+        admit(&store, &node, &scope, later).unwrap_err();
+        assert_eq!(reads(), 5, "the write ended: read again");
+        // The count read during one write is not used during the next one either.
+        let last = later + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
+        node.token_reads().around_write(|| {
+            admit(&store, &node, &scope, last).unwrap_err();
+            admit(&store, &node, &scope, last).unwrap_err();
+            assert_eq!(
+                reads(),
+                6,
+                "the count from before it is too old: read once, kept"
+            );
+        });
+        node.token_reads().around_write(|| {
+            admit(&store, &node, &scope, last).unwrap_err();
+            assert_eq!(
+                reads(),
+                7,
+                "read during the last write, not before this one"
+            );
+        });
     }
 
     #[test]
