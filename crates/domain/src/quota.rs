@@ -597,22 +597,20 @@ impl TokenReads {
         let used = store.window_tokens(windows)?;
         // Kept under the epoch it was read in: once a write that began meanwhile, or the write
         // it was read during, ends, it is not used.
-        {
-            let mut seen = self.lock();
-            if seen.len() + windows.len() > TOKEN_READS_MAX {
-                seen.retain(|_, s| fresh(s));
-            }
-            if seen.len() + windows.len() <= TOKEN_READS_MAX {
-                for (w, tokens) in windows.iter().zip(&used) {
-                    seen.insert(
-                        *w,
-                        SeenTokens {
-                            tokens: *tokens,
-                            read_ms: now_ms,
-                            epoch,
-                        },
-                    );
-                }
+        let mut seen = self.lock();
+        if seen.len() + windows.len() > TOKEN_READS_MAX {
+            seen.retain(|_, s| fresh(s));
+        }
+        if seen.len() + windows.len() <= TOKEN_READS_MAX {
+            for (w, tokens) in windows.iter().zip(&used) {
+                seen.insert(
+                    *w,
+                    SeenTokens {
+                        tokens: *tokens,
+                        read_ms: now_ms,
+                        epoch,
+                    },
+                );
             }
         }
         Ok(used)
