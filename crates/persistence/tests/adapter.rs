@@ -1344,15 +1344,16 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
 
 // ---- Keys ---------------------------------------------------------------------------------
 
-/// The run-record writer's batches (`append_activities`) go in multi-row statements of at
-/// most a chunk each: a batch of several chunks, with and without targets, lands whole and
-/// in order, a missing target stored as none.
+/// The run-record writer's batches (`append_activities`) go in multi-row statements of fixed
+/// row counts (32 down to 1, kept prepared): a batch that takes every count, with and without
+/// targets, lands whole and in order, a missing target stored as none.
 fn activity_batches_are_stored_whole(db: &Db) {
     let m = member(&db.store, "batch@example.com");
     let other = member(&db.store, "batch-other@example.com");
     let target = new_id();
-    // 250 lines: two full chunks and a part, both tenants mixed in one batch.
-    let lines: Vec<_> = (0..250)
+    // 255 lines: seven statements of 32, then one each of 16, 8, 4, 2 and 1, both tenants
+    // mixed in one batch.
+    let lines: Vec<_> = (0..255)
         .map(|i| match i % 5 {
             0 => activity_w(&other.write, &format!("other{i}"), None),
             1 => activity_w(&m.write, &format!("run{i}"), Some(("skill", target))),
@@ -1388,8 +1389,12 @@ fn activity_batches_are_stored_whole(db: &Db) {
             sent.target().map(|t| t.id)
         );
     }
-    assert_eq!(stored.iter().filter(|a| a.target.is_some()).count(), 50);
-    assert_eq!(actions(db, &other).len(), 50);
+    assert_eq!(stored.iter().filter(|a| a.target.is_some()).count(), 51);
+    let others = db
+        .store
+        .list_activity(&other.read, &PageRequest::new(Some(200), None).unwrap())
+        .unwrap();
+    assert_eq!(others.items.len(), 51);
 }
 
 fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
@@ -1511,7 +1516,7 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     assert!(ctx.key.revoked_at.is_some());
 }
 
-/// 150 usage lines in one `record_runs` (two statements: a full chunk of 100 and a part), made
+/// 159 usage lines in one `record_runs` (statements of 32, 32, 32, 32, 16, 8, 4, 2 and 1), made
 /// the only way they can be, by runs through the domain's orchestration against a scripted
 /// upstream: every line is stored, summed by model, and its tokens land in its windows; the
 /// runs' activity lines go in the same transaction. A batch that cannot be stored whole
@@ -1624,7 +1629,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     let runs = Runs::new(Arc::new(Upstream(Mutex::new(0))), sink.clone());
     let quotas = NodeQuotas::default();
     let mut waker = std::task::Context::from_waker(std::task::Waker::noop());
-    for _ in 0..150 {
+    for _ in 0..159 {
         let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
         let plan = prepare(
             &db.store,
@@ -1644,9 +1649,10 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     }
     let lines = std::mem::take(&mut *sink.0.lock().unwrap());
     let activities = std::mem::take(&mut *sink.1.lock().unwrap());
-    assert_eq!(lines.len(), 150);
-    assert_eq!(activities.len(), 150);
-    // A batch that fails part-way (an activity line twice: its id is taken) stores nothing.
+    assert_eq!(lines.len(), 159);
+    assert_eq!(activities.len(), 159);
+    // A batch that fails part-way (an activity line twice: its id is taken, found by the
+    // batch's last statement, after every other has run) stores nothing.
     let twice = [activities.clone(), activities[..1].to_vec()].concat();
     assert!(db.store.record_runs(&lines, &twice).is_err());
     assert!(
@@ -1661,7 +1667,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         .items;
     assert_eq!(
         logged.len(),
-        150,
+        159,
         "the runs' activity lines, in the same commit"
     );
     // A batch of activity lines without runs (the recorder's other lines) is stored too.
@@ -1679,8 +1685,8 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     )
     .unwrap();
     let page = db.store.tenant_usage(&m.read, &query).unwrap();
-    // Run n (1..=150) reported n tokens under model m-(n % 3).
-    let expect = |r: u64| (1..=150u64).filter(move |n| n % 3 == r);
+    // Run n (1..=159) reported n tokens under model m-(n % 3).
+    let expect = |r: u64| (1..=159u64).filter(move |n| n % 3 == r);
     let mut models: Vec<_> = page
         .items
         .iter()
@@ -1706,7 +1712,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         .unwrap();
     assert_eq!(
         db.store.window_tokens(&[month]).unwrap(),
-        vec![150 * 151 / 2]
+        vec![159 * 160 / 2]
     );
 }
 

@@ -365,13 +365,9 @@ impl UsageRepo for DbStore {
             }
         }
         self.write("record_runs", |conn| {
-            // A statement per chunk of runs, not per run (issue 14).
-            for chunk in rows.chunks(crate::store::INSERT_CHUNK) {
-                on_backend!(conn, |c| diesel::insert_into(run_usage::table)
-                    .values(chunk)
-                    .execute(c))
+            // Statements of several runs each, kept prepared (issue 14).
+            crate::store::insert_rows!(conn, run_usage::table, &rows)
                 .map_err(|e| db_error("record_runs", e))?;
-            }
             for (w, n) in &tokens {
                 add_tokens(conn, w, *n)?;
             }

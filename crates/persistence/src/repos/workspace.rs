@@ -457,9 +457,10 @@ impl WorkspaceRepo for DbStore {
     }
 }
 
-/// Inserts activity lines in the caller's transaction: a statement per chunk of lines, not
-/// per line (the run-record writer appends a line per run, and a statement each was a seventh
-/// of a run's instructions, issue 14).
+/// Inserts activity lines in the caller's transaction: multi-row statements of fixed row
+/// counts, kept prepared (`store::insert_rows`), not a statement per line (the run-record
+/// writer appends a line per run, and a statement each was a seventh of a run's instructions,
+/// issue 14).
 pub(crate) fn insert_activities(
     conn: &mut DbConnection,
     activities: &[NewActivity],
@@ -469,12 +470,5 @@ pub(crate) fn insert_activities(
         .iter()
         .map(|a| ActivityRow::from_domain(a, a.tenant_id()))
         .collect();
-    rows.chunks(crate::store::INSERT_CHUNK)
-        .try_for_each(|chunk| {
-            crate::store::on_backend!(conn, |c| diesel::insert_into(activity::table)
-                .values(chunk)
-                .execute(c))
-            .map(|_| ())
-        })
-        .map_err(|e| db_error(op, e))
+    crate::store::insert_rows!(conn, activity::table, &rows).map_err(|e| db_error(op, e))
 }
