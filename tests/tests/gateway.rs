@@ -354,6 +354,32 @@ gateway_tests! {
         assert_eq!(s.hk.chat_requests().len(), 1);
     }
 
+    async fn an_ai_key_change_on_one_node_holds_at_the_next_run_on_the_other(s) {
+        // A node keeps a tenant's usable keys while the tenant's AI-key version is unchanged
+        // (decision 0022): every key change made through another node reaches its next run.
+        let first = s.add_key("AIHK", SECRET, true).await;
+        let (_node_b, _on_a, on_b) = s.on_two_nodes().await;
+        for _ in 0..2 {
+            assert_eq!(on_b.post("/run", s.chat()).await.status, 200);
+        }
+        // Through node A: a second key, then the first deleted. Node B's next runs use only
+        // the second.
+        let second = s.add_key("AIHK", SECRET_2, true).await;
+        let path = |k: &Value| format!("/admin/tenants/{}/ai-keys/{}", s.tenant_id(), k["id"].as_str().unwrap());
+        assert_eq!(s.admin.delete(&path(&first)).await.status, 204);
+        for _ in 0..3 {
+            assert_eq!(on_b.post("/run", s.chat()).await.status, 200);
+        }
+        let bearers: Vec<_> = s.hk.chat_requests().iter().map(|r| r.bearer().map(str::to_owned)).collect();
+        assert_eq!(bearers.len(), 5);
+        assert!(bearers[..2].iter().all(|b| b.as_deref() == Some(SECRET)), "{bearers:?}");
+        assert!(bearers[2..].iter().all(|b| b.as_deref() == Some(SECRET_2)), "{bearers:?}");
+        // The last key deleted through node A: node B refuses at once, calling no upstream.
+        assert_eq!(s.admin.delete(&path(&second)).await.status, 204);
+        assert_error(&on_b.post("/run", s.chat()).await, 403, "ai_access_not_ready");
+        assert_eq!(s.hk.chat_requests().len(), 5);
+    }
+
     async fn admin_ai_key_routes_validate_and_refuse(s) {
         let path = format!("/admin/tenants/{}/ai-keys", s.tenant_id());
         assert_error(&s.admin.post(&path, json!({"region": "EU", "secret": SECRET})).await, 422, "validation_failed");

@@ -88,6 +88,7 @@ pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
             ai_enabled,
             created_at: now,
             limits: crate::quota::TenantLimits::default(),
+            ai_keys_version: 0,
         },
     )?;
     with_access(store, t)
@@ -226,7 +227,7 @@ pub fn ai_access<P: AiKeyRepo + ?Sized>(store: &P, tenant: &Tenant) -> DomainRes
     if !tenant.ai_enabled {
         return Ok(AiAccess::Disabled);
     }
-    let keys = store.usable_ai_keys(tenant.id, tenant.region)?;
+    let keys = store.usable_ai_keys(tenant)?;
     Ok(AiAccess::of(tenant, &keys))
 }
 

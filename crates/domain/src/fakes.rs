@@ -20,7 +20,7 @@ use crate::ports::{
 };
 use crate::quota::{Grant, QuotaWindow, RequestTake, Take};
 use crate::secret::SecretString;
-use crate::values::{Email, Region};
+use crate::values::Email;
 use crate::workspace::{
     Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordFields, RecordKind,
     Settings,
@@ -257,13 +257,13 @@ impl AiKeyRepo for Fake {
         Ok(())
     }
     /// Answers every key of the tenant, whatever its state: the domain must filter.
-    fn usable_ai_keys(&self, tenant_id: Uuid, _: Region) -> DomainResult<Vec<TenantAiKey>> {
+    fn usable_ai_keys(&self, tenant: &Tenant) -> DomainResult<Vec<TenantAiKey>> {
         Ok(self
             .keys
             .lock()
             .unwrap()
             .iter()
-            .filter(|k| k.tenant_id == tenant_id)
+            .filter(|k| k.tenant_id == tenant.id)
             .cloned()
             .collect())
     }

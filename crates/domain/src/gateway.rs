@@ -127,7 +127,7 @@ impl RunScope {
             )));
         }
         let keys: Vec<TenantAiKey> = ports
-            .usable_ai_keys(tenant.id, tenant.region)?
+            .usable_ai_keys(&tenant)?
             .into_iter()
             .filter(|k| {
                 k.tenant_id == tenant.id

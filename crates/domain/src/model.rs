@@ -136,6 +136,11 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
     /// Quotas set by platform admins (none by default).
     pub limits: crate::quota::TenantLimits,
+    /// The store's count of changes to the tenant's AI keys, read with the tenant (0 for a new
+    /// one; only the store raises it). [`crate::ports::AiKeyRepo::usable_ai_keys`] is given the
+    /// tenant as read on the same request, so a store may answer it from memory while this
+    /// count is the one it read the keys under.
+    pub ai_keys_version: i64,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -20,7 +20,7 @@ use crate::page::{Page, PageRequest};
 use crate::quota::{QuotaWindow, RequestTake, Take};
 use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
-use crate::values::{Email, Region};
+use crate::values::Email;
 use crate::workspace::{
     Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordFields,
     RecordKind, Settings,
@@ -260,8 +260,11 @@ pub trait AiKeyRepo {
     fn delete_ai_key(&self, scope: &AdminScope, tenant_id: Uuid, id: Uuid) -> DomainResult<bool>;
     /// Stores a key's status as judged by a run (a 401 from the upstream) or a diagnosis.
     fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()>;
-    /// Keys of this tenant and region that are ready and chat-enabled.
-    fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>>;
+    /// Keys of the tenant, in its region, that are ready and chat-enabled. `tenant` is the
+    /// tenant as read on this request: a store may answer from memory while the tenant's
+    /// [`Tenant::ai_keys_version`] is the one it read the keys under (every change to a key
+    /// raises it in the change's own transaction), never from an older read.
+    fn usable_ai_keys(&self, tenant: &Tenant) -> DomainResult<Vec<TenantAiKey>>;
 }
 
 /// Quota counters, shared by every node on the database (see `crate::quota`).

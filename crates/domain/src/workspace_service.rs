@@ -324,7 +324,7 @@ pub fn ai_access<P: TenantRepo + AiKeyRepo + ?Sized>(
         .find_tenant(scope.tenant_id())?
         .ok_or(DomainError::NotFound("tenant"))?;
     let status = admin::ai_access(ports, &tenant)?;
-    let usable_keys = ports.usable_ai_keys(tenant.id, tenant.region)?.len();
+    let usable_keys = ports.usable_ai_keys(&tenant)?.len();
     Ok(AiAccessView {
         tenant,
         status,

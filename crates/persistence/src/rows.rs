@@ -84,6 +84,10 @@ pub(crate) struct TenantRow {
     pub requests_per_minute: Option<i64>,
     pub tokens_per_minute: Option<i64>,
     pub monthly_tokens: Option<i64>,
+    /// Raised by the database's triggers on every change to the tenant's AI keys, and written
+    /// by nothing else: never inserted (the column's default, 0) nor updated from here.
+    #[diesel(skip_insertion)]
+    pub ai_keys_version: i64,
 }
 
 /// A stored limit: a positive count, or none.
@@ -108,6 +112,7 @@ impl TenantRow {
             requests_per_minute: limit_in(t.limits.requests_per_minute),
             tokens_per_minute: limit_in(t.limits.tokens_per_minute),
             monthly_tokens: limit_in(t.limits.monthly_tokens),
+            ai_keys_version: t.ai_keys_version,
         }
     }
 
@@ -124,6 +129,7 @@ impl TenantRow {
                 tokens_per_minute: limit_out(self.tokens_per_minute)?,
                 monthly_tokens: limit_out(self.monthly_tokens)?,
             },
+            ai_keys_version: self.ai_keys_version,
         })
     }
 }

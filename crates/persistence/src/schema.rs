@@ -12,6 +12,7 @@ diesel::table! {
         requests_per_minute -> Nullable<BigInt>,
         tokens_per_minute -> Nullable<BigInt>,
         monthly_tokens -> Nullable<BigInt>,
+        ai_keys_version -> BigInt,
     }
 }
 

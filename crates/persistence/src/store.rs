@@ -241,6 +241,9 @@ pub struct DbStore {
     backend: &'static str,
     /// Names this store (all its clones) for a connection reserved on a thread.
     ident: Arc<()>,
+    /// This node's answers to `usable_ai_keys`, under the tenants' AI-key versions (shared by
+    /// all clones; decision 0022).
+    pub(crate) usable_keys: Arc<crate::repos::ai_keys::UsableKeys>,
 }
 
 /// Read-only connections kept open for inline reads. When all are in use, read work goes to
@@ -412,6 +415,7 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
         inline,
         backend,
         ident: Arc::new(()),
+        usable_keys: Arc::default(),
     })
 }
 

@@ -36,6 +36,7 @@ on_both_backends!(
     activity_batches_are_stored_whole,
     run_usage_batches_are_stored_whole,
     api_keys_context_list_and_revoke,
+    ai_key_versions_follow_every_key_change,
     ai_keys_usable_filter,
     concurrent_writers_all_succeed,
     inline_reads_never_wait_and_defer_writes,
@@ -1716,6 +1717,108 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     );
 }
 
+/// The tenant as a request reads it now (with its AI-key version), moved to `region`.
+fn read(db: &Db, t: &gc_domain::model::Tenant, region: Region) -> gc_domain::model::Tenant {
+    let mut now = db.store.find_tenant(t.id).unwrap().unwrap();
+    now.region = region;
+    now
+}
+
+/// Every insert, change and delete of a tenant's AI key raises the tenant's AI-key version in
+/// the same transaction, and nothing else does; `usable_ai_keys` answers from memory under an
+/// unchanged version and reads again under a new one, whichever store (node) made the change.
+fn ai_key_versions_follow_every_key_change(db: &Db) {
+    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+    use gc_domain::model::TenantPatch;
+    let t = tenant(&db.store, "Versions");
+    let other = tenant(&db.store, "Other");
+    let version = |t: &gc_domain::model::Tenant| read(db, t, Region::Aihk).ai_keys_version;
+    assert_eq!((version(&t), t.ai_keys_version), (0, 0));
+    let key = TenantAiKey {
+        id: new_id(),
+        tenant_id: t.id,
+        region: Region::Aihk,
+        label: "label".into(),
+        hint: "sk-…1234".into(),
+        sealed_secret: "sealed".into(),
+        chat_enabled: true,
+        status: AiKeyStatus::Ready,
+        status_reason: None,
+        checked_at: None,
+        created_at: now(),
+    };
+    let key = db.store.insert_ai_key(db.admin(), &key).unwrap();
+    assert_eq!(version(&t), 1, "an insert raises it");
+    // Neither a change to the tenant itself nor another tenant's keys move it.
+    db.store
+        .update_tenant(
+            db.admin(),
+            t.id,
+            &TenantPatch {
+                name: Some("Renamed".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(version(&t), 1);
+    let mut elsewhere = key.clone();
+    elsewhere.id = new_id();
+    elsewhere.tenant_id = other.id;
+    db.store.insert_ai_key(db.admin(), &elsewhere).unwrap();
+    assert_eq!((version(&t), version(&other)), (1, 1));
+
+    // Read under version 1 and kept: the same version answers from memory, even when the
+    // caller's tenant was read before a change (a request is answered as of its own read).
+    let before = read(db, &t, Region::Aihk);
+    assert_eq!(db.store.usable_ai_keys(&before).unwrap(), vec![key.clone()]);
+    // Another node (store) on the same database marks the key not ready.
+    let node_b = db.reopen(PoolOptions::default());
+    gc_domain::admin::record_diagnosis(
+        &node_b,
+        &db.admin().clone(),
+        &[(key.clone(), AiKeyStatus::NotReady, Some("401".into()))],
+        now(),
+    )
+    .unwrap();
+    assert_eq!(version(&t), 2, "a status change raises it");
+    assert_eq!(
+        db.store.usable_ai_keys(&before).unwrap(),
+        vec![key.clone()],
+        "kept under version 1"
+    );
+    // The next request reads version 2, and with it the change, on this node too.
+    assert_eq!(
+        db.store
+            .usable_ai_keys(&read(db, &t, Region::Aihk))
+            .unwrap(),
+        vec![]
+    );
+    // An answer read under an older version never replaces one kept under a newer version.
+    gc_domain::admin::record_diagnosis(
+        &node_b,
+        &db.admin().clone(),
+        &[(key.clone(), AiKeyStatus::Ready, None)],
+        now(),
+    )
+    .unwrap();
+    let current = read(db, &t, Region::Aihk);
+    assert_eq!(current.ai_keys_version, 3);
+    assert_eq!(db.store.usable_ai_keys(&current).unwrap().len(), 1);
+    // Version 1 is read from the database again (the key is ready again: one key)...
+    assert_eq!(db.store.usable_ai_keys(&before).unwrap().len(), 1);
+    assert!(node_b.delete_ai_key(db.admin(), t.id, key.id).unwrap());
+    assert_eq!(version(&t), 4, "a delete raises it");
+    // ...and did not replace version 3's answer: a request that read version 3 before the
+    // delete is still answered from memory, while the next request sees the delete.
+    assert_eq!(db.store.usable_ai_keys(&current).unwrap().len(), 1);
+    assert_eq!(
+        db.store
+            .usable_ai_keys(&read(db, &t, Region::Aihk))
+            .unwrap(),
+        vec![]
+    );
+}
+
 fn ai_keys_usable_filter(db: &Db) {
     use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
     let t = tenant(&db.store, "AI");
@@ -1779,11 +1882,15 @@ fn ai_keys_usable_filter(db: &Db) {
     );
 
     assert_eq!(
-        db.store.usable_ai_keys(t.id, Region::Aihk).unwrap(),
+        db.store
+            .usable_ai_keys(&read(db, &t, Region::Aihk))
+            .unwrap(),
         vec![good.clone()]
     );
     assert_eq!(
-        db.store.usable_ai_keys(t.id, Region::Aica).unwrap(),
+        db.store
+            .usable_ai_keys(&read(db, &t, Region::Aica))
+            .unwrap(),
         vec![wrong_region.clone()]
     );
     assert_eq!(
@@ -1813,7 +1920,10 @@ fn ai_keys_usable_filter(db: &Db) {
         checked,
     )
     .unwrap();
-    let usable = db.store.usable_ai_keys(t.id, Region::Aihk).unwrap();
+    let usable = db
+        .store
+        .usable_ai_keys(&read(db, &t, Region::Aihk))
+        .unwrap();
     assert_eq!(
         usable.iter().map(|k| k.id).collect::<Vec<_>>(),
         [not_ready.id]

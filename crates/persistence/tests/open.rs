@@ -51,7 +51,7 @@ fn sqlite_creates_its_folder_and_uses_wal() {
 fn sqlite_memory_works_for_tests() {
     let store = open("sqlite::memory:", PoolOptions::default()).unwrap();
     // Every migration of the backend, once.
-    assert_eq!(store.migrate().unwrap().len(), 3);
+    assert_eq!(store.migrate().unwrap().len(), 4);
     assert!(store.migrate().unwrap().is_empty());
     assert!(store
         .find_tenant(gc_domain::model::new_id())

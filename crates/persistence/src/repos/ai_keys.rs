@@ -1,8 +1,12 @@
 //! Tenant AI keys (sealed upstream provider keys, locked to a region).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use diesel::prelude::*;
 use gc_domain::access::AdminScope;
 use gc_domain::gateway::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
+use gc_domain::model::Tenant;
 use gc_domain::ports::AiKeyRepo;
 use gc_domain::values::Region;
 use gc_domain::{DomainError, DomainResult};
@@ -88,7 +92,13 @@ impl AiKeyRepo for DbStore {
         Ok(())
     }
 
-    fn usable_ai_keys(&self, tenant_id: Uuid, region: Region) -> DomainResult<Vec<TenantAiKey>> {
+    /// From this node's memory while the tenant's AI-key version is the one the keys were read
+    /// under; otherwise from the database, kept under the version `tenant` was read with.
+    fn usable_ai_keys(&self, tenant: &Tenant) -> DomainResult<Vec<TenantAiKey>> {
+        let (tenant_id, region, version) = (tenant.id, tenant.region, tenant.ai_keys_version);
+        if let Some(keys) = self.usable_keys.get(tenant_id, region, version) {
+            return Ok(keys);
+        }
         let rows = self.read(|conn| {
             let tenant_id = text(tenant_id);
             crate::store::on_backend!(conn, |c| tenant_ai_keys::table
@@ -101,7 +111,59 @@ impl AiKeyRepo for DbStore {
                 .load(c))
             .map_err(|e| db_error("usable_ai_keys", e))
         })?;
-        to_domain(rows)
+        let keys = to_domain(rows)?;
+        self.usable_keys
+            .keep(tenant_id, region, version, keys.clone());
+        Ok(keys)
+    }
+}
+
+/// The most tenant-and-region answers [`UsableKeys`] holds. When a new one would exceed it,
+/// every answer is dropped and the map starts again empty: each tenant's next run reads its
+/// keys from the database once more. A few hundred bytes each, so at most about 1 MiB.
+const USABLE_KEYS_MAX: usize = 2048;
+
+/// This node's answers to `usable_ai_keys` (decision 0022): per tenant and region, the keys
+/// as read and the tenant's AI-key version read *before* them, on the same request. The
+/// database raises that version in the same transaction as every insert, change or delete of
+/// one of the tenant's keys (migration `2026-12-02-000000_ai_key_versions`), and versions
+/// only grow, so:
+/// - an answer kept under version `v` holds every change committed before `v` was read;
+/// - a request that reads `v` again was answered after no change committed since, so the kept
+///   answer is the database's (or newer);
+/// - a request that read an older version than the kept one is answered from the database, and
+///   its answer never replaces one kept under a later version.
+///
+/// Only the key rows are kept: no key is opened here, and every other access check (the
+/// caller's key, membership, the tenant's status and AI switch) is still read per request.
+#[derive(Debug, Default)]
+pub(crate) struct UsableKeys {
+    kept: Mutex<HashMap<(Uuid, Region), Kept>>,
+}
+
+/// One tenant-region's usable keys and the tenant's AI-key version read before them.
+type Kept = (i64, Vec<TenantAiKey>);
+
+impl UsableKeys {
+    fn get(&self, tenant_id: Uuid, region: Region, version: i64) -> Option<Vec<TenantAiKey>> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.get(&(tenant_id, region)) {
+            Some((v, keys)) if *v == version => Some(keys.clone()),
+            _ => None,
+        }
+    }
+
+    fn keep(&self, tenant_id: Uuid, region: Region, version: i64, keys: Vec<TenantAiKey>) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.get(&(tenant_id, region)) {
+            Some((v, _)) if *v > version => {}
+            found => {
+                if found.is_none() && kept.len() >= USABLE_KEYS_MAX {
+                    kept.clear();
+                }
+                kept.insert((tenant_id, region), (version, keys));
+            }
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The port implementations, one module per area.
 
 mod accounts;
-mod ai_keys;
+pub(crate) mod ai_keys;
 mod api_keys;
 mod quota;
 mod workspace;

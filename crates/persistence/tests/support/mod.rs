@@ -92,6 +92,7 @@ pub fn tenant(store: &DbStore, name: &str) -> Tenant {
                 ai_enabled: true,
                 created_at: now(),
                 limits: Default::default(),
+                ai_keys_version: 0,
             },
         )
         .unwrap()
