@@ -323,8 +323,10 @@ pub fn ai_access<P: TenantRepo + AiKeyRepo + ?Sized>(
     let tenant = ports
         .find_tenant(scope.tenant_id())?
         .ok_or(DomainError::NotFound("tenant"))?;
-    let status = admin::ai_access(ports, &tenant)?;
-    let usable_keys = ports.usable_ai_keys(&tenant)?.len();
+    // One key lookup for both the status and the count.
+    let keys = ports.usable_ai_keys(&tenant)?;
+    let status = AiAccess::of(&tenant, &keys);
+    let usable_keys = keys.len();
     Ok(AiAccessView {
         tenant,
         status,

@@ -183,3 +183,29 @@ impl DbStore {
         .transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_answers_are_bounded_and_dropped_together_when_full() {
+        let kept = UsableKeys::default();
+        let first = Uuid::now_v7();
+        kept.keep(first, Region::Aihk, 1, Vec::new());
+        for _ in 1..USABLE_KEYS_MAX {
+            kept.keep(Uuid::now_v7(), Region::Aihk, 1, Vec::new());
+        }
+        assert_eq!(kept.kept.lock().unwrap().len(), USABLE_KEYS_MAX);
+        // Full: a newer answer for a tenant already kept replaces it in place...
+        kept.keep(first, Region::Aihk, 2, Vec::new());
+        assert_eq!(kept.kept.lock().unwrap().len(), USABLE_KEYS_MAX);
+        assert_eq!(kept.get(first, Region::Aihk, 2), Some(Vec::new()));
+        assert_eq!(kept.get(first, Region::Aihk, 1), None);
+        // ...and one more tenant-region drops every answer before it is kept.
+        kept.keep(first, Region::Aica, 2, Vec::new());
+        assert_eq!(kept.kept.lock().unwrap().len(), 1);
+        assert_eq!(kept.get(first, Region::Aihk, 2), None);
+        assert_eq!(kept.get(first, Region::Aica, 2), Some(Vec::new()));
+    }
+}
