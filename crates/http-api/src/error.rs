@@ -52,19 +52,33 @@ pub fn rate_limit_headers(
     let mut out = Vec::with_capacity(6);
     for (names, allowance) in NAMES.iter().zip([state.requests, state.tokens]) {
         let Some(a) = allowance else { continue };
-        let mut reset = a.reset_secs.to_string();
-        reset.push('s');
         let values = [
             HeaderValue::from(a.limit),
             HeaderValue::from(a.remaining),
-            // Digits and `s` only: always a valid header value.
-            HeaderValue::try_from(reset).unwrap_or(HeaderValue::from_static("0s")),
+            reset_value(a.reset_secs),
         ];
         for (name, value) in names.iter().zip(values) {
             out.push((name.clone(), value));
         }
     }
     out
+}
+
+/// `<seconds>s` for a reset: a minute's resets (every one these headers show) from a static
+/// table, so no text is formatted or allocated for them.
+fn reset_value(secs: u64) -> HeaderValue {
+    const MINUTE: [&str; 61] = [
+        "0s", "1s", "2s", "3s", "4s", "5s", "6s", "7s", "8s", "9s", "10s", "11s", "12s", "13s",
+        "14s", "15s", "16s", "17s", "18s", "19s", "20s", "21s", "22s", "23s", "24s", "25s", "26s",
+        "27s", "28s", "29s", "30s", "31s", "32s", "33s", "34s", "35s", "36s", "37s", "38s", "39s",
+        "40s", "41s", "42s", "43s", "44s", "45s", "46s", "47s", "48s", "49s", "50s", "51s", "52s",
+        "53s", "54s", "55s", "56s", "57s", "58s", "59s", "60s",
+    ];
+    match usize::try_from(secs).ok().and_then(|i| MINUTE.get(i)) {
+        Some(s) => HeaderValue::from_static(s),
+        // Digits and `s` only: always a valid header value.
+        None => HeaderValue::try_from(format!("{secs}s")).unwrap_or(HeaderValue::from_static("0s")),
+    }
 }
 
 impl ApiError {
@@ -312,4 +326,16 @@ pub fn data_error(e: &serde_json::Error) -> ApiError {
         .to_owned();
     let message = text.split(" at line ").next().unwrap_or(&text).to_owned();
     ApiError::from(DomainError::invalid(field, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resets_read_as_seconds_from_the_table_and_beyond_it() {
+        for secs in (0..=300).chain([u64::MAX]) {
+            assert_eq!(reset_value(secs), format!("{secs}s").as_str(), "{secs}");
+        }
+    }
 }

@@ -91,8 +91,46 @@ pub struct Metrics {
     lists_kept: Counter,
     lists_read: Counter,
     run_queue_depth: Gauge,
+    /// The run series of each region and route, kept from their first use.
+    kept: KeptSeries,
     pool_probe: OnceLock<PoolProbe>,
     queue_probe: OnceLock<QueueProbe>,
+}
+
+/// The routes every run names, in the order of [`KeptSeries`]' slots (regions are in the
+/// order of `Region::ALL`).
+const RUN_ROUTES: [&str; 2] = ["/run", "/chat/completions"];
+
+fn regions() -> [&'static str; 2] {
+    gc_domain::values::Region::ALL.map(gc_domain::values::Region::as_str)
+}
+
+/// The series every run updates, resolved from their families at first use and kept (each
+/// shares its family's value): a family lookup hashes its labels and takes the family's lock,
+/// six times per run (issue 14). Kept from first use, not created up front, so `/metrics`
+/// shows a series only once something was counted in it, as before. Labels outside these
+/// fixed sets (an outcome other than `ok`) are looked up in their family each time.
+#[derive(Default)]
+struct KeptSeries {
+    /// Per region: runs with outcome `ok`, prompt and completion tokens, upstream latency.
+    ok_runs: [OnceLock<Counter>; 2],
+    prompt_tokens: [OnceLock<Counter>; 2],
+    completion_tokens: [OnceLock<Counter>; 2],
+    upstream_latency: [OnceLock<Histogram>; 2],
+    /// Per route: gc's added latency.
+    added_latency: [OnceLock<Histogram>; 2],
+}
+
+/// The series in `slots` for `key`'s place in `keys`, resolved once by `resolve`; `None` for a
+/// key outside `keys`.
+fn kept<'a, M: Clone>(
+    slots: &'a [OnceLock<M>; 2],
+    keys: [&str; 2],
+    key: &str,
+    resolve: impl FnOnce() -> M,
+) -> Option<&'a M> {
+    let i = keys.iter().position(|k| *k == key)?;
+    slots.get(i).map(|slot| slot.get_or_init(resolve))
 }
 
 fn latency_histogram() -> Histogram {
@@ -201,6 +239,7 @@ impl Metrics {
             lists_kept,
             lists_read,
             run_queue_depth,
+            kept: KeptSeries::default(),
             pool_probe: OnceLock::new(),
             queue_probe: OnceLock::new(),
         }
@@ -246,24 +285,29 @@ impl Metrics {
         prompt: u64,
         completion: u64,
     ) {
-        self.runs
-            .get_or_create(&RunLabels { region, outcome })
-            .inc();
-        if prompt > 0 {
-            self.tokens
-                .get_or_create(&TokenLabels {
-                    region,
-                    kind: "prompt",
-                })
-                .inc_by(prompt);
-        }
-        if completion > 0 {
-            self.tokens
-                .get_or_create(&TokenLabels {
-                    region,
-                    kind: "completion",
-                })
-                .inc_by(completion);
+        let labels = RunLabels { region, outcome };
+        let resolve = || self.runs.get_or_create(&labels).clone();
+        // Only `ok` is kept: the slot must never be resolved for another outcome.
+        let ok = (outcome == "ok")
+            .then(|| kept(&self.kept.ok_runs, regions(), region, resolve))
+            .flatten();
+        match ok {
+            Some(c) => c.inc(),
+            None => self.runs.get_or_create(&labels).inc(),
+        };
+        for (n, kind, slots) in [
+            (prompt, "prompt", &self.kept.prompt_tokens),
+            (completion, "completion", &self.kept.completion_tokens),
+        ] {
+            if n == 0 {
+                continue;
+            }
+            let labels = TokenLabels { region, kind };
+            let resolve = || self.tokens.get_or_create(&labels).clone();
+            match kept(slots, regions(), region, resolve) {
+                Some(c) => c.inc_by(n),
+                None => self.tokens.get_or_create(&labels).inc_by(n),
+            };
         }
     }
 
@@ -275,12 +319,21 @@ impl Metrics {
         upstream_s: f64,
         added_s: f64,
     ) {
-        self.upstream_latency
-            .get_or_create(&RegionLabels { region })
-            .observe(upstream_s);
-        self.added_latency
-            .get_or_create(&RouteLabels { route })
-            .observe(added_s);
+        let upstream = RegionLabels { region };
+        let resolve = || self.upstream_latency.get_or_create(&upstream).clone();
+        match kept(&self.kept.upstream_latency, regions(), region, resolve) {
+            Some(h) => h.observe(upstream_s),
+            None => self
+                .upstream_latency
+                .get_or_create(&upstream)
+                .observe(upstream_s),
+        }
+        let added = RouteLabels { route };
+        let resolve = || self.added_latency.get_or_create(&added).clone();
+        match kept(&self.kept.added_latency, RUN_ROUTES, route, resolve) {
+            Some(h) => h.observe(added_s),
+            None => self.added_latency.get_or_create(&added).observe(added_s),
+        }
     }
 
     /// A run refused by a quota: `requests_per_minute`, `tokens_per_minute`, `monthly_tokens`.
@@ -345,3 +398,63 @@ pub fn config(cfg: &mut web::ServiceConfig) {
 
 /// Shared handle, as kept in [`AppState`].
 pub type SharedMetrics = Arc<Metrics>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(page: &'a str, series: &str) -> Option<&'a str> {
+        page.lines().find(|l| l.starts_with(series))
+    }
+
+    #[test]
+    fn kept_series_count_in_their_own_labels_whatever_comes_first() {
+        let m = Metrics::new();
+        // Nothing counted yet: no run series on the page.
+        assert!(line(&m.render(), "gc_runs_total{").is_none());
+        // A failed run first: the kept `ok` series must not become this one.
+        m.run_finished("AIHK", "upstream_error", 0, 0);
+        m.run_finished("AIHK", "ok", 3, 0);
+        m.run_finished("AIHK", "ok", 2, 5);
+        m.run_finished("AICA", "ok", 1, 1);
+        // A label outside the kept sets is still counted, in its family.
+        m.run_finished("ELSEWHERE", "ok", 4, 0);
+        m.run_latency("AIHK", "/chat/completions", 0.5, 0.001);
+        m.run_latency("AIHK", "/run", 0.5, 0.001);
+        m.run_latency("AIHK", "/run", 0.5, 0.001);
+        m.run_latency("ELSEWHERE", "/other", 0.5, 0.001);
+        let page = m.render();
+        for (series, value) in [
+            (
+                r#"gc_runs_total{region="AIHK",outcome="upstream_error"}"#,
+                "1",
+            ),
+            (r#"gc_runs_total{region="AIHK",outcome="ok"}"#, "2"),
+            (r#"gc_runs_total{region="AICA",outcome="ok"}"#, "1"),
+            (r#"gc_runs_total{region="ELSEWHERE",outcome="ok"}"#, "1"),
+            (r#"gc_tokens_total{region="AIHK",kind="prompt"}"#, "5"),
+            (r#"gc_tokens_total{region="AIHK",kind="completion"}"#, "5"),
+            (r#"gc_tokens_total{region="AICA",kind="completion"}"#, "1"),
+            (r#"gc_tokens_total{region="ELSEWHERE",kind="prompt"}"#, "4"),
+            (r#"gc_upstream_latency_seconds_count{region="AIHK"}"#, "3"),
+            (
+                r#"gc_upstream_latency_seconds_count{region="ELSEWHERE"}"#,
+                "1",
+            ),
+            (r#"gc_added_latency_seconds_count{route="/run"}"#, "2"),
+            (
+                r#"gc_added_latency_seconds_count{route="/chat/completions"}"#,
+                "1",
+            ),
+            (r#"gc_added_latency_seconds_count{route="/other"}"#, "1"),
+        ] {
+            let found = line(&page, series).unwrap_or_else(|| panic!("{series} in {page}"));
+            assert_eq!(found, format!("{series} {value}"), "{page}");
+        }
+        assert!(line(
+            &page,
+            r#"gc_tokens_total{region="ELSEWHERE",kind="completion"}"#
+        )
+        .is_none());
+    }
+}

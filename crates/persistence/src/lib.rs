@@ -13,6 +13,7 @@
 //! [`testing`] holds the helpers tests use to get a fresh database per test on each backend.
 
 mod error;
+mod fixed;
 mod repos;
 mod rows;
 mod schema;

@@ -55,7 +55,8 @@ macro_rules! insert_rows {
 }
 pub(crate) use insert_rows;
 
-const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+pub(crate) const SQLITE_MIGRATIONS: EmbeddedMigrations =
+    embed_migrations!("../../migrations/sqlite");
 const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
 
 /// An arbitrary constant that names the advisory lock serialising migrations across nodes.

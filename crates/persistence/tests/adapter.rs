@@ -1660,7 +1660,13 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         actions(db, &m).is_empty(),
         "no activity from the failed batch"
     );
-    db.store.record_runs(&lines, &activities).unwrap();
+    // In two batches: the second adds its tokens to the windows the first created.
+    db.store
+        .record_runs(&lines[..80], &activities[..80])
+        .unwrap();
+    db.store
+        .record_runs(&lines[80..], &activities[80..])
+        .unwrap();
     let logged = db
         .store
         .list_activity(&m.read, &PageRequest::new(Some(200), None).unwrap())

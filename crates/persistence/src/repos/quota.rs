@@ -24,37 +24,10 @@ use uuid::Uuid;
 
 use super::count;
 use crate::error::db_error;
+use crate::fixed::{AddTokens, GiveBack, TakeRequests};
 use crate::rows::text;
 use crate::schema::{quota_windows, run_usage};
 use crate::store::{on_backend, DbConnection, DbStore};
-
-#[derive(QueryableByName)]
-struct Requests {
-    #[diesel(sql_type = BigInt)]
-    requests: i64,
-}
-
-const TAKE_SQLITE: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES (?, ?, ?, 0) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET requests = quota_windows.requests + excluded.requests \
-     WHERE quota_windows.requests + excluded.requests <= ? \
-     RETURNING requests";
-const TAKE_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES ($1, $2, $3, 0) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET requests = quota_windows.requests + excluded.requests \
-     WHERE quota_windows.requests + excluded.requests <= $4 \
-     RETURNING requests";
-const GIVE_BACK: &str = "UPDATE quota_windows SET requests = requests - ? \
-     WHERE subject = ? AND window_start = ?";
-const GIVE_BACK_PG: &str = "UPDATE quota_windows SET requests = requests - $1 \
-     WHERE subject = $2 AND window_start = $3";
-const ADD_TOKENS_SQLITE: &str =
-    "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET tokens = quota_windows.tokens + excluded.tokens";
-const ADD_TOKENS_PG: &str = "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
-     VALUES ($1, $2, 0, $3) ON CONFLICT (subject, window_start) DO UPDATE \
-     SET tokens = quota_windows.tokens + excluded.tokens";
 
 fn limit(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -62,23 +35,15 @@ fn limit(n: u64) -> i64 {
 
 /// Counts `n` requests in `w` unless that passes `max`; the new count, or `None`.
 fn take_n(conn: &mut DbConnection, w: &QuotaWindow, n: u64, max: u64) -> DomainResult<Option<u64>> {
-    let subject = w.subject.stored();
-    let found: Vec<Requests> = match conn {
-        DbConnection::Sqlite(c) => diesel::sql_query(TAKE_SQLITE)
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .bind::<BigInt, _>(limit(n))
-            .bind::<BigInt, _>(limit(max))
-            .load(c),
-        DbConnection::Pg(c) => diesel::sql_query(TAKE_PG)
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .bind::<BigInt, _>(limit(n))
-            .bind::<BigInt, _>(limit(max))
-            .load(c),
-    }
-    .map_err(|e| db_error("take_request", e))?;
-    Ok(found.first().map(|r| count(r.requests)))
+    let take = TakeRequests {
+        subject: w.subject.stored(),
+        window_start: w.start_ms,
+        requests: limit(n),
+        max: limit(max),
+    };
+    let found: Vec<i64> =
+        on_backend!(conn, |c| take.load(c)).map_err(|e| db_error("take_request", e))?;
+    Ok(found.first().map(|r| count(*r)))
 }
 
 /// Counts `t.want` requests in its window, or one when they do not fit; `None` when full.
@@ -97,38 +62,22 @@ fn take_one(conn: &mut DbConnection, t: &RequestTake) -> DomainResult<Option<Gra
 }
 
 fn give_back(conn: &mut DbConnection, w: &QuotaWindow, n: u64) -> DomainResult<()> {
-    let subject = w.subject.stored();
-    match conn {
-        DbConnection::Sqlite(c) => diesel::sql_query(GIVE_BACK)
-            .bind::<BigInt, _>(limit(n))
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .execute(c),
-        DbConnection::Pg(c) => diesel::sql_query(GIVE_BACK_PG)
-            .bind::<BigInt, _>(limit(n))
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .execute(c),
-    }
-    .map_err(|e| db_error("take_request", e))?;
+    let back = GiveBack {
+        requests: limit(n),
+        subject: w.subject.stored(),
+        window_start: w.start_ms,
+    };
+    on_backend!(conn, |c| back.execute(c)).map_err(|e| db_error("take_request", e))?;
     Ok(())
 }
 
 fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainResult<()> {
-    let subject = w.subject.stored();
-    match conn {
-        DbConnection::Sqlite(c) => diesel::sql_query(ADD_TOKENS_SQLITE)
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .bind::<BigInt, _>(limit(tokens))
-            .execute(c),
-        DbConnection::Pg(c) => diesel::sql_query(ADD_TOKENS_PG)
-            .bind::<Text, _>(&subject)
-            .bind::<BigInt, _>(w.start_ms)
-            .bind::<BigInt, _>(limit(tokens))
-            .execute(c),
-    }
-    .map_err(|e| db_error("record_runs", e))?;
+    let add = AddTokens {
+        subject: w.subject.stored(),
+        window_start: w.start_ms,
+        tokens: limit(tokens),
+    };
+    on_backend!(conn, |c| add.execute(c)).map_err(|e| db_error("record_runs", e))?;
     Ok(())
 }
 

@@ -1,0 +1,251 @@
+//! Statements of fixed text that each connection prepares once.
+//!
+//! Diesel keeps a statement prepared only when its text cannot depend on its values. It
+//! never keeps `sql_query` text, an `UPDATE` or an `ON CONFLICT … DO UPDATE` built with the
+//! query builder (a changeset may skip a column whose value is `None`): each call parses
+//! and plans it again, tens of thousands of instructions on SQLite. The run writer adds
+//! tokens to every window of every batch, and a lease take counts requests, so those
+//! statements are written here as types: a type names its one text (a static query id), and
+//! diesel's per-connection cache finds it prepared from the second call on (issue 14).
+//! Binds are pushed by diesel, so one text serves both backends (`?` or `$n`).
+
+use diesel::backend::Backend;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::serialize::ToSql;
+use diesel::sql_types::{BigInt, HasSqlType, Text};
+use diesel::{QueryResult, RunQueryDsl};
+
+/// The backends these statements are written for: both bind text and 64-bit integers.
+pub(crate) trait FixedBackend: Backend + HasSqlType<Text> + HasSqlType<BigInt>
+where
+    String: ToSql<Text, Self>,
+    i64: ToSql<BigInt, Self>,
+{
+}
+
+impl<DB> FixedBackend for DB
+where
+    DB: Backend + HasSqlType<Text> + HasSqlType<BigInt>,
+    String: ToSql<Text, DB>,
+    i64: ToSql<BigInt, DB>,
+{
+}
+
+/// Implements the query traits of a statement type whose `walk` writes its fixed text.
+macro_rules! fixed_statement {
+    ($name:ident) => {
+        impl QueryId for $name {
+            type QueryId = Self;
+            const HAS_STATIC_QUERY_ID: bool = true;
+        }
+
+        impl<DB> QueryFragment<DB> for $name
+        where
+            DB: FixedBackend,
+            String: ToSql<Text, DB>,
+            i64: ToSql<BigInt, DB>,
+        {
+            fn walk_ast<'b>(&'b self, out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+                self.walk(out)
+            }
+        }
+
+        impl<Conn> RunQueryDsl<Conn> for $name {}
+    };
+}
+
+/// Adds `tokens` to a window's token count, creating the window at zero requests.
+#[derive(Debug)]
+pub(crate) struct AddTokens {
+    pub subject: String,
+    pub window_start: i64,
+    pub tokens: i64,
+}
+
+impl AddTokens {
+    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
+    where
+        DB: FixedBackend,
+        String: ToSql<Text, DB>,
+        i64: ToSql<BigInt, DB>,
+    {
+        out.push_sql(
+            "INSERT INTO quota_windows (subject, window_start, requests, tokens) VALUES (",
+        );
+        out.push_bind_param::<Text, _>(&self.subject)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.window_start)?;
+        out.push_sql(", 0, ");
+        out.push_bind_param::<BigInt, _>(&self.tokens)?;
+        out.push_sql(
+            ") ON CONFLICT (subject, window_start) DO UPDATE \
+             SET tokens = quota_windows.tokens + excluded.tokens",
+        );
+        Ok(())
+    }
+}
+
+fixed_statement!(AddTokens);
+
+/// Counts `requests` more in a window unless that passes `max`, in one atomic upsert;
+/// returns the new count, or no row when it would pass.
+#[derive(Debug)]
+pub(crate) struct TakeRequests {
+    pub subject: String,
+    pub window_start: i64,
+    pub requests: i64,
+    pub max: i64,
+}
+
+impl TakeRequests {
+    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
+    where
+        DB: FixedBackend,
+        String: ToSql<Text, DB>,
+        i64: ToSql<BigInt, DB>,
+    {
+        out.push_sql(
+            "INSERT INTO quota_windows (subject, window_start, requests, tokens) VALUES (",
+        );
+        out.push_bind_param::<Text, _>(&self.subject)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.window_start)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.requests)?;
+        out.push_sql(
+            ", 0) ON CONFLICT (subject, window_start) DO UPDATE \
+             SET requests = quota_windows.requests + excluded.requests \
+             WHERE quota_windows.requests + excluded.requests <= ",
+        );
+        out.push_bind_param::<BigInt, _>(&self.max)?;
+        out.push_sql(" RETURNING requests");
+        Ok(())
+    }
+}
+
+impl Query for TakeRequests {
+    type SqlType = BigInt;
+}
+
+fixed_statement!(TakeRequests);
+
+/// Takes `requests` back off a window's count (a refused take of several windows hands back
+/// what the earlier ones counted).
+#[derive(Debug)]
+pub(crate) struct GiveBack {
+    pub requests: i64,
+    pub subject: String,
+    pub window_start: i64,
+}
+
+impl GiveBack {
+    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
+    where
+        DB: FixedBackend,
+        String: ToSql<Text, DB>,
+        i64: ToSql<BigInt, DB>,
+    {
+        out.push_sql("UPDATE quota_windows SET requests = requests - ");
+        out.push_bind_param::<BigInt, _>(&self.requests)?;
+        out.push_sql(" WHERE subject = ");
+        out.push_bind_param::<Text, _>(&self.subject)?;
+        out.push_sql(" AND window_start = ");
+        out.push_bind_param::<BigInt, _>(&self.window_start)?;
+        Ok(())
+    }
+}
+
+fixed_statement!(GiveBack);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use diesel::connection::{Instrumentation, InstrumentationEvent};
+    use diesel::prelude::*;
+    use diesel_migrations::MigrationHarness;
+
+    use super::*;
+
+    /// The statements each connection prepared for its cache, and every statement it ran.
+    #[derive(Default)]
+    struct Seen {
+        prepared: Vec<String>,
+        ran: usize,
+    }
+
+    fn connection() -> (SqliteConnection, Arc<Mutex<Seen>>) {
+        let mut c = SqliteConnection::establish(":memory:").unwrap();
+        c.run_pending_migrations(crate::store::SQLITE_MIGRATIONS)
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let log = Arc::clone(&seen);
+        let watch = move |event: InstrumentationEvent<'_>| {
+            let mut s = log.lock().unwrap();
+            match event {
+                InstrumentationEvent::CacheQuery { sql, .. } => s.prepared.push(sql.to_owned()),
+                InstrumentationEvent::StartQuery { .. } => s.ran += 1,
+                _ => {}
+            }
+        };
+        c.set_instrumentation(Box::new(watch) as Box<dyn Instrumentation>);
+        (c, seen)
+    }
+
+    #[test]
+    fn each_statement_is_prepared_once_per_connection_and_counts_right() {
+        let (mut c, seen) = connection();
+        let subject = || "t:one".to_owned();
+        for tokens in [5, 7, 11] {
+            let add = AddTokens {
+                subject: subject(),
+                window_start: 60_000,
+                tokens,
+            };
+            assert_eq!(add.execute(&mut c).unwrap(), 1);
+        }
+        let mut counts = Vec::new();
+        for requests in [4, 4, 4] {
+            let take = TakeRequests {
+                subject: subject(),
+                window_start: 60_000,
+                requests,
+                max: 10,
+            };
+            counts.push(take.load::<i64>(&mut c).unwrap());
+        }
+        // The third take would pass the maximum: no row, nothing counted.
+        assert_eq!(counts, vec![vec![4], vec![8], vec![]]);
+        for _ in 0..2 {
+            let back = GiveBack {
+                requests: 3,
+                subject: subject(),
+                window_start: 60_000,
+            };
+            assert_eq!(back.execute(&mut c).unwrap(), 1);
+        }
+        let (requests, tokens): (i64, i64) = crate::schema::quota_windows::table
+            .select((
+                crate::schema::quota_windows::requests,
+                crate::schema::quota_windows::tokens,
+            ))
+            .first(&mut c)
+            .unwrap();
+        assert_eq!((requests, tokens), (2, 23));
+
+        let seen = seen.lock().unwrap();
+        let fixed: Vec<&String> = seen
+            .prepared
+            .iter()
+            .filter(|sql| sql.contains("quota_windows ("))
+            .chain(
+                seen.prepared
+                    .iter()
+                    .filter(|sql| sql.starts_with("UPDATE quota_windows")),
+            )
+            .collect();
+        // Eight runs of three statements, three preparations: one per statement.
+        assert_eq!(fixed.len(), 3, "{:?}", seen.prepared);
+        assert!(seen.ran >= 8, "{}", seen.ran);
+    }
+}
