@@ -6,7 +6,9 @@
 //! sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
 //! to the mock one at a time, then N `/run`s 16 at a time (`run-16`: the run recorder's
 //! batches hold several runs, as under load), then `POST /run` one at a time with the tenant's
-//! three limits set (`run-limited`). When the wrapper is callgrind, the counters are zeroed before a phase and
+//! three limits set (`run-limited`), and 16 at a time with them (`run-limited-16`). Each phase
+//! prints the server's CPU time per request (user + system, from `/proc`): without a wrapper,
+//! that is the native cost of each kind of request. When the wrapper is callgrind, the counters are zeroed before a phase and
 //! dumped after it (`callgrind_control`), so each dump holds exactly N requests; read them with
 //! `callgrind_annotate`.
 
@@ -74,6 +76,7 @@ pub(crate) async fn run(bin: &str, n: usize) {
         ("run", &run, 1),
         ("run-16", &run, 16),
         ("run-limited", &run, 1),
+        ("run-limited-16", &run, 16),
     ] {
         if phase == "run-limited" {
             // The tenant's three limits, high enough never to refuse: what the quota check
@@ -96,6 +99,7 @@ pub(crate) async fn run(bin: &str, n: usize) {
             callgrind(&["-z"], pid);
         }
         let t = Instant::now();
+        let ticks = crate::cpu_ticks(pid);
         let mut sends = tokio::task::JoinSet::new();
         for i in 0..at_once {
             // Exactly n in all: the first n % at_once senders send one more.
@@ -116,11 +120,13 @@ pub(crate) async fn run(bin: &str, n: usize) {
         let took = t.elapsed();
         // Let the run recorder write its batch inside this phase.
         tokio::time::sleep(Duration::from_millis(500)).await;
+        // Clock ticks of 10 ms, so per request in µs: ticks * 10,000 / n.
+        let cpu_us = crate::cpu_ticks(pid).saturating_sub(ticks) as f64 * 10_000.0 / n as f64;
         if is_callgrind {
             callgrind(&["-d", phase], pid);
         }
         println!(
-            "{phase}: {n} requests in {:.2} s ({:.0} µs each)",
+            "{phase}: {n} requests in {:.2} s ({:.0} µs each; server CPU {cpu_us:.1} µs each)",
             took.as_secs_f64(),
             took.as_secs_f64() * 1e6 / n as f64
         );
