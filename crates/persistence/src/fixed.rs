@@ -54,6 +54,36 @@ macro_rules! fixed_statement {
     };
 }
 
+/// The opening both upserts share: `INSERT INTO quota_windows (subject, window_start,
+/// requests, tokens) VALUES (…) ON CONFLICT (subject, window_start) DO UPDATE SET `, with
+/// `requests` and `tokens` bound, or a literal 0 where `None`.
+fn upsert_window<'b, DB>(
+    out: &mut AstPass<'_, 'b, DB>,
+    subject: &'b String,
+    window_start: &'b i64,
+    requests: Option<&'b i64>,
+    tokens: Option<&'b i64>,
+) -> QueryResult<()>
+where
+    DB: FixedBackend,
+    String: ToSql<Text, DB>,
+    i64: ToSql<BigInt, DB>,
+{
+    out.push_sql("INSERT INTO quota_windows (subject, window_start, requests, tokens) VALUES (");
+    out.push_bind_param::<Text, _>(subject)?;
+    out.push_sql(", ");
+    out.push_bind_param::<BigInt, _>(window_start)?;
+    for count in [requests, tokens] {
+        out.push_sql(", ");
+        match count {
+            Some(n) => out.push_bind_param::<BigInt, _>(n)?,
+            None => out.push_sql("0"),
+        }
+    }
+    out.push_sql(") ON CONFLICT (subject, window_start) DO UPDATE SET ");
+    Ok(())
+}
+
 /// Adds `tokens` to a window's token count, creating the window at zero requests.
 #[derive(Debug)]
 pub(crate) struct AddTokens {
@@ -69,18 +99,14 @@ impl AddTokens {
         String: ToSql<Text, DB>,
         i64: ToSql<BigInt, DB>,
     {
-        out.push_sql(
-            "INSERT INTO quota_windows (subject, window_start, requests, tokens) VALUES (",
-        );
-        out.push_bind_param::<Text, _>(&self.subject)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&self.window_start)?;
-        out.push_sql(", 0, ");
-        out.push_bind_param::<BigInt, _>(&self.tokens)?;
-        out.push_sql(
-            ") ON CONFLICT (subject, window_start) DO UPDATE \
-             SET tokens = quota_windows.tokens + excluded.tokens",
-        );
+        upsert_window(
+            &mut out,
+            &self.subject,
+            &self.window_start,
+            None,
+            Some(&self.tokens),
+        )?;
+        out.push_sql("tokens = quota_windows.tokens + excluded.tokens");
         Ok(())
     }
 }
@@ -104,17 +130,15 @@ impl TakeRequests {
         String: ToSql<Text, DB>,
         i64: ToSql<BigInt, DB>,
     {
+        upsert_window(
+            &mut out,
+            &self.subject,
+            &self.window_start,
+            Some(&self.requests),
+            None,
+        )?;
         out.push_sql(
-            "INSERT INTO quota_windows (subject, window_start, requests, tokens) VALUES (",
-        );
-        out.push_bind_param::<Text, _>(&self.subject)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&self.window_start)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&self.requests)?;
-        out.push_sql(
-            ", 0) ON CONFLICT (subject, window_start) DO UPDATE \
-             SET requests = quota_windows.requests + excluded.requests \
+            "requests = quota_windows.requests + excluded.requests \
              WHERE quota_windows.requests + excluded.requests <= ",
         );
         out.push_bind_param::<BigInt, _>(&self.max)?;
@@ -244,8 +268,20 @@ mod tests {
                     .filter(|sql| sql.starts_with("UPDATE quota_windows")),
             )
             .collect();
-        // Eight runs of three statements, three preparations: one per statement.
-        assert_eq!(fixed.len(), 3, "{:?}", seen.prepared);
+        // Eight runs of three statements, three preparations: one per statement, each with
+        // its whole text.
+        let expected = [
+            "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+             VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
+             SET tokens = quota_windows.tokens + excluded.tokens",
+            "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
+             VALUES (?, ?, ?, 0) ON CONFLICT (subject, window_start) DO UPDATE \
+             SET requests = quota_windows.requests + excluded.requests \
+             WHERE quota_windows.requests + excluded.requests <= ? RETURNING requests",
+            "UPDATE quota_windows SET requests = requests - ? \
+             WHERE subject = ? AND window_start = ?",
+        ];
+        assert_eq!(fixed, expected, "{:?}", seen.prepared);
         assert!(seen.ran >= 8, "{}", seen.ran);
     }
 }
