@@ -21,11 +21,12 @@
 //! request path ([`NodeQuotas::refill`], decision 0017), so a busy subject's requests do not
 //! wait for the write.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
@@ -322,7 +323,8 @@ impl Lease {
 /// than the shared count holds.
 #[derive(Debug, Default)]
 pub struct NodeQuotas {
-    leases: Mutex<HashMap<QuotaSubject, Lease>>,
+    /// Keyed by server-made ids, so hashed with the fast hasher (no client chooses a key).
+    leases: Mutex<FxHashMap<QuotaSubject, Lease>>,
     tokens: Arc<TokenReads>,
     /// Leases to refill ahead; never locked while `leases` is wanted.
     refills: Arc<Mutex<Refills>>,
@@ -372,7 +374,7 @@ impl Drop for RefillClaim {
 }
 
 impl NodeQuotas {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QuotaSubject, Lease>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, Lease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -534,7 +536,7 @@ const TOKEN_READS_MAX: usize = 4_096;
 #[derive(Debug, Default)]
 pub struct TokenReads {
     epoch: AtomicU64,
-    seen: Mutex<HashMap<QuotaWindow, SeenTokens>>,
+    seen: Mutex<FxHashMap<QuotaWindow, SeenTokens>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -554,7 +556,7 @@ impl Drop for WriteEnds<'_> {
 }
 
 impl TokenReads {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QuotaWindow, SeenTokens>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaWindow, SeenTokens>> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -576,7 +578,7 @@ impl TokenReads {
         store: &P,
         windows: &[QuotaWindow],
         now_ms: i64,
-    ) -> DomainResult<Vec<u64>> {
+    ) -> DomainResult<SmallVec<[u64; 3]>> {
         let epoch = self.epoch.load(Ordering::SeqCst);
         let quiet = epoch % 2 == 0;
         // Read under this epoch, or just before the write that now runs began.
@@ -586,7 +588,7 @@ impl TokenReads {
         };
         {
             let seen = self.lock();
-            let known: Option<Vec<u64>> = windows
+            let known: Option<SmallVec<[u64; 3]>> = windows
                 .iter()
                 .map(|w| seen.get(w).filter(|s| fresh(s)).map(|s| s.tokens))
                 .collect();
@@ -613,7 +615,7 @@ impl TokenReads {
                 );
             }
         }
-        Ok(used)
+        Ok(SmallVec::from_vec(used))
     }
 }
 
@@ -635,16 +637,16 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     }
     let minute = minute_start(now);
     let minute_reset = secs_until(now, minute + 60_000);
-    let month = month_start(now).timestamp_millis();
-    let month_reset = secs_until(now, next_month_start(now).timestamp_millis());
+    // Every run's check is built on the stack (at most three token windows and two request
+    // windows); the month's dates are worked out only when a budget is set.
 
     // Tokens: counted when runs end, read here (or reused for a few milliseconds, see
     // `TokenReads`).
-    let mut reads: Vec<(QuotaWindow, u64, QuotaReason)> = Vec::new();
+    let mut reads: SmallVec<[(QuotaWindow, u64, QuotaReason); 3]> = SmallVec::new();
     if let Some(max) = t.monthly_tokens {
         let w = QuotaWindow {
             subject: QuotaSubject::TenantMonth(tenant.id),
-            start_ms: month,
+            start_ms: month_start(now).timestamp_millis(),
         };
         reads.push((w, max, QuotaReason::MonthlyTokens));
     }
@@ -664,13 +666,13 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     }
     let mut state = RateLimitState::default();
     if !reads.is_empty() {
-        let windows: Vec<QuotaWindow> = reads.iter().map(|(w, _, _)| *w).collect();
+        let windows: SmallVec<[QuotaWindow; 3]> = reads.iter().map(|(w, _, _)| *w).collect();
         let used = quotas
             .tokens
             .read(store, &windows, now.timestamp_millis())?;
         for ((_, max, reason), used) in reads.iter().zip(used) {
             let retry_after_secs = if *reason == QuotaReason::MonthlyTokens {
-                month_reset
+                secs_until(now, next_month_start(now).timestamp_millis())
             } else {
                 minute_reset
             };
@@ -701,7 +703,7 @@ pub fn admit<P: QuotaRepo + ?Sized>(
 
     // Requests: admitted from this process's leases, which the shared count already holds;
     // a window without one is taken from the shared count now, never above the limit.
-    let mut takes: Vec<(QuotaWindow, u64)> = Vec::new();
+    let mut takes: SmallVec<[(QuotaWindow, u64); 2]> = SmallVec::new();
     if let Some(max) = t.requests_per_minute {
         let w = QuotaWindow {
             subject: QuotaSubject::TenantMinute(tenant.id),
@@ -759,10 +761,10 @@ fn take_requests<P: QuotaRepo + ?Sized>(
     quotas: &NodeQuotas,
     takes: &[(QuotaWindow, u64)],
     now_ms: i64,
-) -> DomainResult<Result<Vec<u64>, usize>> {
-    let mut remaining = vec![0; takes.len()];
-    let mut from_lease = vec![false; takes.len()];
-    let mut missing: Vec<usize> = Vec::new();
+) -> DomainResult<Result<SmallVec<[u64; 2]>, usize>> {
+    let mut remaining: SmallVec<[u64; 2]> = smallvec::smallvec![0; takes.len()];
+    let mut from_lease: SmallVec<[bool; 2]> = smallvec::smallvec![false; takes.len()];
+    let mut missing: SmallVec<[usize; 2]> = SmallVec::new();
     {
         let mut held = quotas.lock();
         if held.len() > 4_096 {
@@ -789,7 +791,7 @@ fn take_requests<P: QuotaRepo + ?Sized>(
     if missing.is_empty() {
         return Ok(Ok(remaining));
     }
-    let asks: Vec<RequestTake> = missing
+    let asks: SmallVec<[RequestTake; 2]> = missing
         .iter()
         .filter_map(|i| takes.get(*i))
         .map(|(w, max)| RequestTake {

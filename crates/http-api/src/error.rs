@@ -32,12 +32,12 @@ pub struct ApiError {
 /// (the monthly budget has no header; its refusal says so). Resets are `<seconds>s`.
 pub fn rate_limit_headers(
     state: &gc_domain::quota::RateLimitState,
-) -> Vec<(header::HeaderName, HeaderValue)> {
-    // Names made at compile time and integer values: built per limited run, so no name is
-    // checked and no text formatted for it (issue 10: formatting them was a fifth of the
-    // quota check).
+) -> impl Iterator<Item = (header::HeaderName, HeaderValue)> {
+    // Names made at compile time and integer values, yielded one by one (no list is built):
+    // made per limited run, so no name is checked and no text formatted for it (issue 10:
+    // formatting them was a fifth of the quota check).
     use header::HeaderName as N;
-    const NAMES: [[N; 3]; 2] = [
+    static NAMES: [[N; 3]; 2] = [
         [
             N::from_static("x-ratelimit-limit-requests"),
             N::from_static("x-ratelimit-remaining-requests"),
@@ -49,19 +49,17 @@ pub fn rate_limit_headers(
             N::from_static("x-ratelimit-reset-tokens"),
         ],
     ];
-    let mut out = Vec::with_capacity(6);
-    for (names, allowance) in NAMES.iter().zip([state.requests, state.tokens]) {
-        let Some(a) = allowance else { continue };
-        let values = [
-            HeaderValue::from(a.limit),
-            HeaderValue::from(a.remaining),
-            reset_value(a.reset_secs),
-        ];
-        for (name, value) in names.iter().zip(values) {
-            out.push((name.clone(), value));
-        }
-    }
-    out
+    NAMES
+        .iter()
+        .zip([state.requests, state.tokens])
+        .filter_map(|(names, allowance)| allowance.map(|a| (names, a)))
+        .flat_map(|(names, a)| {
+            names.iter().cloned().zip([
+                HeaderValue::from(a.limit),
+                HeaderValue::from(a.remaining),
+                reset_value(a.reset_secs),
+            ])
+        })
 }
 
 /// `<seconds>s` for a reset: a minute's resets (every one these headers show) from a static
@@ -251,7 +249,7 @@ impl From<DomainError> for ApiError {
             _ => None,
         };
         let headers = match &e {
-            DomainError::QuotaExceeded { state, .. } => rate_limit_headers(state),
+            DomainError::QuotaExceeded { state, .. } => rate_limit_headers(state).collect(),
             _ => Vec::new(),
         };
         let param = match &e {

@@ -509,12 +509,28 @@ impl DbStore {
         }
     }
 
-    /// Runs `f` on a pooled connection (no transaction: one statement, or reads).
+    /// Runs `f`, reads, on the connection reserved on this thread or a pooled one (no
+    /// transaction). A statement that writes goes through `write_one` or `write`.
     pub(crate) fn read<T>(
         &self,
         f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
     ) -> DomainResult<T> {
         self.with_conn(f)
+    }
+
+    /// Runs `f`, one statement that writes (atomic on its own: no transaction to pay for), on
+    /// a pooled connection. Never on a connection reserved for inline reads: there it is
+    /// refused before any statement runs and the work is deferred to the blocking pool, as
+    /// `write` does (the read-only connection would refuse it too, but as a failed statement,
+    /// logged as a database error).
+    pub(crate) fn write_one<T>(
+        &self,
+        f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
+    ) -> DomainResult<T> {
+        if take_reserved(self.id()).is_some() {
+            return Err(defer());
+        }
+        f(&mut *self.conn()?)
     }
 
     /// Runs `f` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken

@@ -2016,7 +2016,7 @@ fn concurrent_writers_all_succeed(db: &Db) {
 // ---- Inline reads (issue 14) ----------------------------------------------------------------
 
 fn inline_reads_never_wait_and_defer_writes(db: &Db) {
-    use gc_domain::ports::{InlineRepo, WorkspaceRepo};
+    use gc_domain::ports::{InlineRepo, QuotaRepo, WorkspaceRepo};
     let m = member(&db.store, "inline@example.com");
     if db.store.backend() == "postgres" {
         // A PostgreSQL answer waits on the network: never on a serving thread.
@@ -2057,15 +2057,38 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
         .is_none());
     db.store.insert_record(&m.write, &record, &line).unwrap();
 
-    // A one-statement write (no transaction) is refused by the read-only connection.
+    // A one-statement write (no transaction) is refused the same way, before it reaches the
+    // read-only connection (which would refuse it as a failed statement, a logged database
+    // error): a key's touch, a quota's single-window take.
     let guard = db
         .store
         .reserve_inline()
         .expect("an idle inline connection");
-    let err = db.store.touch_session(new_id(), now());
-    assert!(err.is_err());
+    let err = db.store.touch_session(new_id(), now()).unwrap_err();
+    assert!(matches!(err, DomainError::Unavailable { .. }), "{err:?}");
     assert!(guard.deferred());
     drop(guard);
+    let take = gc_domain::quota::RequestTake {
+        window: gc_domain::quota::QuotaWindow {
+            subject: gc_domain::quota::QuotaSubject::TenantMinute(m.tenant.id),
+            start_ms: 0,
+        },
+        max: 10,
+        want: 1,
+    };
+    let guard = db
+        .store
+        .reserve_inline()
+        .expect("an idle inline connection");
+    let err = db.store.take_request(&[take]).unwrap_err();
+    assert!(matches!(err, DomainError::Unavailable { .. }), "{err:?}");
+    assert!(guard.deferred());
+    drop(guard);
+    // Nothing was counted: on the pool, the same take is the window's first request.
+    let gc_domain::quota::Take::Taken(grants) = db.store.take_request(&[take]).unwrap() else {
+        panic!("a take below the limit");
+    };
+    assert_eq!(grants[0].count, 1);
 
     // Every inline connection reserved (one per thread): the next thread gets none, at once.
     let (hold, release) = std::sync::mpsc::channel::<()>();

@@ -84,7 +84,7 @@ impl UserRepo for DbStore {
             password_hash: user.password_hash.clone(),
             created_at: ms(user.created_at),
         };
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::insert_into(users::table)
                 .values(&row)
                 .execute(conn)
@@ -282,7 +282,7 @@ impl UserRepo for DbStore {
 impl TenantRepo for DbStore {
     fn insert_tenant(&self, _scope: &AdminScope, tenant: &Tenant) -> DomainResult<Tenant> {
         let row = TenantRow::from_domain(tenant);
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::insert_into(tenants::table)
                 .values(&row)
                 .execute(conn)
@@ -352,7 +352,7 @@ impl TenantRepo for DbStore {
 impl SessionRepo for DbStore {
     fn insert_session(&self, session: &Session) -> DomainResult<()> {
         let row = SessionRow::from_domain(session);
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::insert_into(sessions::table)
                 .values(&row)
                 .execute(conn)
@@ -394,7 +394,7 @@ impl SessionRepo for DbStore {
     }
 
     fn touch_session(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::update(sessions::table.find(text(id)))
                 .set(sessions::last_seen_at.eq(ms(at)))
                 .execute(conn)
@@ -416,7 +416,7 @@ impl SessionRepo for DbStore {
     }
 
     fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::delete(
                 sessions::table
                     .filter(sessions::id.eq(text(id)))
@@ -429,7 +429,7 @@ impl SessionRepo for DbStore {
     }
 
     fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::delete(
                 sessions::table
                     .filter(sessions::user_id.eq(text(user_id)))
@@ -446,7 +446,7 @@ impl SessionRepo for DbStore {
         idle_before: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> DomainResult<u64> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::delete(
                 sessions::table.filter(
                     sessions::expires_at
@@ -576,7 +576,7 @@ impl SigninThrottleRepo for DbStore {
 
     fn clear_failures(&self, email: &str) -> DomainResult<()> {
         let email = throttle_key(email);
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::delete(signin_failures::table.filter(signin_failures::email.eq(&email)))
                 .execute(conn)
                 .map_err(|e| db_error("clear_failures", e))

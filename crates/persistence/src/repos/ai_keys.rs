@@ -28,7 +28,7 @@ impl AiKeyRepo for DbStore {
         key: &NewTenantAiKey,
     ) -> DomainResult<TenantAiKey> {
         let row = AiKeyRow::from_domain(key);
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::insert_into(tenant_ai_keys::table)
                 .values(&row)
                 .execute(conn)
@@ -62,7 +62,7 @@ impl AiKeyRepo for DbStore {
     }
 
     fn delete_ai_key(&self, _scope: &AdminScope, tenant_id: Uuid, id: Uuid) -> DomainResult<bool> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::delete(
                 tenant_ai_keys::table
                     .filter(tenant_ai_keys::id.eq(text(id)))
@@ -75,7 +75,7 @@ impl AiKeyRepo for DbStore {
     }
 
     fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::update(
                 tenant_ai_keys::table
                     .find(text(verdict.key_id()))

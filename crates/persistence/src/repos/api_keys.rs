@@ -172,7 +172,7 @@ impl ApiKeyRepo for DbStore {
     }
 
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             diesel::update(api_keys::table.find(text(id)))
                 .set(api_keys::last_used_at.eq(Some(ms(at))))
                 .execute(conn)

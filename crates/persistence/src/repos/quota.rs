@@ -138,7 +138,7 @@ impl QuotaRepo for DbStore {
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
         if let [t] = takes {
             // Each statement is atomic on its own: no transaction to pay for.
-            return self.read(|conn| {
+            return self.write_one(|conn| {
                 Ok(match take_one(conn, t)? {
                     Some(g) => Take::Taken(vec![g]),
                     None => Take::Full(0),
@@ -163,7 +163,7 @@ impl QuotaRepo for DbStore {
     }
 
     fn prune_windows(&self, minute_before: i64, month_before: i64) -> DomainResult<u64> {
-        self.read(|conn| {
+        self.write_one(|conn| {
             on_backend!(conn, |c| diesel::delete(
                 quota_windows::table.filter(
                     quota_windows::subject

@@ -6,7 +6,9 @@
 //! sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
 //! to the mock one at a time, then N `/run`s 16 at a time (`run-16`: the run recorder's
 //! batches hold several runs, as under load), then `POST /run` one at a time with the tenant's
-//! three limits set (`run-limited`), and 16 at a time with them (`run-limited-16`). Each phase
+//! three limits set (`run-limited`), and 16 at a time with them (`run-limited-16`), then the
+//! same two with a key that has per-minute limits of its own as well (`run-key-limited`,
+//! `run-key-limited-16`: the bench's "tenant + key" configuration). Each phase
 //! prints the server's CPU time per request (user + system, from `/proc`): without a wrapper,
 //! that is the native cost of each kind of request. When the wrapper is callgrind, the counters are zeroed before a phase and
 //! dumped after it (`callgrind_control`), so each dump holds exactly N requests; read them with
@@ -46,6 +48,19 @@ pub(crate) async fn run(bin: &str, n: usize) {
     let native = spawn_server(bin, &db, free_port(), Some(&mock.base_url()));
     wait_healthy(&client, &native.base).await;
     let fixture = set_up(&client, &native.base).await;
+    // A second key of the same member with its own per-minute limits (high enough never to
+    // refuse), for the `run-key-limited` phases.
+    let limited_key = crate::post(
+        &client,
+        format!("{}/workspace/api-keys", native.base),
+        &fixture.member,
+        json!({"name": "profile-limited", "scopes": ["run"],
+               "limits": {"requests_per_minute": 1_000_000_000i64, "tokens_per_minute": 1_000_000_000_000i64}}),
+    )
+    .await["key"]
+        .as_str()
+        .expect("a new key is shown once")
+        .to_owned();
     drop(native);
 
     let server = spawn_wrapped(&wrapper, bin, &db, free_port(), Some(&mock.base_url()));
@@ -65,6 +80,12 @@ pub(crate) async fn run(bin: &str, n: usize) {
             .bearer_auth(&key)
             .json(&chat)
     };
+    let run_key_limited = || {
+        client
+            .post(format!("{base}/run"))
+            .bearer_auth(&limited_key)
+            .json(&chat)
+    };
     for _ in 0..50 {
         assert!(read().send().await.unwrap().status().is_success());
         assert!(run().send().await.unwrap().status().is_success());
@@ -77,7 +98,20 @@ pub(crate) async fn run(bin: &str, n: usize) {
         ("run-16", &run, 16),
         ("run-limited", &run, 1),
         ("run-limited-16", &run, 16),
+        ("run-key-limited", &run_key_limited, 1),
+        ("run-key-limited-16", &run_key_limited, 16),
     ] {
+        if phase == "run-key-limited" {
+            // The key's own limits on top of the tenant's: warm its leases as above.
+            for _ in 0..50 {
+                assert!(run_key_limited()
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .is_success());
+            }
+        }
         if phase == "run-limited" {
             // The tenant's three limits, high enough never to refuse: what the quota check
             // adds to a run (issue 10).
@@ -93,6 +127,24 @@ pub(crate) async fn run(bin: &str, n: usize) {
             assert!(r.status().is_success(), "limits: {}", r.status());
             for _ in 0..50 {
                 assert!(run().send().await.unwrap().status().is_success());
+            }
+        }
+        if at_once > 1 {
+            // Warm up at the phase's own concurrency, so the database pools have grown to
+            // what it needs before counting (a connection opened inside a phase would be
+            // counted in it: its pragmas, its schema read and its first statements).
+            let mut warm = tokio::task::JoinSet::new();
+            for _ in 0..at_once {
+                let send = make();
+                warm.spawn(async move {
+                    for _ in 0..40 {
+                        let req = send.try_clone().expect("a JSON request can be cloned");
+                        assert!(req.send().await.unwrap().status().is_success());
+                    }
+                });
+            }
+            while let Some(done) = warm.join_next().await {
+                done.unwrap();
             }
         }
         if is_callgrind {
