@@ -20,6 +20,8 @@
 //! [`REFILL_FROM`] or more that falls to a quarter of its size is refilled ahead, off the
 //! request path ([`NodeQuotas::refill`], decision 0017), so a busy subject's requests do not
 //! wait for the write.
+//! While one request takes a lease for a subject, the others of this node that find none
+//! count a single request each, so a burst does not count a lease per request.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -331,6 +333,33 @@ pub struct NodeQuotas {
     /// Set when a refill is queued, so requests of a node with nothing to refill (and of
     /// tenants without limits) skip the lock in [`NodeQuotas::refill_due`].
     due: AtomicBool,
+    /// Takes on the request path in flight, by subject ([`Taking`]): while one is, the others
+    /// of the same subject count a single request each instead of a lease, so requests that
+    /// find a lease used up at once (a new minute, a changed limit, a burst) do not each
+    /// count a lease of their own. Holds only subjects with a take in flight (at most one
+    /// entry per request being served); locked before `leases` when both are.
+    taking: Mutex<FxHashMap<QuotaSubject, u32>>,
+}
+
+/// The request-path takes of one request, registered in [`NodeQuotas::taking`] until it drops
+/// (also when the store panics).
+struct Taking<'a> {
+    quotas: &'a NodeQuotas,
+    subjects: SmallVec<[QuotaSubject; 2]>,
+}
+
+impl Drop for Taking<'_> {
+    fn drop(&mut self) {
+        let mut taking = self.quotas.taking_lock();
+        for subject in &self.subjects {
+            if let Some(n) = taking.get_mut(subject) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    taking.remove(subject);
+                }
+            }
+        }
+    }
 }
 
 /// The refills queued and whether a refiller has been started for them.
@@ -376,6 +405,10 @@ impl Drop for RefillClaim {
 impl NodeQuotas {
     fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, Lease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn taking_lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, u32>> {
+        self.taking.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn refills_lock(&self) -> std::sync::MutexGuard<'_, Refills> {
@@ -791,15 +824,34 @@ fn take_requests<P: QuotaRepo + ?Sized>(
     if missing.is_empty() {
         return Ok(Ok(remaining));
     }
-    let asks: SmallVec<[RequestTake; 2]> = missing
-        .iter()
-        .filter_map(|i| takes.get(*i))
-        .map(|(w, max)| RequestTake {
-            window: *w,
-            max: *max,
-            want: quotas.want(w, *max, now_ms).min(*max),
-        })
-        .collect();
+    // A lease's worth unless another request of this node is taking one for the subject
+    // right now: then one request (the lease being taken serves what follows).
+    let (asks, follows, _taking) = {
+        let mut taking = quotas.taking_lock();
+        let mut subjects = SmallVec::new();
+        let mut follows: SmallVec<[bool; 2]> = SmallVec::new();
+        let asks: SmallVec<[RequestTake; 2]> = missing
+            .iter()
+            .filter_map(|i| takes.get(*i))
+            .map(|(w, max)| {
+                let in_flight = taking.entry(w.subject).or_insert(0);
+                follows.push(*in_flight > 0);
+                let want = if *in_flight > 0 {
+                    1
+                } else {
+                    quotas.want(w, *max, now_ms).min(*max)
+                };
+                *in_flight += 1;
+                subjects.push(w.subject);
+                RequestTake {
+                    window: *w,
+                    max: *max,
+                    want,
+                }
+            })
+            .collect();
+        (asks, follows, Taking { quotas, subjects })
+    };
     let answer = store.take_request(&asks);
     let mut held = quotas.lock();
     let grants = match answer {
@@ -823,7 +875,7 @@ fn take_requests<P: QuotaRepo + ?Sized>(
             };
         }
     };
-    for ((i, ask), grant) in missing.iter().zip(&asks).zip(grants) {
+    for (((i, ask), grant), follows) in missing.iter().zip(&asks).zip(grants).zip(follows) {
         let (w, max) = (ask.window, ask.max);
         // This request uses one of the granted requests; the rest wait here.
         let spare = grant.granted.saturating_sub(1);
@@ -840,8 +892,12 @@ fn take_requests<P: QuotaRepo + ?Sized>(
                     l.shared = grant.count;
                     l.refilling = false;
                 }
-                l.size = grant.granted;
-                l.taken_ms = now_ms;
+                // A single request counted behind another's take is not a lease: the size
+                // and time the next lease grows from are the leader's.
+                if !follows {
+                    l.size = grant.granted;
+                    l.taken_ms = now_ms;
+                }
             })
             .or_insert(Lease {
                 start_ms: w.start_ms,
@@ -1706,6 +1762,98 @@ mod tests {
         assert!(std::panic::catch_unwind(|| node.refill(claim, &Panics, || now)).is_err());
         assert!(node.queue_refill(w, 100));
         assert!(node.refill_due().is_some(), "the panicked refiller ended");
+    }
+
+    #[test]
+    fn a_take_in_flight_makes_the_others_of_its_subject_count_one_request() {
+        use std::sync::mpsc;
+        // A store that holds every take until released (in the order they came), and
+        // records what each asked.
+        struct Held {
+            inner: Fake,
+            wants: Mutex<Vec<u64>>,
+            entered: Mutex<mpsc::Sender<()>>,
+            release: Mutex<mpsc::Receiver<()>>,
+        }
+        impl QuotaRepo for Held {
+            fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+                self.inner.window_tokens(w)
+            }
+            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+                self.wants
+                    .lock()
+                    .unwrap()
+                    .extend(takes.iter().map(|t| t.want));
+                self.entered.lock().unwrap().send(()).unwrap();
+                self.release.lock().unwrap().recv().unwrap();
+                self.inner.take_request(takes)
+            }
+            fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
+                self.inner.prune_windows(a, b)
+            }
+        }
+        let (scope, inner) = scope(rpm(1_000_000), None);
+        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
+        let now = at("2026-11-21T10:00:30Z");
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let store = Held {
+            inner,
+            wants: Mutex::default(),
+            entered: Mutex::new(entered_tx),
+            release: Mutex::new(release_rx),
+        };
+        // A lease of 64 just used up: the next take asks for twice as many.
+        let node = NodeQuotas::default();
+        node.lock().insert(
+            subject,
+            Lease {
+                start_ms: minute_start(now),
+                max: 1_000_000,
+                left: 0,
+                shared: 64,
+                size: 64,
+                taken_ms: now.timestamp_millis(),
+                refilling: false,
+            },
+        );
+        let wait = std::time::Duration::from_secs(10);
+        let held_wants = std::thread::scope(|threads| {
+            let first = threads.spawn(|| admit(&store, &node, &scope, now));
+            let entered_first = entered.recv_timeout(wait);
+            // While that take is in flight, another request finds the lease used up.
+            let second = threads.spawn(|| admit(&store, &node, &scope, now));
+            let entered_second = entered.recv_timeout(wait);
+            let held_wants = store.wants.lock().unwrap().clone();
+            // The lease lands first, the single request after it; both are released before
+            // anything is checked, so a failure here fails the test instead of hanging it.
+            release.send(()).unwrap();
+            let first = first.join();
+            release.send(()).unwrap();
+            let second = second.join();
+            entered_first.unwrap();
+            entered_second.unwrap();
+            first.unwrap().unwrap();
+            second.unwrap().unwrap();
+            held_wants
+        });
+        assert_eq!(held_wants, vec![128, 1]);
+        // Nothing is left registered; the single request did not shrink the lease, which
+        // serves what follows and grows as before.
+        assert!(node.taking_lock().is_empty());
+        let lease = node.lock()[&subject];
+        assert_eq!((lease.left, lease.size, lease.shared), (127, 128, 129));
+        assert_eq!(
+            node.want(
+                &QuotaWindow {
+                    subject,
+                    start_ms: minute_start(now)
+                },
+                1_000_000,
+                now.timestamp_millis()
+            ),
+            256
+        );
     }
 
     #[test]
