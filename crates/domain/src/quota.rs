@@ -269,7 +269,7 @@ pub enum Take {
 /// this machine kind at concurrency 16) a busy tenant writes its counter about 7 times a
 /// second, and the quarter left when a refill is queued lasts about 35 ms: longer than a
 /// refill waits behind the run writer's batch for the write lock. (256, the size until the
-/// seventh session, lasted 2 ms there: refills came late and requests took leases on the
+/// eighth session, lasted 2 ms there: refills came late and requests took leases on the
 /// request path.) Leases only grow this large when used up within a second, so a node holds
 /// at most about a second of a subject's traffic, and never more than an eighth of what is
 /// left.
