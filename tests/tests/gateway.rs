@@ -1116,3 +1116,164 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
         "refusals never reach the upstream"
     );
 }
+
+// ---- The official OpenAI Python SDK (issue 10) ------------------------------------------------
+
+/// The official SDK's version, installed from PyPI into `target/openai-sdk-venv`.
+const OPENAI_SDK: &str = "3.57.0";
+
+/// Whether a missing Python SDK must fail the test run (`GC_REQUIRE_OPENAI_SDK=1`, CI).
+fn openai_sdk_required() -> bool {
+    std::env::var("GC_REQUIRE_OPENAI_SDK").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The Python of a virtualenv holding the official OpenAI SDK at [`OPENAI_SDK`], made when
+/// missing (`python3 -m venv`, then pip from PyPI, once per target folder). `None` when that
+/// cannot be done here, after a note, unless the SDK is required.
+fn openai_python() -> Option<std::path::PathBuf> {
+    use std::process::Command;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        std::path::PathBuf::from,
+    );
+    let venv = target.join("openai-sdk-venv");
+    let python = venv.join("bin/python");
+    let has_sdk = || {
+        Command::new(&python)
+            .args([
+                "-c",
+                &format!("import openai, sys; sys.exit(openai.__version__ != {OPENAI_SDK:?})"),
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if has_sdk() {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status();
+    let installed = made.as_ref().is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", &format!("openai=={OPENAI_SDK}")])
+            .status()
+            .is_ok_and(|s| s.success());
+    if installed && has_sdk() {
+        return Some(python);
+    }
+    let line = format!(
+        "the official OpenAI Python SDK could not be installed into {} ({made:?})",
+        venv.display()
+    );
+    assert!(
+        !openai_sdk_required(),
+        "{line}, and GC_REQUIRE_OPENAI_SDK=1"
+    );
+    eprintln!(
+        "\n!!!!!!!! SKIPPED: {line}; the official-SDK test of issue 10 did not run !!!!!!!!\n"
+    );
+    None
+}
+
+/// Runs one phase of `tests/openai_sdk_check.py` with the SDK, against gc at `base` with `key`.
+async fn openai_sdk_phase(python: &std::path::Path, base: &str, key: &str, phase: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openai_sdk_check.py");
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(script)
+        .arg(phase)
+        .env("GC_BASE_URL", format!("{base}/api/v1"))
+        .env("GC_API_KEY", key)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY");
+    let out = actix_web::rt::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{phase}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The official OpenAI Python SDK, as issue 10 names it: `models.list()` and `retrieve`, a
+/// completion, a stream without `include_usage` whose every chunk has a choice (and the usage
+/// chunk when asked for), an upstream 429 as `RateLimitError` after only the SDK's own
+/// retries, gc's per-minute quota as `RateLimitError` with the `x-ratelimit-*` headers, and a
+/// spent budget the SDK does not retry.
+#[actix_web::test]
+async fn the_official_openai_python_sdk_lists_models_streams_and_sees_rate_limits() {
+    let Some(python) = openai_python() else {
+        return;
+    };
+    let Some(s) = setup(Backend::Sqlite, "openai_python_sdk", |c| {
+        c.chat_completions = true;
+        c.gateway_aihk_models = vec!["gpt-4o".into()];
+    })
+    .await
+    else {
+        return;
+    };
+    s.add_key("AIHK", SECRET, true).await;
+    let key = s.member.new_key(&["run"]).await;
+    let base = s.app.base.clone();
+    openai_sdk_phase(&python, &base, &key, "models-and-stream").await;
+
+    // An upstream 429: the SDK tries three times (its default two retries, after the
+    // upstream's Retry-After of 1 s); gc adds no attempt of its own.
+    let calls = s.hk.chat_requests().len();
+    for _ in 0..3 {
+        s.hk.push_behavior(
+            Behavior::openai_error(
+                429,
+                "slow down",
+                Some("rate_limit_exceeded"),
+                Some("requests"),
+            )
+            .with_header("retry-after", "1"),
+        );
+    }
+    openai_sdk_phase(&python, &base, &key, "upstream-429").await;
+    assert_eq!(s.hk.chat_requests().len(), calls + 3, "no retry storm");
+
+    // gc's own per-minute limit of one request.
+    s.limit_tenant(json!({"requests_per_minute": 1})).await;
+    let calls = s.hk.chat_requests().len();
+    openai_sdk_phase(&python, &base, &key, "quota-429").await;
+    assert_eq!(
+        s.hk.chat_requests().len(),
+        calls + 1,
+        "the refusal never reached the upstream"
+    );
+
+    // A spent monthly budget: refused once, not retried (the refusals counter moves by one).
+    s.limit_tenant(json!({"requests_per_minute": null, "monthly_tokens": 1}))
+        .await;
+    let member = s.member.clone();
+    let chat = s.chat();
+    eventually(async || member.post("/run", chat.clone()).await.code() == "budget_exhausted").await;
+    let refusals = || async {
+        let page = s
+            .app
+            .client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        page.lines()
+            .find(|l| l.starts_with(r#"gc_quota_refusals_total{reason="budget_exhausted"}"#))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = refusals().await;
+    let calls = s.hk.chat_requests().len();
+    openai_sdk_phase(&python, &base, &key, "budget-429").await;
+    assert_eq!(refusals().await, before + 1, "the SDK did not retry");
+    assert_eq!(s.hk.chat_requests().len(), calls);
+}

@@ -1,0 +1,101 @@
+"""The official OpenAI Python SDK against gc's `/api/v1` (issue 10), one phase per call.
+
+Run by the black-box test `the_official_openai_python_sdk_...` in `tests/tests/gateway.rs`,
+which starts gc and the mock upstream, queues the mock's answers and counts its calls between
+phases. Usage: `python openai_sdk_check.py PHASE` with `GC_BASE_URL` (`.../api/v1`) and
+`GC_API_KEY` (a workspace key with the `run` scope) in the environment. Exits non-zero, with
+the reason, when the SDK does not see what an OpenAI client expects.
+"""
+
+import os
+import sys
+
+import openai
+from openai import OpenAI
+
+CHAT = [{"role": "user", "content": "hello"}]
+
+
+def client(**options):
+    return OpenAI(base_url=os.environ["GC_BASE_URL"], api_key=os.environ["GC_API_KEY"], **options)
+
+
+def models_and_stream():
+    c = client()
+    ids = [m.id for m in c.models.list()]
+    assert ids == ["auto", "gpt-4o-mini", "gpt-4o"], ids
+    assert c.models.retrieve("gpt-4o").id == "gpt-4o"
+    try:
+        c.models.retrieve("no-such-model")
+        raise AssertionError("an unknown model was found")
+    except openai.NotFoundError:
+        pass
+    reply = c.chat.completions.create(model="auto", messages=CHAT, max_tokens=16)
+    assert reply.choices[0].message.content, reply
+    # A stream without include_usage: every chunk has a choice (client code reading
+    # chunk.choices[0] must not crash on a usage-only chunk).
+    chunks = list(c.chat.completions.create(model="auto", messages=CHAT, stream=True))
+    assert chunks, "no chunk"
+    for chunk in chunks:
+        assert chunk.choices, chunk
+        chunk.choices[0].delta  # what client code reads
+    # Asked for, the usage arrives as the SDK documents: a last chunk with no choice.
+    chunks = list(
+        c.chat.completions.create(
+            model="auto", messages=CHAT, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[-1].usage is not None and chunks[-1].choices == [], chunks[-1]
+
+
+def upstream_429():
+    # The SDK's own retries (2 by default) are the only ones: the test counts the upstream's
+    # calls. Retry-After is honoured, so this takes about two seconds.
+    c = client()
+    try:
+        c.chat.completions.create(model="auto", messages=CHAT)
+        raise AssertionError("an upstream 429 was not passed on")
+    except openai.RateLimitError as e:
+        assert e.status_code == 429, e
+        assert e.response.headers.get("retry-after") == "1", e.response.headers
+        assert e.code == "upstream_rate_limited", e.code
+
+
+def quota_429():
+    # gc's own per-minute limit (1 request): the first passes, the next is refused with the
+    # headers OpenAI sends. No retries here: Retry-After is up to a minute.
+    c = client(max_retries=0)
+    raw = c.chat.completions.with_raw_response.create(model="auto", messages=CHAT)
+    assert raw.headers.get("x-ratelimit-limit-requests") == "1", raw.headers
+    assert raw.headers.get("x-ratelimit-remaining-requests") == "0", raw.headers
+    try:
+        c.chat.completions.create(model="auto", messages=CHAT)
+        raise AssertionError("the second request of a minute limited to one was admitted")
+    except openai.RateLimitError as e:
+        assert e.code == "rate_limited", e.code
+        assert 1 <= int(e.response.headers["retry-after"]) <= 60, e.response.headers
+        assert e.response.headers.get("x-ratelimit-remaining-requests") == "0"
+
+
+def budget_429():
+    # A spent monthly budget: `insufficient_quota` with `x-should-retry: false`, so the SDK
+    # does not retry it even with its default retries (the test counts gc's refusals).
+    c = client()
+    try:
+        c.chat.completions.create(model="auto", messages=CHAT)
+        raise AssertionError("a request over the monthly budget was admitted")
+    except openai.RateLimitError as e:
+        assert e.code == "budget_exhausted", e.code
+        assert e.type == "insufficient_quota", e.type
+
+
+PHASES = {
+    "models-and-stream": models_and_stream,
+    "upstream-429": upstream_429,
+    "quota-429": quota_429,
+    "budget-429": budget_429,
+}
+
+if __name__ == "__main__":
+    PHASES[sys.argv[1]]()
+    print(f"ok: {sys.argv[1]} (openai {openai.__version__})")
