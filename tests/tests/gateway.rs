@@ -1076,17 +1076,7 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     // Retry-After. The client library retries 429s on its own (3 times, after Retry-After);
     // gc adds no attempt of its own, so the upstream sees exactly 1 + 3 calls, no storm.
     let calls = s.hk.chat_requests().len();
-    for _ in 0..4 {
-        s.hk.push_behavior(
-            Behavior::openai_error(
-                429,
-                "slow down",
-                Some("rate_limit_exceeded"),
-                Some("requests"),
-            )
-            .with_header("retry-after", "1"),
-        );
-    }
+    queue_upstream_429s(&s.hk, 4);
     let err = client.chat().create(request.clone()).await.unwrap_err();
     let OpenAIError::ApiError(e) = &err else {
         panic!("{err:?}")
@@ -1115,6 +1105,21 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
         calls,
         "refusals never reach the upstream"
     );
+}
+
+/// Queues `n` OpenAI-shaped upstream 429s with a Retry-After of one second.
+fn queue_upstream_429s(upstream: &MockHandle, n: usize) {
+    for _ in 0..n {
+        upstream.push_behavior(
+            Behavior::openai_error(
+                429,
+                "slow down",
+                Some("rate_limit_exceeded"),
+                Some("requests"),
+            )
+            .with_header("retry-after", "1"),
+        );
+    }
 }
 
 // ---- The official OpenAI Python SDK (issue 10) ------------------------------------------------
@@ -1224,17 +1229,7 @@ async fn the_official_openai_python_sdk_lists_models_streams_and_sees_rate_limit
     // An upstream 429: the SDK tries three times (its default two retries, after the
     // upstream's Retry-After of 1 s); gc adds no attempt of its own.
     let calls = s.hk.chat_requests().len();
-    for _ in 0..3 {
-        s.hk.push_behavior(
-            Behavior::openai_error(
-                429,
-                "slow down",
-                Some("rate_limit_exceeded"),
-                Some("requests"),
-            )
-            .with_header("retry-after", "1"),
-        );
-    }
+    queue_upstream_429s(&s.hk, 3);
     openai_sdk_phase(&python, &base, &key, "upstream-429").await;
     assert_eq!(s.hk.chat_requests().len(), calls + 3, "no retry storm");
 
