@@ -68,13 +68,16 @@ def quota_429():
     raw = c.chat.completions.with_raw_response.create(model="auto", messages=CHAT)
     assert raw.headers.get("x-ratelimit-limit-requests") == "1", raw.headers
     assert raw.headers.get("x-ratelimit-remaining-requests") == "0", raw.headers
-    try:
-        c.chat.completions.create(model="auto", messages=CHAT)
-        raise AssertionError("the second request of a minute limited to one was admitted")
-    except openai.RateLimitError as e:
-        assert e.code == "rate_limited", e.code
-        assert 1 <= int(e.response.headers["retry-after"]) <= 60, e.response.headers
-        assert e.response.headers.get("x-ratelimit-remaining-requests") == "0"
+    # The next request is refused; if a minute began in between, the one after it is.
+    for attempt in range(2):
+        try:
+            c.chat.completions.create(model="auto", messages=CHAT)
+        except openai.RateLimitError as e:
+            assert e.code == "rate_limited", e.code
+            assert 1 <= int(e.response.headers["retry-after"]) <= 60, e.response.headers
+            assert e.response.headers.get("x-ratelimit-remaining-requests") == "0"
+            return attempt
+    raise AssertionError("two more requests of a minute limited to one were admitted")
 
 
 def budget_429():
@@ -97,5 +100,8 @@ PHASES = {
 }
 
 if __name__ == "__main__":
-    PHASES[sys.argv[1]]()
-    print(f"ok: {sys.argv[1]} (openai {openai.__version__})")
+    # The last line is what the test reads: the phase and how many more requests it had
+    # admitted than planned (only the quota phase, across a minute boundary).
+    extra = PHASES[sys.argv[1]]() or 0
+    print(f"openai {openai.__version__}")
+    print(f"ok {sys.argv[1]} {extra}")
