@@ -1031,15 +1031,9 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     use futures_util::StreamExt;
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(s) = setup(Backend::Sqlite, "openai_fidelity", |c| {
-        c.chat_completions = true;
-        c.gateway_aihk_models = vec!["gpt-4o".into()];
-    })
-    .await
-    else {
+    let Some(s) = openai_client_setup("openai_fidelity").await else {
         return;
     };
-    s.add_key("AIHK", SECRET, true).await;
     let client = async_openai::Client::with_config(
         OpenAIConfig::new()
             .with_api_base(format!("{}/api/v1", s.app.base))
@@ -1105,6 +1099,18 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
         calls,
         "refusals never reach the upstream"
     );
+}
+
+/// What the OpenAI client tests run against: `/chat/completions` mounted, AIHK configured with
+/// `gpt-4o` beside its default model, and a ready AIHK key.
+async fn openai_client_setup(label: &str) -> Option<Setup> {
+    let s = setup(Backend::Sqlite, label, |c| {
+        c.chat_completions = true;
+        c.gateway_aihk_models = vec!["gpt-4o".into()];
+    })
+    .await?;
+    s.add_key("AIHK", SECRET, true).await;
+    Some(s)
 }
 
 /// Queues `n` OpenAI-shaped upstream 429s with a Retry-After of one second.
@@ -1219,15 +1225,9 @@ async fn the_official_openai_python_sdk_lists_models_streams_and_sees_rate_limit
     let Some(python) = openai_python() else {
         return;
     };
-    let Some(s) = setup(Backend::Sqlite, "openai_python_sdk", |c| {
-        c.chat_completions = true;
-        c.gateway_aihk_models = vec!["gpt-4o".into()];
-    })
-    .await
-    else {
+    let Some(s) = openai_client_setup("openai_python_sdk").await else {
         return;
     };
-    s.add_key("AIHK", SECRET, true).await;
     let key = s.member.new_key(&["run"]).await;
     let base = s.app.base.clone();
     openai_sdk_phase(&python, &base, &key, "models-and-stream").await;

@@ -1863,6 +1863,52 @@ mod tests {
     }
 
     #[test]
+    fn a_take_that_fails_or_panics_leaves_no_take_in_flight() {
+        // A store that fails, then panics: neither may leave the subject marked as taking,
+        // or every later take of it would count single requests only.
+        struct Broken;
+        impl QuotaRepo for Broken {
+            fn window_tokens(&self, _: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+                Ok(Vec::new())
+            }
+            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+                if takes.iter().any(|t| t.want > 100) {
+                    panic!("the store panicked")
+                }
+                Err(DomainError::Unavailable {
+                    retry_after_secs: 1,
+                })
+            }
+            fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
+                Ok(0)
+            }
+        }
+        let (scope, store) = scope(rpm(1_000_000), None);
+        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
+        let now = at("2026-11-21T10:00:30Z");
+        let node = NodeQuotas::default();
+        let used_up = |size| Lease {
+            start_ms: minute_start(now),
+            max: 1_000_000,
+            left: 0,
+            shared: size,
+            size,
+            taken_ms: now.timestamp_millis(),
+            refilling: false,
+        };
+        node.lock().insert(subject, used_up(8));
+        assert!(admit(&Broken, &node, &scope, now).is_err());
+        assert!(node.taking_lock().is_empty(), "after a failed take");
+        node.lock().insert(subject, used_up(64));
+        let node = std::panic::AssertUnwindSafe(node);
+        assert!(std::panic::catch_unwind(|| admit(&Broken, &node, &scope, now)).is_err());
+        assert!(node.taking_lock().is_empty(), "after a panicked take");
+        // The next take is a lease again (twice the last size), not a single request.
+        admit(&store, &node, &scope, now).unwrap();
+        assert_eq!(shared_requests(&store, &scope, now), 128);
+    }
+
+    #[test]
     fn a_claim_dropped_unused_lets_the_next_refiller_start() {
         let w = QuotaWindow {
             subject: QuotaSubject::TenantMinute(Uuid::from_u128(1)),

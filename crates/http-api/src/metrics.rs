@@ -121,16 +121,28 @@ struct KeptSeries {
     added_latency: [OnceLock<Histogram>; 2],
 }
 
-/// The series in `slots` for `key`'s place in `keys`, resolved once by `resolve`; `None` for a
-/// key outside `keys`.
-fn kept<'a, M: Clone>(
-    slots: &'a [OnceLock<M>; 2],
-    keys: [&str; 2],
-    key: &str,
-    resolve: impl FnOnce() -> M,
-) -> Option<&'a M> {
-    let i = keys.iter().position(|k| *k == key)?;
-    slots.get(i).map(|slot| slot.get_or_init(resolve))
+/// Updates, with `update`, the series of `labels` in `family`: the one kept in `slots` for
+/// `key`'s place in `keys` (resolved from the family at first use), or, for a key outside
+/// `keys`, the family's own, looked up now.
+fn update_kept<L, M, C>(
+    family: &Family<L, M, C>,
+    labels: &L,
+    slots: &[OnceLock<M>; 2],
+    (keys, key): ([&str; 2], &str),
+    update: impl FnOnce(&M),
+) where
+    L: Clone + std::hash::Hash + Eq,
+    M: Clone,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    let slot = keys
+        .iter()
+        .position(|k| *k == key)
+        .and_then(|i| slots.get(i));
+    match slot {
+        Some(slot) => update(slot.get_or_init(|| family.get_or_create(labels).clone())),
+        None => update(&family.get_or_create(labels)),
+    }
 }
 
 fn latency_histogram() -> Histogram {
@@ -286,28 +298,25 @@ impl Metrics {
         completion: u64,
     ) {
         let labels = RunLabels { region, outcome };
-        let resolve = || self.runs.get_or_create(&labels).clone();
         // Only `ok` is kept: the slot must never be resolved for another outcome.
-        let ok = (outcome == "ok")
-            .then(|| kept(&self.kept.ok_runs, regions(), region, resolve))
-            .flatten();
-        match ok {
-            Some(c) => c.inc(),
-            None => self.runs.get_or_create(&labels).inc(),
-        };
+        if outcome == "ok" {
+            let slots = &self.kept.ok_runs;
+            update_kept(&self.runs, &labels, slots, (regions(), region), |c| {
+                c.inc();
+            });
+        } else {
+            self.runs.get_or_create(&labels).inc();
+        }
         for (n, kind, slots) in [
             (prompt, "prompt", &self.kept.prompt_tokens),
             (completion, "completion", &self.kept.completion_tokens),
         ] {
-            if n == 0 {
-                continue;
+            if n > 0 {
+                let labels = TokenLabels { region, kind };
+                update_kept(&self.tokens, &labels, slots, (regions(), region), |c| {
+                    c.inc_by(n);
+                });
             }
-            let labels = TokenLabels { region, kind };
-            let resolve = || self.tokens.get_or_create(&labels).clone();
-            match kept(slots, regions(), region, resolve) {
-                Some(c) => c.inc_by(n),
-                None => self.tokens.get_or_create(&labels).inc_by(n),
-            };
         }
     }
 
@@ -319,21 +328,26 @@ impl Metrics {
         upstream_s: f64,
         added_s: f64,
     ) {
-        let upstream = RegionLabels { region };
-        let resolve = || self.upstream_latency.get_or_create(&upstream).clone();
-        match kept(&self.kept.upstream_latency, regions(), region, resolve) {
-            Some(h) => h.observe(upstream_s),
-            None => self
-                .upstream_latency
-                .get_or_create(&upstream)
-                .observe(upstream_s),
-        }
-        let added = RouteLabels { route };
-        let resolve = || self.added_latency.get_or_create(&added).clone();
-        match kept(&self.kept.added_latency, RUN_ROUTES, route, resolve) {
-            Some(h) => h.observe(added_s),
-            None => self.added_latency.get_or_create(&added).observe(added_s),
-        }
+        let (upstream, slots) = (RegionLabels { region }, &self.kept.upstream_latency);
+        update_kept(
+            &self.upstream_latency,
+            &upstream,
+            slots,
+            (regions(), region),
+            |h| {
+                h.observe(upstream_s);
+            },
+        );
+        let (added, slots) = (RouteLabels { route }, &self.kept.added_latency);
+        update_kept(
+            &self.added_latency,
+            &added,
+            slots,
+            (RUN_ROUTES, route),
+            |h| {
+                h.observe(added_s);
+            },
+        );
     }
 
     /// A run refused by a quota: `requests_per_minute`, `tokens_per_minute`, `monthly_tokens`.

@@ -31,9 +31,10 @@ where
 {
 }
 
-/// Implements the query traits of a statement type whose `walk` writes its fixed text.
+/// Implements the query traits of a statement type: `|this, out| { … }` writes its fixed text
+/// (`this` is the statement, `out` diesel's `AstPass`).
 macro_rules! fixed_statement {
-    ($name:ident) => {
+    ($name:ident, |$this:ident, $out:ident| $walk:block) => {
         impl QueryId for $name {
             type QueryId = Self;
             const HAS_STATIC_QUERY_ID: bool = true;
@@ -45,8 +46,9 @@ macro_rules! fixed_statement {
             String: ToSql<Text, DB>,
             i64: ToSql<BigInt, DB>,
         {
-            fn walk_ast<'b>(&'b self, out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-                self.walk(out)
+            fn walk_ast<'b>(&'b self, mut $out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+                let $this = self;
+                $walk
             }
         }
 
@@ -92,26 +94,17 @@ pub(crate) struct AddTokens {
     pub tokens: i64,
 }
 
-impl AddTokens {
-    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
-    where
-        DB: FixedBackend,
-        String: ToSql<Text, DB>,
-        i64: ToSql<BigInt, DB>,
-    {
-        upsert_window(
-            &mut out,
-            &self.subject,
-            &self.window_start,
-            None,
-            Some(&self.tokens),
-        )?;
-        out.push_sql("tokens = quota_windows.tokens + excluded.tokens");
-        Ok(())
-    }
-}
-
-fixed_statement!(AddTokens);
+fixed_statement!(AddTokens, |this, out| {
+    upsert_window(
+        &mut out,
+        &this.subject,
+        &this.window_start,
+        None,
+        Some(&this.tokens),
+    )?;
+    out.push_sql("tokens = quota_windows.tokens + excluded.tokens");
+    Ok(())
+});
 
 /// Counts `requests` more in a window unless that passes `max`, in one atomic upsert;
 /// returns the new count, or no row when it would pass.
@@ -123,35 +116,26 @@ pub(crate) struct TakeRequests {
     pub max: i64,
 }
 
-impl TakeRequests {
-    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
-    where
-        DB: FixedBackend,
-        String: ToSql<Text, DB>,
-        i64: ToSql<BigInt, DB>,
-    {
-        upsert_window(
-            &mut out,
-            &self.subject,
-            &self.window_start,
-            Some(&self.requests),
-            None,
-        )?;
-        out.push_sql(
-            "requests = quota_windows.requests + excluded.requests \
-             WHERE quota_windows.requests + excluded.requests <= ",
-        );
-        out.push_bind_param::<BigInt, _>(&self.max)?;
-        out.push_sql(" RETURNING requests");
-        Ok(())
-    }
-}
+fixed_statement!(TakeRequests, |this, out| {
+    upsert_window(
+        &mut out,
+        &this.subject,
+        &this.window_start,
+        Some(&this.requests),
+        None,
+    )?;
+    out.push_sql(
+        "requests = quota_windows.requests + excluded.requests \
+         WHERE quota_windows.requests + excluded.requests <= ",
+    );
+    out.push_bind_param::<BigInt, _>(&this.max)?;
+    out.push_sql(" RETURNING requests");
+    Ok(())
+});
 
 impl Query for TakeRequests {
     type SqlType = BigInt;
 }
-
-fixed_statement!(TakeRequests);
 
 /// Takes `requests` back off a window's count (a refused take of several windows hands back
 /// what the earlier ones counted).
@@ -162,24 +146,15 @@ pub(crate) struct GiveBack {
     pub window_start: i64,
 }
 
-impl GiveBack {
-    fn walk<'b, DB>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()>
-    where
-        DB: FixedBackend,
-        String: ToSql<Text, DB>,
-        i64: ToSql<BigInt, DB>,
-    {
-        out.push_sql("UPDATE quota_windows SET requests = requests - ");
-        out.push_bind_param::<BigInt, _>(&self.requests)?;
-        out.push_sql(" WHERE subject = ");
-        out.push_bind_param::<Text, _>(&self.subject)?;
-        out.push_sql(" AND window_start = ");
-        out.push_bind_param::<BigInt, _>(&self.window_start)?;
-        Ok(())
-    }
-}
-
-fixed_statement!(GiveBack);
+fixed_statement!(GiveBack, |this, out| {
+    out.push_sql("UPDATE quota_windows SET requests = requests - ");
+    out.push_bind_param::<BigInt, _>(&this.requests)?;
+    out.push_sql(" WHERE subject = ");
+    out.push_bind_param::<Text, _>(&this.subject)?;
+    out.push_sql(" AND window_start = ");
+    out.push_bind_param::<BigInt, _>(&this.window_start)?;
+    Ok(())
+});
 
 #[cfg(test)]
 mod tests {

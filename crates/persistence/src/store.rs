@@ -528,6 +528,9 @@ impl DbStore {
         f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
     ) -> DomainResult<T> {
         if take_reserved(self.id()).is_some() {
+            // Never on a thread that serves connections: the work goes to the blocking pool.
+            // (The taken connection is dropped back to its pool with the reservation; the
+            // guard's `deferred` is now true.)
             return Err(defer());
         }
         f(&mut *self.conn()?)
@@ -535,20 +538,13 @@ impl DbStore {
 
     /// Runs `f` in a write transaction: `BEGIN IMMEDIATE` on SQLite (the write lock is taken
     /// up front, so two writers never deadlock upgrading a read lock), a plain transaction on
-    /// PostgreSQL. Rolled back when `f` fails.
+    /// PostgreSQL. Rolled back when `f` fails. Refused on a reserved thread, as `write_one`.
     pub(crate) fn write<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&mut DbConnection) -> DomainResult<T>,
     ) -> DomainResult<T> {
-        if take_reserved(self.id()).is_some() {
-            // Never on a thread that serves connections: the work goes to the blocking pool.
-            // (The taken connection is dropped back to its pool with the reservation; the
-            // guard's `deferred` is now true.)
-            return Err(defer());
-        }
-        let mut conn = self.conn()?;
-        write_transaction(&mut conn, op, f)
+        self.write_one(|conn| write_transaction(conn, op, f))
     }
 
     /// Connections of the pool: `(in use, idle)`.

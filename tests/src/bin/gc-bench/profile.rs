@@ -2,8 +2,8 @@
 //!
 //! The database is set up by a native server (sign-ins are slow under valgrind), then the
 //! server is started again under the command in `GC_BENCH_WRAP` (for example
-//! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). After a warm-up, each phase
-//! sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
+//! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). Each phase warms up with 50
+//! requests per sender at its own concurrency, then sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
 //! to the mock one at a time, then N `/run`s 16 at a time (`run-16`: the run recorder's
 //! batches hold several runs, as under load), then `POST /run` one at a time with the tenant's
 //! three limits set (`run-limited`), and 16 at a time with them (`run-limited-16`), then the
@@ -74,22 +74,14 @@ pub(crate) async fn run(bin: &str, n: usize) {
             .bearer_auth(&key)
     };
     let chat = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
-    let run = || {
+    let run_with = |key: &str| {
         client
             .post(format!("{base}/run"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
             .json(&chat)
     };
-    let run_key_limited = || {
-        client
-            .post(format!("{base}/run"))
-            .bearer_auth(&limited_key)
-            .json(&chat)
-    };
-    for _ in 0..50 {
-        assert!(read().send().await.unwrap().status().is_success());
-        assert!(run().send().await.unwrap().status().is_success());
-    }
+    let run = || run_with(&key);
+    let run_key_limited = || run_with(&limited_key);
     // (phase, request, how many at a time): 16 at a time, the run recorder's batches hold
     // several runs, as under load.
     for (phase, make, at_once) in [
@@ -101,17 +93,6 @@ pub(crate) async fn run(bin: &str, n: usize) {
         ("run-key-limited", &run_key_limited, 1),
         ("run-key-limited-16", &run_key_limited, 16),
     ] {
-        if phase == "run-key-limited" {
-            // The key's own limits on top of the tenant's: warm its leases as above.
-            for _ in 0..50 {
-                assert!(run_key_limited()
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-                    .is_success());
-            }
-        }
         if phase == "run-limited" {
             // The tenant's three limits, high enough never to refuse: what the quota check
             // adds to a run (issue 10).
@@ -125,50 +106,18 @@ pub(crate) async fn run(bin: &str, n: usize) {
                 .await
                 .unwrap();
             assert!(r.status().is_success(), "limits: {}", r.status());
-            for _ in 0..50 {
-                assert!(run().send().await.unwrap().status().is_success());
-            }
         }
-        if at_once > 1 {
-            // Warm up at the phase's own concurrency, so the database pools have grown to
-            // what it needs before counting (a connection opened inside a phase would be
-            // counted in it: its pragmas, its schema read and its first statements).
-            let mut warm = tokio::task::JoinSet::new();
-            for _ in 0..at_once {
-                let send = make();
-                warm.spawn(async move {
-                    for _ in 0..40 {
-                        let req = send.try_clone().expect("a JSON request can be cloned");
-                        assert!(req.send().await.unwrap().status().is_success());
-                    }
-                });
-            }
-            while let Some(done) = warm.join_next().await {
-                done.unwrap();
-            }
-        }
+        // Warm up at the phase's own concurrency, 50 requests per sender: leases grown (a
+        // changed limit or a new key starts them from one request), and the database pools
+        // opened to what the phase needs (a connection opened inside a phase would be counted
+        // in it: its pragmas, its schema read and its first statements).
+        send_all(make, at_once, 50 * at_once, phase).await;
         if is_callgrind {
             callgrind(&["-z"], pid);
         }
         let t = Instant::now();
         let ticks = crate::cpu_ticks(pid);
-        let mut sends = tokio::task::JoinSet::new();
-        for i in 0..at_once {
-            // Exactly n in all: the first n % at_once senders send one more.
-            let each = n / at_once + usize::from(i < n % at_once);
-            let send = make();
-            sends.spawn(async move {
-                for _ in 0..each {
-                    let req = send.try_clone().expect("a JSON request can be cloned");
-                    let res = req.send().await.unwrap();
-                    assert!(res.status().is_success(), "{phase}: {}", res.status());
-                    let _ = res.bytes().await;
-                }
-            });
-        }
-        while let Some(done) = sends.join_next().await {
-            done.unwrap();
-        }
+        send_all(make, at_once, n, phase).await;
         let took = t.elapsed();
         // Let the run recorder write its batch inside this phase.
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -185,4 +134,30 @@ pub(crate) async fn run(bin: &str, n: usize) {
     }
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends `total` requests made by `make`, `at_once` at a time (the first `total % at_once`
+/// senders send one more), and reads every answer, which must be a success.
+async fn send_all(
+    make: &dyn Fn() -> reqwest::RequestBuilder,
+    at_once: usize,
+    total: usize,
+    phase: &'static str,
+) {
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..at_once {
+        let each = total / at_once + usize::from(i < total % at_once);
+        let send = make();
+        sends.spawn(async move {
+            for _ in 0..each {
+                let req = send.try_clone().expect("a JSON request can be cloned");
+                let res = req.send().await.unwrap();
+                assert!(res.status().is_success(), "{phase}: {}", res.status());
+                let _ = res.bytes().await;
+            }
+        });
+    }
+    while let Some(done) = sends.join_next().await {
+        done.unwrap();
+    }
 }
