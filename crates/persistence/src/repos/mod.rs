@@ -4,6 +4,7 @@ mod accounts;
 pub(crate) mod ai_keys;
 mod api_keys;
 mod quota;
+mod usage;
 mod workspace;
 
 use gc_domain::page::PageRequest;
