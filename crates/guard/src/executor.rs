@@ -10,6 +10,13 @@
 //! - **Callers.** Each caller (a tenant or account, an anonymous IP) has at most
 //!   `per_account` / `per_anonymous` scans in flight; one more is refused at once
 //!   ([`ScanError::OverShare`]).
+//! - **Kept for signed-in callers.** Anonymous scans together may hold at most
+//!   `anonymous_percent` of the admissions (running and waiting; beyond that
+//!   [`ScanError::Busy`] at once) and of the running slots (they wait for one of theirs), and
+//!   no more running slots than that share of the memory budget can hold at the largest
+//!   download: the rest stays for tenants and accounts, whatever anonymous clients send
+//!   ([`Shares`], decision 0026). A flight started by an anonymous caller stays anonymous when
+//!   a signed-in caller joins it.
 //! - **Single flight.** Concurrent scans of one repository share one flight: one metadata
 //!   lookup, one download, one result (then the short result cache of the fetcher answers).
 //! - **Memory.** Downloads and the scan's working set are counted against one budget shared
@@ -48,6 +55,10 @@ pub struct ExecutorConfig {
     pub per_account: usize,
     /// Scans in flight per anonymous client IP, at most.
     pub per_anonymous: usize,
+    /// Percent of the admissions, running slots and memory anonymous scans may take
+    /// together (at least one admission and one slot; below 100, at least one of each is
+    /// kept for signed-in callers when there are two or more).
+    pub anonymous_percent: u8,
     /// Bytes all scans together may hold (downloads and working sets).
     pub memory_bytes: u64,
 }
@@ -60,8 +71,45 @@ impl Default for ExecutorConfig {
             queue: 2 * cores,
             per_account: 4,
             per_anonymous: 2,
+            anonymous_percent: 50,
             memory_bytes: 256 * 1024 * 1024,
         }
+    }
+}
+
+/// What anonymous scans may hold together, worked out from an [`ExecutorConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// Admissions (running and waiting).
+    pub admissions: usize,
+    /// Running slots.
+    pub running: usize,
+}
+
+impl Shares {
+    /// The shares of `config`, for scans that may each hold `per_scan_bytes` of memory.
+    pub fn of(config: &ExecutorConfig, per_scan_bytes: u64) -> Self {
+        let percent = config.anonymous_percent.min(100);
+        let concurrency = config.concurrency.max(1);
+        let admissions = share(concurrency + config.queue, percent);
+        let by_memory = config.memory_bytes / 100 * u64::from(percent) / per_scan_bytes.max(1);
+        let running = share(concurrency, percent)
+            .min(usize::try_from(by_memory).unwrap_or(usize::MAX))
+            .max(1);
+        Self {
+            admissions,
+            running,
+        }
+    }
+}
+
+/// `percent` of `n`, at least 1; below 100 %, at most `n - 1` when `n` is 2 or more.
+fn share(n: usize, percent: u8) -> usize {
+    let part = n.saturating_mul(usize::from(percent)) / 100;
+    if percent >= 100 {
+        n.max(1)
+    } else {
+        part.min(n.saturating_sub(1)).max(1)
     }
 }
 
@@ -110,7 +158,12 @@ struct Inner {
     scanner: OnceLock<Arc<Scanner>>,
     /// Scans admitted (running or waiting).
     admitted: AtomicUsize,
+    /// Anonymous scans admitted (running or waiting), part of `admitted`.
+    anonymous_admitted: AtomicUsize,
+    shares: Shares,
     slots: Arc<Semaphore>,
+    /// Running slots anonymous scans may hold; taken before one of `slots`.
+    anonymous_slots: Arc<Semaphore>,
     /// KiB.
     memory: Arc<Semaphore>,
     flights: Mutex<HashMap<(String, String), Flight>>,
@@ -144,12 +197,24 @@ impl Drop for ScanExecutor {
 }
 
 /// Releases an admission when the flight ends.
-struct Admission(Arc<Inner>);
+struct Admission {
+    inner: Arc<Inner>,
+    anonymous: bool,
+}
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        self.0.admitted.fetch_sub(1, Ordering::AcqRel);
+        if self.anonymous {
+            self.inner.anonymous_admitted.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.inner.admitted.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// A running slot, and for an anonymous scan its place in the anonymous share.
+struct Slot {
+    _anonymous: Option<tokio::sync::OwnedSemaphorePermit>,
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// Releases a caller's place when its request ends.
@@ -195,16 +260,57 @@ impl Inner {
         })
     }
 
-    fn admit(self: &Arc<Self>) -> Result<Admission, ScanError> {
+    /// Admits one flight, within the anonymous share for an anonymous one.
+    fn admit(self: &Arc<Self>, anonymous: bool) -> Result<Admission, ScanError> {
+        let busy = || ScanError::Busy {
+            retry_after_secs: RETRY_AFTER_SECS,
+        };
+        let take = |counter: &AtomicUsize, max: usize| {
+            counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok()
+        };
+        if anonymous && !take(&self.anonymous_admitted, self.shares.admissions) {
+            return Err(busy());
+        }
         let max = self.config.concurrency.max(1) + self.config.queue;
-        self.admitted
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| ScanError::Busy {
-                retry_after_secs: RETRY_AFTER_SECS,
-            })?;
-        Ok(Admission(Arc::clone(self)))
+        if !take(&self.admitted, max) {
+            // Give back the anonymous place taken above.
+            if anonymous {
+                self.anonymous_admitted.fetch_sub(1, Ordering::AcqRel);
+            }
+            return Err(busy());
+        }
+        Ok(Admission {
+            inner: Arc::clone(self),
+            anonymous,
+        })
+    }
+
+    /// Waits for a running slot: an anonymous scan first for one of the anonymous share, so
+    /// it never waits in line for (or holds) a slot kept for signed-in callers.
+    async fn slot(&self, anonymous: bool) -> Result<Slot, FetchError> {
+        let stopped = |_| FetchError::Transport("the executor stopped".into());
+        let anonymous = if anonymous {
+            Some(
+                Arc::clone(&self.anonymous_slots)
+                    .acquire_owned()
+                    .await
+                    .map_err(stopped)?,
+            )
+        } else {
+            None
+        };
+        let slot = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(stopped)?;
+        Ok(Slot {
+            _anonymous: anonymous,
+            _slot: slot,
+        })
     }
 
     /// The compiled rules (the first call compiles them; call it on the scanning pool).
@@ -231,7 +337,12 @@ impl Inner {
 
     /// One repository flight: metadata, the result cache, a running slot, the download and
     /// the scan, all within `deadline`.
-    async fn repository_flight(self: Arc<Self>, owner: String, repo: String) -> Outcome {
+    async fn repository_flight(
+        self: Arc<Self>,
+        owner: String,
+        repo: String,
+        anonymous: bool,
+    ) -> Outcome {
         let scanner = self.compiled().await?;
         let started = Instant::now();
         let limits = self.fetcher.config().limits;
@@ -255,10 +366,7 @@ impl Inner {
                         cached: true,
                     });
                 }
-                let slot = Arc::clone(&this.slots)
-                    .acquire_owned()
-                    .await
-                    .map_err(|_| FetchError::Transport("the executor stopped".into()))?;
+                let slot = this.slot(anonymous).await?;
                 let mut memory = MemoryReservation::new(Some(Arc::clone(&this.memory)));
                 this.downloads.fetch_add(1, Ordering::Relaxed);
                 let tarball = this
@@ -317,13 +425,18 @@ impl ScanExecutor {
         let memory_kib = usize::try_from(config.memory_bytes / 1024)
             .unwrap_or(Semaphore::MAX_PERMITS)
             .min(Semaphore::MAX_PERMITS);
+        let per_scan = fetcher.config().limits.max_download_bytes + SCAN_WORKING_SET;
+        let shares = Shares::of(&config, per_scan);
         Ok(Self {
             inner: Arc::new(Inner {
                 fetcher,
                 config,
                 scanner: OnceLock::new(),
                 admitted: AtomicUsize::new(0),
+                anonymous_admitted: AtomicUsize::new(0),
+                shares,
                 slots: Arc::new(Semaphore::new(concurrency)),
+                anonymous_slots: Arc::new(Semaphore::new(shares.running)),
                 memory: Arc::new(Semaphore::new(memory_kib)),
                 flights: Mutex::new(HashMap::new()),
                 callers: Mutex::new(HashMap::new()),
@@ -336,6 +449,11 @@ impl ScanExecutor {
 
     pub fn config(&self) -> &ExecutorConfig {
         &self.inner.config
+    }
+
+    /// What anonymous scans may hold together.
+    pub fn shares(&self) -> Shares {
+        self.inner.shares
     }
 
     pub fn fetcher(&self) -> &GitHubFetcher {
@@ -379,7 +497,8 @@ impl ScanExecutor {
             match flights.get(&key) {
                 Some(flight) => flight.done.clone(),
                 None => {
-                    let admission = self.inner.admit()?;
+                    let anonymous = matches!(caller, Caller::Anonymous(_));
+                    let admission = self.inner.admit(anonymous)?;
                     let (tx, rx) = watch::channel(None);
                     let id = self.inner.next_flight.fetch_add(1, Ordering::Relaxed);
                     flights.insert(
@@ -393,7 +512,9 @@ impl ScanExecutor {
                     // The flight belongs to no caller: callers that go away do not cancel the
                     // scan others wait for; its own deadline ends it.
                     runtime.spawn(async move {
-                        let outcome = Arc::clone(&inner).repository_flight(owner, repo).await;
+                        let outcome = Arc::clone(&inner)
+                            .repository_flight(owner, repo, anonymous)
+                            .await;
                         if let Ok(mut flights) = inner.flights.lock() {
                             if flights.get(&key).is_some_and(|f| f.id == id) {
                                 flights.remove(&key);
@@ -427,17 +548,15 @@ impl ScanExecutor {
         text: String,
     ) -> Result<ScanReport, ScanError> {
         let _share = self.inner.admit_caller(caller)?;
-        let admission = self.inner.admit()?;
+        let anonymous = matches!(caller, Caller::Anonymous(_));
+        let admission = self.inner.admit(anonymous)?;
         let inner = Arc::clone(&self.inner);
         let timeout = inner.fetcher.config().limits.timeout();
         let task = self.runtime()?.spawn(async move {
             let _admission = admission;
             let scanner = inner.compiled().await?;
             let started = Instant::now();
-            let slot = Arc::clone(&inner.slots)
-                .acquire_owned()
-                .await
-                .map_err(|_| FetchError::Transport("the executor stopped".into()))?;
+            let slot = inner.slot(anonymous).await?;
             let mut memory = MemoryReservation::new(Some(Arc::clone(&inner.memory)));
             memory.reserve_total(text.len() as u64 + SCAN_WORKING_SET)?;
             let work = tokio::task::spawn_blocking(move || {
@@ -518,6 +637,7 @@ mod tests {
             queue: 1,
             per_account: 2,
             per_anonymous: 1,
+            anonymous_percent: 100,
             memory_bytes: 1 << 20,
         });
         let ip = Caller::Anonymous(IpAddr::from([203, 0, 113, 1]));
@@ -537,11 +657,83 @@ mod tests {
             "no entry outlives its requests"
         );
 
-        let a = ex.inner.admit().unwrap();
-        let _b = ex.inner.admit().unwrap();
-        assert!(matches!(ex.inner.admit(), Err(ScanError::Busy { .. })));
+        let a = ex.inner.admit(false).unwrap();
+        let _b = ex.inner.admit(false).unwrap();
+        assert!(matches!(ex.inner.admit(false), Err(ScanError::Busy { .. })));
         drop(a);
-        assert!(ex.inner.admit().is_ok());
+        assert!(ex.inner.admit(false).is_ok());
+    }
+
+    #[test]
+    fn anonymous_scans_leave_their_share_to_signed_in_callers() {
+        let ex = executor(ExecutorConfig {
+            concurrency: 2,
+            queue: 4,
+            per_account: 10,
+            per_anonymous: 10,
+            anonymous_percent: 50,
+            memory_bytes: 1 << 30,
+        });
+        assert_eq!(
+            ex.shares(),
+            Shares {
+                admissions: 3,
+                running: 1
+            }
+        );
+        let anonymous: Vec<_> = (0..3).map(|_| ex.inner.admit(true).unwrap()).collect();
+        assert!(matches!(ex.inner.admit(true), Err(ScanError::Busy { .. })));
+        // A refused anonymous scan took nothing.
+        assert_eq!(ex.in_flight(), 3);
+        let mut signed_in: Vec<_> = (0..3).map(|_| ex.inner.admit(false).unwrap()).collect();
+        assert!(matches!(ex.inner.admit(false), Err(ScanError::Busy { .. })));
+        // Signed-in scans may take every place; an anonymous one is then refused and keeps
+        // nothing of its share.
+        drop(anonymous);
+        signed_in.extend((0..3).map(|_| ex.inner.admit(false).unwrap()));
+        assert!(matches!(ex.inner.admit(true), Err(ScanError::Busy { .. })));
+        assert_eq!(ex.inner.anonymous_admitted.load(Ordering::Acquire), 0);
+        drop(signed_in);
+        assert_eq!(ex.in_flight(), 0);
+
+        // One running slot for anonymous scans: the other stays free for signed-in ones.
+        let runtime = ex.runtime().unwrap();
+        runtime.block_on(async {
+            let held = ex.inner.slot(true).await.unwrap();
+            let waiting =
+                tokio::time::timeout(std::time::Duration::from_millis(50), ex.inner.slot(true))
+                    .await;
+            assert!(waiting.is_err(), "a second anonymous scan waits");
+            let signed_in = ex.inner.slot(false).await.unwrap();
+            drop((held, signed_in));
+        });
+    }
+
+    #[test]
+    fn shares_round_down_and_keep_one_place_each_way() {
+        let config = |concurrency, queue, anonymous_percent, memory_mib: u64| ExecutorConfig {
+            concurrency,
+            queue,
+            per_account: 4,
+            per_anonymous: 2,
+            anonymous_percent,
+            memory_bytes: memory_mib << 20,
+        };
+        let per_scan = 27 << 20;
+        let of = |c: ExecutorConfig| {
+            let s = Shares::of(&c, per_scan);
+            (s.admissions, s.running)
+        };
+        assert_eq!(of(config(1, 0, 50, 256)), (1, 1));
+        assert_eq!(of(config(1, 2, 50, 256)), (1, 1));
+        assert_eq!(
+            of(config(16, 32, 50, 256)),
+            (24, 4),
+            "memory caps the slots"
+        );
+        assert_eq!(of(config(4, 8, 99, 4096)), (11, 3));
+        assert_eq!(of(config(4, 8, 100, 4096)), (12, 4));
+        assert_eq!(of(config(4, 8, 0, 256)), (1, 1));
     }
 
     #[test]

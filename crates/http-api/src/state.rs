@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
 use crate::metrics::Metrics;
-use crate::throttle::IpThrottle;
+use crate::throttle::{HashShare, IpThrottle};
 use crate::workspace::list_cache::ListCache;
 
 /// The run sink of the orchestration: counts finished runs, then queues them for the writer.
@@ -58,6 +58,9 @@ pub struct HttpSettings {
     pub body_timeout: Duration,
     /// Password checks that may wait for a hashing slot; more are refused with 503 `busy`.
     pub hash_queue: usize,
+    /// Places of the hashing queue (running or waiting) that sign-in and sign-up may not
+    /// take, kept for signed-in callers' checks (`GC_HASH_RESERVED`, decision 0026).
+    pub hash_reserved: usize,
     /// Sign-ins and sign-ups per client IP per minute (`GC_AUTH_PER_IP_PER_MIN`).
     pub auth_per_ip_per_min: u32,
     /// Sign-in and sign-up password checks in flight per client IP
@@ -86,6 +89,7 @@ impl Default for HttpSettings {
             body_limit: 1024 * 1024,
             body_timeout: Duration::from_secs(10),
             hash_queue: 4,
+            hash_reserved: 2,
             auth_per_ip_per_min: 20,
             auth_per_ip_in_flight: 1,
             per_ip_clients_max: crate::throttle::MAX_CLIENTS,
@@ -116,8 +120,12 @@ pub struct AppState {
     /// Password checks running or waiting for a permit; bounded by `hash_capacity`.
     hash_in_flight: Arc<AtomicUsize>,
     hash_capacity: usize,
-    /// Sign-ins and sign-ups per client IP.
+    /// Places of `hash_capacity` anonymous checks may hold (decision 0026).
+    hash_anonymous: usize,
+    /// Password checks per client IP (sign-in, sign-up and signed-in callers' checks).
     pub(crate) auth_throttle: Arc<IpThrottle>,
+    /// Signed-in callers' password checks per account.
+    pub(crate) account_throttle: Arc<IpThrottle>,
     pub policy: AccountPolicy,
     pub http: HttpSettings,
     /// The run orchestration over the region gateways.
@@ -159,9 +167,18 @@ impl AppState {
             hash_permits: Arc::new(Semaphore::new(hashing)),
             hash_in_flight: Arc::new(AtomicUsize::new(0)),
             hash_capacity: hashing + http.hash_queue,
+            // Anonymous checks keep at least one place, whatever is reserved.
+            hash_anonymous: (hashing + http.hash_queue)
+                .saturating_sub(http.hash_reserved)
+                .max(1),
             auth_throttle: Arc::new(IpThrottle::new(
                 http.auth_per_ip_per_min,
                 http.auth_per_ip_in_flight,
+                http.per_ip_clients_max,
+            )),
+            account_throttle: Arc::new(IpThrottle::new(
+                http.auth_per_ip_per_min,
+                1,
                 http.per_ip_clients_max,
             )),
             policy,
@@ -225,12 +242,17 @@ impl AppState {
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at
     /// a time. At most `hash_queue` more wait for a slot; beyond that the answer is 503 `busy`
     /// with `Retry-After`, at once, so a flood cannot build a queue that delays everyone.
-    pub async fn with_hasher<T, F>(&self, work: F) -> Result<T, ApiError>
+    /// Anonymous checks ([`HashShare::Anonymous`]) may not take the last `hash_reserved`
+    /// places, which stay for signed-in callers (decision 0026).
+    pub async fn with_hasher<T, F>(&self, share: HashShare, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn Store, &dyn PasswordHasher) -> DomainResult<T> + Send + 'static,
     {
-        let capacity = self.hash_capacity;
+        let capacity = match share {
+            HashShare::Anonymous => self.hash_anonymous,
+            HashShare::SignedIn => self.hash_capacity,
+        };
         self.hash_in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < capacity).then_some(n + 1)

@@ -13,10 +13,19 @@
 //! holds at most `max_checks` places; a further check from it is refused at once (429
 //! `rate_limited`, `Retry-After: 1`) without using its rate allowance.
 //!
+//! Every password check goes through these limits, not only sign-in and sign-up (decision
+//! 0026): a check by a caller who already has a session (change-password, an administrator
+//! creating an account) is admitted by [`admit_session_check`], which applies the same per-IP
+//! rate and cap and, on a second table keyed by account, one check in flight per account and
+//! the same rate per account. Such checks then use the hashing places anonymous checks may not
+//! take ([`HashShare`]).
+//!
 //! Architecture Invariant: the table never holds more than `max_entries` clients (plus the
 //! overflow entry). When it is full of active clients, newcomers share one overflow entry: they
 //! are limited together (one rate, one cap on checks in flight), so a flood of distinct
-//! addresses costs bounded memory and cannot push out a throttled client.
+//! addresses costs bounded memory and cannot push out a throttled client. A check by a signed-in
+//! account whose address finds the table full is not put in the overflow entry (a flood would
+//! have spent it): its per-account limit alone applies.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -25,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use actix_web::HttpRequest;
 use gc_domain::ErrorCode;
+use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::client_ip;
@@ -100,11 +110,24 @@ fn client_key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// A table key: one client, or the overflow entry newcomers share when the table is full.
+/// A table key: one client, one account, or the overflow entry newcomers share when the table
+/// is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
     Client(IpAddr),
+    Account(Uuid),
     Overflow,
+}
+
+/// Which places of the hashing queue a password check may take (decision 0026).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashShare {
+    /// Sign-in and sign-up: every place but the `GC_HASH_RESERVED` kept for signed-in callers,
+    /// so a flood from many addresses cannot take them all.
+    Anonymous,
+    /// A caller with a session or key (change-password, an administrator creating an
+    /// account): any place.
+    SignedIn,
 }
 
 /// A password check admitted by [`IpThrottle::admit_check`]; the client's place is given back
@@ -160,7 +183,7 @@ impl IpThrottle {
 
     /// `Err(seconds to wait)` when `ip` has used its allowance.
     pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
-        match self.admit_at(ip, Instant::now(), false) {
+        match self.admit_at(client(ip), Instant::now(), false, true) {
             Ok(_) => Ok(()),
             Err(Refusal::TooFast(wait)) => Err(wait),
             // Only password checks are counted in flight.
@@ -171,7 +194,29 @@ impl IpThrottle {
     /// Admits one password check from `ip`: within its rate, and with fewer than `max_checks`
     /// checks in flight. A refusal for checks in flight does not use the rate allowance.
     pub fn admit_check(self: &Arc<Self>, ip: IpAddr) -> Result<CheckSlot, Refusal> {
-        let key = self.admit_at(ip, Instant::now(), true)?;
+        self.slot(self.admit_at(client(ip), Instant::now(), true, true)?)
+    }
+
+    /// [`Self::admit_check`] for a signed-in caller's check: when the table is full and `ip` is
+    /// not in it, `Ok(None)` (no per-IP limit) instead of the overflow entry.
+    pub fn admit_check_unless_full(
+        self: &Arc<Self>,
+        ip: IpAddr,
+    ) -> Result<Option<CheckSlot>, Refusal> {
+        match self.admit_at(client(ip), Instant::now(), true, false)? {
+            Some(key) => self.slot(Some(key)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Admits one password check for `account` (a table keyed by account).
+    pub fn admit_account_check(self: &Arc<Self>, account: Uuid) -> Result<CheckSlot, Refusal> {
+        self.slot(self.admit_at(Key::Account(account), Instant::now(), true, true)?)
+    }
+
+    fn slot(self: &Arc<Self>, key: Option<Key>) -> Result<CheckSlot, Refusal> {
+        // `admit_at` with `spill` always answers a key; refuse rather than admit uncounted.
+        let key = key.ok_or(Refusal::TooFast(1))?;
         Ok(CheckSlot {
             throttle: Arc::clone(self),
             key,
@@ -179,19 +224,29 @@ impl IpThrottle {
     }
 
     /// The rate check (and, with `checking`, the cap on checks in flight) at `now`. Returns the
-    /// key the client was counted under: its own, or the overflow entry.
-    fn admit_at(&self, ip: IpAddr, now: Instant, checking: bool) -> Result<Key, Refusal> {
+    /// key the client was counted under: its own, or the overflow entry when the table is full
+    /// (with `spill`; without, `None` and nothing is counted).
+    fn admit_at(
+        &self,
+        key: Key,
+        now: Instant,
+        checking: bool,
+        spill: bool,
+    ) -> Result<Option<Key>, Refusal> {
         let Ok(mut table) = self.table.lock() else {
             // A poisoned lock means a bug elsewhere; refuse rather than let a flood through.
             return Err(Refusal::TooFast(1));
         };
-        let mut key = Key::Client(client_key(ip));
+        let mut key = key;
         if !table.clients.contains_key(&key) && table.clients.len() >= self.max_entries {
             if now.duration_since(table.swept) >= SWEEP_EVERY {
                 table.clients.retain(|_, e| !e.forgettable(now));
                 table.swept = now;
             }
             if table.clients.len() >= self.max_entries {
+                if !spill {
+                    return Ok(None);
+                }
                 key = Key::Overflow;
             }
         }
@@ -219,8 +274,13 @@ impl IpThrottle {
                 checks: entry.checks + u32::from(checking),
             },
         );
-        Ok(key)
+        Ok(Some(key))
     }
+}
+
+/// The table key of a client IP.
+fn client(ip: IpAddr) -> Key {
+    Key::Client(client_key(ip))
 }
 
 /// The per-client-IP limits of sign-in and sign-up, before their password check: 429
@@ -242,12 +302,67 @@ pub fn admit_auth(req: &HttpRequest, state: &AppState) -> Result<CheckSlot, ApiE
     })
 }
 
+/// The places a signed-in caller's password check holds until it has finished: its client
+/// IP's (none when the per-IP table is full) and its account's.
+#[derive(Debug)]
+pub struct SessionCheck {
+    _ip: Option<CheckSlot>,
+    _account: CheckSlot,
+}
+
+/// The limits of a password check by a signed-in caller (change-password, an administrator
+/// creating an account), before it: the per-IP rate and checks in flight shared with sign-in
+/// and sign-up, then one check in flight per account and the same rate per account. 429
+/// `rate_limited` with `Retry-After` beyond either. Hold the result until the check has
+/// finished, and run the check with [`HashShare::SignedIn`].
+pub fn admit_session_check(
+    req: &HttpRequest,
+    state: &AppState,
+    account: Uuid,
+) -> Result<SessionCheck, ApiError> {
+    let ip = client_ip(req, state).unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    let ip_slot = state
+        .auth_throttle
+        .admit_check_unless_full(ip)
+        .map_err(|refusal| match refusal {
+            Refusal::TooFast(wait) => ApiError::new(
+                ErrorCode::RateLimited,
+                "too many password checks from this address; try again later",
+            )
+            .with_retry_after(wait),
+            Refusal::Checking => ApiError::new(
+                ErrorCode::RateLimited,
+                "a password from this address is already being checked; try again when it has finished",
+            )
+            .with_retry_after(1),
+        })?;
+    let account_slot = state
+        .account_throttle
+        .admit_account_check(account)
+        .map_err(|refusal| match refusal {
+            Refusal::TooFast(wait) => ApiError::new(
+                ErrorCode::RateLimited,
+                "too many password checks for this account; try again later",
+            )
+            .with_retry_after(wait),
+            Refusal::Checking => ApiError::new(
+                ErrorCode::RateLimited,
+                "a password of this account is already being checked; try again when it has finished",
+            )
+            .with_retry_after(1),
+        })?;
+    Ok(SessionCheck {
+        _ip: ip_slot,
+        _account: account_slot,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check_at(t: &IpThrottle, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
-        t.admit_at(ip, now, false).map(|_| ())
+        t.admit_at(client(ip), now, false, true).map(|_| ())
     }
 
     #[test]
@@ -346,12 +461,18 @@ mod tests {
         // sweep keeps the entry: its check is still running.
         let later = Instant::now() + Duration::from_secs(600);
         assert_eq!(
-            t.admit_at(IpAddr::from([198, 51, 100, 1]), later, true),
-            Ok(Key::Overflow)
+            t.admit_at(client(IpAddr::from([198, 51, 100, 1])), later, true, true),
+            Ok(Some(Key::Overflow))
         );
-        assert_eq!(t.admit_at(ip, later, true), Err(Refusal::Checking));
+        assert_eq!(
+            t.admit_at(client(ip), later, true, true),
+            Err(Refusal::Checking)
+        );
         drop(slot);
-        assert_eq!(t.admit_at(ip, later, true), Ok(Key::Client(ip)));
+        assert_eq!(
+            t.admit_at(client(ip), later, true, true),
+            Ok(Some(Key::Client(ip)))
+        );
     }
 
     #[test]
@@ -366,5 +487,36 @@ mod tests {
         drop(overflow);
         assert!(t.admit_check(IpAddr::from([198, 51, 100, 2])).is_ok());
         assert!(t.len() <= 2);
+    }
+
+    #[test]
+    fn a_signed_in_check_over_a_full_table_skips_the_overflow() {
+        let t = Arc::new(IpThrottle::new(60, 1, 1));
+        let _held = t.admit_check(IpAddr::from([203, 0, 113, 9])).unwrap();
+        let _flood = t.admit_check(IpAddr::from([198, 51, 100, 1])).unwrap();
+        // The overflow is taken; a signed-in caller's check is not counted there.
+        let newcomer = IpAddr::from([198, 51, 100, 2]);
+        assert_eq!(t.admit_check(newcomer).unwrap_err(), Refusal::Checking);
+        assert!(t.admit_check_unless_full(newcomer).unwrap().is_none());
+        // A remembered client's check is counted as usual.
+        assert_eq!(
+            t.admit_check_unless_full(IpAddr::from([203, 0, 113, 9]))
+                .unwrap_err(),
+            Refusal::Checking
+        );
+    }
+
+    #[test]
+    fn one_check_in_flight_per_account() {
+        let t = Arc::new(IpThrottle::new(3, 1, 100));
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let first = t.admit_account_check(a).unwrap();
+        assert_eq!(t.admit_account_check(a).unwrap_err(), Refusal::Checking);
+        let other = t.admit_account_check(b).unwrap();
+        drop((first, other));
+        drop(t.admit_account_check(a).unwrap());
+        drop(t.admit_account_check(a).unwrap());
+        // Three a minute per account.
+        assert!(matches!(t.admit_account_check(a), Err(Refusal::TooFast(_))));
     }
 }

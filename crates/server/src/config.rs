@@ -26,12 +26,14 @@
 //! | `GC_GUARD_QUEUE` | twice the concurrency | Guard scans waiting for a slot; beyond that 503 `scanner_busy` |
 //! | `GC_GUARD_PER_CALLER` | `4` | Guard scans in flight per tenant (or account without one); beyond that 429 |
 //! | `GC_GUARD_PER_ANON_IP` | `2` | Guard scans in flight per anonymous client IP; beyond that 429 |
+//! | `GC_GUARD_ANON_SHARE` | `50` | percent of the Guard's running slots, waiting places and memory anonymous scans may take together; the rest is kept for signed-in callers |
 //! | `GC_GUARD_MEMORY_MIB` | `256` | memory all Guard scans may hold together; a scan without room → 503 `scanner_busy` |
 //! | `GC_GUARD_TIMEOUT_S` | `20` | a Guard scan (queue, download, unpacking, scanning) is stopped after this long → 504 |
 //! | `GC_AUTH_PER_IP_PER_MIN` | `20` | sign-ins and sign-ups per client IP per minute; beyond that 429 `rate_limited` |
 //! | `GC_AUTH_PER_IP_IN_FLIGHT` | `1` | sign-in and sign-up password checks in flight per client IP; beyond that 429 `rate_limited` at once |
 //! | `GC_PER_IP_CLIENTS_MAX` | `100000` | client IPs remembered by each per-IP limit (sign-in/sign-up, anonymous Guard scans); when full, newcomers share one overflow allowance |
 //! | `GC_HASH_QUEUE` | `4` | password checks waiting for a hashing thread; beyond that 503 `busy` |
+//! | `GC_HASH_RESERVED` | `2` | hashing places (running or waiting) sign-in and sign-up may not take, kept for signed-in callers (change-password) |
 //! | `GC_HEADER_TIMEOUT_S` | `5` | request headers must arrive within this long (else 408, connection closed) |
 //! | `GC_BODY_TIMEOUT_S` | `10` | a request body must arrive within this long after its headers (else 408, closed) |
 //! | `GC_KEEP_ALIVE_S` | `5` | an idle kept-alive connection is closed after this long |
@@ -370,6 +372,11 @@ pub struct Config {
     /// Guard scans in flight per anonymous client IP; beyond that 429.
     #[arg(long, env = "GC_GUARD_PER_ANON_IP", default_value_t = 2)]
     pub guard_per_anon_ip: usize,
+    /// Percent of the Guard's running slots, waiting places and memory that anonymous scans
+    /// may take together; the rest is kept for signed-in callers (503 `scanner_busy` for an
+    /// anonymous scan beyond it).
+    #[arg(long, env = "GC_GUARD_ANON_SHARE", default_value_t = 50)]
+    pub guard_anon_share: u8,
     /// MiB all Guard scans may hold together; a scan without room gets 503 `scanner_busy`.
     #[arg(long, env = "GC_GUARD_MEMORY_MIB", default_value_t = 256)]
     pub guard_memory_mib: u64,
@@ -391,6 +398,10 @@ pub struct Config {
     /// Password checks waiting for a hashing thread; beyond that 503 `busy`.
     #[arg(long, env = "GC_HASH_QUEUE", default_value_t = 4)]
     pub hash_queue: usize,
+    /// Hashing places (running or waiting) that sign-in and sign-up may not take, kept for
+    /// signed-in callers' checks (change-password); anonymous checks keep at least one.
+    #[arg(long, env = "GC_HASH_RESERVED", default_value_t = 2)]
+    pub hash_reserved: usize,
     /// Seconds for the request headers to arrive (else 408 and the connection is closed).
     #[arg(long, env = "GC_HEADER_TIMEOUT_S", default_value_t = 5)]
     pub header_timeout_s: u64,
@@ -460,12 +471,14 @@ impl Config {
             guard_queue: None,
             guard_per_caller: 4,
             guard_per_anon_ip: 2,
+            guard_anon_share: 50,
             guard_memory_mib: 256,
             guard_timeout_s: 20,
             auth_per_ip_per_min: 20,
             auth_per_ip_in_flight: 1,
             per_ip_clients_max: 100_000,
             hash_queue: 4,
+            hash_reserved: 2,
             header_timeout_s: 5,
             body_timeout_s: 10,
             keep_alive_s: 5,

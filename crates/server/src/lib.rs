@@ -227,6 +227,7 @@ pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
             queue: config.guard_queue.unwrap_or(2 * concurrency),
             per_account: config.guard_per_caller.max(1),
             per_anonymous: config.guard_per_anon_ip.max(1),
+            anonymous_percent: config.guard_anon_share.min(100),
             memory_bytes: config.guard_memory_mib.max(1).saturating_mul(1024 * 1024),
         },
     )
@@ -269,6 +270,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         trusted_proxies: config.trusted_proxies.clone(),
         body_timeout: std::time::Duration::from_secs(config.body_timeout_s.max(1)),
         hash_queue: config.hash_queue,
+        hash_reserved: config.hash_reserved,
         auth_per_ip_per_min: config.auth_per_ip_per_min.max(1),
         auth_per_ip_in_flight: config.auth_per_ip_in_flight.max(1),
         per_ip_clients_max: config.per_ip_clients_max.max(1),

@@ -68,6 +68,7 @@ pub struct CreateUserBody {
         (status = 422, description = "validation_failed")))]
 pub async fn create_user(
     state: web::Data<AppState>,
+    req: actix_web::HttpRequest,
     Auth(p): Auth,
     body: Body<CreateUserBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -81,8 +82,11 @@ pub async fn create_user(
         .transpose()?
         .unwrap_or(Role::Member);
     let tenant_id = body.tenant_id;
+    // The hash goes through the limits of every password check (decision 0026).
+    let slots = crate::throttle::admit_session_check(&req, &state, p.user().id)?;
     let user = state
-        .with_hasher(move |ports, hasher| {
+        .with_hasher(crate::throttle::HashShare::SignedIn, move |ports, hasher| {
+            let _slots = slots;
             admin::create_user(ports, hasher, &p, &signup, role, tenant_id, Utc::now())
         })
         .await?;

@@ -1,4 +1,4 @@
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use gc_domain::accounts;
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::extract::{Auth, Body};
 use crate::state::AppState;
+use crate::throttle::{admit_session_check, HashShare};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -15,21 +16,28 @@ pub struct ChangePasswordBody {
     pub new_password: String,
 }
 
-/// Changes the password; every other session of the account is revoked.
+/// Changes the password; every other session of the account is revoked. The check of the
+/// current password goes through the per-IP limits of sign-in and one check in flight per
+/// account (decision 0026).
 #[utoipa::path(post, path = "/api/v1/auth/change-password", tag = "auth", request_body = ChangePasswordBody,
     responses((status = 204, description = "Changed"), (status = 401, description = "unauthenticated"),
         (status = 422, description = "validation_failed (wrong current password or bad new one)"),
-        (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in")))]
+        (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in; rate_limited: the per-IP or per-account limit of password checks (Retry-After)"),
+        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
 pub async fn change_password(
     state: web::Data<AppState>,
+    req: HttpRequest,
     Auth(p): Auth,
     body: Body<ChangePasswordBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
     let body = body.into_inner()?;
+    let slots = admit_session_check(&req, &state, p.user().id)?;
     let policy = state.policy;
     state
-        .with_hasher(move |ports, hasher| {
+        .with_hasher(HashShare::SignedIn, move |ports, hasher| {
+            // Held until the hash is done, even when the client has gone away.
+            let _slots = slots;
             accounts::change_password(
                 ports,
                 hasher,

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
-use crate::throttle::admit_auth;
+use crate::throttle::{admit_auth, HashShare};
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -43,7 +43,7 @@ pub async fn signin(
     };
     let policy = state.policy;
     let (user, tenant) = state
-        .with_hasher(move |ports, hasher| {
+        .with_hasher(HashShare::Anonymous, move |ports, hasher| {
             // Held until the hash is done, even when the client has gone away.
             let _slot = slot;
             accounts::sign_in(

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
-use crate::throttle::admit_auth;
+use crate::throttle::{admit_auth, HashShare};
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -69,7 +69,7 @@ pub async fn signup(
     };
     let policy = state.policy;
     let user = state
-        .with_hasher(move |ports, hasher| {
+        .with_hasher(HashShare::Anonymous, move |ports, hasher| {
             // Held until the hash is done, even when the client has gone away.
             let _slot = slot;
             accounts::sign_up(
