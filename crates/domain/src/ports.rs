@@ -288,6 +288,13 @@ pub trait UsageRepo {
     /// run's tokens added to its windows (`RunLine::token_windows`), and the batch's activity
     /// lines (as [`WorkspaceRepo::append_activities`] would). All or nothing.
     fn record_runs(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()>;
+    /// [`UsageRepo::record_runs`] for a batch whose earlier attempt failed: when that attempt
+    /// was committed after all (its answer was lost, e.g. with the connection), nothing is
+    /// written again, so a batch is never applied twice. The default (for stores whose failed
+    /// writes are never committed) writes it as `record_runs` does.
+    fn record_runs_again(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()> {
+        self.record_runs(runs, activities)
+    }
     /// The scope's tenant's usage.
     fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage>;
     /// Every tenant's usage (or one's), grouped by tenant.

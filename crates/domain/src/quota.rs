@@ -112,7 +112,13 @@ pub fn limit_change(field: &str, raw: Option<Option<i64>>) -> DomainResult<Optio
 }
 
 /// What a counter belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// The order (derived: tenant minutes, then key minutes, then tenant months, each by id) is
+/// the one lock order of the quota rows (decision 0024): every transaction that writes more
+/// than one `quota_windows` row — a take of several windows, a token reservation, the run
+/// writer's batch — writes them sorted by [`QuotaWindow`]'s order, so two of them never wait
+/// on each other's rows in opposite orders (a PostgreSQL deadlock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QuotaSubject {
     /// A tenant's per-minute requests and tokens.
     TenantMinute(Uuid),
@@ -133,8 +139,9 @@ impl QuotaSubject {
     }
 }
 
-/// One counter: a subject in a window that starts at `start` (unix milliseconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// One counter: a subject in a window that starts at `start` (unix milliseconds). Ordered by
+/// subject, then start: the lock order of the rows (see [`QuotaSubject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QuotaWindow {
     pub subject: QuotaSubject,
     pub start_ms: i64,

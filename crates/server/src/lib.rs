@@ -309,7 +309,8 @@ const RUN_QUEUE: usize = 4096;
 /// batch it sleeps [`RUN_BATCH_WINDOW`] and then takes whatever queued meanwhile (up to
 /// [`RUN_BATCH_MAX`]), so a busy gateway costs a few commits a second rather than one per run,
 /// and a run costs its worker no wake-up of this task: a receiver that waits on the queue is
-/// woken by every record sent, one thread hand-off per run (issue 14).
+/// woken by every record sent, one thread hand-off per run (issue 14). A batch that fails is
+/// written again until it is stored ([`write_batch`]), never dropped for a passing failure.
 async fn write_runs(
     store: Arc<dyn Store>,
     mut runs: mpsc::Receiver<RunEvent>,
@@ -328,36 +329,159 @@ async fn write_runs(
             tokio::time::sleep(RUN_BATCH_WINDOW).await;
             take_queued(&mut runs, &mut batch);
         }
-        let store = Arc::clone(&store);
-        let token_reads = Arc::clone(&token_reads);
-        let count = batch.len();
-        let written = web::block(move || {
-            let mut lines = Vec::with_capacity(batch.len());
-            let mut usage = Vec::new();
-            for event in batch {
-                match event {
-                    RunEvent::Activity(line) => lines.push(line),
-                    RunEvent::Run(line, run) => {
-                        lines.push(line);
-                        usage.push(*run);
+        write_batch(&store, &token_reads, &runs, RunBatch::of(batch)).await;
+    }
+}
+
+/// One batch of the writer, sorted by kind.
+#[derive(Default)]
+struct RunBatch {
+    verdicts: Vec<gc_domain::gateway::KeyVerdict>,
+    usage: Vec<gc_domain::runs::RunLine>,
+    lines: Vec<gc_domain::workspace::NewActivity>,
+}
+
+impl RunBatch {
+    fn of(events: Vec<RunEvent>) -> Self {
+        let mut b = Self::default();
+        for event in events {
+            match event {
+                RunEvent::Activity(line) => b.lines.push(line),
+                RunEvent::Run(line, run) => {
+                    b.lines.push(line);
+                    b.usage.push(*run);
+                }
+                RunEvent::KeyVerdict(v) => b.verdicts.push(v),
+            }
+        }
+        b
+    }
+
+    fn len(&self) -> usize {
+        self.verdicts.len() + self.usage.len() + self.lines.len()
+    }
+
+    /// Two halves (each list cut in two), to find the record a database refuses.
+    fn halves(self) -> (Self, Self) {
+        fn cut<T>(mut v: Vec<T>) -> (Vec<T>, Vec<T>) {
+            let back = v.split_off(v.len() / 2);
+            (v, back)
+        }
+        let (v1, v2) = cut(self.verdicts);
+        let (u1, u2) = cut(self.usage);
+        let (l1, l2) = cut(self.lines);
+        (
+            Self {
+                verdicts: v1,
+                usage: u1,
+                lines: l1,
+            },
+            Self {
+                verdicts: v2,
+                usage: u2,
+                lines: l2,
+            },
+        )
+    }
+}
+
+/// Attempts after which a batch the database refuses for a reason other than being busy or
+/// gone (a lock conflict counts as busy) is cut in halves, down to single records.
+const SPLIT_AFTER: u32 = 4;
+/// The longest wait between two attempts.
+const RETRY_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Once the server is stopping (every sender gone), how long a batch is still retried while
+/// the database stays down, so a stop does not wait for ever.
+const STOPPING_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Writes `batch` until it is stored (decision 0024): key verdicts first (idempotent), then
+/// usage, tokens and activity lines in one transaction (one commit per batch); the tokens count
+/// toward the quotas from the next request on (no token count this node read before the
+/// write is used after it). A failed attempt is retried after 50 ms, doubling up to
+/// [`RETRY_MAX_WAIT`]; a retry first checks whether the failed attempt was committed after all
+/// ([`gc_domain::ports::UsageRepo::record_runs_again`]), so no batch is applied twice.
+///
+/// While the database is busy or down (`Unavailable`, lock conflicts included) the batch is
+/// retried for as long as it takes: the writer waits, the queue ([`RUN_QUEUE`]) fills, and
+/// senders then see it full and drop new records with a warning (never silently). A batch the
+/// database refuses outright, [`SPLIT_AFTER`] times, is cut in halves and each retried, down to
+/// one record: only a single record the database keeps refusing is given up, logged at error
+/// level with its id. When the server stops, a database that stays down is waited for
+/// [`STOPPING_GRACE`], then what is left is logged as lost.
+async fn write_batch(
+    store: &Arc<dyn Store>,
+    token_reads: &Arc<TokenReads>,
+    runs: &mpsc::Receiver<RunEvent>,
+    batch: RunBatch,
+) {
+    let mut pending = vec![(batch, false)];
+    while let Some((batch, again)) = pending.pop() {
+        let batch = Arc::new(batch);
+        let mut attempt: u32 = 0;
+        let mut stopping_since: Option<std::time::Instant> = None;
+        loop {
+            let (st, reads, b) = (Arc::clone(store), Arc::clone(token_reads), Arc::clone(&batch));
+            let again = again || attempt > 0;
+            let written = web::block(move || {
+                for v in &b.verdicts {
+                    st.set_ai_key_status(v)?;
+                }
+                reads.around_write(|| {
+                    if again {
+                        st.record_runs_again(&b.usage, &b.lines)
+                    } else {
+                        st.record_runs(&b.usage, &b.lines)
                     }
-                    // A proven-bad key is marked at once, before the batch's records.
-                    RunEvent::KeyVerdict(v) => store.set_ai_key_status(&v)?,
+                })
+            })
+            .await;
+            let busy = match &written {
+                Ok(Ok(())) => {
+                    if attempt > 0 {
+                        tracing::info!(attempts = attempt + 1, "run records stored after retries");
+                    }
+                    break;
+                }
+                Ok(Err(gc_domain::DomainError::Unavailable { .. })) | Err(_) => true,
+                Ok(Err(_)) => false,
+            };
+            attempt = attempt.saturating_add(1);
+            let count = batch.len();
+            match &written {
+                Ok(Err(e)) => tracing::warn!(error = %e, count, attempt, "could not write run records; retrying"),
+                _ => tracing::warn!(count, attempt, "the run-record writer could not use the blocking pool; retrying"),
+            }
+            if runs.is_closed() {
+                let since = *stopping_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= STOPPING_GRACE {
+                    tracing::error!(count, "server stopping with the database down: run records lost");
+                    break;
                 }
             }
-            // Usage, tokens and activity lines in one transaction (one commit per batch); the
-            // tokens count toward the quotas from the next request on (no token count this node
-            // read before the write is used after it).
-            token_reads.around_write(|| store.record_runs(&usage, &lines))
-        })
-        .await;
-        match written {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, count, "could not write run records"),
-            Err(_) => tracing::error!(
-                count,
-                "the run-record writer could not use the blocking pool"
-            ),
+            if !busy && attempt >= SPLIT_AFTER {
+                let Ok(whole) = Arc::try_unwrap(batch) else {
+                    tracing::error!(count, "run records lost: the batch is still in use");
+                    break;
+                };
+                if whole.len() > 1 {
+                    let (first, second) = whole.halves();
+                    pending.push((second, true));
+                    pending.push((first, true));
+                } else {
+                    let ids: Vec<String> = whole
+                        .usage
+                        .iter()
+                        .map(|r| r.id().to_string())
+                        .chain(whole.lines.iter().map(|a| a.id().to_string()))
+                        .collect();
+                    tracing::error!(?ids, "a run record the database keeps refusing is given up");
+                }
+                break;
+            }
+            let wait = std::time::Duration::from_millis(50)
+                .saturating_mul(1 << attempt.min(7))
+                .min(RETRY_MAX_WAIT);
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -9,7 +9,8 @@
 //! answers (`synchronous = FULL` on SQLite). Tokens are added when run lines are stored, in
 //! the same transaction as the lines.
 
-use std::collections::HashMap;
+use std::cell::Cell;
+use std::collections::BTreeMap;
 
 use diesel::prelude::*;
 use gc_domain::access::{AdminScope, TenantScope};
@@ -18,7 +19,7 @@ use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take};
 use gc_domain::runs::RunLine;
 use gc_domain::usage::{UsagePage, UsageQuery};
 use gc_domain::workspace::NewActivity;
-use gc_domain::DomainResult;
+use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
 use super::count;
@@ -27,6 +28,64 @@ use crate::fixed::{AddTokens, GiveBack, TakeRequests};
 use crate::rows::text;
 use crate::schema::{quota_windows, run_usage};
 use crate::store::{on_backend, DbConnection, DbStore};
+
+thread_local! {
+    /// Set when a statement of this thread's current quota operation failed on a lock
+    /// conflict (a PostgreSQL deadlock or serialization failure), which [`retry_conflicts`]
+    /// retries.
+    static CONFLICT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True for the failures a retry of the whole transaction cures: a deadlock (`40P01`) or a
+/// serialization failure (`40001`). With the one lock order (decision 0024) deadlocks should
+/// not happen between gc's own statements; a retry also covers rows another statement (an
+/// operator's, a prune) locks in an order of its own.
+fn is_conflict(e: &diesel::result::Error) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error};
+    match e {
+        Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
+        Error::DatabaseError(_, info) => {
+            let m = info.message();
+            m.contains("deadlock detected") || m.contains("could not serialize")
+        }
+        _ => false,
+    }
+}
+
+/// `db_error`, except that a lock conflict is marked for [`retry_conflicts`] and answers
+/// `Unavailable` (503 with `Retry-After`, never a 500) should every retry meet one.
+fn quota_error(op: &'static str, e: diesel::result::Error) -> DomainError {
+    if is_conflict(&e) {
+        CONFLICT.with(|c| c.set(true));
+        tracing::warn!(operation = op, error = %e, "quota rows: lock conflict, retrying");
+        return DomainError::Unavailable {
+            retry_after_secs: 1,
+        };
+    }
+    db_error(op, e)
+}
+
+/// How often a quota write that met a lock conflict is tried again.
+const CONFLICT_RETRIES: u32 = 4;
+
+/// Runs `f` (a whole transaction) again, after 2, 4, 8 and 16 ms, while it fails on a lock
+/// conflict ([`quota_error`]); any other answer is final.
+fn retry_conflicts<T>(op: &'static str, mut f: impl FnMut() -> DomainResult<T>) -> DomainResult<T> {
+    let mut attempt = 0;
+    loop {
+        CONFLICT.with(|c| c.set(false));
+        let out = f();
+        let conflicted = CONFLICT.with(|c| c.replace(false));
+        if out.is_ok() || !conflicted || attempt >= CONFLICT_RETRIES {
+            if out.is_err() && conflicted {
+                tracing::warn!(operation = op, "quota rows: lock conflicts on every attempt");
+            }
+            return out;
+        }
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
+    }
+}
 
 fn limit(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -41,7 +100,7 @@ fn take_n(conn: &mut DbConnection, w: &QuotaWindow, n: u64, max: u64) -> DomainR
         max: limit(max),
     };
     let found: Vec<i64> =
-        on_backend!(conn, |c| take.load(c)).map_err(|e| db_error("take_request", e))?;
+        on_backend!(conn, |c| take.load(c)).map_err(|e| quota_error("take_request", e))?;
     Ok(found.first().map(|r| count(*r)))
 }
 
@@ -66,7 +125,7 @@ fn give_back(conn: &mut DbConnection, w: &QuotaWindow, n: u64) -> DomainResult<(
         subject: w.subject.stored(),
         window_start: w.start_ms,
     };
-    on_backend!(conn, |c| back.execute(c)).map_err(|e| db_error("take_request", e))?;
+    on_backend!(conn, |c| back.execute(c)).map_err(|e| quota_error("take_request", e))?;
     Ok(())
 }
 
@@ -76,7 +135,7 @@ fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainRe
         window_start: w.start_ms,
         tokens: limit(tokens),
     };
-    on_backend!(conn, |c| add.execute(c)).map_err(|e| db_error("record_runs", e))?;
+    on_backend!(conn, |c| add.execute(c)).map_err(|e| quota_error("record_runs", e))?;
     Ok(())
 }
 
@@ -137,27 +196,38 @@ impl QuotaRepo for DbStore {
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
         if let [t] = takes {
             // Each statement is atomic on its own: no transaction to pay for.
-            return self.write_one(|conn| {
-                Ok(match take_one(conn, t)? {
-                    Some(g) => Take::Taken(vec![g]),
-                    None => Take::Full(0),
+            return retry_conflicts("take_request", || {
+                self.write_one(|conn| {
+                    Ok(match take_one(conn, t)? {
+                        Some(g) => Take::Taken(vec![g]),
+                        None => Take::Full(0),
+                    })
                 })
             });
         }
-        self.write("take_request", |conn| {
-            let mut grants: Vec<Grant> = Vec::with_capacity(takes.len());
-            for (i, t) in takes.iter().enumerate() {
-                match take_one(conn, t)? {
-                    Some(g) => grants.push(g),
-                    None => {
-                        for (earlier, g) in takes.iter().zip(&grants) {
-                            give_back(conn, &earlier.window, g.granted)?;
+        // The rows in the one lock order (decision 0024), whatever order the caller names
+        // them in; answers in the caller's order.
+        let mut order: Vec<usize> = (0..takes.len()).collect();
+        order.sort_by_key(|i| takes.get(*i).map(|t| t.window));
+        retry_conflicts("take_request", || {
+            self.write("take_request", |conn| {
+                let mut grants: Vec<Option<Grant>> = vec![None; takes.len()];
+                for i in &order {
+                    let Some(t) = takes.get(*i) else { continue };
+                    match take_one(conn, t)? {
+                        Some(g) => grants[*i] = Some(g),
+                        None => {
+                            for (earlier, g) in takes.iter().zip(&grants) {
+                                if let Some(g) = g {
+                                    give_back(conn, &earlier.window, g.granted)?;
+                                }
+                            }
+                            return Ok(Take::Full(*i));
                         }
-                        return Ok(Take::Full(i));
                     }
                 }
-            }
-            Ok(Take::Taken(grants))
+                Ok(Take::Taken(grants.into_iter().flatten().collect()))
+            })
         })
     }
 
@@ -199,6 +269,37 @@ struct RunUsageRow {
 
 impl UsageRepo for DbStore {
     fn record_runs(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()> {
+        self.store_runs(runs, activities, false)
+    }
+
+    fn record_runs_again(&self, runs: &[RunLine], activities: &[NewActivity]) -> DomainResult<()> {
+        self.store_runs(runs, activities, true)
+    }
+
+    fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage> {
+        self.tenant_usage_report(scope, query)
+    }
+
+    fn all_usage(
+        &self,
+        scope: &AdminScope,
+        tenant_id: Option<Uuid>,
+        query: &UsageQuery,
+    ) -> DomainResult<UsagePage> {
+        self.all_usage_report(scope, tenant_id, query)
+    }
+}
+
+impl DbStore {
+    /// The run writer's batch in one transaction. `again`: an earlier attempt of this batch
+    /// failed, so first look for its first line (a usage line, else an activity line): found,
+    /// that attempt was committed (the batch is all or nothing) and nothing is written.
+    fn store_runs(
+        &self,
+        runs: &[RunLine],
+        activities: &[NewActivity],
+        again: bool,
+    ) -> DomainResult<()> {
         if runs.is_empty() && activities.is_empty() {
             return Ok(());
         }
@@ -220,38 +321,58 @@ impl UsageRepo for DbStore {
                 }
             })
             .collect();
-        // One upsert per window of the batch, not per run.
-        let mut tokens: HashMap<QuotaWindow, u64> = HashMap::new();
+        // One upsert per window of the batch, not per run, in the one lock order (decision
+        // 0024: the same order as a take of several windows, so the writer and a take never
+        // wait on each other's rows in opposite orders).
+        let mut tokens: BTreeMap<QuotaWindow, u64> = BTreeMap::new();
         for r in runs {
             let n = r.usage().total_tokens;
             if n > 0 {
                 for w in r.token_windows() {
-                    *tokens.entry(w).or_default() += n;
+                    let sum = tokens.entry(w).or_default();
+                    *sum = sum.saturating_add(n);
                 }
             }
         }
-        self.write("record_runs", |conn| {
-            // Statements of several runs each, kept prepared (issue 14).
-            crate::store::insert_rows!(conn, run_usage::table, &rows)
-                .map_err(|e| db_error("record_runs", e))?;
-            for (w, n) in &tokens {
-                add_tokens(conn, w, *n)?;
-            }
-            // The batch's activity lines in the same commit: one `fsync` per batch, not two.
-            crate::repos::workspace::insert_activities(conn, activities, "record_runs")
+        let first_run = rows.first().map(|r| r.id.clone());
+        let first_activity = activities.first().map(|a| text(a.id()));
+        retry_conflicts("record_runs", || {
+            self.write("record_runs", |conn| {
+                if again && batch_stored(conn, first_run.as_ref(), first_activity.as_ref())? {
+                    tracing::info!("a run batch retried after a failed commit was stored already");
+                    return Ok(());
+                }
+                // Statements of several runs each, kept prepared (issue 14).
+                crate::store::insert_rows!(conn, run_usage::table, &rows)
+                    .map_err(|e| quota_error("record_runs", e))?;
+                for (w, n) in &tokens {
+                    add_tokens(conn, w, *n)?;
+                }
+                // The batch's activity lines in the same commit: one `fsync` per batch, not two.
+                crate::repos::workspace::insert_activities(conn, activities, "record_runs")
+            })
         })
     }
+}
 
-    fn tenant_usage(&self, scope: &TenantScope, query: &UsageQuery) -> DomainResult<UsagePage> {
-        self.tenant_usage_report(scope, query)
+/// Whether the batch whose first usage line (else first activity line) has this id is stored.
+fn batch_stored(
+    conn: &mut DbConnection,
+    first_run: Option<&String>,
+    first_activity: Option<&String>,
+) -> DomainResult<bool> {
+    use crate::schema::activity;
+    let found = match (first_run, first_activity) {
+        (Some(id), _) => on_backend!(conn, |c| run_usage::table
+            .filter(run_usage::id.eq(id))
+            .count()
+            .get_result::<i64>(c)),
+        (None, Some(id)) => on_backend!(conn, |c| activity::table
+            .filter(activity::id.eq(id))
+            .count()
+            .get_result::<i64>(c)),
+        (None, None) => Ok(0),
     }
-
-    fn all_usage(
-        &self,
-        scope: &AdminScope,
-        tenant_id: Option<Uuid>,
-        query: &UsageQuery,
-    ) -> DomainResult<UsagePage> {
-        self.all_usage_report(scope, tenant_id, query)
-    }
+    .map_err(|e| quota_error("record_runs", e))?;
+    Ok(found > 0)
 }
