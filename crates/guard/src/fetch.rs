@@ -652,24 +652,47 @@ fn entry_path(raw: &[u8]) -> Option<String> {
     Some(rest.join("/"))
 }
 
-/// Unpacks a `.tar.gz` within the limits: `(files, skipped)`.
+/// One regular file of an archive, as [`unpack_each`] hands it over.
+pub enum EntryData<'a> {
+    /// The content, within the per-file limit.
+    Whole(Vec<u8>),
+    /// Over the per-file limit: its first `max_file_bytes + 1` bytes, and a reader of the
+    /// rest (bounded by the unpacked-size cap and the cancellation flag like everything else).
+    Oversized {
+        head: Vec<u8>,
+        rest: &'a mut dyn Read,
+    },
+}
+
+/// Unpacks a `.tar.gz` within the limits: `(files, skipped)`. More than `max_files` files is
+/// [`FetchError::TooLarge`]; files over the per-file limit are skipped and counted.
 pub fn unpack(tarball: &[u8], limits: &Limits) -> Result<(RepoFiles, u64), FetchError> {
     let mut files = Vec::new();
     let mut skipped = 0u64;
-    unpack_each(
-        tarball,
-        limits,
-        &CancelFlag::default(),
-        |path, data| match data {
-            Some(data) => files.push((path, data)),
-            None => skipped += 1,
-        },
-    )?;
+    let mut count = 0u64;
+    let result = unpack_each(tarball, limits, &CancelFlag::default(), |path, data| {
+        count += 1;
+        if count > limits.max_files {
+            return Err(std::io::Error::other("file count"));
+        }
+        match data {
+            EntryData::Whole(data) => files.push((path, data)),
+            EntryData::Oversized { .. } => skipped += 1,
+        }
+        Ok(())
+    });
+    if count > limits.max_files {
+        return Err(FetchError::TooLarge("file count"));
+    }
+    result?;
     Ok((files, skipped))
 }
 
-/// Unpacks and scans a `.tar.gz` one file at a time, so only one file is held besides the
-/// archive. Stops with [`FetchError::Cancelled`] when `cancel` is set.
+/// Unpacks and scans a `.tar.gz` one file at a time, so only one file (and the bounded
+/// buffers of a partial scan) is held besides the archive. Files past the count limit are
+/// still listed, counted and given the keyword pass (see `coverage`); a file over the size
+/// limit is streamed through the partial scan. Stops with [`FetchError::Cancelled`] when
+/// `cancel` is set.
 pub fn scan_tarball(
     scanner: &Scanner,
     tarball: &[u8],
@@ -677,21 +700,25 @@ pub fn scan_tarball(
     cancel: &CancelFlag,
 ) -> Result<ScanReport, FetchError> {
     let mut scan = scanner.files_scan(limits);
-    unpack_each(tarball, limits, cancel, |path, data| match data {
-        Some(data) => scan.add(&path, &data),
-        None => scan.skip(),
+    unpack_each(tarball, limits, cancel, |path, data| {
+        match data {
+            EntryData::Whole(data) => scan.add(&path, &data),
+            EntryData::Oversized { head, rest } => scan.add_oversized(&path, &head, rest)?,
+        }
+        Ok(())
     })?;
     Ok(scan.finish())
 }
 
-/// Calls `visit(path, Some(content))` for each regular file of a `.tar.gz` within the limits,
-/// `visit(path, None)` for a file over the per-file limit (skipped). Checks `cancel` before
-/// every entry and while decompressing.
+/// Calls `visit(path, data)` for each regular file of a `.tar.gz`, in archive order, within
+/// the unpacked-size cap (every file, also past `max_files`: the visitor decides). Checks
+/// `cancel` before every entry and while decompressing. An error of `visit` (or of reading an
+/// over-size file's rest) ends the walk as the cap, the cancellation or an invalid archive.
 pub fn unpack_each(
     tarball: &[u8],
     limits: &Limits,
     cancel: &CancelFlag,
-    mut visit: impl FnMut(String, Option<Vec<u8>>),
+    mut visit: impl FnMut(String, EntryData<'_>) -> std::io::Result<()>,
 ) -> Result<(), FetchError> {
     let exceeded = Rc::new(Cell::new(false));
     let reader = CappedReader {
@@ -701,7 +728,6 @@ pub fn unpack_each(
         cancel: cancel.clone(),
     };
     let mut archive = tar::Archive::new(reader);
-    let mut count = 0u64;
     let fail = |exceeded: &Rc<Cell<bool>>| {
         if cancel.is_cancelled() {
             FetchError::Cancelled
@@ -724,20 +750,23 @@ pub fn unpack_each(
         let Some(path) = entry_path(&entry.path_bytes()) else {
             continue;
         };
-        count += 1;
-        if count > limits.max_files {
-            return Err(FetchError::TooLarge("file count"));
-        }
         let mut data = Vec::new();
         (&mut entry)
             .take(limits.max_file_bytes + 1)
             .read_to_end(&mut data)
             .map_err(|_| fail(&exceeded))?;
-        if data.len() as u64 > limits.max_file_bytes {
-            visit(path, None);
-            continue;
-        }
-        visit(path, Some(data));
+        let visited = if data.len() as u64 > limits.max_file_bytes {
+            visit(
+                path,
+                EntryData::Oversized {
+                    head: data,
+                    rest: &mut entry,
+                },
+            )
+        } else {
+            visit(path, EntryData::Whole(data))
+        };
+        visited.map_err(|_| fail(&exceeded))?;
     }
     if exceeded.get() {
         return Err(FetchError::TooLarge("unpacked size"));
@@ -805,6 +834,7 @@ mod tests {
             if seen == 3 {
                 cancel.cancel();
             }
+            Ok(())
         });
         assert_eq!(result, Err(FetchError::Cancelled));
         assert_eq!(seen, 3, "no entry is visited after the flag is set");

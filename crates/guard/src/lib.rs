@@ -16,6 +16,7 @@
 mod checks;
 pub mod cli;
 mod context;
+pub mod coverage;
 mod decode;
 pub mod eval;
 mod filters;
@@ -23,6 +24,7 @@ mod flow;
 mod intent;
 mod model;
 mod normalize;
+mod partial;
 pub mod rules;
 pub mod sarif;
 mod scanner;
@@ -66,5 +68,7 @@ pub fn guard_info() -> GuardInfo {
 
 #[cfg(test)]
 mod category_tests;
+#[cfg(test)]
+mod coverage_tests;
 #[cfg(test)]
 mod tests;

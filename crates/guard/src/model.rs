@@ -92,6 +92,7 @@ pub enum Category {
     SuspiciousUrl,
     ResourceAbuse,
     Skill,
+    Coverage,
 }
 
 impl Category {
@@ -115,6 +116,7 @@ impl Category {
             Category::SuspiciousUrl => "suspicious_url",
             Category::ResourceAbuse => "resource_abuse",
             Category::Skill => "skill",
+            Category::Coverage => "coverage",
         }
     }
 }

@@ -1353,6 +1353,15 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Ship source, or document where the binary comes from and how to verify it.",
         detector: Detector::Native,
     },
+    RuleDef {
+        id: "scan.incomplete",
+        category: C::Coverage,
+        severity: S::Medium,
+        title: "Not everything was examined",
+        description: "The scan could not read everything whole: files over the size limit (read in part), files past the file-count limit (a keyword pass only), executables, archives, binary data of no harmless type, text mostly not in UTF-8, or unreadable files. The verdict of such a scan is never pass.",
+        remediation: "Review what the finding names by hand, or split the skill so that every file is within the limits; ship source instead of binaries and archives.",
+        detector: Detector::Native,
+    },
     // ---------------------------------------------------------------- SKILL.md frontmatter (native)
     RuleDef {
         id: "skill.frontmatter-missing",

@@ -24,7 +24,9 @@ fn security_severity(s: Severity) -> &'static str {
 
 /// Renders a report as a SARIF 2.1.0 log with one run. Every rule of the catalog is listed in
 /// `tool.driver.rules`; results refer to them by id and index. Findings without a path (pasted
-/// content) are located in the artifact `content`.
+/// content) are located in the artifact `content`. A `scan.incomplete` finding is a result and
+/// also a warning notification of the invocation; `properties.complete` says whether every
+/// file was read whole.
 pub fn to_sarif(report: &ScanReport, target: &TargetInfo) -> Value {
     let rules: Vec<Value> = RULES
         .iter()
@@ -75,6 +77,21 @@ pub fn to_sarif(report: &ScanReport, target: &TargetInfo) -> Value {
             result
         })
         .collect();
+    // What the scan could not examine is also a notification of the tool's run, where SARIF
+    // viewers show that an analysis was partial.
+    let notifications: Vec<Value> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule_id == crate::coverage::RULE_ID)
+        .map(|f| {
+            json!({
+                "level": "warning",
+                "descriptor": { "id": f.rule_id },
+                "message": { "text": f.message },
+            })
+        })
+        .collect();
+    let complete = notifications.is_empty();
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -87,9 +104,14 @@ pub fn to_sarif(report: &ScanReport, target: &TargetInfo) -> Value {
                 },
             },
             "columnKind": "unicodeCodePoints",
+            "invocations": [{
+                "executionSuccessful": true,
+                "toolExecutionNotifications": notifications,
+            }],
             "results": results,
             "properties": {
                 "verdict": report.verdict(),
+                "complete": complete,
                 "mode": crate::MODE_SKILL,
                 "target": target,
                 "stats": report.stats,

@@ -7,6 +7,9 @@
 
 use crate::checks;
 use crate::context;
+use crate::coverage::{
+    classify, decode_utf16, mostly_utf8, name_matters, size, Coverage, Gap, Kind,
+};
 use crate::decode;
 use crate::flow;
 use crate::intent;
@@ -95,6 +98,8 @@ pub struct Scanner {
     aux_kind: Vec<u8>,
     ids: HashMap<&'static str, usize>,
     pub(crate) aux: Aux,
+    /// The strongest indicators (`coverage::INDICATORS`), for what is not read whole.
+    pub(crate) indicators: AhoCorasick,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -174,6 +179,12 @@ impl Scanner {
             )?,
             intent: intent::Patterns::new()?,
         };
+        let indicators = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostFirst)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(crate::coverage::INDICATORS)
+            .map_err(|e| RuleError::Automaton(e.to_string()))?;
         Ok(Scanner {
             rules,
             keywords: automaton,
@@ -181,6 +192,7 @@ impl Scanner {
             aux_kind,
             ids,
             aux,
+            indicators,
         })
     }
 
@@ -262,8 +274,11 @@ impl Scanner {
         self.scan_files_with(files, &Limits::CONTRACT)
     }
 
-    /// Scans a set of files. Files over `limits.max_file_bytes`, binary files and files past
-    /// `limits.max_files` are skipped and counted; a bundled native executable is reported.
+    /// Scans a set of files held in memory. What cannot be read whole (files over
+    /// `limits.max_file_bytes` are read in part, files past `limits.max_files` only by a
+    /// keyword pass, executables, archives and unknown binaries not at all) is counted in
+    /// `stats.files_skipped` and reported as `scan.incomplete`; images, fonts and media are
+    /// skipped quietly; a bundled native executable is also reported as such.
     pub fn scan_files_with<I, P, B>(&self, files: I, limits: &Limits) -> ScanReport
     where
         I: IntoIterator<Item = (P, B)>,
@@ -286,24 +301,46 @@ impl Scanner {
             seen: 0,
             per_rule: HashMap::new(),
             started: Instant::now(),
+            coverage: Coverage::default(),
+            past_budget_named: PAST_COUNT_BUDGET_NAMED,
+            past_budget_other: PAST_COUNT_BUDGET_OTHER,
         }
     }
 
-    /// Scans pasted content as one text and returns a report with stats.
+    /// Scans pasted content as one text and returns a report with stats. Content over the
+    /// contract's per-file limit is read in part and reported as `scan.incomplete`.
     pub fn scan_content(&self, text: &str) -> ScanReport {
+        self.scan_content_with(text, &Limits::CONTRACT)
+    }
+
+    /// [`Scanner::scan_content`] with other limits.
+    pub fn scan_content_with(&self, text: &str, limits: &Limits) -> ScanReport {
         let started = Instant::now();
-        let (findings, truncated) = self.scan_text_counted(None, text);
         let mut report = ScanReport {
             findings: Vec::new(),
             stats: ScanStats {
                 files_scanned: 1,
-                bytes_scanned: text.len() as u64,
-                findings_truncated: truncated,
                 ..ScanStats::default()
             },
         };
         let mut per_rule = HashMap::new();
-        keep_within_scan_caps(&mut report, &mut per_rule, findings);
+        if text.len() as u64 > limits.max_file_bytes {
+            let partial = self
+                .scan_partial(None, text.as_bytes(), &mut std::io::empty(), limits)
+                .unwrap_or_default();
+            let mut coverage = Coverage::default();
+            coverage.windows_dropped = partial.windows_dropped;
+            coverage.note(Gap::Oversized, "", size(text.len() as u64));
+            report.findings = coverage.findings(limits);
+            report.stats.bytes_scanned = partial.bytes_scanned;
+            report.stats.findings_truncated = partial.truncated;
+            keep_within_scan_caps(&mut report, &mut per_rule, partial.findings);
+        } else {
+            let (findings, truncated) = self.scan_text_counted(None, text);
+            report.stats.bytes_scanned = text.len() as u64;
+            report.stats.findings_truncated = truncated;
+            keep_within_scan_caps(&mut report, &mut per_rule, findings);
+        }
         report.stats.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report
     }
@@ -596,9 +633,16 @@ impl Scanner {
     }
 }
 
+/// Bytes given the keyword pass past the file-count limit, per scan: files whose names matter
+/// (scripts, manifests, hooks, SKILL.md) and the others.
+const PAST_COUNT_BUDGET_NAMED: u64 = 16 * 1024 * 1024;
+const PAST_COUNT_BUDGET_OTHER: u64 = 4 * 1024 * 1024;
+
 /// A scan over files fed one at a time ([`Scanner::files_scan`]); [`FilesScan::finish`] gives
 /// the report. Applies the per-scan caps on findings ([`MAX_PER_RULE_PER_SCAN`],
-/// [`MAX_PER_SCAN`]) and counts what they leave out in `stats.findings_truncated`.
+/// [`MAX_PER_SCAN`]) and counts what they leave out in `stats.findings_truncated`. What it
+/// cannot read whole it records (see `coverage`), and `finish` reports it first, never capped,
+/// as `scan.incomplete`.
 pub struct FilesScan<'a> {
     scanner: &'a Scanner,
     limits: Limits,
@@ -606,37 +650,100 @@ pub struct FilesScan<'a> {
     seen: u64,
     per_rule: HashMap<String, usize>,
     started: Instant,
+    coverage: Coverage,
+    past_budget_named: u64,
+    past_budget_other: u64,
 }
 
 impl FilesScan<'_> {
-    /// Scans one file (or skips and counts it: over the size or count limit, binary).
+    /// Scans one file held in memory (over the size limit: in part; past the count limit: by
+    /// the keyword pass; binary: by kind).
     pub fn add(&mut self, path: &str, bytes: &[u8]) {
         self.seen += 1;
-        if self.seen > self.limits.max_files || bytes.len() as u64 > self.limits.max_file_bytes {
-            self.report.stats.files_skipped += 1;
-            return;
+        if self.seen > self.limits.max_files {
+            self.past_count(path, bytes);
+        } else if bytes.len() as u64 > self.limits.max_file_bytes {
+            // Reading from memory cannot fail.
+            let _ = self.oversized(path, bytes, &mut std::io::empty());
+        } else {
+            self.whole(path, bytes);
         }
-        if is_binary(bytes) {
-            self.report.stats.files_skipped += 1;
-            if let Some(kind) = executable_kind(bytes) {
-                if let Some(rule) = self.scanner.rule_index("file.executable-binary") {
-                    let def = &RULES[rule];
-                    let finding = Finding {
-                        rule_id: def.id.to_string(),
-                        severity: def.severity,
-                        title: def.title.to_string(),
-                        message: format!("{} binary bundled with the skill", kind),
-                        path: Some(path.to_string()),
-                        line: 1,
-                        column: 1,
-                        excerpt: String::new(),
-                    };
-                    keep_within_scan_caps(&mut self.report, &mut self.per_rule, vec![finding]);
+    }
+
+    /// Scans a file over the size limit without holding it: `head` is what was read of it
+    /// (more than the limit), `rest` reads the remainder. Fails only when `rest` does.
+    pub fn add_oversized(
+        &mut self,
+        path: &str,
+        head: &[u8],
+        rest: &mut dyn std::io::Read,
+    ) -> std::io::Result<()> {
+        self.seen += 1;
+        if self.seen > self.limits.max_files {
+            self.past_count(path, head);
+            return Ok(());
+        }
+        self.oversized(path, head, rest)
+    }
+
+    /// Counts a file that could not be read (`why`: the error, shown in the finding).
+    pub fn add_unreadable(&mut self, path: &str, why: &str) {
+        self.seen += 1;
+        self.report.stats.files_skipped += 1;
+        self.coverage.note(Gap::Unreadable, path, why);
+    }
+
+    /// Counts a file left unread because the bytes read in all reached their limit.
+    pub fn add_past_total(&mut self, path: &str) {
+        self.seen += 1;
+        self.report.stats.files_skipped += 1;
+        self.coverage.note(Gap::PastTotal, path, "");
+    }
+
+    /// Files recorded as not read whole so far.
+    pub fn incomplete_files(&self) -> u64 {
+        self.coverage.files()
+    }
+
+    /// Whether the next file, named `path`, would be read at all: false past the count limit
+    /// once the keyword pass's budget for such names is spent (then [`FilesScan::add_unread`]
+    /// counts it without reading it).
+    pub fn will_read(&self, path: &str) -> bool {
+        if self.seen < self.limits.max_files {
+            return true;
+        }
+        let budget = if name_matters(path) {
+            self.past_budget_named
+        } else {
+            self.past_budget_other
+        };
+        budget > 0
+    }
+
+    /// Counts a file past the count limit without reading it.
+    pub fn add_unread(&mut self, path: &str) {
+        self.seen += 1;
+        self.report.stats.files_skipped += 1;
+        self.coverage.note(Gap::PastCount, path, "");
+        self.coverage.past_count_unread += 1;
+    }
+
+    fn whole(&mut self, path: &str, bytes: &[u8]) {
+        let text = match classify(bytes) {
+            Kind::Text => {
+                if !mostly_utf8(bytes) {
+                    self.coverage.note(Gap::Encoding, path, "");
                 }
+                String::from_utf8_lossy(bytes)
             }
-            return;
-        }
-        let text = String::from_utf8_lossy(bytes);
+            Kind::Utf16(little_endian) => {
+                std::borrow::Cow::Owned(decode_utf16(bytes, little_endian))
+            }
+            kind => {
+                self.not_text(path, bytes, kind);
+                return;
+            }
+        };
         self.report.stats.files_scanned += 1;
         self.report.stats.bytes_scanned += bytes.len() as u64;
         let (findings, truncated) = self.scanner.scan_text_counted(Some(path), &text);
@@ -644,13 +751,99 @@ impl FilesScan<'_> {
         keep_within_scan_caps(&mut self.report, &mut self.per_rule, findings);
     }
 
-    /// Counts a file that was not scanned (over a limit while unpacking).
-    pub fn skip(&mut self) {
+    /// A file that is not text: skipped, and recorded unless it cannot hold code.
+    fn not_text(&mut self, path: &str, bytes: &[u8], kind: Kind) {
         self.report.stats.files_skipped += 1;
+        match kind {
+            Kind::Text | Kind::Utf16(_) | Kind::Inert => {}
+            Kind::Executable(name) => {
+                self.coverage.note(Gap::Executable, path, name);
+                if let Some(native) = executable_kind(bytes) {
+                    self.executable_finding(path, native);
+                }
+            }
+            Kind::Archive(name) => self.coverage.note(Gap::Archive, path, name),
+            Kind::Binary => self.coverage.note(Gap::Binary, path, ""),
+        }
     }
 
-    /// The report, with the scan's duration.
+    fn executable_finding(&mut self, path: &str, kind: &str) {
+        let Some(rule) = self.scanner.rule_index("file.executable-binary") else {
+            return;
+        };
+        let Some(def) = RULES.get(rule) else { return };
+        let finding = Finding {
+            rule_id: def.id.to_string(),
+            severity: def.severity,
+            title: def.title.to_string(),
+            message: format!("{kind} binary bundled with the skill"),
+            path: Some(path.to_string()),
+            line: 1,
+            column: 1,
+            excerpt: String::new(),
+        };
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, vec![finding]);
+    }
+
+    fn oversized(
+        &mut self,
+        path: &str,
+        head: &[u8],
+        rest: &mut dyn std::io::Read,
+    ) -> std::io::Result<()> {
+        match classify(head) {
+            Kind::Text => {}
+            Kind::Utf16(_) => {
+                self.report.stats.files_skipped += 1;
+                self.coverage.note(Gap::Oversized, path, "UTF-16, not read");
+                return Ok(());
+            }
+            kind => {
+                self.not_text(path, head, kind);
+                return Ok(());
+            }
+        }
+        self.report.stats.files_skipped += 1;
+        let partial = self
+            .scanner
+            .scan_partial(Some(path), head, rest, &self.limits)?;
+        self.report.stats.bytes_scanned += partial.bytes_scanned;
+        self.report.stats.findings_truncated += partial.truncated;
+        self.coverage.windows_dropped += partial.windows_dropped;
+        self.coverage
+            .note(Gap::Oversized, path, size(partial.total_bytes));
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, partial.findings);
+        Ok(())
+    }
+
+    /// A file past the count limit: counted, and given the keyword pass within a budget
+    /// (files whose names matter have their own, larger budget).
+    fn past_count(&mut self, path: &str, bytes: &[u8]) {
+        self.report.stats.files_skipped += 1;
+        self.coverage.note(Gap::PastCount, path, "");
+        let budget = if name_matters(path) {
+            &mut self.past_budget_named
+        } else {
+            &mut self.past_budget_other
+        };
+        let len = bytes.len() as u64;
+        if !matches!(classify(bytes), Kind::Text) || *budget < len {
+            self.coverage.past_count_unread += 1;
+            return;
+        }
+        *budget -= len;
+        self.coverage.past_count_passed += 1;
+        let partial = self.scanner.scan_indicator_lines(Some(path), bytes);
+        self.report.stats.bytes_scanned += partial.bytes_scanned;
+        self.report.stats.findings_truncated += partial.truncated;
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, partial.findings);
+    }
+
+    /// The report, with the scan's duration; `scan.incomplete` findings come first.
     pub fn finish(mut self) -> ScanReport {
+        let mut findings = self.coverage.findings(&self.limits);
+        findings.append(&mut self.report.findings);
+        self.report.findings = findings;
         self.report.stats.duration_ms =
             u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.report
