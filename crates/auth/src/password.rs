@@ -84,7 +84,9 @@ mod tests {
         let hash = hasher.hash(&pw).unwrap();
         assert!(hasher.verify("correct horse battery", &hash));
         assert!(!hasher.verify("correct horse batterx", &hash));
-        let long = "y".repeat(72);
+        let long = "quiet lemon harbour keeps seven brass kettles near one green lantern at dusk"
+            [..72]
+            .to_owned();
         let hash = hasher
             .hash(&Password::parse("password", long.clone()).unwrap())
             .unwrap();

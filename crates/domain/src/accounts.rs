@@ -60,10 +60,13 @@ pub struct Signup {
 }
 
 impl Signup {
+    /// Checks every field; the password by the whole policy, the email's rule included.
     pub fn parse(email: &str, password: String, name: &str) -> DomainResult<Self> {
+        let email = Email::parse("email", email)?;
+        let password = Password::parse_for("password", password, email.as_str())?;
         Ok(Self {
-            email: Email::parse("email", email)?,
-            password: Password::parse("password", password)?,
+            email,
+            password,
             name: text("name", name, 1, 100)?,
         })
     }
@@ -264,8 +267,8 @@ pub fn change_password<P: UserRepo + SigninThrottleRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<()> {
     let session_id = principal.require_session()?;
-    let new = Password::parse("new_password", new)?;
     let email = principal.user().email.as_str();
+    let new = Password::parse_for("new_password", new, email)?;
     reserve_password_check(store, policy, email, now)?;
     if !hasher.verify(current, &principal.user().password_hash) {
         return Err(DomainError::invalid(
@@ -428,12 +431,12 @@ mod tests {
 
     #[test]
     fn signup_validates_every_field() {
-        assert!(Signup::parse("ann@example.com", "x".repeat(12), "Ann").is_ok());
-        let e = Signup::parse("nope", "x".repeat(12), "Ann").unwrap_err();
+        assert!(Signup::parse("ann@example.com", "quiet-lemon-harbour".into(), "Ann").is_ok());
+        let e = Signup::parse("nope", "quiet-lemon-harbour".into(), "Ann").unwrap_err();
         assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "email"));
         let e = Signup::parse("ann@example.com", "short".into(), "Ann").unwrap_err();
         assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "password"));
-        let e = Signup::parse("ann@example.com", "x".repeat(12), " ").unwrap_err();
+        let e = Signup::parse("ann@example.com", "quiet-lemon-harbour".into(), " ").unwrap_err();
         assert!(matches!(e, DomainError::Validation { ref field, .. } if field == "name"));
     }
 
@@ -549,7 +552,15 @@ mod tests {
         let policy = AccountPolicy::default();
         let now = Utc::now();
         for _ in 0..5 {
-            let e = change_password(&store, &Plain, &policy, &p, "wrong", "x".repeat(12), now);
+            let e = change_password(
+                &store,
+                &Plain,
+                &policy,
+                &p,
+                "wrong",
+                "quiet-lemon-harbour".into(),
+                now,
+            );
             assert_eq!(e.unwrap_err().code(), "validation_failed");
         }
         let e = change_password(
@@ -558,7 +569,7 @@ mod tests {
             &policy,
             &p,
             "right-password",
-            "x".repeat(12),
+            "quiet-lemon-harbour".into(),
             now,
         );
         assert_eq!(e.unwrap_err().code(), "too_many_attempts");
@@ -587,7 +598,7 @@ mod tests {
             &policy,
             &p,
             "right-password",
-            "y".repeat(12),
+            "quiet-lemon-harbour".into(),
             Utc::now(),
         )
         .unwrap();
@@ -871,7 +882,7 @@ mod tests {
     #[test]
     fn sign_up_is_refused_when_closed_and_opens_a_session_when_open() {
         let store = Fake::default();
-        let signup = Signup::parse("bob@example.com", "x".repeat(12), "Bob").unwrap();
+        let signup = Signup::parse("bob@example.com", "quiet-lemon-harbour".into(), "Bob").unwrap();
         let meta = ClientMeta::default();
         let now = Utc::now();
         let e = sign_up(

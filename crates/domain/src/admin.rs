@@ -214,8 +214,8 @@ pub fn reset_password<P: UserRepo + SigninThrottleRepo + ?Sized>(
     password: String,
 ) -> DomainResult<User> {
     admin.admin_scope()?;
-    let password = Password::parse("password", password)?;
     let user = store.find_user(id)?.ok_or(DomainError::NotFound("user"))?;
+    let password = Password::parse_for("password", password, user.email.as_str())?;
     let hash = hasher.hash(&password)?;
     store.change_password(user.id, &hash, None)?;
     store.clear_failures(&throttle_key(user.email.as_str()))?;

@@ -71,6 +71,14 @@ pub struct HttpSettings {
     /// Serve `GET /metrics` on the main listener (false when metrics are off or have their
     /// own address, `GC_METRICS_BIND`).
     pub metrics_on_main: bool,
+    /// Usage reports running at once for one tenant (`GC_USAGE_REPORTS_PER_TENANT`); more
+    /// are refused with 429 `rate_limited` at once.
+    pub usage_reports_per_tenant: usize,
+    /// Usage reports running at once in all (`GC_USAGE_REPORTS_MAX`), well under the
+    /// database pool; more are refused with 503 `busy` at once.
+    pub usage_reports_max: usize,
+    /// Tests only: how long each usage report holds its place before it runs (zero).
+    pub usage_report_hold: Duration,
 }
 
 impl HttpSettings {
@@ -94,6 +102,9 @@ impl Default for HttpSettings {
             auth_per_ip_in_flight: 1,
             per_ip_clients_max: crate::throttle::MAX_CLIENTS,
             metrics_on_main: true,
+            usage_reports_per_tenant: 2,
+            usage_reports_max: 2,
+            usage_report_hold: Duration::ZERO,
         }
     }
 }
@@ -120,8 +131,12 @@ pub struct AppState {
     /// Password checks running or waiting for a permit; bounded by `hash_capacity`.
     hash_in_flight: Arc<AtomicUsize>,
     hash_capacity: usize,
-    /// Places of `hash_capacity` anonymous checks may hold (decision 0026).
-    hash_anonymous: usize,
+    /// Anonymous and signed-in checks running or waiting, each within its own limit
+    /// (`hash_share_max`) as well as `hash_capacity` together (decision 0026).
+    hash_by_share: [Arc<AtomicUsize>; 2],
+    /// Places anonymous checks may hold (`hash_capacity` less `hash_reserved`, at least one),
+    /// and signed-in checks (all but one, which stays for sign-in).
+    hash_share_max: [usize; 2],
     /// Password checks per client IP (sign-in, sign-up and signed-in callers' checks).
     pub(crate) auth_throttle: Arc<IpThrottle>,
     /// Signed-in callers' password checks per account.
@@ -137,6 +152,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Record lists kept while the tenant's records are unchanged (decision 0019).
     pub(crate) lists: Arc<ListCache>,
+    /// Usage reports in flight, per tenant and in all (decision 0027).
+    pub(crate) usage_gate: Arc<crate::workspace::usage_gate::UsageGate>,
 }
 
 impl AppState {
@@ -159,6 +176,11 @@ impl AppState {
             }),
         ));
         let hashing = cores.saturating_sub(1).max(1);
+        let usage_gate = Arc::new(crate::workspace::usage_gate::UsageGate::new(
+            http.usage_reports_per_tenant,
+            http.usage_reports_max,
+            http.usage_report_hold,
+        ));
         Self {
             store: adapters.store,
             hasher: adapters.hasher,
@@ -168,9 +190,13 @@ impl AppState {
             hash_in_flight: Arc::new(AtomicUsize::new(0)),
             hash_capacity: hashing + http.hash_queue,
             // Anonymous checks keep at least one place, whatever is reserved.
-            hash_anonymous: (hashing + http.hash_queue)
-                .saturating_sub(http.hash_reserved)
-                .max(1),
+            hash_by_share: [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))],
+            hash_share_max: [
+                (hashing + http.hash_queue)
+                    .saturating_sub(http.hash_reserved)
+                    .max(1),
+                (hashing + http.hash_queue).saturating_sub(1).max(1),
+            ],
             auth_throttle: Arc::new(IpThrottle::new(
                 http.auth_per_ip_per_min,
                 http.auth_per_ip_in_flight,
@@ -188,12 +214,18 @@ impl AppState {
             guard,
             metrics,
             lists: Arc::new(ListCache::default()),
+            usage_gate,
         }
     }
 
     /// The token counts this process's runs read, for the writer that adds to them.
     pub fn token_reads(&self) -> Arc<gc_domain::quota::TokenReads> {
         self.runs.quotas().token_reads()
+    }
+
+    /// This process's quota state (leases; the completion allowance reservations assume).
+    pub fn quotas(&self) -> &gc_domain::quota::NodeQuotas {
+        self.runs.quotas()
     }
 
     pub(crate) fn gateways(&self) -> &Gateways {
@@ -242,29 +274,40 @@ impl AppState {
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at
     /// a time. At most `hash_queue` more wait for a slot; beyond that the answer is 503 `busy`
     /// with `Retry-After`, at once, so a flood cannot build a queue that delays everyone.
-    /// Anonymous checks ([`HashShare::Anonymous`]) may not take the last `hash_reserved`
-    /// places, which stay for signed-in callers (decision 0026).
+    /// Anonymous checks ([`HashShare::Anonymous`]) hold at most all places but
+    /// `hash_reserved`, which stay for signed-in callers; signed-in checks hold at most all
+    /// places but one, which stays for sign-in (decision 0026).
     pub async fn with_hasher<T, F>(&self, share: HashShare, work: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn Store, &dyn PasswordHasher) -> DomainResult<T> + Send + 'static,
     {
-        let capacity = match share {
-            HashShare::Anonymous => self.hash_anonymous,
-            HashShare::SignedIn => self.hash_capacity,
+        let index = match share {
+            HashShare::Anonymous => 0,
+            HashShare::SignedIn => 1,
         };
-        self.hash_in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < capacity).then_some(n + 1)
-            })
-            .map_err(|_| {
-                ApiError::new(
-                    ErrorCode::Busy,
-                    "too many password checks are waiting; try again shortly",
-                )
-                .with_retry_after(1)
-            })?;
-        let place = InFlight(Arc::clone(&self.hash_in_flight));
+        let busy = || {
+            ApiError::new(
+                ErrorCode::Busy,
+                "too many password checks are waiting; try again shortly",
+            )
+            .with_retry_after(1)
+        };
+        let take = |counter: &AtomicUsize, max: usize| {
+            counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok()
+        };
+        if !take(&self.hash_by_share[index], self.hash_share_max[index]) {
+            return Err(busy());
+        }
+        let share_place = InFlight(Arc::clone(&self.hash_by_share[index]));
+        if !take(&self.hash_in_flight, self.hash_capacity) {
+            return Err(busy());
+        }
+        let place = (InFlight(Arc::clone(&self.hash_in_flight)), share_place);
         let permit = Arc::clone(&self.hash_permits)
             .acquire_owned()
             .await
