@@ -33,6 +33,8 @@
 //! | `GC_AUTH_PER_IP_IN_FLIGHT` | `1` | sign-in and sign-up password checks in flight per client IP; beyond that 429 `rate_limited` at once |
 //! | `GC_PER_IP_CLIENTS_MAX` | `100000` | client IPs remembered by each per-IP limit (sign-in/sign-up, anonymous Guard scans); when full, newcomers share one overflow allowance |
 //! | `GC_HASH_QUEUE` | `4` | password checks waiting for a hashing thread; beyond that 503 `busy` |
+//! | `GC_USAGE_REPORTS_PER_TENANT` | `2` | usage reports running at once for one tenant (admins' reports count as one tenant); beyond that 429 `rate_limited` at once |
+//! | `GC_USAGE_REPORTS_MAX` | a quarter of `GC_DB_POOL_SIZE` (2 SQLite, 4 PostgreSQL), at most half | usage reports running at once in all; beyond that 503 `busy` at once |
 //! | `GC_HASH_RESERVED` | `2` | hashing places (running or waiting) sign-in and sign-up may not take, kept for signed-in callers (change-password) |
 //! | `GC_HEADER_TIMEOUT_S` | `5` | request headers must arrive within this long (else 408, connection closed) |
 //! | `GC_BODY_TIMEOUT_S` | `10` | a request body must arrive within this long after its headers (else 408, closed) |
@@ -398,6 +400,18 @@ pub struct Config {
     /// Password checks waiting for a hashing thread; beyond that 503 `busy`.
     #[arg(long, env = "GC_HASH_QUEUE", default_value_t = 4)]
     pub hash_queue: usize,
+    /// Usage reports running at once for one tenant (admins' reports count as one tenant);
+    /// beyond that 429 `rate_limited` at once.
+    #[arg(long, env = "GC_USAGE_REPORTS_PER_TENANT", default_value_t = 2)]
+    pub usage_reports_per_tenant: usize,
+    /// Usage reports running at once in all; beyond that 503 `busy` at once. Default: a
+    /// quarter of the database pool (2 on SQLite, 4 on PostgreSQL); never more than half.
+    #[arg(long, env = "GC_USAGE_REPORTS_MAX")]
+    pub usage_reports_max: Option<usize>,
+    /// Tests only (no flag, no variable): milliseconds each usage report holds its place
+    /// before it runs, so the bounds can be tested without millions of rows.
+    #[arg(skip)]
+    pub usage_report_test_hold_ms: u64,
     /// Hashing places (running or waiting) that sign-in and sign-up may not take, kept for
     /// signed-in callers' checks (change-password); anonymous checks keep at least one.
     #[arg(long, env = "GC_HASH_RESERVED", default_value_t = 2)]
@@ -478,6 +492,9 @@ impl Config {
             auth_per_ip_in_flight: 1,
             per_ip_clients_max: 100_000,
             hash_queue: 4,
+            usage_reports_per_tenant: 2,
+            usage_reports_max: None,
+            usage_report_test_hold_ms: 0,
             hash_reserved: 2,
             header_timeout_s: 5,
             body_timeout_s: 10,

@@ -251,6 +251,17 @@ pub fn build_state(config: &Config) -> anyhow::Result<Prepared> {
     build_state_with(config, open_store(config)?)
 }
 
+/// `GC_USAGE_REPORTS_MAX`, or a quarter of the database pool; never more than half of it (and
+/// at least one), so usage reports can never hold every connection (decision 0027).
+fn usage_reports_max(config: &Config) -> usize {
+    let sqlite = config.database_url.starts_with("sqlite");
+    let pool = config.db_pool_size.unwrap_or(if sqlite { 8 } else { 16 }) as usize;
+    config
+        .usage_reports_max
+        .unwrap_or(pool / 4)
+        .clamp(1, (pool / 2).max(1))
+}
+
 /// [`build_state`] on a store opened (and migrated) by the caller.
 pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepared> {
     let hasher = hasher(config)?;
@@ -275,6 +286,9 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         auth_per_ip_in_flight: config.auth_per_ip_in_flight.max(1),
         per_ip_clients_max: config.per_ip_clients_max.max(1),
         metrics_on_main: config.metrics && config.metrics_bind.is_none(),
+        usage_reports_per_tenant: config.usage_reports_per_tenant.max(1),
+        usage_reports_max: usage_reports_max(config),
+        usage_report_hold: std::time::Duration::from_millis(config.usage_report_test_hold_ms),
         ..HttpSettings::default()
     };
     let hasher = Arc::new(hasher);

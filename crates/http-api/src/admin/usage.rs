@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::extract::{Auth, Query};
 use crate::state::AppState;
 use crate::workspace::usage::{query, UsageBody, UsageParams};
+use crate::workspace::usage_gate::ReportSubject;
 
 /// `?from=&to=&tenant_id=&limit=&cursor=`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -32,6 +33,8 @@ pub struct AdminUsageParams {
 /// Usage per tenant, ordered by tenant id descending (newest tenants first).
 #[utoipa::path(get, path = "/api/v1/admin/usage", tag = "admin", params(AdminUsageParams),
     responses((status = 200, body = UsageBody), (status = 403, description = "admin_required"),
+        (status = 429, description = "rate_limited: admins' reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
+        (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
         (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
 pub async fn admin_usage(
     state: web::Data<AppState>,
@@ -51,8 +54,13 @@ pub async fn admin_usage(
         },
         UsageGroup::Tenant,
     )?;
+    let permit = state.usage_gate.enter(ReportSubject::Admins)?.held().await;
     let page = state
-        .db(move |store| usage::admin_usage(store, &p, tenant_id, &q))
+        .db(move |store| {
+            // Handed back when the query is done, even if the client has gone.
+            let _permit = permit;
+            usage::admin_usage(store, &p, tenant_id, &q)
+        })
         .await?;
     Ok(HttpResponse::Ok().json(UsageBody::new(UsageGroup::Tenant, page)))
 }

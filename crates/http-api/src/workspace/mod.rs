@@ -16,3 +16,4 @@ pub mod settings;
 pub mod skills;
 pub mod sources;
 pub mod usage;
+pub mod usage_gate;

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::extract::{Auth, Query};
 use crate::state::AppState;
+use crate::workspace::usage_gate::ReportSubject;
 
 /// `?from=&to=&group_by=&limit=&cursor=`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -131,6 +132,8 @@ impl UsageBody {
 #[utoipa::path(get, path = "/api/v1/workspace/usage", tag = "workspace", params(UsageParams),
     responses((status = 200, body = UsageBody),
         (status = 403, description = "insufficient_scope or a member refusal"),
+        (status = 429, description = "rate_limited: the tenant's reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
+        (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
         (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
 pub async fn workspace_usage(
     state: web::Data<AppState>,
@@ -138,12 +141,21 @@ pub async fn workspace_usage(
     params: Query<UsageParams>,
 ) -> Result<HttpResponse, ApiError> {
     // Refused callers hear so before any complaint about the query.
-    p.read_scope(KeyScope::WorkspaceRead)?;
+    let tenant = p.read_scope(KeyScope::WorkspaceRead)?.tenant_id();
     let params = params.into_inner()?;
     let group = UsageGroup::parse(params.group_by.as_deref())?;
     let q = query(&params, group)?;
+    let permit = state
+        .usage_gate
+        .enter(ReportSubject::Tenant(tenant))?
+        .held()
+        .await;
     let page = state
-        .db(move |store| usage::workspace_usage(store, &p, &q))
+        .db(move |store| {
+            // Handed back when the query is done, even if the client has gone.
+            let _permit = permit;
+            usage::workspace_usage(store, &p, &q)
+        })
         .await?;
     Ok(HttpResponse::Ok().json(UsageBody::new(group, page)))
 }

@@ -345,6 +345,8 @@ impl DbStore {
                 // Statements of several runs each, kept prepared (issue 14).
                 crate::store::insert_rows!(conn, run_usage::table, &rows)
                     .map_err(|e| quota_error("record_runs", e))?;
+                // The usage reports' daily rollup, rows in sorted order (decision 0027).
+                super::usage::add_daily(conn, runs, |e| quota_error("record_runs", e))?;
                 for (w, n) in &tokens {
                     add_tokens(conn, w, *n)?;
                 }

@@ -22,7 +22,7 @@ use diesel::sql_types::{BigInt, Text};
 use gc_domain::access::{AdminScope, TenantScope};
 use gc_domain::runs::RunLine;
 use gc_domain::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
-use gc_domain::DomainResult;
+use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
 use super::count;
@@ -110,8 +110,15 @@ impl<Conn> RunQueryDsl<Conn> for DailyAdd {}
 /// row at a time in ascending `(tenant_id, day, model, key_id)` order: two writers (two
 /// nodes on one PostgreSQL) that touch the same rows lock them in the same order, so they
 /// queue instead of deadlocking. Called once per batch by `record_runs`, right after the
-/// batch's `run_usage` lines; the model is cut to 200 characters as there.
-pub(crate) fn add_daily(conn: &mut DbConnection, runs: &[RunLine]) -> DomainResult<()> {
+/// batch's `run_usage` lines and before its quota windows (so every writer takes rollup rows,
+/// then window rows, each in sorted order); the model is cut to 200 characters as there.
+/// `error` maps a failed statement as the writer's other statements are mapped (its lock
+/// conflicts are retried with the whole transaction).
+pub(crate) fn add_daily(
+    conn: &mut DbConnection,
+    runs: &[RunLine],
+    error: impl Fn(diesel::result::Error) -> DomainError,
+) -> DomainResult<()> {
     let mut sums: BTreeMap<DailyKey, [u64; 5]> = BTreeMap::new();
     for r in runs {
         let u = r.usage();
@@ -141,7 +148,7 @@ pub(crate) fn add_daily(conn: &mut DbConnection, runs: &[RunLine]) -> DomainResu
             key_id,
             counts: sum.map(stored),
         };
-        on_backend!(conn, |c| add.execute(c)).map_err(|e| db_error("record_runs", e))?;
+        on_backend!(conn, |c| add.execute(c)).map_err(&error)?;
     }
     Ok(())
 }
