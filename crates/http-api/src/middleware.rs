@@ -31,7 +31,7 @@ pub struct ShadowTenant(pub Uuid);
 pub struct OpenAiErrors;
 
 /// A caller's id is echoed when it is sane: 1 to 128 visible ASCII characters.
-fn sane(id: &str) -> bool {
+pub fn sane(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
 }
 

@@ -82,7 +82,8 @@ pub(crate) fn corrupt(what: &'static str) -> DomainError {
     DomainError::Internal(format!("stored {what} does not parse"))
 }
 
-/// Replaces the password of a URL (`scheme://user:password@host`) with `***`.
+/// Replaces the password of a URL (`scheme://user:password@host`, or a `password=` query
+/// parameter as libpq accepts it) with `***`.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
@@ -91,12 +92,25 @@ pub fn redact_url(url: &str) -> String {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_owned(),
+    };
     match authority.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
             Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
+            None => format!("{scheme}://{authority}{tail}"),
         },
-        None => url.to_owned(),
+        None => format!("{scheme}://{authority}{tail}"),
     }
 }
 
@@ -112,5 +126,9 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://gc@db/gc"), "postgres://gc@db/gc");
         assert_eq!(redact_url("sqlite://data/gc.db"), "sqlite://data/gc.db");
+        assert_eq!(
+            redact_url("postgres://db/gc?user=gc&PASSWORD=s3cret&sslmode=require"),
+            "postgres://db/gc?user=gc&PASSWORD=***&sslmode=require"
+        );
     }
 }

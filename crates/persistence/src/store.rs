@@ -363,6 +363,7 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
     if let Target::Sqlite(path) = &target {
         if !target.is_memory() {
             create_parent_folder(Path::new(path))?;
+            private_database_files(Path::new(path))?;
         }
     }
     let mut probe = target
@@ -420,13 +421,82 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
     })
 }
 
+/// Creates the folder of the SQLite file when it is missing, mode 0700 (owner only) on Unix:
+/// it holds the database, and with the default settings the generated master key. An existing
+/// folder is left as it is: the operator chose it (`/tmp`, say), and the files in it are
+/// private anyway (see [`private_database_files`]).
 fn create_parent_folder(path: &Path) -> Result<(), PersistenceError> {
     match path.parent() {
-        Some(parent) if parent != PathBuf::new() => std::fs::create_dir_all(parent).map_err(|e| {
-            PersistenceError::Setup(format!("cannot create {}: {e}", parent.display()))
-        }),
+        Some(parent) if parent != PathBuf::new() => {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::DirBuilderExt;
+                builder.mode(0o700);
+            }
+            builder.create(parent).map_err(|e| {
+                PersistenceError::Setup(format!("cannot create {}: {e}", parent.display()))
+            })
+        }
         _ => Ok(()),
     }
+}
+
+/// Makes the SQLite database readable by its owner only (Unix): a missing file is created
+/// empty with mode 0600 before SQLite opens it (SQLite would create it 0644 less the umask),
+/// and SQLite gives its `-wal` and `-shm` files the database file's mode. An existing file, or
+/// `-wal`/`-shm` file, that others may read or write is set to 0600 with a warning.
+fn private_database_files(path: &Path) -> Result<(), PersistenceError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        if path.as_os_str().to_string_lossy().starts_with("file:") {
+            // A SQLite URI (`file:...?mode=...`): SQLite resolves it, not a plain path.
+            return Ok(());
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(PersistenceError::Setup(format!(
+                    "cannot create {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+        let mut companions = path.as_os_str().to_owned();
+        companions.push("-wal");
+        let wal = PathBuf::from(companions);
+        let mut companions = path.as_os_str().to_owned();
+        companions.push("-shm");
+        let shm = PathBuf::from(companions);
+        for file in [path, wal.as_path(), shm.as_path()] {
+            let Ok(meta) = std::fs::metadata(file) else {
+                continue;
+            };
+            let mode = meta.permissions().mode() & 0o777;
+            if !meta.is_file() || mode & 0o077 == 0 {
+                continue;
+            }
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).map_err(
+                |e| PersistenceError::Setup(format!("cannot make {} private: {e}", file.display())),
+            )?;
+            tracing::warn!(
+                file = %file.display(),
+                was = format!("{mode:o}"),
+                "the database file was readable or writable by others: set it to 0600"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 impl DbStore {

@@ -46,7 +46,7 @@ pub fn run(config: &Config, command: AdminCommand, out: &mut dyn Write) -> anyho
             writeln!(
                 out,
                 "created platform admin {} ({})",
-                user.email.as_str(),
+                shown(user.email.as_str()),
                 user.id
             )?;
         }
@@ -83,8 +83,8 @@ fn user_command(
                     writeln!(
                         out,
                         "{}\t{}\t{}\t{}\t{}\t{}",
-                        u.email.as_str(),
-                        u.name,
+                        shown(u.email.as_str()),
+                        shown(&u.name),
                         u.role.as_str(),
                         member_status(u),
                         u.tenant_id
@@ -106,7 +106,7 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "suspended {}", user.email.as_str())?;
+            writeln!(out, "suspended {}", shown(user.email.as_str()))?;
         }
         UserCommand::Activate { email } => {
             let user = patch(
@@ -116,7 +116,7 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "activated {}", user.email.as_str())?;
+            writeln!(out, "activated {}", shown(user.email.as_str()))?;
         }
         UserCommand::Promote { email } => {
             let user = patch(
@@ -126,7 +126,7 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "{} is a platform admin", user.email.as_str())?;
+            writeln!(out, "{} is a platform admin", shown(user.email.as_str()))?;
         }
         UserCommand::Demote { email } => {
             let user = patch(
@@ -136,7 +136,7 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "{} is a member", user.email.as_str())?;
+            writeln!(out, "{} is a member", shown(user.email.as_str()))?;
         }
         UserCommand::ResetPassword { email } => {
             let user = by_email(&email)?;
@@ -147,7 +147,7 @@ fn user_command(
             writeln!(
                 out,
                 "reset the password of {}; its sessions are revoked",
-                user.email.as_str()
+                shown(user.email.as_str())
             )?;
         }
         UserCommand::Assign { email, tenant } => {
@@ -160,8 +160,8 @@ fn user_command(
             let user = admin::assign_tenant(store, operator, user.id, target, Utc::now())
                 .map_err(domain)?;
             match user.tenant_id {
-                Some(t) => writeln!(out, "{} is in tenant {t}", user.email.as_str())?,
-                None => writeln!(out, "{} is unassigned", user.email.as_str())?,
+                Some(t) => writeln!(out, "{} is in tenant {t}", shown(user.email.as_str()))?,
+                None => writeln!(out, "{} is unassigned", shown(user.email.as_str()))?,
             }
         }
     }
@@ -195,7 +195,7 @@ fn tenant_command(
                         out,
                         "{}\t{}\t{}\t{}\t{}\t{}",
                         t.id,
-                        t.name,
+                        shown(&t.name),
                         t.region.as_str(),
                         t.status.as_str(),
                         ai_access(*access),
@@ -221,14 +221,53 @@ fn tenant_command(
         }
         TenantCommand::Suspend { id } => {
             let (t, _) = set_status(&id, Status::Suspended)?;
-            writeln!(out, "suspended tenant {} ({})", t.name, t.id)?;
+            writeln!(out, "suspended tenant {} ({})", shown(&t.name), t.id)?;
         }
         TenantCommand::Activate { id } => {
             let (t, _) = set_status(&id, Status::Active)?;
-            writeln!(out, "activated tenant {} ({})", t.name, t.id)?;
+            writeln!(out, "activated tenant {} ({})", shown(&t.name), t.id)?;
         }
     }
     Ok(())
+}
+
+/// `text` as one inert cell of a tab-separated line: a backslash, tab, newline, carriage
+/// return, any other C0 or C1 control character (ESC among them), DEL, a Unicode line or
+/// paragraph separator, and the direction marks and overrides (U+200E, U+200F, U+061C,
+/// U+202A–U+202E, U+2066–U+2069) are written as escapes (`\\`, `\t`, `\n`, `\r`,
+/// `\x1b`, `\u{202e}`), so a stored name can neither forge rows or columns nor move the
+/// cursor, recolour the terminal or reorder what is printed after it.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    fn inert(c: char) -> bool {
+        !(c == '\\'
+            || c.is_control()
+            || matches!(
+                c,
+                '\u{061c}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+            ))
+    }
+    if text.chars().all(inert) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if inert(c) => out.push(c),
+            c if u32::from(c) < 0x80 => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A domain refusal as a one-line message (`not_found: user not found`).
@@ -280,4 +319,29 @@ fn read_password() -> anyhow::Result<String> {
         bail!("no password: set GC_ADMIN_PASSWORD or pipe it on standard input");
     }
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn shown_escapes_what_a_terminal_would_act_on() {
+        assert!(matches!(
+            shown("Ann Lee é 漢"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(shown("a\tb\nc\rd\\e"), "a\\tb\\nc\\rd\\\\e");
+        assert_eq!(shown("\u{1b}[31mred\u{7f}\u{0}"), "\\x1b[31mred\\x7f\\x00");
+        assert_eq!(shown("\u{9b}31m"), "\\u{009b}31m");
+        for c in [
+            '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}', '\u{200f}', '\u{2028}',
+        ] {
+            let out = shown(&format!("x{c}y")).into_owned();
+            assert!(
+                !out.contains(c) && out.starts_with("x\\u{") && out.ends_with('y'),
+                "{out}"
+            );
+        }
+    }
 }

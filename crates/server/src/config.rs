@@ -266,7 +266,12 @@ pub enum TenantCommand {
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Database: sqlite://PATH (created if missing) or postgres://USER:PASSWORD@HOST/DB.
-    #[arg(long, env = "GC_DATABASE_URL", default_value = "sqlite://data/gc.db")]
+    #[arg(
+        long,
+        env = "GC_DATABASE_URL",
+        default_value = "sqlite://data/gc.db",
+        hide_env_values = true
+    )]
     pub database_url: String,
     /// Address to listen on.
     #[arg(long, env = "GC_BIND", default_value = "127.0.0.1:8080")]
@@ -307,10 +312,10 @@ pub struct Config {
     pub chat_completions: bool,
     /// OpenAI-compatible base URL of the AIHK region's gateway (e.g. https://host/v1).
     /// Default: unset, the region is not configured.
-    #[arg(long, env = "GC_GATEWAY_AIHK_URL")]
+    #[arg(long, env = "GC_GATEWAY_AIHK_URL", hide_env_values = true)]
     pub gateway_aihk_url: Option<String>,
     /// OpenAI-compatible base URL of the AICA region's gateway. Default: unset.
-    #[arg(long, env = "GC_GATEWAY_AICA_URL")]
+    #[arg(long, env = "GC_GATEWAY_AICA_URL", hide_env_values = true)]
     pub gateway_aica_url: Option<String>,
     /// The model `auto` resolves to in the AIHK region.
     #[arg(long, env = "GC_GATEWAY_AIHK_MODEL", default_value = "gpt-4o-mini")]
@@ -344,14 +349,16 @@ pub struct Config {
     #[arg(
         long,
         env = "GC_GITHUB_API_URL",
-        default_value = "https://api.github.com"
+        default_value = "https://api.github.com",
+        hide_env_values = true
     )]
     pub github_api_url: String,
     /// GitHub codeload base for Guard repository tarballs.
     #[arg(
         long,
         env = "GC_GITHUB_CODELOAD_URL",
-        default_value = "https://codeload.github.com"
+        default_value = "https://codeload.github.com",
+        hide_env_values = true
     )]
     pub github_codeload_url: String,
     /// Optional read-only GitHub token, for the API's rate limit (public repositories only,

@@ -3,6 +3,7 @@
 
 pub mod admin_cli;
 pub mod config;
+pub mod protocol;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -42,6 +43,7 @@ pub fn open_store(config: &Config) -> anyhow::Result<DbStore> {
     } else {
         16
     };
+    private_data_dir(config)?;
     let store = gc_persistence::open(
         &config.database_url,
         PoolOptions {
@@ -81,6 +83,7 @@ pub fn master_key(config: &Config) -> anyhow::Result<MasterKey> {
     if let Ok(raw) = std::fs::read_to_string(&path) {
         return MasterKey::from_base64(&raw).with_context(|| format!("{}", path.display()));
     }
+    private_data_dir(config)?;
     let key = MasterKey::generate();
     write_secret_file(&path, &key.to_base64())?;
     tracing::warn!(
@@ -90,9 +93,55 @@ pub fn master_key(config: &Config) -> anyhow::Result<MasterKey> {
     Ok(key)
 }
 
+/// The default data folder, `data` in the working directory (that of the default
+/// `GC_DATABASE_URL`, and of the generated master key), is made owner-only (0700) on Unix when
+/// others may enter it, with a warning (gc creates its folders 0700 itself). A folder the
+/// operator chose (the parent of another SQLite path) is left as it is: it may be `/tmp`; the
+/// files gc writes there are 0600 anyway.
+pub fn private_data_dir(config: &Config) -> anyhow::Result<()> {
+    let dir = config.data_dir();
+    if dir != Path::new(DEFAULT_DATA_DIR) {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(&dir) {
+            let mode = meta.permissions().mode() & 0o777;
+            if meta.is_dir() && mode & 0o077 != 0 {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("making {} private", dir.display()))?;
+                tracing::warn!(
+                    folder = %dir.display(),
+                    was = format!("{mode:o}"),
+                    "the data folder was open to others: set it to 0700"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The data folder when the configuration names no other.
+const DEFAULT_DATA_DIR: &str = "data";
+
+/// Creates `dir` and its missing parents, mode 0700 on Unix.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
 fn write_secret_file(path: &Path, content: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_private_dir(parent)?;
     }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -583,41 +632,67 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         }
         None => (None, None),
     };
-    let mut server = HttpServer::new(move || {
-        let data = data.clone();
-        App::new()
-            .wrap(from_fn(gc_http_api::request_context))
-            .configure(move |cfg| gc_http_api::configure(cfg, data))
-            .configure(gc_console::config)
-            // Last, so every registered route wins: the console's pages outside `/api`, the
-            // API's JSON 404 inside it.
-            .default_service(web::to(fallback))
-    })
-    .shutdown_timeout(30)
     // Slow clients: headers must arrive in time (else 408 and close; bodies have their own
     // deadline in `request_context`), idle connections are closed, and the open connections
-    // stay below the file-descriptor limit.
-    .client_request_timeout(std::time::Duration::from_secs(
-        config.header_timeout_s.max(1),
-    ))
-    .client_disconnect_timeout(std::time::Duration::from_secs(1))
-    .keep_alive(std::time::Duration::from_secs(config.keep_alive_s.max(1)))
-    .max_connections(max_connections.div_ceil(workers).max(1))
-    .workers(workers)
-    // Few blocking threads per worker: database work waits for a pooled connection anyway,
-    // and every extra thread costs memory (stacks, allocator arenas).
-    .worker_max_blocking_threads(config.blocking_threads.max(1))
-    .bind(config.bind)
-    .with_context(|| format!("binding {}", config.bind))?;
+    // stay below the file-descriptor limit. This is `HttpServer`'s own assembly (actix-web
+    // 4.18, `HttpServer::listen`), with one difference: each connection is wrapped in
+    // [`protocol::Checked`], so the request heads actix-http would refuse with a bare
+    // 400/431 are answered with the API's JSON error and a request id.
+    let listener = listen(config.bind).with_context(|| format!("binding {}", config.bind))?;
+    let addr = listener.local_addr().context("the server has no address")?;
+    let header_timeout = std::time::Duration::from_secs(config.header_timeout_s.max(1));
+    let keep_alive = std::time::Duration::from_secs(config.keep_alive_s.max(1));
+    let mut builder = actix_server::Server::build();
+    let shutdown_signal = builder.graceful_shutdown_signal();
+    builder = builder
+        .shutdown_timeout(30)
+        .max_concurrent_connections(max_connections.div_ceil(workers).max(1))
+        .workers(workers)
+        // Few blocking threads per worker: database work waits for a pooled connection
+        // anyway, and every extra thread costs memory (stacks, allocator arenas).
+        .worker_max_blocking_threads(config.blocking_threads.max(1));
     if !handle_signals {
-        server = server.disable_signals();
+        builder = builder.disable_signals();
     }
-    let addr = server
-        .addrs()
-        .first()
-        .copied()
-        .context("the server has no address")?;
-    let server = server.run();
+    let builder = builder
+        .listen("gc-http", listener, move || {
+            use actix_service::ServiceFactoryExt;
+            let data = data.clone();
+            let app = App::new()
+                .wrap(from_fn(gc_http_api::request_context))
+                .configure(move |cfg| gc_http_api::configure(cfg, data))
+                .configure(gc_console::config)
+                // Last, so every registered route wins: the console's pages outside `/api`,
+                // the API's JSON 404 inside it.
+                .default_service(web::to(fallback));
+            let app = actix_service::IntoServiceFactory::into_factory(app)
+                .map_err(|e: actix_web::Error| e.error_response());
+            let signal = shutdown_signal.clone();
+            let http = actix_http::HttpService::build()
+                .graceful_shutdown_signal(move || {
+                    let signal = signal.clone();
+                    async move { signal.notified().await }
+                })
+                .keep_alive(keep_alive)
+                .client_request_timeout(header_timeout)
+                .client_disconnect_timeout(std::time::Duration::from_secs(1))
+                .h1_allow_half_closed(true)
+                .local_addr(addr)
+                .finish(actix_service::map_config(app, |()| {
+                    actix_web::dev::AppConfig::default()
+                }));
+            actix_service::fn_service(|io: actix_web::rt::net::TcpStream| async move {
+                let peer = io.peer_addr().ok();
+                Ok::<_, actix_http::error::DispatchError>((
+                    protocol::Checked::new(io),
+                    actix_http::Protocol::Http1,
+                    peer,
+                ))
+            })
+            .and_then(http)
+        })
+        .with_context(|| format!("serving {addr}"))?;
+    let server = builder.run();
     Ok(Running {
         addr,
         handle: server.handle(),
@@ -626,6 +701,18 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         metrics_addr,
         metrics_handle,
     })
+}
+
+/// A listening socket as `HttpServer::bind` makes it: address reuse, a backlog of 1024.
+fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)?.into_std()
 }
 
 /// What answers a path no route claims: the console's HTML shell outside `/api`, the API's

@@ -529,7 +529,7 @@ fn help_describes_every_flag_and_command() {
         }
     }
     for needle in [
-        "[env: GC_DATABASE_URL=] [default: sqlite://data/gc.db]",
+        "[env: GC_DATABASE_URL] [default: sqlite://data/gc.db]",
         "[env: GC_TRUSTED_PROXIES=]",
         "X-Forwarded-For",
         ".env",
@@ -808,4 +808,233 @@ fn the_admin_commands_manage_users_and_tenants_through_the_domain_rules() {
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// Every option whose value may hold a secret (a key, token or password, or a URL that may
+/// carry credentials), by a word of its variable's name (`GC_MASTER_KEY_PREVIOUS`, not
+/// `GC_RESERVE_COMPLETION_TOKENS`).
+fn is_secret_bearing(env: &str) -> bool {
+    env.split('_')
+        .any(|w| ["URL", "KEY", "TOKEN", "PASSWORD", "SECRET"].contains(&w))
+}
+
+#[test]
+fn help_and_start_up_errors_never_show_a_secret() {
+    // `--help` shows an option's environment value unless told not to: none of the
+    // secret-bearing ones may (clap shows `[env: NAME]` without the value).
+    let secrets = [
+        ("GC_DATABASE_URL", "postgres://gc:db-s3cret@127.0.0.1:1/gc"),
+        ("GC_GATEWAY_AIHK_URL", "https://u:gw-s3cret@gw.test/v1"),
+        ("GC_GATEWAY_AICA_URL", "https://u:gw-s3cret@gw.test/v1"),
+        ("GC_GITHUB_API_URL", "https://u:gh-s3cret@gh.test"),
+        ("GC_GITHUB_CODELOAD_URL", "https://u:gh-s3cret@gh.test"),
+        ("GC_GITHUB_TOKEN", "ghp_s3cret"),
+        ("GC_MASTER_KEY", "mk-s3cret"),
+        ("GC_MASTER_KEY_PREVIOUS", "mk-s3cret"),
+        ("GC_BOOTSTRAP_ADMIN_PASSWORD", "pw-s3cret"),
+    ];
+    for args in [
+        vec!["--help"],
+        vec!["admin", "list", "--help"],
+        vec!["guard", "scan", "--help"],
+    ] {
+        let out = Command::new(BIN)
+            .env_clear()
+            .envs(secrets)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        if args == ["--help"] {
+            assert!(help.contains("[env: GC_DATABASE_URL]"), "{help}");
+        }
+        assert!(!help.contains("s3cret"), "{args:?} shows a secret:\n{help}");
+    }
+    // And every secret-bearing option, including ones added later, hides its value.
+    use clap::CommandFactory;
+    let mut commands = vec![gc_server::config::Cli::command()];
+    let mut checked = 0;
+    while let Some(command) = commands.pop() {
+        for arg in command.get_arguments() {
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            if is_secret_bearing(env) {
+                checked += 1;
+                assert!(
+                    arg.is_hide_env_values_set(),
+                    "{env} would show its value in --help: add hide_env_values = true"
+                );
+            }
+        }
+        commands.extend(command.get_subcommands().cloned());
+    }
+    assert!(checked >= secrets.len(), "{checked}");
+
+    // A database that cannot be reached is reported without its password, in the URL's
+    // user part or in a libpq `password=` parameter.
+    for url in [
+        "postgres://gc:db-s3cret@127.0.0.1:1/gc",
+        "postgres://127.0.0.1:1/gc?user=gc&password=db-s3cret",
+    ] {
+        let out = base_command(url).arg("migrate").output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("127.0.0.1:1"), "{err}");
+        assert!(err.contains("***"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+}
+
+#[test]
+fn admin_listings_escape_control_characters() {
+    let (url, _dir) = fresh_sqlite_url();
+    // Names may hold tabs and newlines (the API accepts them) and direction overrides: printed
+    // raw, this one would forge a second row, of a platform admin.
+    let forged = "Eve\nmallory@example.com\tMallory\tplatform_admin\tactive\t-\t2026-01-01T00:00:00Z\r\u{202e}nimda";
+    ok(admin(
+        &url,
+        &["create", "--email", "eve@example.com", "--name", forged],
+        Some("a-long-admin-password"),
+    ));
+    let users = ok(admin(&url, &["list"], None));
+    assert_eq!(users.lines().count(), 2, "{users}");
+    let line = line_of(&users, "eve@example.com");
+    assert_eq!(
+        line.split('\t').nth(1),
+        Some(
+            "Eve\\nmallory@example.com\\tMallory\\tplatform_admin\\tactive\\t-\\t2026-01-01T00:00:00Z\\r\\u{202e}nimda"
+        ),
+        "{users}"
+    );
+    assert!(
+        !users.contains('\u{202e}') && !users.contains('\r'),
+        "{users:?}"
+    );
+    assert!(!users.contains("mallory@example.com\t"), "{users:?}");
+
+    let tenant = ok(admin(
+        &url,
+        &[
+            "tenants",
+            "create",
+            "--name",
+            "Acme\tAIHK\u{2066}",
+            "--region",
+            "AICA",
+        ],
+        None,
+    ))
+    .trim()
+    .to_owned();
+    let tenants = ok(admin(&url, &["tenants", "list"], None));
+    assert!(
+        tenants.contains(&format!("{tenant}\tAcme\\tAIHK\\u{{2066}}\tAICA\t")),
+        "{tenants:?}"
+    );
+    let out = ok(admin(&url, &["tenants", "suspend", &tenant], None));
+    assert!(out.contains("Acme\\tAIHK\\u{2066}"), "{out:?}");
+}
+
+#[cfg(unix)]
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_folder_and_the_database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let root = temp_folder("private");
+    set(&root, 0o755);
+
+    // A folder gc creates is 0700; the database and its -wal and -shm files are 0600 while
+    // the server runs (the test's umask would make them 0755 and 0644).
+    let folder = root.join("state").join("db");
+    let url = format!("sqlite://{}", folder.join("gc.db").display());
+    let port = free_port();
+    let mut child = base_command(&url)
+        .env("GC_BIND", format!("127.0.0.1:{port}"))
+        .env("GC_BOOTSTRAP_ADMIN_EMAIL", "root@example.com")
+        .env("GC_BOOTSTRAP_ADMIN_PASSWORD", "a-long-admin-password")
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    while client
+        .get(format!("http://127.0.0.1:{port}/api/v1/health"))
+        .send()
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let files = [
+        folder.join("gc.db"),
+        folder.join("gc.db-wal"),
+        folder.join("gc.db-shm"),
+    ];
+    let modes: Vec<_> = files.iter().map(|f| (f.clone(), mode(f))).collect();
+    let (folder_mode, state_mode) = (mode(&folder), mode(&root.join("state")));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(folder_mode, 0o700, "{}", folder.display());
+    assert_eq!(state_mode, 0o700);
+    for (file, m) in modes {
+        assert_eq!(m, 0o600, "{}", file.display());
+    }
+
+    // An existing database file others can read is made 0600; the folder the operator chose
+    // (here one like /tmp) is left as it is.
+    let shared = root.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    set(&shared, 0o755);
+    let old = shared.join("gc.db");
+    std::fs::write(&old, b"").unwrap();
+    set(&old, 0o644);
+    let out = base_command(&format!("sqlite://{}", old.display()))
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode(&old), 0o600);
+    assert_eq!(mode(&shared), 0o755);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set it to 0600"),
+        "a warning says so"
+    );
+
+    // The default data folder (`data` in the working directory) is made 0700 with a warning.
+    let work = root.join("work");
+    std::fs::create_dir_all(work.join("data")).unwrap();
+    set(&work.join("data"), 0o755);
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("GC_LOG", "warn")
+        .current_dir(&work)
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode(&work.join("data")), 0o700);
+    assert_eq!(mode(&work.join("data").join("gc.db")), 0o600);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("set it to 0700"));
+    let _ = std::fs::remove_dir_all(&root);
 }
