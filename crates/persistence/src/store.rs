@@ -6,7 +6,7 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
@@ -245,6 +245,11 @@ pub struct DbStore {
     /// This node's answers to `usable_ai_keys`, under the tenants' AI-key versions (shared by
     /// all clones; decision 0022).
     pub(crate) usable_keys: Arc<crate::repos::ai_keys::UsableKeys>,
+    /// SQLite files only: this process's writers queue here, in the process, for the one write
+    /// lock SQLite has (decision 0028). Without it they queue in SQLite's busy handler, which
+    /// polls with sleeps of up to 100 ms and wakes no one when the lock frees: under 16
+    /// concurrent quota takes some waited over a second while the lock stood idle.
+    write_gate: Option<Arc<Mutex<()>>>,
 }
 
 /// Read-only connections kept open for inline reads. When all are in use, read work goes to
@@ -418,6 +423,7 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
         backend,
         ident: Arc::new(()),
         usable_keys: Arc::default(),
+        write_gate: (backend == "sqlite").then(Arc::default),
     })
 }
 
@@ -603,6 +609,13 @@ impl DbStore {
             // guard's `deferred` is now true.)
             return Err(defer());
         }
+        // SQLite: one writer of this process at a time, queued here rather than in SQLite's
+        // busy handler (the gate is taken before the connection, so a writer waiting for the
+        // gate holds no pooled connection). A panic in a writer leaves nothing to repair.
+        let _gate = self
+            .write_gate
+            .as_ref()
+            .map(|g| g.lock().unwrap_or_else(PoisonError::into_inner));
         f(&mut *self.conn()?)
     }
 
