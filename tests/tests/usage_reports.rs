@@ -161,11 +161,14 @@ async fn saturating_sums_body(
     for _ in 0..3 {
         assert_eq!(other.post("/run", chat()).await.status, 200);
     }
-    // Two runs whose upstream reports 2^63 tokens of each kind, and an ordinary one.
+    // Two runs whose upstream reports 2^63 tokens of each kind, one with the session and one
+    // with a key (two rows of the daily rollup, each saturated: a day's or a model's report
+    // sums both), and an ordinary one.
     let top = 1_u64 << 63;
-    for _ in 0..2 {
+    let runner = member.keyed(&["run"]).await;
+    for who in [&member, &runner] {
         hk.push_behavior(huge_usage(top));
-        let r = member.post("/run", chat()).await;
+        let r = who.post("/run", chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
     }
     assert_eq!(member.post("/run", chat()).await.status, 200);
@@ -174,11 +177,7 @@ async fn saturating_sums_body(
     eventually(async || other.get("/workspace/usage").await.body["data"][0]["requests"] == 3).await;
 
     let max = i64::MAX;
-    for path in [
-        "/workspace/usage",
-        "/workspace/usage?group_by=model",
-        "/workspace/usage?group_by=key",
-    ] {
+    for path in ["/workspace/usage", "/workspace/usage?group_by=model"] {
         let r = member.get(path).await;
         assert_eq!(r.status, 200, "{path}: {}", r.text);
         let lines = r.body["data"].as_array().unwrap();
@@ -193,6 +192,24 @@ async fn saturating_sums_body(
             assert_eq!(l[k], max, "{path}: {k} saturates: {}", r.text);
         }
     }
+    let r = member.get("/workspace/usage?group_by=key").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let lines = r.body["data"].as_array().unwrap();
+    assert_eq!(lines.len(), 2, "{}", r.text);
+    let session = lines.iter().find(|l| l["key_id"].is_null()).unwrap();
+    let keyed = lines.iter().find(|l| l["key_id"].is_string()).unwrap();
+    assert_eq!(
+        (&session["requests"], &session["total_tokens"]),
+        (&json!(2), &json!(max)),
+        "{}",
+        r.text
+    );
+    assert_eq!(
+        (&keyed["requests"], &keyed["total_tokens"]),
+        (&json!(1), &json!(max)),
+        "{}",
+        r.text
+    );
     // The other tenant's report: its own three ordinary runs (5 + 7 tokens each).
     let r = other.get("/workspace/usage").await;
     assert_eq!(r.body["data"][0]["requests"], 3, "{}", r.text);
