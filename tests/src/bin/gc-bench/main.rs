@@ -542,7 +542,8 @@ async fn main() {
     // 4. The gateway: the mock called directly, through a bare nginx reverse proxy, and the
     // same request through gc's /run, all against the same mock.
     let mut gateway = Vec::new();
-    {
+    // `GC_BENCH_ONLY=quota` runs the quota check alone.
+    if only != "quota" {
         println!("## Forwarding: mock direct, nginx as a bare keep-alive proxy, gc `/run` (zero-delay mock upstream)\n");
         let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
         if let Ok(pid_file) = std::env::var("GC_BENCH_PID_FILE") {
@@ -782,7 +783,11 @@ async fn main() {
     // 6. Memory across repeats on the same server (issue 14: flat across repeats): the run load
     // at 64 connections and the key-authenticated list at 16, three times over, RSS after each.
     let mut repeats = Vec::new();
-    let rounds = if only == "forwarding" { 0 } else { 3 };
+    let rounds = if only == "forwarding" || only == "quota" {
+        0
+    } else {
+        3
+    };
     for _ in 0..rounds {
         let body = json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}]});
         let (c, b, k) = (client.clone(), base.clone(), key.clone());
