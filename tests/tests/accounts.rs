@@ -60,9 +60,48 @@ both_backends! {
         let reply = anon.post("/auth/signup", json!({"email": "a@b.co", "password": PASSWORD, "name": "A", "role": "platform_admin"})).await;
         assert_error(&reply, 422, "unknown_field");
         // A 72-byte password is accepted whole.
-        let reply = anon.post("/auth/signup", json!({"email": "long@b.co", "password": "p".repeat(72), "name": "A"})).await;
+        let long = &"quiet lemon harbour keeps seven brass kettles near one green lantern at dusk"[..72];
+        let reply = anon.post("/auth/signup", json!({"email": "long@b.co", "password": long, "name": "A"})).await;
         assert_eq!(reply.status, 201, "{}", reply.text);
-        app.signin("long@b.co", &"p".repeat(72)).await;
+        app.signin("long@b.co", long).await;
+    }
+
+    async fn guessable_passwords_are_refused_on_sign_up_and_change(app: TestApp) {
+        let anon = app.anon();
+        let email = "grace.hopper@example.com";
+        let weak = [
+            (" ".repeat(12), "spaces"),
+            ("password1234".to_owned(), "common"),
+            ("P@ssw0rd-2024!".to_owned(), "common"),
+            ("123456789012".to_owned(), "sequence"),
+            ("abababababab".to_owned(), "different"),
+            (email.to_owned(), "email"),
+            ("Grace.Hopper-1906".to_owned(), "email"),
+        ];
+        for (password, why) in &weak {
+            let reply = anon.post("/auth/signup", json!({"email": email, "password": password, "name": "Grace"})).await;
+            assert_error(&reply, 422, "validation_failed");
+            let message = reply.body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("password") && message.contains(why), "{password:?}: {}", reply.text);
+        }
+        // The account was never made; a sound password makes it.
+        let reply = anon.post("/auth/signup", json!({"email": email, "password": PASSWORD, "name": "Grace"})).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        let grace = app.signin(email, PASSWORD).await;
+        for (password, why) in &weak {
+            let reply = grace.post("/auth/change-password", json!({"current_password": PASSWORD, "new_password": password})).await;
+            assert_error(&reply, 422, "validation_failed");
+            let message = reply.body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("new_password") && message.contains(why), "{password:?}: {}", reply.text);
+        }
+        // Nothing was changed: the old password still signs in.
+        app.signin(email, PASSWORD).await;
+        // An administrator cannot give an account a guessable password either.
+        let admin = app.admin().await;
+        let reply = admin.post("/admin/users", json!({"email": "ada@example.com", "name": "Ada", "password": "ada@example.com"})).await;
+        assert_error(&reply, 422, "validation_failed");
+        let reply = admin.post("/admin/users", json!({"email": "ada@example.com", "name": "Ada", "password": "letmein!2024"})).await;
+        assert_error(&reply, 422, "validation_failed");
     }
 
     async fn signin_refuses_wrong_passwords_and_unknown_emails_alike(app: TestApp) {

@@ -341,6 +341,62 @@ load_tests! {
         assert_eq!(key.post("/guard/scan", scan("hello")).await.status, 200);
     }
 
+    async fn anonymous_scans_leave_slots_to_signed_in_callers(app, fake) with |c: &mut Config| {
+        // Two running slots and four waiting places; anonymous scans may hold half of each.
+        c.guard_concurrency = Some(2);
+        c.guard_queue = Some(4);
+        c.guard_anon_share = 50;
+        c.guard_per_anon_ip = 2;
+        c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    }; {
+        let admin = app.admin().await;
+        let tenant = app.tenant(&admin, "Acme", "AIHK").await;
+        let member = app.member_of(&admin, &tenant).await;
+        let key = member.keyed(&["guard:scan"]).await;
+        // Three anonymous addresses, two held scans each (of six repositories).
+        let anon = app.anon();
+        let held: Vec<_> = (0..6)
+            .map(|i| {
+                let anon = anon.clone();
+                tokio::spawn(async move {
+                    anon.send(
+                        anon.request(Method::POST, "/guard/scan")
+                            .header("x-forwarded-for", format!("198.51.100.{}", 40 + i / 2))
+                            .json(&repo(&format!("gated-anon-{i}"))),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        fake.wait_for_downloads(1).await;
+        // Let every anonymous request arrive while the downloads are held.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The tenant's key is admitted, gets a running slot, and is answered while the
+        // anonymous scans still hold theirs.
+        for name in ["keyed-one", "keyed-two"] {
+            let r = key.post("/guard/scan", repo(name)).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+        }
+        let r = key.post("/guard/scan", scan("hello")).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(fake.downloads.load(Ordering::SeqCst), 3, "one anonymous download running, two keyed ones done");
+        fake.open_gate();
+        let (mut done, mut busy) = (0, 0);
+        for h in held {
+            let r = h.await.unwrap();
+            match r.status.as_u16() {
+                200 => done += 1,
+                _ => {
+                    assert_error(&r, 503, "scanner_busy");
+                    assert!(r.header("retry-after").is_some());
+                    busy += 1;
+                }
+            }
+        }
+        // Half of the six places for anonymous scans: three admitted, three refused.
+        assert_eq!((done, busy), (3, 3));
+    }
+
     async fn a_scan_without_memory_to_spare_is_refused(app, fake) with |c: &mut Config| {
         c.guard_memory_mib = 4;
     }; {
