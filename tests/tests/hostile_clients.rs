@@ -84,6 +84,9 @@ both_backends_with! {
         // is its one check in flight.
         c.bcrypt_cost = 11;
         c.hash_queue = 1;
+        // Both places for sign-ins (the places kept for sessions have their own test,
+        // password_limits.rs).
+        c.hash_reserved = 0;
         c.auth_per_ip_in_flight = 1;
         c.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
     }; {
