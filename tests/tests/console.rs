@@ -933,6 +933,20 @@ fn fake_github() -> String {
                 skill.as_bytes(),
             )
             .unwrap();
+        // A bundled executable: the scan says it was not examined (scan.incomplete).
+        let mut elf = b"\x7fELF\x02\x01\x01\x00".to_vec();
+        elf.extend([0u8; 64]);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(elf.len() as u64);
+        header.set_mode(0o755);
+        header.set_cksum();
+        builder
+            .append_data(
+                &mut header,
+                format!("acme-evil-{}/bin/helper", &SHA[..7]),
+                elf.as_slice(),
+            )
+            .unwrap();
         builder.into_inner().unwrap().finish().unwrap()
     };
     let server = HttpServer::new(move || {
@@ -1009,6 +1023,12 @@ async fn a_visitor_scans_a_repository_and_finds_sign_up_closed() {
     assert!(
         rows.as_array().unwrap().contains(&json!("SKILL.md:5")),
         "the download piped into a shell is on line 5 of SKILL.md: {rows}"
+    );
+    // What was not examined stands apart, above the findings.
+    let gap = b.text("#guard-incomplete").await;
+    assert!(
+        gap.contains("Not everything was examined") && gap.contains("bin/helper (ELF)"),
+        "{gap}"
     );
     b.wait_for("#sarif").await;
     c.shot("guard-repository").await;

@@ -68,8 +68,10 @@ struct Tally {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Coverage {
     tallies: [Tally; 8],
-    /// Over-size files: indicator lines left unexamined by the per-file caps.
+    /// Over-size files: indicator lines left unexamined by the caps.
     pub windows_dropped: u64,
+    /// Past-count files: indicator lines left unexamined by the caps.
+    pub past_windows_dropped: u64,
     /// Past-count files given the keyword pass.
     pub past_count_passed: u64,
     /// Past-count files not even given the keyword pass (over the budget, or not text).
@@ -162,21 +164,32 @@ impl Coverage {
                 );
                 if self.windows_dropped > 0 {
                     s.push_str(&format!(
-                        " {} indicator {} past the per-file cap {} not examined.",
+                        " {} indicator {} past the cap ({} a file, {} a scan) {} not examined.",
                         self.windows_dropped,
                         if self.windows_dropped == 1 { "line" } else { "lines" },
+                        crate::partial::MAX_WINDOWS,
+                        thousands(crate::partial::MAX_WINDOWS_PER_SCAN as u64),
                         if self.windows_dropped == 1 { "was" } else { "were" }
                     ));
                 }
                 s
             }
-            Gap::PastCount => format!(
-                "{files} past the {}-file limit {} not scanned with every rule; {} of them had a keyword pass for strong indicators (scripts, manifests, hooks and SKILL.md first) and {} none (over the budget of that pass, or not text).",
-                thousands(limits.max_files),
-                if n == 1 { "was" } else { "were" },
-                self.past_count_passed,
-                self.past_count_unread
-            ),
+            Gap::PastCount => {
+                let mut s = format!(
+                    "{files} past the {}-file limit {} not scanned with every rule; {} of them had a keyword pass for strong indicators (scripts, manifests, hooks and SKILL.md first) and {} none (over the budget of that pass, or not text).",
+                    thousands(limits.max_files),
+                    if n == 1 { "was" } else { "were" },
+                    thousands(self.past_count_passed),
+                    thousands(self.past_count_unread)
+                );
+                if self.past_windows_dropped > 0 {
+                    s.push_str(&format!(
+                        " {} indicator lines in them past the cap were not examined.",
+                        thousands(self.past_windows_dropped)
+                    ));
+                }
+                s
+            }
             Gap::PastTotal => format!(
                 "{files} past the {} limit on the bytes read in all {} not read.",
                 size(limits.max_unpacked_bytes),

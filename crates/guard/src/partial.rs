@@ -16,6 +16,10 @@ use std::io::{self, Read};
 
 /// Indicator lines scanned with every rule per file, at most.
 pub(crate) const MAX_WINDOWS: usize = 512;
+/// Indicator lines scanned with every rule per scan (all partial scans together), at most, so
+/// a repository of many over-size or padded files costs no more than a bounded number of
+/// small scans.
+pub(crate) const MAX_WINDOWS_PER_SCAN: usize = 4096;
 /// Bytes on each side of an indicator on a line longer than twice this.
 const WINDOW: usize = 1024;
 /// Bytes read at a time.
@@ -52,7 +56,9 @@ pub(crate) struct Partial {
     pub total_bytes: u64,
     /// Bytes scanned with every rule (head, tail, indicator lines).
     pub bytes_scanned: u64,
-    /// Indicator lines not scanned (past [`MAX_WINDOWS`]).
+    /// Indicator lines scanned with every rule.
+    pub windows: u64,
+    /// Indicator lines not scanned (past the file's or the scan's cap).
     pub windows_dropped: u64,
 }
 
@@ -65,6 +71,7 @@ impl Scanner {
         prefix: &[u8],
         rest: &mut dyn Read,
         limits: &Limits,
+        max_windows: usize,
     ) -> io::Result<Partial> {
         let head_len = head_bytes(limits).min(prefix.len());
         let head = prefix.get(..head_len).unwrap_or(prefix);
@@ -81,6 +88,7 @@ impl Scanner {
             head_end as u64,
             memchr::memchr_iter(b'\n', head).count() as u64,
             Some(tail_bytes(limits)),
+            max_windows,
         );
         // A head cut inside a line: the stream continues that line.
         let line_start = memchr::memrchr(b'\n', head).map_or(0, |i| i + 1);
@@ -88,7 +96,10 @@ impl Scanner {
         stream.out.findings = head_findings;
         stream.out.truncated = head_truncated;
         stream.out.bytes_scanned = head_end as u64;
-        stream.feed(prefix.get(head_end..).unwrap_or(&[]));
+        // In read-sized pieces, so the unfinished line carried stays small.
+        for piece in prefix.get(head_end..).unwrap_or(&[]).chunks(CHUNK) {
+            stream.feed(piece);
+        }
         let mut buf = vec![0u8; CHUNK];
         loop {
             let n = match rest.read(&mut buf) {
@@ -104,9 +115,16 @@ impl Scanner {
 
     /// The keyword pass alone over a text held in memory (files past the count limit): each
     /// indicator line scanned with every rule.
-    pub(crate) fn scan_indicator_lines(&self, path: Option<&str>, bytes: &[u8]) -> Partial {
-        let mut stream = Stream::new(self, path, 0, 0, None);
-        stream.feed(bytes);
+    pub(crate) fn scan_indicator_lines(
+        &self,
+        path: Option<&str>,
+        bytes: &[u8],
+        max_windows: usize,
+    ) -> Partial {
+        let mut stream = Stream::new(self, path, 0, 0, None, max_windows);
+        for piece in bytes.chunks(CHUNK) {
+            stream.feed(piece);
+        }
         stream.finish()
     }
 }
@@ -128,8 +146,10 @@ struct Stream<'a> {
     tail_cap: Option<usize>,
     tail_off: u64,
     tail_line: u64,
-    /// Indicator windows scanned so far, and the end (offset in the file) of the last one.
+    /// Indicator windows scanned so far (at most `max_windows`), and the end (offset in the
+    /// file) of the last one.
     windows: usize,
+    max_windows: usize,
     covered_to: u64,
     out: Partial,
 }
@@ -141,6 +161,7 @@ impl<'a> Stream<'a> {
         start_off: u64,
         start_line: u64,
         tail_cap: Option<usize>,
+        max_windows: usize,
     ) -> Self {
         Stream {
             scanner,
@@ -155,6 +176,7 @@ impl<'a> Stream<'a> {
             tail_off: start_off,
             tail_line: start_line,
             windows: 0,
+            max_windows: max_windows.min(MAX_WINDOWS),
             covered_to: 0,
             out: Partial {
                 total_bytes: start_off,
@@ -205,7 +227,7 @@ impl<'a> Stream<'a> {
             // the overlap kept for the next region is searched again.
             let covered = if mid_line && we == n { m.end() } else { we };
             self.covered_to = self.carry_off + covered as u64;
-            if self.windows >= MAX_WINDOWS {
+            if self.windows >= self.max_windows {
                 self.out.windows_dropped += 1;
                 continue;
             }
@@ -277,6 +299,7 @@ impl<'a> Stream<'a> {
                 self.out.findings.push(f);
             }
         }
+        self.out.windows = self.windows as u64;
         let (findings, dropped) = dedupe_and_cap(std::mem::take(&mut self.out.findings));
         self.out.findings = findings;
         self.out.truncated += dropped;

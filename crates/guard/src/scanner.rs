@@ -304,6 +304,7 @@ impl Scanner {
             coverage: Coverage::default(),
             past_budget_named: PAST_COUNT_BUDGET_NAMED,
             past_budget_other: PAST_COUNT_BUDGET_OTHER,
+            windows_left: crate::partial::MAX_WINDOWS_PER_SCAN,
         }
     }
 
@@ -326,7 +327,13 @@ impl Scanner {
         let mut per_rule = HashMap::new();
         if text.len() as u64 > limits.max_file_bytes {
             let partial = self
-                .scan_partial(None, text.as_bytes(), &mut std::io::empty(), limits)
+                .scan_partial(
+                    None,
+                    text.as_bytes(),
+                    &mut std::io::empty(),
+                    limits,
+                    crate::partial::MAX_WINDOWS,
+                )
                 .unwrap_or_default();
             let mut coverage = Coverage::default();
             coverage.windows_dropped = partial.windows_dropped;
@@ -653,6 +660,8 @@ pub struct FilesScan<'a> {
     coverage: Coverage,
     past_budget_named: u64,
     past_budget_other: u64,
+    /// Indicator lines the partial scans of this scan may still scan with every rule.
+    windows_left: usize,
 }
 
 impl FilesScan<'_> {
@@ -804,9 +813,12 @@ impl FilesScan<'_> {
             }
         }
         self.report.stats.files_skipped += 1;
-        let partial = self
-            .scanner
-            .scan_partial(Some(path), head, rest, &self.limits)?;
+        let partial =
+            self.scanner
+                .scan_partial(Some(path), head, rest, &self.limits, self.windows_left)?;
+        self.windows_left = self
+            .windows_left
+            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
         self.report.stats.bytes_scanned += partial.bytes_scanned;
         self.report.stats.findings_truncated += partial.truncated;
         self.coverage.windows_dropped += partial.windows_dropped;
@@ -827,13 +839,19 @@ impl FilesScan<'_> {
             &mut self.past_budget_other
         };
         let len = bytes.len() as u64;
-        if !matches!(classify(bytes), Kind::Text) || *budget < len {
+        if !matches!(classify(bytes), Kind::Text) || *budget < len || self.windows_left == 0 {
             self.coverage.past_count_unread += 1;
             return;
         }
         *budget -= len;
         self.coverage.past_count_passed += 1;
-        let partial = self.scanner.scan_indicator_lines(Some(path), bytes);
+        let partial = self
+            .scanner
+            .scan_indicator_lines(Some(path), bytes, self.windows_left);
+        self.windows_left = self
+            .windows_left
+            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
+        self.coverage.past_windows_dropped += partial.windows_dropped;
         self.report.stats.bytes_scanned += partial.bytes_scanned;
         self.report.stats.findings_truncated += partial.truncated;
         keep_within_scan_caps(&mut self.report, &mut self.per_rule, partial.findings);

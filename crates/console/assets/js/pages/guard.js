@@ -97,9 +97,18 @@ export async function page(ctx) {
       }
     });
     const s = r.stats || {};
+    // What the scan could not read whole comes first and stands apart: such a verdict is never
+    // a pass, and a person deciding whether to install the skill should know what to check.
+    const gaps = r.findings.filter((x) => x.rule_id === 'scan.incomplete');
+    const incomplete = gaps.length
+      ? h('div', { class: 'notice notice-warn', id: 'guard-incomplete', role: 'status' },
+        h('p', {}, h('strong', {}, 'Not everything was examined.'), ' Review these by hand; a scan that could not read everything is never a pass.'),
+        h('ul', {}, gaps.map((x) => h('li', {}, x.message))))
+      : null;
     const where = r.target && r.target.kind === 'repository' ? `${r.target.owner}/${r.target.repo}${r.target.ref ? ` @ ${r.target.ref}` : ''}` : 'pasted content';
     fill(out,
       h('div', { class: `verdict verdict-${r.verdict}`, id: 'verdict', 'data-verdict': r.verdict, role: 'status' }, h('strong', {}, r.verdict.toUpperCase()), ' ', VERDICT[r.verdict] || ''),
+      incomplete,
       h('p', { class: 'sub' }, `Scanned ${where}: ${s.files_scanned ?? 0} file(s), ${s.bytes_scanned ?? 0} bytes, ${s.files_skipped ?? 0} skipped, in ${s.duration_ms ?? 0} ms.`, s.findings_truncated ? ` ${s.findings_truncated} more findings were left out.` : ''),
       r.findings.length
         ? table(
