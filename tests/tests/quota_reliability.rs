@@ -97,8 +97,9 @@ async fn setup(backend: Backend, label: &str) -> Option<Setup> {
 }
 
 macro_rules! quota_tests {
-    ($(async fn $name:ident($s:ident) $body:block)*) => {
+    ($($(#[doc = $doc:expr])* async fn $name:ident($s:ident) $body:block)*) => {
         $(
+            $(#[doc = $doc])*
             mod $name {
                 use super::*;
                 async fn body($s: Setup) $body
@@ -145,6 +146,7 @@ quota_tests! {
             .await;
         let mut admitted = 0u64;
         let mut failures = Vec::new();
+        let before = s.mock.request_count() as u64;
         // Waves of concurrent runs over both nodes, so the writers' batches overlap the takes.
         for _ in 0..4 {
             let sends = (0..80).map(|i| {
@@ -154,14 +156,14 @@ quota_tests! {
             for r in join_all(sends).await {
                 if r.status == 200 {
                     admitted += 1;
-                } else if r.status >= 500 || r.status != 429 {
+                } else if r.status != 429 {
                     failures.push(format!("{} {}", r.status, r.text));
                 }
             }
         }
         assert!(failures.is_empty(), "{} runs failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
         assert_eq!(admitted, 320);
-        assert_eq!(s.mock.request_count() as u64, admitted);
+        assert_eq!(s.mock.request_count() as u64 - before, admitted);
         let counted = eventually(async || s.recorded().await >= admitted).await;
         let recorded = s.recorded().await;
         assert!(counted && recorded == admitted, "{recorded} runs recorded of {admitted} admitted");
