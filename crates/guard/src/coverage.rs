@@ -196,8 +196,12 @@ impl Coverage {
                 if n == 1 { "was" } else { "were" }
             ),
             Gap::Executable => format!(
-                "{files} {} native executable or bytecode, which cannot be reviewed as text.",
-                if n == 1 { "is" } else { "are" }
+                "{files} {}, which cannot be reviewed as text.",
+                if n == 1 {
+                    "is a native executable or bytecode"
+                } else {
+                    "are native executables or bytecode"
+                }
             ),
             Gap::Archive => format!(
                 "{files} {} an archive or container, which was not opened; what it holds was not examined.",
@@ -374,7 +378,11 @@ pub(crate) fn classify(bytes: &[u8]) -> Kind {
             || starts(b"fLaC")
             || at(4, b"ftyp")
             || starts(b"\x1a\x45\xdf\xa3")
-            || starts(b"\x00\x00\x00\x0cjP  ");
+            || starts(b"\x00\x00\x00\x0cjP  ")
+            // Finder metadata and compiled gettext catalogs: data, never run.
+            || starts(b"\x00\x00\x00\x01Bud1")
+            || starts(b"\xde\x12\x04\x95")
+            || starts(b"\x95\x04\x12\xde");
         if inert {
             return Kind::Inert;
         }
@@ -664,6 +672,8 @@ mod tests {
         tar[257..262].copy_from_slice(b"ustar");
         assert_eq!(classify(&tar), Kind::Archive("tar"));
         assert_eq!(classify(b"\x00\x01\x02\x03garbage"), Kind::Binary);
+        assert_eq!(classify(b"\x00\x00\x00\x01Bud1\x00\x00"), Kind::Inert);
+        assert_eq!(classify(b"\xde\x12\x04\x95\x00\x00\x00\x00"), Kind::Inert);
         assert_eq!(classify(b"\xff\xfeh\x00i\x00"), Kind::Utf16(true));
         assert_eq!(classify(b"# Title\nplain text\n"), Kind::Text);
     }

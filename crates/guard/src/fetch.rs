@@ -637,9 +637,11 @@ impl<R: Read> Read for CappedReader<R> {
 }
 
 /// The path of an archive entry inside the repository: the leading `{repo}-{sha}/` folder is
-/// removed; `None` for traversal, absolute or empty paths.
+/// removed; `None` for traversal, absolute or empty paths. A name that is not UTF-8 is kept
+/// (its invalid bytes shown as U+FFFD), so such a file is still scanned, never dropped.
 fn entry_path(raw: &[u8]) -> Option<String> {
-    let s = std::str::from_utf8(raw).ok()?;
+    let s = String::from_utf8_lossy(raw);
+    let s = s.as_ref();
     if s.starts_with('/') || s.contains('\\') || s.contains('\0') {
         return None;
     }
@@ -809,6 +811,10 @@ mod tests {
         assert_eq!(entry_path(b"/etc/passwd"), None);
         assert_eq!(entry_path(b"repo-abc/"), None);
         assert_eq!(entry_path(b"repo-abc/a\\..\\b"), None);
+        assert_eq!(
+            entry_path(b"repo-abc/scripts/\xffrun.sh").as_deref(),
+            Some("scripts/\u{fffd}run.sh")
+        );
     }
 
     #[test]
