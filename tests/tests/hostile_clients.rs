@@ -191,6 +191,29 @@ both_backends_with! {
         conn.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: gc\r\nX-Slow: ").await.unwrap();
         let (closed, answer) = dribble(&mut conn, 30).await;
         assert!(closed, "the connection is closed at the header deadline: {answer}");
+        // With the API's error body and a request id, as every other error.
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"code\":\"request_timeout\""), "{answer}");
+        assert!(answer.contains("x-request-id: "), "{answer}");
+    }
+
+    async fn a_slow_later_head_on_a_kept_alive_connection_is_cut_too(app: TestApp) with |c: &mut Config| {
+        c.keep_alive_s = 1;
+        c.header_timeout_s = 1;
+    }; {
+        // actix-http bounds only the first head; once a byte of a later one has arrived it
+        // stops the keep-alive timer. gc hands a head on only when it is whole, so the
+        // keep-alive timer still runs while a later head dribbles in.
+        let mut conn = TcpStream::connect(app.addr).await.unwrap();
+        conn.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: gc\r\n\r\n").await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.unwrap().unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+        conn.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: gc\r\nX-Slow: ").await.unwrap();
+        let started = std::time::Instant::now();
+        let (closed, answer) = dribble(&mut conn, 30).await;
+        assert!(closed, "the connection is closed, not held: {answer}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     }
 }
 

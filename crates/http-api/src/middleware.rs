@@ -161,9 +161,9 @@ pub fn is_body_timeout(e: &actix_web::error::PayloadError) -> bool {
 
 /// Wraps the request body in a deadline (`HttpSettings::body_timeout`, counted from the end of
 /// the headers): a body still arriving then ends with an error that the JSON extractor answers
-/// with 408 `request_timeout`, and the connection is closed. actix-web has a deadline for
-/// headers (`client_request_timeout`) but none for bodies, so without this a client sending
-/// one byte a second would hold its connection for as long as it likes.
+/// with 408 `request_timeout`, and the connection is closed. Headers have their deadline in
+/// the server's connection layer (`gc_server::protocol`), but nothing bounds bodies, so without
+/// this a client sending one byte a second would hold its connection for as long as it likes.
 fn limit_body_time(req: &mut ServiceRequest) {
     use actix_web::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
     let has_body = req.headers().contains_key(TRANSFER_ENCODING)

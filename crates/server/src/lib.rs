@@ -674,17 +674,18 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
                     async move { signal.notified().await }
                 })
                 .keep_alive(keep_alive)
-                .client_request_timeout(header_timeout)
+                // The first head's deadline is `protocol::Checked`'s (a JSON 408).
+                .client_request_timeout(std::time::Duration::ZERO)
                 .client_disconnect_timeout(std::time::Duration::from_secs(1))
                 .h1_allow_half_closed(true)
                 .local_addr(addr)
                 .finish(actix_service::map_config(app, |()| {
                     actix_web::dev::AppConfig::default()
                 }));
-            actix_service::fn_service(|io: actix_web::rt::net::TcpStream| async move {
+            actix_service::fn_service(move |io: actix_web::rt::net::TcpStream| async move {
                 let peer = io.peer_addr().ok();
                 Ok::<_, actix_http::error::DispatchError>((
-                    protocol::Checked::new(io),
+                    protocol::Checked::new(io, header_timeout),
                     actix_http::Protocol::Http1,
                     peer,
                 ))

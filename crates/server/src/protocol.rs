@@ -16,10 +16,15 @@
 //! `Content-Length`; after a chunked body, a WebSocket upgrade or `CONNECT` the wrapper stops
 //! checking that connection (their framing is actix-http's alone), so a bad head later on
 //! such a connection gets the bare answer (docs/api.md, "Errors").
+//!
+//! The first head's deadline (`GC_HEADER_TIMEOUT_S`) is kept here too, in place of
+//! actix-http's, so that a late head gets the JSON 408 as well.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use actix_web::http::{Method, Uri};
 use gc_domain::ErrorCode;
@@ -195,6 +200,7 @@ fn visible(value: &[u8]) -> Option<&str> {
 /// client's `x-request-id` when sane, else a new one), and `connection: close`.
 fn answer(refusal: &Refusal) -> Vec<u8> {
     let (code, reason) = match refusal.status {
+        408 => (ErrorCode::RequestTimeout, "Request Timeout"),
         431 => (
             ErrorCode::HeadersTooLarge,
             "Request Header Fields Too Large",
@@ -225,17 +231,54 @@ pub struct Checked<T> {
     frame: Frame,
     /// The answer to a refused head, and how much of it is written.
     refused: Option<(Vec<u8>, usize)>,
+    /// How long the first head may take (`GC_HEADER_TIMEOUT_S`), and its deadline once the
+    /// connection is first read; `None` after the first head.
+    header_timeout: Duration,
+    head_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    first_head_done: bool,
 }
 
 impl<T> Checked<T> {
-    pub fn new(io: T) -> Self {
+    /// Wraps a new connection whose first request head must arrive within `header_timeout`
+    /// (else 408 `request_timeout`, and the connection is closed). Later heads on a kept-alive
+    /// connection are bounded by actix-http's keep-alive timer instead.
+    pub fn new(io: T, header_timeout: Duration) -> Self {
         Self {
             io,
             pending: Vec::new(),
             released: 0,
             frame: Frame::Head,
             refused: None,
+            header_timeout,
+            head_deadline: None,
+            first_head_done: false,
         }
+    }
+
+    fn refuse(&mut self, refusal: &Refusal) {
+        tracing::debug!(
+            target: "gc_server::client_protocol",
+            status = refusal.status,
+            error = refusal.message,
+            "client protocol error"
+        );
+        self.refused = Some((answer(refusal), 0));
+        // Nothing from the refused head on is handed on.
+        self.pending.truncate(self.released);
+        self.head_deadline = None;
+    }
+
+    /// True once the first head's deadline has passed (registering the wake-up otherwise).
+    fn first_head_late(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.first_head_done {
+            return false;
+        }
+        let timeout = self.header_timeout;
+        self.head_deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)))
+            .as_mut()
+            .poll(cx)
+            .is_ready()
     }
 
     /// Moves what the framing allows from the unchecked pending bytes to the released ones;
@@ -266,18 +309,12 @@ impl<T> Checked<T> {
                 Verdict::Complete(len, frame) => {
                     self.released += len;
                     self.frame = frame;
+                    self.first_head_done = true;
+                    self.head_deadline = None;
                     true
                 }
                 Verdict::Refused(refusal) => {
-                    tracing::debug!(
-                        target: "gc_server::client_protocol",
-                        status = refusal.status,
-                        error = refusal.message,
-                        "client protocol error"
-                    );
-                    self.refused = Some((answer(&refusal), 0));
-                    // Nothing from this head on is handed on.
-                    self.pending.truncate(self.released);
+                    self.refuse(&refusal);
                     true
                 }
             },
@@ -325,7 +362,55 @@ impl<T: AsyncRead + Unpin> AsyncRead for Checked<T> {
                 }
                 return Poll::Ready(Ok(()));
             }
-            // An unfinished head: read more of it.
+            // A head to read, unless it is the first and late.
+            if this.first_head_late(cx) {
+                this.refuse(&Refusal {
+                    status: 408,
+                    message: "the request headers did not arrive in time",
+                    request_id: None,
+                });
+                continue;
+            }
+            if this.pending.is_empty() && buf.remaining() > 0 {
+                // The usual case: a whole head in one read. Read it straight into the
+                // caller's buffer and check it there; only what the checks hold back (the
+                // rest of a split head, a pipelined next head) is copied aside.
+                let before = buf.filled().len();
+                ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+                let got = buf.filled().len() - before;
+                if got == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                match check_head(&buf.filled()[before..]) {
+                    Verdict::Complete(len, frame) => {
+                        this.first_head_done = true;
+                        this.head_deadline = None;
+                        let rest = got - len;
+                        let (body, frame) = match frame {
+                            Frame::Body(n) => match usize::try_from(n) {
+                                Ok(n) if n <= rest => (n, Frame::Head),
+                                _ => (rest, Frame::Body(n - rest as u64)),
+                            },
+                            Frame::Through => (rest, Frame::Through),
+                            Frame::Head => (0, Frame::Head),
+                        };
+                        this.frame = frame;
+                        let keep = before + len + body;
+                        this.pending.extend_from_slice(&buf.filled()[keep..]);
+                        buf.set_filled(keep);
+                        return Poll::Ready(Ok(()));
+                    }
+                    Verdict::Partial => {
+                        this.pending.extend_from_slice(&buf.filled()[before..]);
+                        buf.set_filled(before);
+                    }
+                    Verdict::Refused(refusal) => {
+                        buf.set_filled(before);
+                        this.refuse(&refusal);
+                    }
+                }
+                continue;
+            }
             let mut chunk = [0u8; READ_CHUNK];
             let mut read = ReadBuf::new(&mut chunk);
             ready!(Pin::new(&mut this.io).poll_read(cx, &mut read))?;
@@ -393,6 +478,168 @@ mod tests {
             Verdict::Refused(r) => Some(r.status),
             _ => None,
         }
+    }
+
+    /// A connection that delivers `input` at most `max` bytes per read and keeps what is
+    /// written to it.
+    struct Trickle {
+        input: Vec<u8>,
+        at: usize,
+        max: usize,
+        written: Vec<u8>,
+        shut: bool,
+        /// At the end of `input`: wait (a client that stopped sending), not end of stream.
+        hang: bool,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            if self.hang && self.at == self.input.len() {
+                return Poll::Pending;
+            }
+            let n = self
+                .max
+                .min(buf.remaining())
+                .min(self.input.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.input[at..at + n]);
+            self.at += n;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.written.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.shut = true;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// What `input`, read `max` bytes at a time, hands on, and what shutting down writes.
+    async fn through(input: &[u8], max: usize) -> (Vec<u8>, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut checked = Checked::new(
+            Trickle {
+                input: input.to_vec(),
+                at: 0,
+                max,
+                written: Vec::new(),
+                shut: false,
+                hang: false,
+            },
+            Duration::from_secs(60),
+        );
+        let mut out = Vec::new();
+        checked.read_to_end(&mut out).await.unwrap();
+        checked.shutdown().await.unwrap();
+        assert!(checked.io.shut);
+        (out, String::from_utf8(checked.io.written).unwrap())
+    }
+
+    #[tokio::test]
+    async fn good_requests_pass_unchanged_however_they_are_split() {
+        let good = [
+            &b"GET /a HTTP/1.1\r\nHost: gc\r\n\r\n"[..],
+            b"POST /b HTTP/1.1\r\nHost: gc\r\nContent-Length: 10\r\n\r\n0123456789",
+            b"\r\nGET /c HTTP/1.1\r\nHost: gc\r\nContent-Length: 0\r\n\r\n",
+            b"POST /d HTTP/1.1\r\nHost: gc\r\nContent-Length: 3\r\n\r\nGET",
+        ]
+        .concat();
+        let chunked = [
+            &good[..],
+            b"POST /e HTTP/1.1\r\nHost: gc\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            // Not checked after a chunked body: handed on as it is.
+            b"GET /f HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        ]
+        .concat();
+        for max in [1, 2, 5, 17, 64, 8192] {
+            for input in [&good, &chunked] {
+                let (out, written) = through(input, max).await;
+                assert_eq!(out, *input, "max {max}");
+                assert!(written.is_empty(), "{written}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bad_head_ends_the_stream_and_is_answered_at_shutdown() {
+        let good = b"GET /a HTTP/1.1\r\nHost: gc\r\n\r\nPOST /b HTTP/1.1\r\nHost: gc\r\nContent-Length: 4\r\n\r\nabcd";
+        let bad = b"POST /c HTTP/1.1\r\nHost: gc\r\nX-Request-Id: r-1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nxGET /d HTTP/1.1\r\nHost: gc\r\n\r\n";
+        let input = [&good[..], &bad[..]].concat();
+        for max in [1, 3, 8192] {
+            let (out, written) = through(&input, max).await;
+            assert_eq!(out, good, "max {max}");
+            assert!(
+                written.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+                "{written}"
+            );
+            assert!(written.contains("\r\nx-request-id: r-1\r\n"), "{written}");
+            assert!(written.contains("\r\nconnection: close\r\n"), "{written}");
+            let body = written.split("\r\n\r\n").nth(1).unwrap();
+            let body: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert_eq!(body["error"]["code"], "bad_request");
+            assert_eq!(body["error"]["request_id"], "r-1");
+            assert!(body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("more than one Content-Length"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_late_first_head_is_answered_408() {
+        let mut checked = Checked::new(
+            Trickle {
+                input: b"GET / HTTP/1.1\r\nHost".to_vec(),
+                at: 0,
+                max: 4,
+                written: Vec::new(),
+                shut: false,
+                hang: true,
+            },
+            Duration::from_millis(100),
+        );
+        let mut buf = [0u8; 64];
+        let mut read = ReadBuf::new(&mut buf);
+        // The partial head is held back, and the connection waits for more.
+        let polled =
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut checked).poll_read(cx, &mut read)))
+                .await;
+        assert!(polled.is_pending(), "{polled:?} {:?}", checked.refused);
+        assert!(read.filled().is_empty());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let mut out = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut checked, &mut out)
+            .await
+            .unwrap();
+        assert!(out.is_empty());
+        tokio::io::AsyncWriteExt::shutdown(&mut checked)
+            .await
+            .unwrap();
+        let written = String::from_utf8(checked.io.written).unwrap();
+        assert!(
+            written.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+            "{written}"
+        );
+        assert!(
+            written.contains("\"code\":\"request_timeout\""),
+            "{written}"
+        );
     }
 
     #[test]
