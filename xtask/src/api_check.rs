@@ -51,6 +51,9 @@ fn venv(root: &Path) -> anyhow::Result<PathBuf> {
 ///
 /// - `POST /auth/change-password`: a wrong `current_password` is 422, and no generator knows the
 ///   right one.
+/// - `POST /auth/signup`, `/auth/change-password` and `/admin/users`: a password the schema
+///   allows may still be refused by the password policy (a common or repeated one, or one
+///   holding the email; decision 0026), 422 `validation_failed`.
 /// - Where the server's rule cannot be written in JSON Schema (a byte length, a trimmed value, a
 ///   parse), the document states a subset the server always accepts, so schema-*invalid* data
 ///   there may still be accepted: `negative_data_rejection` accepts a 2xx for those operations
@@ -70,7 +73,7 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 
 [[operations]]
-include-name-regex = "^POST /api/v1/(auth/change-password|admin/users)$"
+include-name-regex = "^POST /api/v1/(auth/change-password|auth/signup|admin/users)$"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]
 checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 
@@ -79,7 +82,7 @@ include-name = "PATCH /api/v1/admin/users/{id}/tenant"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]
 
 [[operations]]
-include-name-regex = "^POST /api/v1/(auth/signup|admin/ai-gateways/diagnostics|admin/tenants/\\{id\\}/ai-keys|workspace/api-keys|guard/scan|run|chat/completions)$"
+include-name-regex = "^POST /api/v1/(admin/ai-gateways/diagnostics|admin/tenants/\\{id\\}/ai-keys|workspace/api-keys|guard/scan|run|chat/completions)$"
 checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 "#;
 

@@ -212,12 +212,14 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
             "/auth/signup" if unsafe_method => s.codes(&[
                 C::SignupDisabled,
                 C::EmailTaken,
+                C::RateLimited,
                 C::Busy,
                 C::ServiceUnavailable,
             ]),
             "/auth/signin" => s.codes(&[
                 C::InvalidCredentials,
                 C::TooManyAttempts,
+                C::RateLimited,
                 C::Busy,
                 C::ServiceUnavailable,
             ]),
@@ -298,10 +300,12 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
     }
     // Route-specific answers.
     match (method, path) {
-        ("post", "/auth/change-password") => s.codes(&[C::TooManyAttempts, C::Busy]),
+        ("post", "/auth/change-password") => {
+            s.codes(&[C::TooManyAttempts, C::RateLimited, C::Busy])
+        }
         ("delete", "/auth/sessions") => s.codes(&[C::NotFound]),
         ("post", "/auth/ip-admin") => s.codes(&[C::NotFound]),
-        ("post", "/admin/users") => s.codes(&[C::EmailTaken, C::NotFound, C::Busy]),
+        ("post", "/admin/users") => s.codes(&[C::EmailTaken, C::NotFound, C::RateLimited, C::Busy]),
         ("post", "/admin/ai-gateways/diagnostics") => s.codes(&[C::NotFound]),
         _ => {}
     }
@@ -373,7 +377,7 @@ fn password_schema() -> Value {
         "minLength": 12,
         "maxLength": 72,
         "pattern": "^[\\x20-\\x7E]*$",
-        "description": "12 to 72 bytes; never silently truncated."
+        "description": "12 to 72 bytes; never silently truncated. Refused (422 `validation_failed`) when guessable: only whitespace, fewer than 5 different characters, a repeated unit or a keyboard, letter or digit run, a common password (also with digits or symbols around it), or holding the account's email or its name part."
     })
 }
 

@@ -16,9 +16,10 @@ pub struct ChangePasswordBody {
     pub new_password: String,
 }
 
-/// Changes the password; every other session of the account is revoked. The check of the
-/// current password goes through the per-IP limits of sign-in and one check in flight per
-/// account (decision 0026).
+/// Changes the password; every other session of the account is revoked.
+///
+/// The check goes through the per-IP limits of sign-in and one check in flight per account
+/// (decision 0026); the new password must pass the password policy.
 #[utoipa::path(post, path = "/api/v1/auth/change-password", tag = "auth", request_body = ChangePasswordBody,
     responses((status = 204, description = "Changed"), (status = 401, description = "unauthenticated"),
         (status = 422, description = "validation_failed (wrong current password or bad new one)"),
