@@ -1,17 +1,17 @@
 //! Coverage: what a scan could not examine, and why its verdict is then never `pass`.
 //!
 //! Architecture Invariant: every file a scan is given is either read whole by the rules, or
-//! recorded here under a [`Gap`]; [`Coverage::findings`] turns the gaps into one
+//! recorded here under a `Gap`; `Coverage::findings` turns the gaps into one
 //! `scan.incomplete` finding (medium) per reason, with counts and a few example paths. Only
 //! files that cannot hold code or instructions (images, fonts, audio and video, recognised by
 //! their magic number, not by their name) are skipped quietly.
 //!
 //! What is still read of a file that is not read whole:
 //! - over the per-file size limit: its beginning and end with every rule, and a streamed
-//!   keyword pass over the whole for the strongest indicators ([`INDICATORS`]), whose lines are
+//!   keyword pass over the whole for the strongest indicators (`INDICATORS`), whose lines are
 //!   then scanned with every rule (see `partial.rs`);
 //! - past the file-count limit: the same keyword pass, within a byte budget, first for the
-//!   files whose names matter ([`name_matters`]: SKILL.md, scripts, manifests, hooks).
+//!   files whose names matter (`name_matters`: SKILL.md, scripts, manifests, hooks).
 
 use crate::checks::make_visible;
 use crate::model::{Finding, Limits, Severity};

@@ -12,6 +12,9 @@
 //!   bounded threads (concurrency, wait queue, per-caller caps, single flight, memory budget,
 //!   cancellation at the time-out).
 //! - [`cli`] is the engine of `gc-server guard scan PATH|-`.
+//! - [`coverage`]: what a scan could not read whole (over-size files, files past the count
+//!   limit, executables, archives, binaries, encodings) is reported as `scan.incomplete`, so
+//!   such a verdict is never `pass`; `partial` reads over-size files in part, streamed.
 
 mod checks;
 pub mod cli;

@@ -208,9 +208,11 @@ pub struct Limits {
     pub max_download_bytes: u64,
     /// Decompressed bytes read from the archive, at most.
     pub max_unpacked_bytes: u64,
-    /// Regular files in the archive, at most.
+    /// Files scanned with every rule, at most; more are counted, given a keyword pass and
+    /// reported as `scan.incomplete`.
     pub max_files: u64,
-    /// Larger files are skipped and counted.
+    /// Larger files are read in part (streamed), counted as skipped and reported as
+    /// `scan.incomplete`.
     pub max_file_bytes: u64,
     /// The whole fetch, at most.
     pub timeout_ms: u64,

@@ -3,8 +3,8 @@
 //! A file over the per-file limit is read as a stream, never held whole: its first
 //! `max_file_bytes / 2` (cut at a line end) and its last `max_file_bytes / 4` are scanned with
 //! every rule; in between, one Aho-Corasick pass over every byte looks for the strongest
-//! indicators ([`crate::coverage::INDICATORS`]) and the line of each hit (a ±1 KiB window on
-//! very long lines) is scanned with every rule, at most [`MAX_WINDOWS`] lines per file.
+//! indicators (`coverage::INDICATORS`) and the line of each hit (a ±1 KiB window on
+//! very long lines) is scanned with every rule, at most `MAX_WINDOWS` lines per file.
 //! Memory stays bounded (a 64 KiB read buffer, an unfinished line of at most 8 KiB, twice the
 //! tail) and time is one pass over the bytes plus the bounded rule scans. Line numbers are
 //! those of the whole file.
