@@ -739,12 +739,15 @@ impl FilesScan<'_> {
 
     fn whole(&mut self, path: &str, bytes: &[u8]) {
         let text = match classify(bytes) {
-            Kind::Text => {
-                if !mostly_utf8(bytes) {
-                    self.coverage.note(Gap::Encoding, path, "");
+            Kind::Text => match std::str::from_utf8(bytes) {
+                Ok(text) => std::borrow::Cow::Borrowed(text),
+                Err(_) => {
+                    if !mostly_utf8(bytes) {
+                        self.coverage.note(Gap::Encoding, path, "");
+                    }
+                    String::from_utf8_lossy(bytes)
                 }
-                String::from_utf8_lossy(bytes)
-            }
+            },
             Kind::Utf16(little_endian) => {
                 std::borrow::Cow::Owned(decode_utf16(bytes, little_endian))
             }
