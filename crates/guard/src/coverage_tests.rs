@@ -313,7 +313,7 @@ fn the_coverage_finding_is_never_capped_and_shows_in_sarif() {
     let run = &sarif["runs"][0];
     assert_eq!(run["properties"]["complete"], false);
     let note = &run["invocations"][0]["toolExecutionNotifications"][0];
-    assert_eq!(note["descriptor"]["id"], "scan.incomplete");
+    assert_eq!(note["associatedRule"]["id"], "scan.incomplete");
     assert!(note["message"]["text"].as_str().unwrap().contains("z.bin"));
     assert!(run["results"]
         .as_array()

@@ -84,9 +84,10 @@ pub fn to_sarif(report: &ScanReport, target: &TargetInfo) -> Value {
         .iter()
         .filter(|f| f.rule_id == crate::coverage::RULE_ID)
         .map(|f| {
+            let index = RULES.iter().position(|r| r.id == f.rule_id);
             json!({
                 "level": "warning",
-                "descriptor": { "id": f.rule_id },
+                "associatedRule": { "id": f.rule_id, "index": index },
                 "message": { "text": f.message },
             })
         })
