@@ -164,3 +164,22 @@ both_backends_with! {
         app.signin(&member.email, "a-new-password-1").await;
     }
 }
+
+both_backends! {
+    async fn the_bootstrap_admin_password_follows_the_policy_when_it_is_used(app: TestApp) {
+        // A deployment whose admin exists starts whatever its (no longer used) bootstrap
+        // password is: existing passwords are not re-checked.
+        let (mut config, db) = app.stop().await;
+        config.bootstrap_admin_password = Some("password1234".into());
+        let app = TestApp::start_on(config, db);
+        app.admin().await;
+        // On a fresh database, the weak bootstrap password is refused at start.
+        let (url, _db) = fresh_database(Backend::Sqlite, "weak_bootstrap").unwrap();
+        let mut fresh = test_config(&url);
+        fresh.bootstrap_admin_password = Some("password1234".into());
+        match gc_server::build_state(&fresh) {
+            Ok(_) => panic!("a common bootstrap password was accepted"),
+            Err(e) => assert!(format!("{e:#}").contains("too common"), "{e:#}"),
+        }
+    }
+}

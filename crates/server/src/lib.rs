@@ -172,15 +172,19 @@ pub fn bootstrap_admin(
         }
         return Ok(());
     };
-    let signup = Signup::parse(email, password.clone(), "Administrator")
+    // An existing admin is left alone before the password is checked: a password set before
+    // the password policy (decision 0026) must not stop the server from starting.
+    let existing = gc_domain::values::Email::parse("email", email)
         .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
     if store
-        .find_user_by_email(&signup.email)
+        .find_user_by_email(&existing)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .is_some()
     {
         return Ok(());
     }
+    let signup = Signup::parse(email, password.clone(), "Administrator")
+        .map_err(|e| anyhow::anyhow!("bootstrap admin: {e}"))?;
     create_account(
         store,
         hasher,
