@@ -767,7 +767,8 @@ impl FilesScan<'_> {
     fn not_text(&mut self, path: &str, bytes: &[u8], kind: Kind) {
         self.report.stats.files_skipped += 1;
         match kind {
-            Kind::Text | Kind::Utf16(_) | Kind::Inert => {}
+            Kind::Text | Kind::Utf16(_) => {}
+            Kind::Inert => self.inert(path, bytes),
             Kind::Executable(name) => {
                 self.coverage.note(Gap::Executable, path, name);
                 if let Some(native) = executable_kind(bytes) {
@@ -777,6 +778,27 @@ impl FilesScan<'_> {
             Kind::Archive(name) => self.coverage.note(Gap::Archive, path, name),
             Kind::Binary => self.coverage.note(Gap::Binary, path, ""),
         }
+    }
+
+    /// An image, font or media file cannot hold code, but text appended to one can still be
+    /// sourced by a shell (`. icon.png` ignores NUL bytes): the keyword pass looks for the
+    /// strongest indicators, and what the rules then find at medium or above is reported.
+    fn inert(&mut self, path: &str, bytes: &[u8]) {
+        if self.windows_left == 0 {
+            return;
+        }
+        let partial = self
+            .scanner
+            .scan_indicator_lines(Some(path), bytes, self.windows_left);
+        self.windows_left = self
+            .windows_left
+            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
+        let findings = partial
+            .findings
+            .into_iter()
+            .filter(|f| f.severity >= Severity::Medium)
+            .collect();
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, findings);
     }
 
     fn executable_finding(&mut self, path: &str, kind: &str) {
