@@ -1,5 +1,6 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use gc_domain::accounts;
+use gc_domain::values::Password;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -33,6 +34,13 @@ pub async fn change_password(
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
     let body = body.into_inner()?;
+    // A new password the policy refuses is answered before it costs a hashing place or the
+    // caller's allowance (the domain checks it again).
+    Password::parse_for(
+        "new_password",
+        body.new_password.clone(),
+        p.user().email.as_str(),
+    )?;
     let slots = admit_session_check(&req, &state, p.user().id)?;
     let policy = state.policy;
     state
