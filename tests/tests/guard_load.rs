@@ -369,8 +369,14 @@ load_tests! {
             })
             .collect();
         fake.wait_for_downloads(1).await;
-        // Let every anonymous request arrive while the downloads are held.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Every anonymous request has arrived: those beyond the anonymous share are answered
+        // at once (bounded wait; without the share none is, and the key's scan below fails).
+        for _ in 0..400 {
+            if held.iter().filter(|h| h.is_finished()).count() >= 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         // The tenant's key is admitted, gets a running slot, and is answered while the
         // anonymous scans still hold theirs.
         for name in ["keyed-one", "keyed-two"] {
