@@ -448,6 +448,59 @@ mod tests {
         );
     }
 
+    /// The migration fills the rollup from the lines stored before it, sums saturating.
+    #[test]
+    fn the_migration_fills_the_rollup_from_stored_lines() {
+        use diesel::migration::MigrationSource;
+        use diesel::sqlite::Sqlite;
+
+        let mut c = SqliteConnection::establish(":memory:").unwrap();
+        let all: Vec<_> =
+            MigrationSource::<Sqlite>::migrations(&crate::store::SQLITE_MIGRATIONS).unwrap();
+        let (before, rest): (Vec<_>, Vec<_>) = all
+            .into_iter()
+            .partition(|m| m.name().to_string().as_str() < "2026-12-03-000000_usage_reports");
+        for m in &before {
+            m.run(&mut c).unwrap();
+        }
+        let max = i64::MAX;
+        c.batch_execute(&format!(
+            "INSERT INTO tenants (id, name, status, region, ai_enabled, created_at) \
+             VALUES ('t', 't', 'active', 'aihk', 1, 0); \
+             INSERT INTO run_usage (id, tenant_id, key_id, at, day, model, failed, \
+               prompt_tokens, completion_tokens, total_tokens) VALUES \
+             ('1', 't', '', 0, '2026-02-03', 'm', 0, {max}, 3, {max}), \
+             ('2', 't', '', 0, '2026-02-03', 'm', 1, 1, 4294967297, {max}), \
+             ('3', 't', 'k', 0, '2026-02-03', 'm', 1, 2, 4294967295, 7);"
+        ))
+        .unwrap();
+        for m in &rest {
+            m.run(&mut c).unwrap();
+        }
+        let rows: Vec<Counts> = diesel::sql_query(
+            "SELECT requests, errors, prompt_tokens, completion_tokens, total_tokens \
+             FROM usage_daily ORDER BY key_id",
+        )
+        .load(&mut c)
+        .unwrap();
+        let got: Vec<[i64; 5]> = rows
+            .iter()
+            .map(|r| {
+                [
+                    r.requests,
+                    r.errors,
+                    r.prompt_tokens,
+                    r.completion_tokens,
+                    r.total_tokens,
+                ]
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![[2, 1, max, 4294967300, max], [1, 1, 2, 4294967295, 7]]
+        );
+    }
+
     #[test]
     fn daily_adds_saturate_on_sqlite() {
         let (url, _dir) = testing::fresh_sqlite_url();
