@@ -765,9 +765,10 @@ gateway_tests! {
 
     async fn a_monthly_budget_refuses_from_the_next_request(s) {
         s.add_key("AIHK", SECRET, true).await;
-        s.limit_tenant(json!({"monthly_tokens": 20})).await;
-        // Each completion reports 12 tokens, counted when the run's record is written: the
-        // second run is still under budget (12 < 20), the third is not (24).
+        s.limit_tenant(json!({"monthly_tokens": 40})).await;
+        // Each run reserves 24 tokens at admission (its prompt, 8, and its max_tokens, 16) and
+        // settles to the 12 its completion reports when its record is written (decision
+        // 0025): the second run fits (12 + 24 <= 40), the third does not (24 + 24).
         for n in [1, 2] {
             let r = s.member.post("/run", s.chat()).await;
             assert_eq!(r.status, 200, "{}", r.text);
@@ -789,32 +790,36 @@ gateway_tests! {
             tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
         }
         s.add_key("AIHK", SECRET, true).await;
-        s.limit_tenant(json!({"tokens_per_minute": 40, "monthly_tokens": 1000})).await;
+        s.limit_tenant(json!({"tokens_per_minute": 60, "monthly_tokens": 1000})).await;
         let r = s.member.post("/workspace/api-keys",
-            json!({"name": "ci", "scopes": ["run"], "limits": {"tokens_per_minute": 20}})).await;
+            json!({"name": "ci", "scopes": ["run"], "limits": {"tokens_per_minute": 30}})).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let ci = s.member.with_key(r.body["key"].as_str().unwrap());
-        // A session's run counts for the tenant, not for the key.
-        assert_eq!(s.member.post("/run", s.chat()).await.status, 200);
+        // Each run reserves 24 at admission (prompt 8, max_tokens 16) in every window and
+        // settles to the completion's 12 when recorded (decision 0025); the headers show what
+        // is left after the run's reservation.
+        // A session's run counts for the tenant, not for the key: tenant 24 of 60.
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("36"));
         s.runs_recorded(1).await;
-        // Tenant 12 of 40, key 0 of 20: the key's 20 is the tighter (a mix-up of the windows
-        // would show 8).
+        // Tenant 12 + 24 of 60, key 24 of 30: the key's 6 left is the tighter (a mix-up of the
+        // windows would show 24 or 30).
         let r = ci.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("20"));
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("6"));
         s.runs_recorded(2).await;
-        // Tenant 24 of 40, key 12 of 20.
-        let r = ci.post("/run", s.chat()).await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("8"));
-        s.runs_recorded(3).await;
-        // The key's minute is used up (24 of 20); the tenant's is not (36 of 40).
+        // Key 12 + 24 > 30: refused; the tenant's minute (24 of 60) is not used up.
         assert_error(&ci.post("/run", s.chat()).await, 429, "rate_limited");
         let r = s.member.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("4"), "40 - 36 for the tenant");
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("12"), "60 - 24 - 24 for the tenant");
+        s.runs_recorded(3).await;
+        // Tenant 36 + 24 = 60 fits exactly; then 48 + 24 does not, while the month has room.
+        let r = s.member.post("/run", s.chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.header("x-ratelimit-remaining-tokens"), Some("0"));
         s.runs_recorded(4).await;
-        // Now the tenant's minute is used up too (48 of 40), while its month is not.
         assert_error(&s.member.post("/run", s.chat()).await, 429, "rate_limited");
         assert_eq!(s.hk.chat_requests().len(), 4);
     }
@@ -996,23 +1001,21 @@ async fn two_nodes_on_postgres_admit_exactly_the_limit() {
 }
 
 /// Two nodes on one PostgreSQL database: a monthly budget spent through one node is refused by
-/// both, the other node's token counts being at most 10 ms old (decision 0016).
+/// both (reservations and settlements are in the shared windows, decision 0025).
 #[actix_web::test]
 async fn two_nodes_on_postgres_share_the_token_budget() {
     let Some(s) = setup(Backend::Postgres, "two_nodes_tokens", |_| {}).await else {
         return;
     };
     s.add_key("AIHK", SECRET, true).await;
-    // Each completion reports 12 tokens: two runs spend a budget of 20.
-    s.limit_tenant(json!({"monthly_tokens": 20})).await;
+    // Each run reserves 24 and settles to the completion's 12: after two, 24 + 24 > 40.
+    s.limit_tenant(json!({"monthly_tokens": 40})).await;
     let (_node_b, on_a, on_b) = s.on_two_nodes().await;
     assert_eq!(on_a.post("/run", s.chat()).await.status, 200);
     s.runs_recorded(1).await;
     let r = on_b.post("/run", s.chat()).await;
     assert_eq!(r.status, 200, "{}", r.text);
     s.runs_recorded(2).await;
-    // B stored 24 tokens. A's last count was read before its own write, so it is not used.
-    tokio::time::sleep(Duration::from_millis(20)).await;
     assert_error(&on_a.post("/run", s.chat()).await, 429, "budget_exhausted");
     assert_error(&on_b.post("/run", s.chat()).await, 429, "budget_exhausted");
     assert_eq!(s.hk.chat_requests().len(), 2);

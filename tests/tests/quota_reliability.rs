@@ -73,7 +73,9 @@ async fn setup(backend: Backend, label: &str) -> Option<Setup> {
     let url = mock.base_url();
     let app = TestApp::start_with(backend, label, |c| {
         c.gateway_aihk_url = Some(url);
-        c.gateway_timeout_s = 5;
+        // A hung-up client is noticed when gc next writes to it, or when the upstream has been
+        // silent this long (the hang-up test's upstream waits).
+        c.gateway_timeout_s = 1;
         c.gateway_aihk_models = vec!["m-large".into()];
     })
     .await?;
@@ -167,5 +169,134 @@ quota_tests! {
         let counted = eventually(async || s.recorded().await >= admitted).await;
         let recorded = s.recorded().await;
         assert!(counted && recorded == admitted, "{recorded} runs recorded of {admitted} admitted");
+    }
+}
+
+// ---- Token reservation (issue 28, decision 0025) --------------------------------------------
+
+/// Waits, if needed, so that the next few seconds stay in one UTC minute (per-minute windows
+/// must not roll over in the middle of a test).
+async fn same_minute_for(secs: i64) {
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second > 59 - secs {
+        tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
+    }
+}
+
+/// The tokens the tenant's usage counts this month.
+async fn tokens_recorded(s: &Setup) -> u64 {
+    let r = s.member.get("/workspace/usage").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body["data"]
+        .as_array()
+        .map(|rows| rows.iter().filter_map(|d| d["total_tokens"].as_u64()).sum())
+        .unwrap_or(0)
+}
+
+quota_tests! {
+    /// 200 parallel runs under `tokens_per_minute` = 100: each reserves its prompt and its
+    /// `max_tokens` (8 + 16) at admission, so the runs admitted together never pass the limit.
+    /// Before, tokens were counted only as runs ended: 148 runs and 1,628 tokens got through.
+    async fn parallel_runs_never_pass_a_tokens_per_minute_limit(s) {
+        same_minute_for(8).await;
+        s.limit_tenant(json!({"tokens_per_minute": 100})).await;
+        let before = s.mock.request_count();
+        let sends = (0..200).map(|_| {
+            let m = s.member.clone();
+            async move { m.post("/run", chat()).await }
+        });
+        let replies = join_all(sends).await;
+        let admitted = replies.iter().filter(|r| r.status == 200).count() as u64;
+        for r in replies.iter().filter(|r| r.status != 200) {
+            assert_error(r, 429, "rate_limited");
+            assert!(r.header("retry-after").is_some());
+        }
+        assert_eq!((s.mock.request_count() - before) as u64, admitted);
+        assert!(eventually(async || s.recorded().await == admitted).await);
+        // Each completion reports 12 tokens and reserved 24: the worst case here is the limit.
+        let tokens = tokens_recorded(&s).await;
+        eprintln!("200 parallel runs, tokens_per_minute 100: {admitted} admitted, {tokens} tokens");
+        assert_eq!(tokens, 12 * admitted);
+        assert!((1..=100).contains(&tokens), "{admitted} runs, {tokens} tokens against 100");
+    }
+
+    /// 50 parallel streams under `monthly_tokens` = 100: at most 4 reservations of 24 fit at a
+    /// time; the others are refused before the upstream. Before, all 50 got through (150,000
+    /// tokens in the finding).
+    async fn parallel_streams_never_pass_a_monthly_budget(s) {
+        s.limit_tenant(json!({"monthly_tokens": 100})).await;
+        // 10 chunks 30 ms apart: every stream is still running when the last one is admitted.
+        s.mock.set_behavior(gc_gateway::mock::Behavior::Stream { chunks: 10, delay: Duration::from_millis(30) });
+        let mut body = chat();
+        body["stream"] = json!(true);
+        let sends = (0..50).map(|_| {
+            let m = s.member.clone();
+            let body = body.clone();
+            async move {
+                let res = m.request(Method::POST, "/run").json(&body).send().await.unwrap();
+                let status = res.status();
+                let text = res.text().await.unwrap();
+                (status, text)
+            }
+        });
+        let replies = join_all(sends).await;
+        let admitted = replies.iter().filter(|(st, _)| *st == 200).count() as u64;
+        for (status, text) in replies.iter().filter(|(st, _)| *st != 200) {
+            assert_eq!(*status, 429, "{text}");
+            assert!(text.contains("budget_exhausted"), "{text}");
+        }
+        assert!((1..=4).contains(&admitted), "{admitted} streams admitted");
+        assert!(eventually(async || s.recorded().await == admitted).await);
+        // Each stream reports 5 + 10 tokens.
+        let tokens = tokens_recorded(&s).await;
+        eprintln!("50 parallel streams, monthly_tokens 100: {admitted} admitted, {tokens} tokens");
+        assert_eq!(tokens, 15 * admitted);
+        assert!(tokens <= 100, "{tokens}");
+    }
+
+    /// A client that hangs up mid-stream: the upstream reports no usage, so the run is counted
+    /// from what was sent (the prompt, counted at admission) and relayed (the chunks passed
+    /// on), never as zero; with a budget, such runs are stopped after a few. Before, each
+    /// counted 0 tokens and 60 of 60 got through a 5,000-token budget.
+    async fn a_client_that_hangs_up_is_charged_what_was_sent_and_relayed(s) {
+        s.limit_tenant(json!({"monthly_tokens": 100})).await;
+        // Chunks are sent only as released: three per run, then the upstream waits (as a long
+        // answer would) and the client hangs up. gc relayed exactly those three.
+        s.mock.set_behavior(gc_gateway::mock::Behavior::StreamGated { chunks: 200 });
+        let mut body = chat();
+        body["stream"] = json!(true);
+        let mut admitted = 0u64;
+        let mut refused = false;
+        for _ in 0..20 {
+            s.mock.release(3);
+            let mut res = s.member.request(Method::POST, "/run").json(&body).send().await.unwrap();
+            if res.status() == 429 {
+                let text = res.text().await.unwrap();
+                assert!(text.contains("budget_exhausted"), "{text}");
+                refused = true;
+                break;
+            }
+            assert_eq!(res.status(), 200);
+            admitted += 1;
+            // Read a few content chunks, then hang up.
+            let mut seen = String::new();
+            while seen.matches("chunk-").count() < 3 {
+                let chunk = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await.unwrap().unwrap().unwrap();
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+            }
+            drop(res);
+            assert!(eventually(async || s.recorded().await == admitted).await, "run {admitted} recorded");
+        }
+        assert!(refused, "a budget of 100 stops runs that hang up ({admitted} admitted)");
+        // Each run settles to 8 + 12 (three chunks of 4 tokens) and reserves 24 at admission:
+        // four fit 100 (20 + 20 + 20 + 24), the fifth does not.
+        assert_eq!(admitted, 4);
+        let r = s.member.get("/workspace/usage").await;
+        let prompt: u64 = r.body["data"].as_array().unwrap().iter().filter_map(|d| d["prompt_tokens"].as_u64()).sum();
+        let completion: u64 = r.body["data"].as_array().unwrap().iter().filter_map(|d| d["completion_tokens"].as_u64()).sum();
+        // The prompt (8 tokens) and at least the three chunks read (3 tokens or more) each.
+        eprintln!("hung-up streams, monthly_tokens 100: {admitted} admitted, {prompt} prompt + {completion} relayed tokens");
+        assert_eq!(prompt, 8 * admitted, "{}", r.text);
+        assert_eq!(completion, 12 * admitted, "{}", r.text);
     }
 }

@@ -18,7 +18,7 @@ use crate::ports::{
     AiKeyRepo, ApiKeyRepo, CredentialCodec, KeySealer, QuotaRepo, Reservation, SessionRepo,
     SigninThrottleRepo, TenantRepo, UserRepo, WorkspaceRepo,
 };
-use crate::quota::{Grant, QuotaWindow, RequestTake, Take};
+use crate::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
 use crate::secret::SecretString;
 use crate::values::Email;
 use crate::workspace::{
@@ -117,6 +117,38 @@ impl QuotaRepo for Fake {
                 })
                 .collect(),
         ))
+    }
+    fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take> {
+        *self.quota_calls.lock().unwrap() += 1;
+        let mut quota = self.quota.lock().unwrap();
+        if let Some(i) = takes.iter().position(|t| {
+            t.max
+                .is_some_and(|max| quota.get(&t.window).map_or(0, |c| c.1) + t.tokens > max)
+        }) {
+            return Ok(Take::Full(i));
+        }
+        Ok(Take::Taken(
+            takes
+                .iter()
+                .map(|t| {
+                    let c = quota.entry(t.window).or_default();
+                    c.1 += t.tokens;
+                    Grant {
+                        granted: t.tokens,
+                        count: c.1,
+                    }
+                })
+                .collect(),
+        ))
+    }
+    fn release_tokens(&self, windows: &[QuotaWindow], tokens: u64) -> DomainResult<()> {
+        *self.quota_calls.lock().unwrap() += 1;
+        let mut quota = self.quota.lock().unwrap();
+        for w in windows {
+            let c = quota.entry(*w).or_default();
+            c.1 = c.1.saturating_sub(tokens);
+        }
+        Ok(())
     }
     fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
         Ok(0)

@@ -17,7 +17,7 @@ use crate::error::DomainResult;
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
-use crate::quota::{QuotaWindow, RequestTake, Take};
+use crate::quota::{QuotaWindow, RequestTake, Take, TokenTake};
 use crate::runs::RunLine;
 use crate::usage::{UsagePage, UsageQuery};
 use crate::values::Email;
@@ -277,6 +277,15 @@ pub trait QuotaRepo {
     /// otherwise counts none and names the first full window. Nothing is answered before it
     /// is durable.
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take>;
+    /// Atomically, whatever the number of nodes and concurrent callers (decision 0025): when
+    /// every window of `takes` can count its `tokens` without passing its `max`, counts them
+    /// all and answers each window's new count (`Grant::granted` is the tokens); otherwise
+    /// counts none and names the first window that is full. Rows are written in the one lock
+    /// order (decision 0024). Nothing is answered before it is durable.
+    fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take>;
+    /// Takes `tokens` back off each window (a reservation whose run was then refused), never
+    /// below zero.
+    fn release_tokens(&self, windows: &[QuotaWindow], tokens: u64) -> DomainResult<()>;
     /// Forgets per-minute windows that started before `minute_before` and monthly windows that
     /// started before `month_before` (unix milliseconds).
     fn prune_windows(&self, minute_before: i64, month_before: i64) -> DomainResult<u64>;

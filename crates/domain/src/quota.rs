@@ -2,12 +2,13 @@
 //! counted in the database so every node sharing it sees one count.
 //!
 //! A tenant's limits are set by platform admins; a workspace key may carry lower per-minute
-//! limits of its own (checked against the tenant's when set). [`admit`] runs before any
-//! upstream call, in the same trip to the database as authentication: it reads the token
-//! counts of the current minute and month (tokens are counted when a run ends, from its
-//! usage; a count read in the last 10 ms is reused, [`TokenReads`], decision 0016), refuses
-//! when one is used up, then takes one request from every per-minute request window. Windows
-//! are fixed: the UTC minute, the UTC calendar month.
+//! limits of its own (checked against the tenant's when set). [`admit_run`] runs before any
+//! upstream call, in the same trip to the database as authentication. When a token limit
+//! applies it reserves the run's likely tokens (prompt and completion allowance,
+//! [`reservation_size`]) in every token window of the run at once, refusing when they do not
+//! fit (decision 0025); the run writer later settles them to the run's true tokens
+//! ([`settle_delta`], [`settled_tokens`]). Then it takes one request from every per-minute
+//! request window. Windows are fixed: the UTC minute, the UTC calendar month.
 //!
 //! Requests are counted in the database ahead of use, in leases ([`NodeQuotas`], decision
 //! 0011): a node counts a block of requests in the shared window in one write
@@ -352,7 +353,13 @@ pub struct NodeQuotas {
     /// count a lease of their own. Holds only subjects with a take in flight (at most one
     /// entry per request being served); locked before `leases` when both are.
     taking: Mutex<FxHashMap<QuotaSubject, u32>>,
+    /// The completion allowance a reservation assumes when a run names no `max_tokens`
+    /// (`GC_RESERVE_COMPLETION_TOKENS`); 0 until set means [`DEFAULT_RESERVE_COMPLETION`].
+    completion_default: AtomicU64,
 }
+
+/// The completion allowance a run without `max_tokens` reserves unless configured.
+pub const DEFAULT_RESERVE_COMPLETION: u64 = 1024;
 
 /// The request-path takes of one request, registered in [`NodeQuotas::taking`] until it drops
 /// (also when the store panics).
@@ -525,6 +532,20 @@ impl NodeQuotas {
         }
     }
 
+    /// Sets the completion allowance of runs that name no `max_tokens` (at least 1).
+    pub fn set_completion_default(&self, tokens: u64) {
+        self.completion_default
+            .store(tokens.clamp(1, MAX_LIMIT), Ordering::Relaxed);
+    }
+
+    /// The completion allowance of runs that name no `max_tokens`.
+    pub fn completion_default(&self) -> u64 {
+        match self.completion_default.load(Ordering::Relaxed) {
+            0 => DEFAULT_RESERVE_COMPLETION,
+            n => n,
+        }
+    }
+
     /// The token counts this process reads, for the writer that adds to them
     /// ([`TokenReads::around_write`]).
     pub fn token_reads(&self) -> Arc<TokenReads> {
@@ -560,36 +581,13 @@ impl NodeQuotas {
     }
 }
 
-/// How long this process answers a token window from a count it read, in milliseconds
-/// (decision 0016). This process's own usage writes end it at once ([`TokenReads::around_write`]);
-/// another node's are seen at most this much later.
-pub const TOKEN_READ_REUSE_MS: i64 = 10;
-
-/// The most token counts remembered. When full, those too old to use are forgotten; if that
-/// frees no room, a new count is used once and not remembered.
-const TOKEN_READS_MAX: usize = 4_096;
-
-/// Token counts read from the shared windows, reused for [`TOKEN_READ_REUSE_MS`] (decision
-/// 0016). A count is never used once a usage write of this process that began after it was
-/// read has ended: `epoch` is odd while such a write runs and grows by two with each, and a
-/// count is used under the (even) epoch it was read in and, while the write that follows runs,
-/// under that write's odd epoch (the write's tokens are committed only as it ends, so a read
-/// during it would answer the same). A count read during a write is kept under that write's
-/// epoch, so it is used only until the write ends: whether or not it saw the write's tokens, it
-/// is no lower than the count from before the write, which stands until then. Counts only grow
-/// within a window, so a reused count can only be lower than the shared one by what other
-/// nodes added in the last few milliseconds.
+/// Marks this process's writes of run usage (decision 0016). Token limits are checked by
+/// reservation since issue 28 (decision 0025): admission no longer reads token counts, so no
+/// count can be stale; the writer still runs its writes through [`TokenReads::around_write`],
+/// which counts them.
 #[derive(Debug, Default)]
 pub struct TokenReads {
     epoch: AtomicU64,
-    seen: Mutex<FxHashMap<QuotaWindow, SeenTokens>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct SeenTokens {
-    tokens: u64,
-    read_ms: i64,
-    epoch: u64,
 }
 
 /// Ends a usage write on drop, so a write that fails or panics ends too.
@@ -602,133 +600,210 @@ impl Drop for WriteEnds<'_> {
 }
 
 impl TokenReads {
-    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaWindow, SeenTokens>> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Runs `write`, this process's write of run usage (which adds tokens to the shared
-    /// windows, committed as it ends): no count read before it ends is used after it ends, so
-    /// on this node a tenant over a token limit is refused from the first request after the
-    /// write.
+    /// Runs `write`, this process's write of run usage.
     pub fn around_write<T>(&self, write: impl FnOnce() -> T) -> T {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         let _ends = WriteEnds(&self.epoch);
         write()
     }
 
-    /// The tokens used in each of `windows`: remembered counts when every one is fresh (read
-    /// in the last [`TOKEN_READ_REUSE_MS`], and no usage write of this process has ended since),
-    /// else one read of the store (remembered under the epoch it began in).
-    fn read<P: QuotaRepo + ?Sized>(
-        &self,
-        store: &P,
-        windows: &[QuotaWindow],
-        now_ms: i64,
-    ) -> DomainResult<SmallVec<[u64; 3]>> {
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let quiet = epoch % 2 == 0;
-        // Read under this epoch, or just before the write that now runs began.
-        let fresh = |s: &SeenTokens| {
-            (s.epoch == epoch || (!quiet && s.epoch.wrapping_add(1) == epoch))
-                && (0..TOKEN_READ_REUSE_MS).contains(&now_ms.saturating_sub(s.read_ms))
-        };
-        {
-            let seen = self.lock();
-            let known: Option<SmallVec<[u64; 3]>> = windows
-                .iter()
-                .map(|w| seen.get(w).filter(|s| fresh(s)).map(|s| s.tokens))
-                .collect();
-            if let Some(known) = known {
-                return Ok(known);
-            }
-        }
-        let used = store.window_tokens(windows)?;
-        // Kept under the epoch it was read in: once a write that began meanwhile, or the write
-        // it was read during, ends, it is not used.
-        let mut seen = self.lock();
-        if seen.len() + windows.len() > TOKEN_READS_MAX {
-            seen.retain(|_, s| fresh(s));
-        }
-        if seen.len() + windows.len() <= TOKEN_READS_MAX {
-            for (w, tokens) in windows.iter().zip(&used) {
-                seen.insert(
-                    *w,
-                    SeenTokens {
-                        tokens: *tokens,
-                        read_ms: now_ms,
-                        epoch,
-                    },
-                );
-            }
-        }
-        Ok(SmallVec::from_vec(used))
+    /// Usage writes begun, twice, plus one while one runs.
+    pub fn writes(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
     }
 }
 
-/// Applies the caller's tenant and key limits before the upstream call: `budget_exhausted`
-/// when the month's tokens are used up, `rate_limited` when this minute's tokens or requests
-/// are; else one request is counted (on every node's shared count) and the state for the
-/// response headers is returned. No limit set: no query at all.
+/// What a run is expected to cost, for its token reservation: the prompt's tokens (counted
+/// with the model family's tokenizer, OpenAI's per-message overhead included) and the
+/// completion allowance (`max_completion_tokens` or `max_tokens`, else the configured
+/// default, `GC_RESERVE_COMPLETION_TOKENS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunEstimate {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The most tokens one run counts in a window (2^50, about 10^15: a thousand times the largest
+/// limit): an upstream's usage above it (a hostile or broken answer) is counted as this, so
+/// sums of many runs stay far from the 64-bit range of the stored counts.
+pub const MAX_RUN_TOKENS: u64 = 1 << 50;
+
+/// The tokens a run reserves in each of its token windows (decision 0025): its prompt plus its
+/// completion allowance (saturating), at least 1 (a run is never free), at most `smallest`,
+/// the smallest token limit that applies (so a run always fits a window nobody has used: a
+/// limit below a run's allowance admits such runs one at a time rather than never).
+pub fn reservation_size(estimate: RunEstimate, smallest: u64) -> u64 {
+    estimate
+        .prompt_tokens
+        .saturating_add(estimate.completion_tokens)
+        .clamp(1, smallest.max(1))
+}
+
+/// What settling a run changes each of its windows by: its true tokens (capped at
+/// [`MAX_RUN_TOKENS`]) less what it reserved; negative when it used less.
+pub fn settle_delta(reserved: u64, actual: u64) -> i64 {
+    let actual = i64::try_from(actual.min(MAX_RUN_TOKENS)).unwrap_or(i64::MAX);
+    let reserved = i64::try_from(reserved.min(MAX_RUN_TOKENS)).unwrap_or(i64::MAX);
+    actual - reserved
+}
+
+/// The tokens a finished run is settled to: the upstream's usage when it reported one (the
+/// larger of its total and its parts), else what was sent and relayed — the prompt's tokens as
+/// counted at admission and the output tokens passed on to the client — never zero for a run
+/// that reached the upstream.
+pub fn settled_tokens(
+    reported: Option<(u64, u64, u64)>,
+    prompt_estimate: u64,
+    relayed: Option<u64>,
+) -> u64 {
+    match reported {
+        Some((prompt, completion, total)) => total.max(prompt.saturating_add(completion)),
+        None => prompt_estimate.saturating_add(relayed.unwrap_or(0)).max(1),
+    }
+    .min(MAX_RUN_TOKENS)
+}
+
+/// A run's token reservation: `tokens` counted at admission in each of its token windows (the
+/// tenant's minute and month, its key's minute) of the instant `at`. The run writer settles
+/// the same windows to the run's true tokens ([`settle_delta`]), in the transaction that
+/// stores its usage line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenReservation {
+    pub tokens: u64,
+    pub at: DateTime<Utc>,
+}
+
+/// One window of a [`QuotaRepo::reserve_tokens`]: add `tokens` to `window` unless that passes
+/// `max` (`None`: no limit on this window, counted all the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenTake {
+    pub window: QuotaWindow,
+    pub tokens: u64,
+    pub max: Option<u64>,
+}
+
+/// What [`admit`] lets through: the state for the response headers and the run's token
+/// reservation (when a token limit applies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admission {
+    pub state: RateLimitState,
+    pub reservation: Option<TokenReservation>,
+}
+
+/// [`admit_run`] for a run of one token (tests of the request and token rules).
+#[cfg(test)]
 pub fn admit<P: QuotaRepo + ?Sized>(
     store: &P,
     quotas: &NodeQuotas,
     scope: &RunScope,
     now: DateTime<Utc>,
 ) -> DomainResult<RateLimitState> {
+    admit_run(store, quotas, scope, now, RunEstimate::default).map(|a| a.state)
+}
+
+/// Applies the caller's tenant and key limits before the upstream call. Token limits first
+/// (decision 0025): when one applies, the run's likely tokens (`estimate`, only worked out
+/// then) are reserved in every token window of the run at once, on every node's shared
+/// count, never past a limit: `budget_exhausted` when the month's would pass, `rate_limited`
+/// when a minute's would. Then one request is counted in each per-minute request window
+/// (`rate_limited` when full; the reservation is handed back). Returns the state for the
+/// response headers and the reservation. No limit set: no query at all.
+pub fn admit_run<P: QuotaRepo + ?Sized>(
+    store: &P,
+    quotas: &NodeQuotas,
+    scope: &RunScope,
+    now: DateTime<Utc>,
+    estimate: impl FnOnce() -> RunEstimate,
+) -> DomainResult<Admission> {
     let tenant = scope.tenant();
     let t = tenant.limits;
     let key = scope.key().filter(|(_, l)| !l.is_empty());
     if t.is_empty() && key.is_none() {
-        return Ok(RateLimitState::default());
+        return Ok(Admission::default());
     }
     let minute = minute_start(now);
     let minute_reset = secs_until(now, minute + 60_000);
-    // Every run's check is built on the stack (at most three token windows and two request
-    // windows); the month's dates are worked out only when a budget is set.
-
-    // Tokens: counted when runs end, read here (or reused for a few milliseconds, see
-    // `TokenReads`).
-    let mut reads: SmallVec<[(QuotaWindow, u64, QuotaReason); 3]> = SmallVec::new();
-    if let Some(max) = t.monthly_tokens {
-        let w = QuotaWindow {
-            subject: QuotaSubject::TenantMonth(tenant.id),
-            start_ms: month_start(now).timestamp_millis(),
-        };
-        reads.push((w, max, QuotaReason::MonthlyTokens));
-    }
-    if let Some(max) = t.tokens_per_minute {
-        let w = QuotaWindow {
-            subject: QuotaSubject::TenantMinute(tenant.id),
-            start_ms: minute,
-        };
-        reads.push((w, max, QuotaReason::TokensPerMinute));
-    }
-    if let Some((key_id, Some(max))) = key.map(|(id, l)| (id, l.tokens_per_minute)) {
-        let w = QuotaWindow {
-            subject: QuotaSubject::KeyMinute(key_id),
-            start_ms: minute,
-        };
-        reads.push((w, max, QuotaReason::TokensPerMinute));
-    }
+    let key_tpm = key.and_then(|(_, l)| l.tokens_per_minute);
     let mut state = RateLimitState::default();
-    if !reads.is_empty() {
-        let windows: SmallVec<[QuotaWindow; 3]> = reads.iter().map(|(w, _, _)| *w).collect();
-        let used = quotas
-            .tokens
-            .read(store, &windows, now.timestamp_millis())?;
-        for ((_, max, reason), used) in reads.iter().zip(used) {
-            let retry_after_secs = if *reason == QuotaReason::MonthlyTokens {
+    let mut reservation = None;
+    if t.tokens_per_minute.is_some() || t.monthly_tokens.is_some() || key_tpm.is_some() {
+        // Every token window of the run, limited or not (the writer counts tokens in all of
+        // them), in the one lock order (decision 0024).
+        let month = month_start(now).timestamp_millis();
+        let mut takes: SmallVec<[(TokenTake, QuotaReason); 3]> = SmallVec::new();
+        let mut window = |subject, start_ms, max, reason| {
+            let window = QuotaWindow { subject, start_ms };
+            let take = TokenTake {
+                window,
+                tokens: 0,
+                max,
+            };
+            takes.push((take, reason));
+        };
+        window(
+            QuotaSubject::TenantMinute(tenant.id),
+            minute,
+            t.tokens_per_minute,
+            QuotaReason::TokensPerMinute,
+        );
+        if let Some((key_id, _)) = scope.key() {
+            window(
+                QuotaSubject::KeyMinute(key_id),
+                minute,
+                key_tpm,
+                QuotaReason::TokensPerMinute,
+            );
+        }
+        window(
+            QuotaSubject::TenantMonth(tenant.id),
+            month,
+            t.monthly_tokens,
+            QuotaReason::MonthlyTokens,
+        );
+        takes.sort_by_key(|(take, _)| take.window);
+        let smallest = takes
+            .iter()
+            .filter_map(|(take, _)| take.max)
+            .min()
+            .unwrap_or(MAX_LIMIT);
+        let tokens = reservation_size(estimate(), smallest);
+        for (take, _) in &mut takes {
+            take.tokens = tokens;
+        }
+        let asks: SmallVec<[TokenTake; 3]> = takes.iter().map(|(take, _)| *take).collect();
+        let reset = |reason: QuotaReason| {
+            if reason == QuotaReason::MonthlyTokens {
                 secs_until(now, next_month_start(now).timestamp_millis())
             } else {
                 minute_reset
-            };
-            if used >= *max {
+            }
+        };
+        match store.reserve_tokens(&asks)? {
+            Take::Taken(grants) => {
+                for ((take, reason), grant) in takes.iter().zip(grants) {
+                    if let (Some(max), QuotaReason::TokensPerMinute) = (take.max, reason) {
+                        let here = Allowance {
+                            limit: max,
+                            remaining: max.saturating_sub(grant.count),
+                            reset_secs: minute_reset,
+                        };
+                        state.tokens = Some(Allowance::tighter(state.tokens, here));
+                    }
+                }
+                reservation = Some(TokenReservation { tokens, at: now });
+            }
+            Take::Full(i) => {
+                let (take, reason) = takes
+                    .get(i)
+                    .copied()
+                    .unwrap_or((asks[0], QuotaReason::TokensPerMinute));
+                let retry_after_secs = reset(reason);
                 return Err(DomainError::QuotaExceeded {
-                    reason: *reason,
+                    reason,
                     retry_after_secs,
                     state: RateLimitState {
                         tokens: Some(Allowance {
-                            limit: *max,
+                            limit: take.max.unwrap_or(0),
                             remaining: 0,
                             reset_secs: retry_after_secs,
                         }),
@@ -736,17 +811,37 @@ pub fn admit<P: QuotaRepo + ?Sized>(
                     },
                 });
             }
-            if *reason == QuotaReason::TokensPerMinute {
-                let here = Allowance {
-                    limit: *max,
-                    remaining: max - used,
-                    reset_secs: minute_reset,
-                };
-                state.tokens = Some(Allowance::tighter(state.tokens, here));
-            }
         }
     }
+    let windows_of =
+        |r: &TokenReservation| token_windows(tenant.id, scope.key().map(|k| k.0), r.at);
+    match admit_requests(store, quotas, scope, now, state) {
+        Ok(state) => Ok(Admission { state, reservation }),
+        Err(e) => {
+            // Refused (or failed) after the reservation: hand it back, so a refused run
+            // costs no tokens. A hand-back that fails leaves the reservation counted until
+            // its window ends: a run counted that never ran, on the safe side of the limit.
+            if let Some(r) = &reservation {
+                let _ = store.release_tokens(&windows_of(r), r.tokens);
+            }
+            Err(e)
+        }
+    }
+}
 
+/// The request part of [`admit_run`]: one request in every per-minute request window.
+fn admit_requests<P: QuotaRepo + ?Sized>(
+    store: &P,
+    quotas: &NodeQuotas,
+    scope: &RunScope,
+    now: DateTime<Utc>,
+    mut state: RateLimitState,
+) -> DomainResult<RateLimitState> {
+    let tenant = scope.tenant();
+    let t = tenant.limits;
+    let key = scope.key().filter(|(_, l)| !l.is_empty());
+    let minute = minute_start(now);
+    let minute_reset = secs_until(now, minute + 60_000);
     // Requests: admitted from this process's leases, which the shared count already holds;
     // a window without one is taken from the shared count now, never above the limit.
     let mut takes: SmallVec<[(QuotaWindow, u64); 2]> = SmallVec::new();
@@ -1042,12 +1137,13 @@ mod tests {
         };
         let (scope, store) = scope(limits, None);
         let now = at("2026-11-21T10:00:30Z");
+        // A run of one token (the least a run reserves).
         let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
-        assert_eq!(s.tokens.unwrap().remaining, 100);
-        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 40);
+        assert_eq!(s.tokens.unwrap().remaining, 99);
+        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 39);
         let s = admit(&store, &NodeQuotas::default(), &scope, now).unwrap();
-        assert_eq!(s.tokens.unwrap().remaining, 60);
-        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 60);
+        assert_eq!(s.tokens.unwrap().remaining, 59);
+        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 59);
         let e = admit(&store, &NodeQuotas::default(), &scope, now).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         let DomainError::QuotaExceeded { state, .. } = &e else {
@@ -1096,177 +1192,135 @@ mod tests {
         }
     }
 
-    #[test]
-    fn token_counts_are_reused_for_a_few_milliseconds_then_read_again() {
-        let (scope, store) = scope(token_limits(), None);
-        let node = NodeQuotas::default();
-        let now = at("2026-11-21T10:00:30Z");
-        let reads = || *store.quota_calls.lock().unwrap();
-        admit(&store, &node, &scope, now).unwrap();
-        assert_eq!(reads(), 1);
-        let within = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS - 1);
-        admit(&store, &node, &scope, within).unwrap();
-        assert_eq!(reads(), 1, "reused");
-        // Another node's tokens are seen once the count is that old.
-        store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
-        assert!(admit(&store, &node, &scope, within).is_ok(), "not yet seen");
-        let after = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
-        assert_eq!(
-            admit(&store, &node, &scope, after).unwrap_err().code(),
-            "rate_limited"
-        );
-        assert_eq!(reads(), 2);
-        // A clock that went back does not make an old count fresh.
-        let before = now - chrono::Duration::milliseconds(1);
-        admit(&store, &node, &scope, before).unwrap_err();
-        assert_eq!(reads(), 3);
+    fn run_of(prompt: u64, completion: u64) -> impl FnOnce() -> RunEstimate {
+        move || RunEstimate {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+        }
+    }
+
+    fn tokens_in(store: &Fake, w: QuotaWindow) -> u64 {
+        store.quota.lock().unwrap().get(&w).map_or(0, |c| c.1)
     }
 
     #[test]
-    fn this_nodes_usage_write_ends_the_reuse_at_once() {
-        let (scope, store) = scope(token_limits(), None);
-        let node = NodeQuotas::default();
-        let now = at("2026-11-21T10:00:30Z");
-        admit(&store, &node, &scope, now).unwrap();
-        node.token_reads().around_write(|| {
-            store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
-        });
-        // Same instant, well within the reuse time: refused from the next request.
-        assert_eq!(
-            admit(&store, &node, &scope, now).unwrap_err().code(),
-            "rate_limited"
-        );
-    }
-
-    #[test]
-    fn a_count_read_while_a_usage_write_runs_is_kept_only_until_it_ends() {
-        let (scope, store) = scope(token_limits(), None);
-        let node = NodeQuotas::default();
-        let now = at("2026-11-21T10:00:30Z");
-        let reads = || *store.quota_calls.lock().unwrap();
-        let later = now + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
-        node.token_reads().around_write(|| {
-            // Nothing read before the write: the first request during it reads, and the next
-            // one reuses that count while the write runs.
-            admit(&store, &node, &scope, now).unwrap();
-            admit(&store, &node, &scope, now).unwrap();
-            assert_eq!(reads(), 1);
-            // The write commits its tokens as it ends; the count read during it is not used
-            // after that, however fresh.
-            store.add_tokens_now(token_windows(scope.tenant().id, None, now), 100);
-            admit(&store, &node, &scope, now).unwrap();
-            assert_eq!(reads(), 1, "still the same write");
-        });
-        assert_eq!(
-            admit(&store, &node, &scope, now).unwrap_err().code(),
-            "rate_limited"
-        );
-        assert_eq!(reads(), 2);
-        // Once the write has ended, the count read after it is reused again.
-        admit(&store, &node, &scope, now).unwrap_err();
-        assert_eq!(reads(), 2);
-        // A write that fails still ends: counts read before it are not used after it.
-        let failed: Result<(), ()> = node.token_reads().around_write(|| Err(()));
-        assert!(failed.is_err());
-        admit(&store, &node, &scope, now).unwrap_err();
-        admit(&store, &node, &scope, now).unwrap_err();
-        assert_eq!(reads(), 3);
-        // A count read before a write is used while the write runs (its tokens are committed
-        // as it ends, so a read would answer the same), within the reuse time only; a count
-        // read during the write replaces it until the write ends.
-        node.token_reads().around_write(|| {
-            admit(&store, &node, &scope, now).unwrap_err();
-            assert_eq!(reads(), 3, "reused during the write");
-            admit(&store, &node, &scope, later).unwrap_err();
-            admit(&store, &node, &scope, later).unwrap_err();
-            assert_eq!(reads(), 4, "too old: read once, then kept during the write");
-        });
-        admit(&store, &node, &scope, later).unwrap_err();
-        assert_eq!(reads(), 5, "the write ended: read again");
-        // The count read during one write is not used during the next one either.
-        let last = later + chrono::Duration::milliseconds(TOKEN_READ_REUSE_MS);
-        node.token_reads().around_write(|| {
-            admit(&store, &node, &scope, last).unwrap_err();
-            admit(&store, &node, &scope, last).unwrap_err();
-            assert_eq!(
-                reads(),
-                6,
-                "the count from before it is too old: read once, kept"
-            );
-        });
-        node.token_reads().around_write(|| {
-            admit(&store, &node, &scope, last).unwrap_err();
-            assert_eq!(
-                reads(),
-                7,
-                "read during the last write, not before this one"
-            );
-        });
-    }
-
-    #[test]
-    fn a_count_from_before_a_write_is_used_while_it_runs_and_never_after() {
-        let (scope, store) = scope(token_limits(), None);
-        let node = NodeQuotas::default();
-        let now = at("2026-11-21T10:00:30Z");
-        let reads = || *store.quota_calls.lock().unwrap();
-        admit(&store, &node, &scope, now).unwrap();
-        assert_eq!(reads(), 1);
-        let windows = token_windows(scope.tenant().id, None, now);
-        node.token_reads().around_write(|| {
-            // The write has not committed yet: the count read before it stands.
-            admit(&store, &node, &scope, now).unwrap();
-            assert_eq!(reads(), 1);
-            store.add_tokens_now(windows, 100);
-        });
-        // Ended: the first request after it reads, and is refused.
-        assert_eq!(
-            admit(&store, &node, &scope, now).unwrap_err().code(),
-            "rate_limited"
-        );
-        assert_eq!(reads(), 2);
-        // A second write: the count read between the two is used during it, not after it.
-        node.token_reads().around_write(|| {
-            admit(&store, &node, &scope, now).unwrap_err();
-            assert_eq!(reads(), 2);
-        });
-        node.token_reads().around_write(|| {
-            admit(&store, &node, &scope, now).unwrap_err();
-            assert_eq!(
-                reads(),
-                3,
-                "read before the first write, not before this one"
-            );
-        });
-    }
-
-    #[test]
-    fn remembered_token_counts_are_bounded() {
-        let store = Fake::default();
-        let reads = TokenReads::default();
-        let window = |n: u128| QuotaWindow {
-            subject: QuotaSubject::KeyMinute(Uuid::from_u128(n)),
-            start_ms: 0,
+    fn reservation_arithmetic() {
+        let e = |p, c| RunEstimate {
+            prompt_tokens: p,
+            completion_tokens: c,
         };
-        let full: Vec<QuotaWindow> = (0..TOKEN_READS_MAX as u128).map(window).collect();
-        reads.read(&store, &full, 0).unwrap();
-        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
-        // Full of fresh counts: a new one is used, not kept.
-        reads.read(&store, &[window(u128::MAX)], 1).unwrap();
-        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
-        assert!(!reads.lock().contains_key(&window(u128::MAX)));
-        // Once they are too old, they make room.
-        reads
-            .read(&store, &[window(u128::MAX)], TOKEN_READ_REUSE_MS)
-            .unwrap();
-        assert_eq!(reads.lock().len(), 1);
-        // Old counts are only forgotten when room is needed: one more fits exactly.
+        // Prompt plus allowance, at least 1, at most the smallest limit.
+        assert_eq!(reservation_size(e(10, 16), 100), 26);
+        assert_eq!(reservation_size(e(0, 0), 100), 1);
+        assert_eq!(reservation_size(e(10, 1024), 100), 100);
+        // Hostile sizes saturate instead of overflowing.
+        assert_eq!(
+            reservation_size(e(u64::MAX, u64::MAX), MAX_LIMIT),
+            MAX_LIMIT
+        );
+        assert_eq!(reservation_size(e(5, 1 << 63), 0), 1);
+        // Settling: true less reserved, either sign, hostile usage capped.
+        assert_eq!(settle_delta(26, 12), -14);
+        assert_eq!(settle_delta(26, 40), 14);
+        assert_eq!(settle_delta(0, u64::MAX), 1 << 50);
+        assert_eq!(settle_delta(u64::MAX, 0), -(1 << 50));
+        // A run without usage counts what was sent and relayed, never zero.
+        assert_eq!(settled_tokens(None, 9, Some(30)), 39);
+        assert_eq!(settled_tokens(None, 9, None), 9);
+        assert_eq!(settled_tokens(None, 0, None), 1);
+        assert_eq!(settled_tokens(Some((5, 7, 12)), 9, Some(3)), 12);
+        assert_eq!(settled_tokens(Some((5, 7, 0)), 9, None), 12);
+        assert_eq!(
+            settled_tokens(Some((u64::MAX, 1, 0)), 0, None),
+            MAX_RUN_TOKENS
+        );
+    }
+
+    #[test]
+    fn a_reservation_is_refused_when_it_does_not_fit_and_counts_in_every_window() {
+        let (scope, store) = scope(token_limits(), None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
+        // Three runs of 30 fit a limit of 100, a fourth does not: nothing has finished yet.
+        for n in 1..=3 {
+            let a = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+            assert_eq!(a.reservation.unwrap().tokens, 30);
+            assert_eq!(a.state.tokens.unwrap().remaining, 100 - 30 * n);
+        }
+        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
+        assert_eq!(
+            (tokens_in(&store, minute), tokens_in(&store, month)),
+            (90, 90)
+        );
+        // A run of 10 still fits.
+        assert!(admit_run(&store, &node, &scope, now, run_of(4, 6)).is_ok());
+        // A run larger than the limit reserves the limit: it runs alone in an empty minute.
+        let later = at("2026-11-21T10:01:00Z");
+        let a = admit_run(&store, &node, &scope, later, run_of(10, 5000)).unwrap();
+        assert_eq!(a.reservation.unwrap().tokens, 100);
+        assert_eq!(
+            admit_run(&store, &node, &scope, later, run_of(1, 0))
+                .unwrap_err()
+                .code(),
+            "rate_limited"
+        );
+    }
+
+    #[test]
+    fn a_reservation_is_handed_back_when_the_request_limit_refuses_the_run() {
+        let limits = TenantLimits {
+            requests_per_minute: Some(1),
+            ..token_limits()
+        };
+        let (scope, store) = scope(limits, None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let minute = token_windows(scope.tenant().id, None, now)[0];
+        admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
+        assert_eq!(tokens_in(&store, minute), 30, "only the admitted run's");
+    }
+
+    #[test]
+    fn a_key_token_limit_reserves_in_the_key_window_too_and_no_estimate_without_one() {
+        let key_limits = KeyLimits {
+            tokens_per_minute: Some(50),
+            ..KeyLimits::default()
+        };
+        let (scope, store) = scope(TenantLimits::default(), Some(key_limits));
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        let a = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+        assert_eq!(a.state.tokens.unwrap().limit, 50);
+        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
+        // Requests only: no reservation, the estimate is never worked out.
+        let (scope, store) = scope_with_rpm();
+        let a = admit_run(&store, &node, &scope, now, || -> RunEstimate {
+            panic!("no token limit applies")
+        })
+        .unwrap();
+        assert_eq!(a.reservation, None);
+    }
+
+    fn scope_with_rpm() -> (RunScope, Fake) {
+        scope(
+            TenantLimits {
+                requests_per_minute: Some(10),
+                ..TenantLimits::default()
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn usage_writes_are_counted() {
         let reads = TokenReads::default();
-        reads.read(&store, &full[1..], 0).unwrap();
-        reads
-            .read(&store, &[window(u128::MAX)], TOKEN_READ_REUSE_MS)
-            .unwrap();
-        assert_eq!(reads.lock().len(), TOKEN_READS_MAX);
+        assert_eq!(reads.around_write(|| reads.writes()), 1);
+        assert_eq!(reads.writes(), 2);
     }
 
     #[test]
@@ -1747,6 +1801,12 @@ mod tests {
             fn take_request(&self, _: &[RequestTake]) -> DomainResult<Take> {
                 panic!("the store panicked")
             }
+            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+                unreachable!("no token limit here")
+            }
+            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+                unreachable!("no token limit here")
+            }
             fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
                 Ok(0)
             }
@@ -1800,6 +1860,12 @@ mod tests {
                 self.entered.lock().unwrap().send(()).unwrap();
                 self.release.lock().unwrap().recv().unwrap();
                 self.inner.take_request(takes)
+            }
+            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+                unreachable!("no token limit here")
+            }
+            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+                unreachable!("no token limit here")
             }
             fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
                 self.inner.prune_windows(a, b)
@@ -1885,6 +1951,12 @@ mod tests {
                 Err(DomainError::Unavailable {
                     retry_after_secs: 1,
                 })
+            }
+            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+                unreachable!("no token limit here")
+            }
+            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+                unreachable!("no token limit here")
             }
             fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
                 Ok(0)

@@ -24,7 +24,7 @@ use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
 use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
-use crate::quota::{NodeQuotas, QuotaWindow, RateLimitState};
+use crate::quota::{NodeQuotas, QuotaWindow, RateLimitState, TokenReservation};
 use crate::secret::SecretString;
 use crate::values::Region;
 use crate::workspace::NewActivity;
@@ -133,6 +133,9 @@ pub struct RunReport {
     pub ttft_ms: Option<u64>,
     pub usage: Option<TokenUsage>,
     pub error_code: Option<String>,
+    /// Tokens of the output passed on to the client, when the gateway counted them (streams
+    /// asked to by [`ChatUpstream::on_finish`], completions without a usage).
+    pub relayed_tokens: Option<u64>,
 }
 
 /// A chat answer that is reaching the client.
@@ -182,12 +185,17 @@ pub trait ChatUpstream: Send + Sync + 'static {
     fn models(&self, region: Region) -> Vec<String>;
     /// Waits a short, jittered while before a retry.
     fn backoff(&self) -> impl Future<Output = ()> + Send;
-    /// Registers what a stream does with its report when it ends (exactly once).
+    /// Registers what a stream does with its report when it ends (exactly once); with
+    /// `count_relayed`, the report counts the output tokens passed on to the client
+    /// (`RunReport::relayed_tokens`, for a run under a token limit).
     fn on_finish(
         &self,
         stream: Self::Stream,
+        count_relayed: bool,
         done: Box<dyn FnOnce(RunReport) + Send>,
     ) -> Self::Stream;
+    /// The tokens of `text` in `model`'s encoding (`auto` and unknown names: a default one).
+    fn count_tokens(&self, model: &str, text: &str) -> u64;
 }
 
 /// Where run records and key verdicts go, off the request path (a bounded queue; when full,
@@ -218,6 +226,9 @@ pub struct RunLine {
     outcome: &'static str,
     usage: TokenUsage,
     latency_ms: u64,
+    /// The tokens reserved for the run at admission (a token limit applied), which the writer
+    /// settles to [`RunLine::usage`]'s total.
+    reservation: Option<TokenReservation>,
 }
 
 impl RunLine {
@@ -248,8 +259,33 @@ impl RunLine {
     pub fn failed(&self) -> bool {
         !matches!(self.outcome, "ok" | "cancelled")
     }
+    /// The upstream's usage; for a run under a token limit whose upstream reported none
+    /// (cancelled, broken, timed out), what was sent and relayed: the prompt's tokens as
+    /// counted at admission and the output tokens passed on (issue 28).
     pub fn usage(&self) -> TokenUsage {
         self.usage
+    }
+    /// The run's token reservation, when a token limit applied.
+    pub fn reservation(&self) -> Option<TokenReservation> {
+        self.reservation
+    }
+    /// What the writer adds to each quota window for this run: the windows its tokens count
+    /// in and the change (decision 0025). A reserved run settles the windows of its admission
+    /// to its true tokens (`true - reserved`, negative when it used less); any other run adds
+    /// its tokens to the windows of its end.
+    pub fn token_changes(&self) -> (Vec<QuotaWindow>, i64) {
+        let total = self.usage.total_tokens.max(
+            self.usage
+                .prompt_tokens
+                .saturating_add(self.usage.completion_tokens),
+        );
+        match self.reservation {
+            Some(r) => (
+                crate::quota::token_windows(self.tenant_id, self.key_id, r.at),
+                crate::quota::settle_delta(r.tokens, total),
+            ),
+            None => (self.token_windows(), crate::quota::settle_delta(0, total)),
+        }
     }
     pub fn latency_ms(&self) -> u64 {
         self.latency_ms
@@ -276,6 +312,8 @@ pub struct RunPlan {
     body: Map<String, Value>,
     stream: bool,
     limits: RateLimitState,
+    /// The token reservation and the prompt's counted tokens, when a token limit applies.
+    reserved: Option<(TokenReservation, u64)>,
 }
 
 impl RunPlan {
@@ -297,6 +335,7 @@ impl RunPlan {
 /// The body is taken out of `body` only after the last store call, or with the parse error
 /// it holds: a store call refused on a thread that serves connections (see
 /// `ports::InlineRepo`) leaves it in place for the attempt on the blocking pool.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
@@ -304,6 +343,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     principal: &Principal,
     body: &mut Option<Result<Value, E>>,
     gateway_configured: impl Fn(Region) -> bool,
+    count_tokens: impl Fn(&str, &str) -> u64,
 ) -> DomainResult<Result<RunPlan, E>> {
     let tenant = RunScope::caller_tenant(principal)?;
     let stream = match body {
@@ -339,7 +379,20 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             "no key of the region can be decrypted".into(),
         ));
     }
-    let limits = crate::quota::admit(store, quotas, &scope, Utc::now())?;
+    // The prompt is counted only when a token limit applies (the estimate is lazy).
+    let mut prompt = 0;
+    let admission = {
+        let Some(Ok(Value::Object(map))) = body.as_ref() else {
+            return Err(DomainError::Internal(
+                "the run's body was already used".into(),
+            ));
+        };
+        crate::quota::admit_run(store, quotas, &scope, Utc::now(), || {
+            let e = estimate(map, quotas.completion_default(), &count_tokens);
+            prompt = e.prompt_tokens;
+            e
+        })?
+    };
     let Some(Ok(Value::Object(body))) = body.take() else {
         return Err(DomainError::Internal(
             "the run's body was already used".into(),
@@ -350,8 +403,95 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         keys,
         body,
         stream,
-        limits,
+        limits: admission.state,
+        reserved: admission.reservation.map(|r| (r, prompt)),
     }))
+}
+
+/// Tokens a chat message costs besides its text (OpenAI's count for current chat models), and
+/// the tokens every reply is primed with.
+const TOKENS_PER_MESSAGE: u64 = 3;
+const TOKENS_PER_NAME: u64 = 1;
+const REPLY_PRIMING: u64 = 3;
+/// An image part, counted at OpenAI's low-detail price (the least an image costs).
+const TOKENS_PER_IMAGE: u64 = 85;
+
+/// What a chat body is expected to cost (decision 0025): the prompt counted as OpenAI counts
+/// chat messages (each message's role, text parts and name, 3 tokens per message and 1 per
+/// name, 3 for the reply; tool calls' names and arguments; images at 85; the `tools` and
+/// `functions` definitions as their JSON text), and the completion allowance:
+/// `max_completion_tokens`, else `max_tokens`, else `default_completion`. Sums saturate.
+pub fn estimate(
+    body: &Map<String, Value>,
+    default_completion: u64,
+    count: &impl Fn(&str, &str) -> u64,
+) -> crate::quota::RunEstimate {
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
+    let text = |t: &str| count(model, t);
+    let mut prompt = REPLY_PRIMING;
+    let mut add = |n: u64| prompt = prompt.saturating_add(n);
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        add(TOKENS_PER_MESSAGE);
+        if let Some(role) = m.get("role").and_then(Value::as_str) {
+            add(text(role));
+        }
+        if let Some(name) = m.get("name").and_then(Value::as_str) {
+            add(TOKENS_PER_NAME.saturating_add(text(name)));
+        }
+        match m.get("content") {
+            Some(Value::String(s)) => add(text(s)),
+            Some(Value::Array(parts)) => {
+                for p in parts {
+                    match p.get("text").and_then(Value::as_str) {
+                        Some(t) => add(text(t)),
+                        None if p.get("type").and_then(Value::as_str) == Some("image_url") => {
+                            add(TOKENS_PER_IMAGE)
+                        }
+                        None => add(text(&p.to_string())),
+                    }
+                }
+            }
+            _ => {}
+        }
+        for call in m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let f = &call["function"];
+            for field in ["name", "arguments"] {
+                if let Some(t) = f.get(field).and_then(Value::as_str) {
+                    add(text(t));
+                }
+            }
+        }
+    }
+    for defs in ["tools", "functions"] {
+        if let Some(v) = body.get(defs).filter(|v| !v.is_null()) {
+            add(text(&v.to_string()));
+        }
+    }
+    let whole = |v: &Value| {
+        v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0)
+                .map(|f| if f >= 1.8e19 { u64::MAX } else { f as u64 })
+        })
+    };
+    let completion = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|f| body.get(*f).and_then(whole))
+        .unwrap_or(default_completion);
+    crate::quota::RunEstimate {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+    }
 }
 
 /// The models a caller may name on a run: `auto` first, then the region's configured ones.
@@ -417,6 +557,7 @@ impl<U: ChatUpstream> Runs<U> {
             keys,
             body,
             stream,
+            reserved,
             ..
         } = plan;
         let scope = Arc::new(scope);
@@ -442,6 +583,7 @@ impl<U: ChatUpstream> Runs<U> {
                 route,
                 retried,
                 requested_model: requested_model.clone(),
+                reserved,
             };
             match self
                 .upstream
@@ -456,6 +598,7 @@ impl<U: ChatUpstream> Runs<U> {
                     let sink = Arc::clone(&self.sink);
                     let s = self.upstream.on_finish(
                         s,
+                        reserved.is_some(),
                         Box::new(move |report| sink.send(record.delivered(&report))),
                     );
                     return Ok(ChatAnswer::Stream(s));
@@ -502,6 +645,8 @@ struct RunRecord {
     retried: bool,
     /// The model the caller named (`None` for `auto` or none), for failed runs' usage lines.
     requested_model: Option<String>,
+    /// The run's token reservation and its prompt's counted tokens (a token limit applied).
+    reserved: Option<(TokenReservation, u64)>,
 }
 
 impl RunRecord {
@@ -511,8 +656,24 @@ impl RunRecord {
         model: &str,
         outcome: &'static str,
         usage: Option<TokenUsage>,
+        relayed: Option<u64>,
         latency_ms: u64,
     ) -> Box<RunLine> {
+        // A run under a token limit without a reported usage is counted from what was sent
+        // and relayed (issue 28), never as zero.
+        let usage = match (usage, self.reserved) {
+            (Some(u), _) => u,
+            (None, Some((_, prompt))) => {
+                let completion = relayed.unwrap_or(0);
+                let total = crate::quota::settled_tokens(None, prompt, relayed);
+                TokenUsage {
+                    prompt_tokens: prompt,
+                    completion_tokens: completion,
+                    total_tokens: total,
+                }
+            }
+            (None, None) => TokenUsage::default(),
+        };
         Box::new(RunLine {
             id: crate::model::new_id(),
             tenant_id: self.scope.tenant().id,
@@ -521,8 +682,9 @@ impl RunRecord {
             region: self.scope.region(),
             model: model.to_owned(),
             outcome,
-            usage: usage.unwrap_or_default(),
+            usage,
             latency_ms,
+            reservation: self.reserved.map(|(r, _)| r),
         })
     }
 
@@ -533,7 +695,14 @@ impl RunRecord {
             RunEnd::Cancelled => "cancelled",
             RunEnd::Error => "upstream_error",
         };
-        let line = self.line(at, &report.model, outcome, report.usage, report.latency_ms);
+        let line = self.line(
+            at,
+            &report.model,
+            outcome,
+            report.usage,
+            report.relayed_tokens,
+            report.latency_ms,
+        );
         RunEvent::Run(self.delivered_activity(report, at), line)
     }
 
@@ -570,7 +739,7 @@ impl RunRecord {
         };
         let at = Utc::now();
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let line = self.line(at, model, code, None, latency_ms);
+        let line = self.line(at, model, code, None, None, latency_ms);
         let activity = NewActivity::run(
             &self.scope,
             at,
@@ -676,6 +845,7 @@ mod tests {
                                 total_tokens: 5,
                             }),
                             error_code: None,
+                            relayed_tokens: None,
                         },
                     }),
                     Some(Err(e)) => Err(e),
@@ -693,9 +863,17 @@ mod tests {
             *self.backoffs.lock().unwrap() += 1;
             std::future::ready(())
         }
-        fn on_finish(&self, s: (), _: Box<dyn FnOnce(RunReport) + Send>) {
+        fn on_finish(&self, s: (), _: bool, _: Box<dyn FnOnce(RunReport) + Send>) {
             s
         }
+        fn count_tokens(&self, _: &str, text: &str) -> u64 {
+            words(text)
+        }
+    }
+
+    /// The tests' tokenizer: one token per word.
+    fn words(text: &str) -> u64 {
+        text.split_whitespace().count() as u64
     }
 
     #[derive(Default)]
@@ -722,6 +900,7 @@ mod tests {
             &member(t, session()),
             body,
             |_| true,
+            |_, text| words(text),
         )
     }
 
@@ -965,6 +1144,81 @@ mod tests {
     }
 
     #[test]
+    fn the_estimate_counts_messages_as_openai_does_and_never_overflows() {
+        let body = json!({"messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "name": "ann", "content": [{"type": "text", "text": "hello there world"},
+                {"type": "image_url", "image_url": {"url": "x"}}]},
+            {"role": "assistant", "content": null,
+                "tool_calls": [{"function": {"name": "f", "arguments": "a b"}}]}
+        ], "max_tokens": 16});
+        let map = body.as_object().unwrap();
+        let e = estimate(map, 1024, &|_: &str, t: &str| words(t));
+        // Reply 3; system 3+1+2; user 3+1+(1+1)+3+85; assistant 3+1+1+2.
+        assert_eq!(e.prompt_tokens, 3 + 6 + 94 + 7);
+        assert_eq!(e.completion_tokens, 16);
+        let mut m = map.clone();
+        m.remove("max_tokens");
+        assert_eq!(
+            estimate(&m, 1024, &|_: &str, t: &str| words(t)).completion_tokens,
+            1024
+        );
+        m.insert("max_completion_tokens".into(), json!(40));
+        m.insert("max_tokens".into(), json!(16));
+        assert_eq!(
+            estimate(&m, 1024, &|_: &str, t: &str| words(t)).completion_tokens,
+            40
+        );
+        for hostile in [json!(1u64 << 63), json!(u64::MAX), json!(1e300)] {
+            m.insert("max_completion_tokens".into(), hostile);
+            let e = estimate(&m, 1024, &|_: &str, _: &str| u64::MAX);
+            assert_eq!(e.prompt_tokens, u64::MAX);
+            let r = crate::quota::reservation_size(e, 100);
+            assert_eq!(r, 100);
+        }
+    }
+
+    #[test]
+    fn a_run_under_a_token_limit_reserves_and_a_run_without_usage_settles_to_its_prompt() {
+        let mut t = crate::access::tests::tenant(Status::Active);
+        t.limits.monthly_tokens = Some(1000);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let body =
+            json!({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 50});
+        let plan = prepare_as(
+            &store,
+            &NodeQuotas::default(),
+            &t,
+            &mut Some(Ok::<_, ()>(body)),
+        )
+        .unwrap()
+        .unwrap();
+        // 3 + (3 + 1 + 3) prompt, 50 allowance.
+        let (reservation, prompt) = plan.reserved.unwrap();
+        assert_eq!((reservation.tokens, prompt), (60, 10));
+        let sink = Arc::new(Sink::default());
+        let upstream = Arc::new(Scripted {
+            answers: Mutex::new(vec![Err(UpstreamFailure::Timeout)].into()),
+            used: Mutex::new(Vec::new()),
+            backoffs: Mutex::new(0),
+        });
+        let runs = Runs::new(upstream, sink.clone());
+        assert!(ready(runs.execute(plan, "/run")).is_err());
+        let events = sink.0.lock().unwrap();
+        let Some(RunEvent::Run(_, line)) = events.first() else {
+            panic!("{events:?}")
+        };
+        // Timed out, no usage: counted from its prompt, never zero; settles 60 -> 10.
+        assert_eq!(line.usage().total_tokens, 10);
+        assert_eq!(line.reservation(), Some(reservation));
+        let (windows, change) = line.token_changes();
+        assert_eq!(change, -50);
+        assert_eq!(windows.len(), 2);
+    }
+
+    #[test]
     fn a_key_that_does_not_open_is_marked_and_skipped() {
         let t = crate::access::tests::tenant(Status::Active);
         let mut good = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
@@ -1145,6 +1399,7 @@ mod tests {
                 outcome: "ok",
                 usage: TokenUsage::default(),
                 latency_ms: 1,
+                reservation: None,
             };
             assert_eq!(line.day(), day);
             assert_eq!(line.day(), line.at.format("%Y-%m-%d").to_string());
@@ -1203,6 +1458,7 @@ mod tests {
             &member(&t, credential),
             &mut Some(Ok::<_, ()>(body)),
             |_| true,
+            |_, text| words(text),
         )
         .unwrap()
         .unwrap();

@@ -120,6 +120,31 @@ pub struct Completion {
     pub latency_ms: u64,
 }
 
+/// The tokens of a completion body's output: each choice's message `content`, `refusal`,
+/// `reasoning_content` and tool calls' function name and arguments.
+fn completion_tokens(model: &str, body: &[u8]) -> u64 {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return 0;
+    };
+    let mut n: u64 = 0;
+    let mut add = |text: Option<&Value>| {
+        if let Some(t) = text.and_then(Value::as_str) {
+            n = n.saturating_add(crate::tokens::count(model, t));
+        }
+    };
+    for choice in v["choices"].as_array().into_iter().flatten() {
+        let m = &choice["message"];
+        for field in ["content", "refusal", "reasoning_content"] {
+            add(m.get(field));
+        }
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            add(call["function"].get("name"));
+            add(call["function"].get("arguments"));
+        }
+    }
+    n
+}
+
 impl Completion {
     /// The run report of this completion (status `ok`; `ttft_ms` equals `latency_ms`).
     pub fn report(&self) -> RunReport {
@@ -131,6 +156,12 @@ impl Completion {
             model: self.model.clone(),
             error_code: None,
             error_message: None,
+            // Counted only when the upstream reported no usage (rare): the text of every
+            // choice's message.
+            relayed_tokens: self
+                .usage
+                .is_none()
+                .then(|| completion_tokens(&self.model, &self.body)),
         }
     }
 }

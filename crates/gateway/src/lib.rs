@@ -48,6 +48,7 @@ mod port;
 mod report;
 mod secret;
 mod sse;
+pub mod tokens;
 
 #[cfg(feature = "mock")]
 pub mod mock;

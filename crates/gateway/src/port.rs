@@ -48,6 +48,7 @@ pub fn domain_report(r: &RunReport) -> DomainReport {
             total_tokens: u.total_tokens,
         }),
         error_code: r.error_code.clone(),
+        relayed_tokens: r.relayed_tokens,
     }
 }
 
@@ -123,9 +124,17 @@ impl ChatUpstream for Gateways {
 
     fn on_finish(
         &self,
-        stream: RunStream,
+        mut stream: RunStream,
+        count_relayed: bool,
         done: Box<dyn FnOnce(DomainReport) + Send>,
     ) -> RunStream {
+        if count_relayed {
+            stream.count_relayed();
+        }
         stream.with_on_finish(move |report| done(domain_report(&report)))
+    }
+
+    fn count_tokens(&self, model: &str, text: &str) -> u64 {
+        crate::tokens::count(model, text)
     }
 }

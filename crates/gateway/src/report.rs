@@ -52,4 +52,8 @@ pub struct RunReport {
     pub error_code: Option<String>,
     /// For `error`: a short description (never the key).
     pub error_message: Option<String>,
+    /// Tokens of the output passed on to the client, when counted (streams of runs under a
+    /// token limit, [`crate::RunStream::count_relayed`]; completions without a `usage`).
+    #[serde(default)]
+    pub relayed_tokens: Option<u64>,
 }

@@ -94,6 +94,10 @@ struct RunState {
     /// The client did not ask for `stream_options.include_usage`: gc asked for it on its own
     /// behalf, so the usage-only chunk (`"choices": []`) is read and not passed on.
     strip_usage_chunk: bool,
+    /// Tokens of the output passed on to the client, counted only when asked
+    /// ([`RunStream::count_relayed`]: a run under a token limit, whose reservation settles to
+    /// them when the stream ends without a usage).
+    relayed: Option<u64>,
 }
 
 /// How feeding a piece of the upstream body left the run.
@@ -139,6 +143,7 @@ impl RunStream {
                 done: false,
                 secret,
                 strip_usage_chunk: !client_wants_usage,
+                relayed: None,
             },
             out: BytesMut::with_capacity(4096),
             phase: Phase::Streaming,
@@ -157,6 +162,14 @@ impl RunStream {
             Some(report) => callback(report),
             None => self.on_finish = Some(Box::new(callback)),
         }
+    }
+
+    /// Counts the tokens of the output passed on to the client from now on (content,
+    /// refusals, reasoning and tool-call text of each chunk, in the model's encoding), for the
+    /// report's `relayed_tokens`. Costs a parse of every chunk: only for runs under a token
+    /// limit.
+    pub fn count_relayed(&mut self) {
+        self.run.relayed.get_or_insert(0);
     }
 
     /// Builder form of [`RunStream::on_finish`].
@@ -180,6 +193,7 @@ impl RunStream {
             model: self.run.model.clone(),
             error_code: error.as_ref().map(|(c, _)| (*c).to_owned()),
             error_message: error.map(|(_, m)| m),
+            relayed_tokens: self.run.relayed,
         };
         match self.on_finish.take() {
             Some(callback) => callback(report),
@@ -298,6 +312,9 @@ impl RunState {
             self.ttft_ms =
                 Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
         }
+        if let Some(relayed) = self.relayed {
+            self.relayed = Some(relayed.saturating_add(output_tokens(&self.model, data)));
+        }
         let redacted;
         let data = if contains_key(data, self.secret.expose()) {
             redacted = redact_verbatim(data, self.secret.expose());
@@ -366,6 +383,71 @@ impl RunState {
         }
         Inspected::Pass
     }
+}
+
+/// The tokens of the output text in one chunk: each choice's delta `content`, `refusal`,
+/// `reasoning_content` / `reasoning` and tool calls' function name and arguments (the text a
+/// provider bills as completion). A chunk that is not such JSON counts nothing.
+fn output_tokens(model: &str, data: &[u8]) -> u64 {
+    #[derive(Deserialize)]
+    struct Chunk {
+        #[serde(default)]
+        choices: Vec<Choice>,
+    }
+    #[derive(Deserialize)]
+    struct Choice {
+        #[serde(default)]
+        delta: Option<Delta>,
+    }
+    #[derive(Deserialize)]
+    struct Delta {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        refusal: Option<String>,
+        #[serde(default)]
+        reasoning_content: Option<String>,
+        #[serde(default)]
+        reasoning: Option<String>,
+        #[serde(default)]
+        tool_calls: Vec<ToolCall>,
+    }
+    #[derive(Deserialize)]
+    struct ToolCall {
+        #[serde(default)]
+        function: Option<Function>,
+    }
+    #[derive(Deserialize)]
+    struct Function {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        arguments: Option<String>,
+    }
+    let Ok(chunk) = serde_json::from_slice::<Chunk>(data) else {
+        return 0;
+    };
+    let mut n: u64 = 0;
+    for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
+        let calls = delta
+            .tool_calls
+            .into_iter()
+            .filter_map(|t| t.function)
+            .flat_map(|f| [f.name, f.arguments]);
+        for text in [
+            delta.content,
+            delta.refusal,
+            delta.reasoning_content,
+            delta.reasoning,
+        ]
+        .into_iter()
+        .chain(calls)
+        .flatten()
+        {
+            n = n.saturating_add(crate::tokens::count(model, &text));
+        }
+    }
+    n
 }
 
 /// What [`RunState::inspect`] made of a chunk.
@@ -652,7 +734,31 @@ mod tests {
             done: false,
             secret: Secret::new(secret),
             strip_usage_chunk: false,
+            relayed: None,
         }
+    }
+
+    #[test]
+    fn relayed_output_is_counted_only_when_asked() {
+        let chunk = |content: &str| {
+            format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"content":"{content}"}}}}],"usage":null}}"#
+            )
+        };
+        let mut out = BytesMut::new();
+        let mut quiet = run_state("sk-k");
+        quiet.on_event(b"", chunk("hello world").as_bytes(), &mut out);
+        assert_eq!(quiet.relayed, None);
+        let mut counting = run_state("sk-k");
+        counting.relayed = Some(0);
+        counting.model = "gpt-4o".into();
+        counting.on_event(b"", chunk("hello world").as_bytes(), &mut out);
+        counting.on_event(b"", chunk(" again").as_bytes(), &mut out);
+        let tool = r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}"#;
+        counting.on_event(b"", tool.as_bytes(), &mut out);
+        // 2 + 1 + (1 + 1); a chunk that is not JSON counts nothing.
+        counting.on_event(b"", b"not json", &mut out);
+        assert_eq!(counting.relayed, Some(5));
     }
 
     #[test]

@@ -86,15 +86,55 @@ where
     Ok(())
 }
 
-/// Adds `tokens` to a window's token count, creating the window at zero requests.
+/// The largest count a window's tokens are kept at (2^62): each change is at most
+/// `gc_domain::quota::MAX_RUN_TOKENS` times a batch, so `tokens + change` never leaves the
+/// 64-bit range on either database.
+pub(crate) const MAX_WINDOW_TOKENS: i64 = 1 << 62;
+
+/// Changes a window's token count by `change` (a run writer's settlement, decision 0025:
+/// positive or negative), never below zero nor above [`MAX_WINDOW_TOKENS`]; a window without
+/// a row is created at `max(change, 0)` tokens and zero requests.
 #[derive(Debug)]
-pub(crate) struct AddTokens {
+pub(crate) struct SettleTokens {
+    pub subject: String,
+    pub window_start: i64,
+    /// `max(change, 0)`: the count of a new row.
+    pub created: i64,
+    pub change: i64,
+}
+
+fixed_statement!(SettleTokens, |this, out| {
+    upsert_window(
+        &mut out,
+        &this.subject,
+        &this.window_start,
+        None,
+        Some(&this.created),
+    )?;
+    out.push_sql("tokens = CASE WHEN quota_windows.tokens + ");
+    out.push_bind_param::<BigInt, _>(&this.change)?;
+    out.push_sql(" < 0 THEN 0 WHEN quota_windows.tokens + ");
+    out.push_bind_param::<BigInt, _>(&this.change)?;
+    out.push_sql(&format!(
+        " > {MAX_WINDOW_TOKENS} THEN {MAX_WINDOW_TOKENS} ELSE quota_windows.tokens + "
+    ));
+    out.push_bind_param::<BigInt, _>(&this.change)?;
+    out.push_sql(" END");
+    Ok(())
+});
+
+/// Counts `tokens` more in a window unless that passes `max` (a token reservation, decision
+/// 0025), in one atomic upsert; returns the new count, or no row when it would pass. The
+/// caller never reserves more than `max` in one take, so a new row is always within it.
+#[derive(Debug)]
+pub(crate) struct ReserveTokens {
     pub subject: String,
     pub window_start: i64,
     pub tokens: i64,
+    pub max: i64,
 }
 
-fixed_statement!(AddTokens, |this, out| {
+fixed_statement!(ReserveTokens, |this, out| {
     upsert_window(
         &mut out,
         &this.subject,
@@ -102,9 +142,18 @@ fixed_statement!(AddTokens, |this, out| {
         None,
         Some(&this.tokens),
     )?;
-    out.push_sql("tokens = quota_windows.tokens + excluded.tokens");
+    out.push_sql(
+        "tokens = quota_windows.tokens + excluded.tokens \
+         WHERE quota_windows.tokens + excluded.tokens <= ",
+    );
+    out.push_bind_param::<BigInt, _>(&this.max)?;
+    out.push_sql(" RETURNING tokens");
     Ok(())
 });
+
+impl Query for ReserveTokens {
+    type SqlType = BigInt;
+}
 
 /// Counts `requests` more in a window unless that passes `max`, in one atomic upsert;
 /// returns the new count, or no row when it would pass.
@@ -195,11 +244,12 @@ mod tests {
     fn each_statement_is_prepared_once_per_connection_and_counts_right() {
         let (mut c, seen) = connection();
         let subject = || "t:one".to_owned();
-        for tokens in [5, 7, 11] {
-            let add = AddTokens {
+        for change in [5, 7, 11, -4, 4] {
+            let add = SettleTokens {
                 subject: subject(),
                 window_start: 60_000,
-                tokens,
+                created: change.max(0),
+                change,
             };
             assert_eq!(add.execute(&mut c).unwrap(), 1);
         }
@@ -248,7 +298,9 @@ mod tests {
         let expected = [
             "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
              VALUES (?, ?, 0, ?) ON CONFLICT (subject, window_start) DO UPDATE \
-             SET tokens = quota_windows.tokens + excluded.tokens",
+             SET tokens = CASE WHEN quota_windows.tokens + ? < 0 THEN 0 \
+             WHEN quota_windows.tokens + ? > 4611686018427387904 THEN 4611686018427387904 \
+             ELSE quota_windows.tokens + ? END",
             "INSERT INTO quota_windows (subject, window_start, requests, tokens) \
              VALUES (?, ?, ?, 0) ON CONFLICT (subject, window_start) DO UPDATE \
              SET requests = quota_windows.requests + excluded.requests \

@@ -25,6 +25,7 @@ on_both_backends!(
     throttle_counts_failures_per_email,
     throttle_holds_under_concurrency,
     quota_takes_hold_under_concurrency,
+    token_reservations_hold_under_concurrency_and_settle,
     records_crud_with_versions_and_activity,
     records_of_another_tenant_are_not_found,
     sources_only_through_their_own_collection,
@@ -565,6 +566,98 @@ fn throttle_holds_under_concurrency(db: &Db) {
         }
     });
     assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 5);
+}
+
+/// Token reservations (decision 0025) from several pools (as from several nodes) never pass
+/// a limit together; a refused one counts nothing in any window; hand-backs and settlements
+/// never go below zero, and hostile sizes stay in range.
+fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
+    use gc_domain::ports::QuotaRepo;
+    use gc_domain::quota::{QuotaSubject, QuotaWindow, Take, TokenTake};
+    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
+    let start_ms = 1_800_000_000_000;
+    let (t, k) = (new_id(), new_id());
+    let minute = QuotaWindow {
+        subject: QuotaSubject::TenantMinute(t),
+        start_ms,
+    };
+    let key = QuotaWindow {
+        subject: QuotaSubject::KeyMinute(k),
+        start_ms,
+    };
+    let month = QuotaWindow {
+        subject: QuotaSubject::TenantMonth(t),
+        start_ms: start_ms - 3_600_000,
+    };
+    // Named out of the lock order on purpose: the store orders them.
+    let takes = |tokens| {
+        [
+            TokenTake {
+                window: month,
+                tokens,
+                max: Some(100),
+            },
+            TokenTake {
+                window: key,
+                tokens,
+                max: None,
+            },
+            TokenTake {
+                window: minute,
+                tokens,
+                max: Some(1000),
+            },
+        ]
+    };
+    let admitted = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for i in 0..40 {
+            let store = &stores[i % stores.len()];
+            let admitted = &admitted;
+            s.spawn(move || {
+                if let Take::Taken(g) = store.reserve_tokens(&takes(7)).unwrap() {
+                    assert_eq!(g.len(), 3);
+                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    // 14 runs of 7 fit 100.
+    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 14);
+    let store = &db.store;
+    assert_eq!(
+        store.window_tokens(&[month, key, minute]).unwrap(),
+        vec![98, 98, 98]
+    );
+    // A refused take (the month is full) counts nothing anywhere.
+    assert_eq!(store.reserve_tokens(&takes(3)).unwrap(), Take::Full(0));
+    assert_eq!(
+        store.window_tokens(&[month, key, minute]).unwrap(),
+        vec![98, 98, 98]
+    );
+    // Hand-back, never below zero.
+    store.release_tokens(&[minute, month], 90).unwrap();
+    store.release_tokens(&[minute], 90).unwrap();
+    assert_eq!(
+        store.window_tokens(&[month, key, minute]).unwrap(),
+        vec![8, 98, 0]
+    );
+    // A hostile size on an unlimited window stays in range, and so do sums of it.
+    let huge = [TokenTake {
+        window: key,
+        tokens: u64::MAX,
+        max: None,
+    }];
+    assert!(matches!(
+        store.reserve_tokens(&huge).unwrap(),
+        Take::Taken(_)
+    ));
+    assert!(matches!(
+        store.reserve_tokens(&huge).unwrap(),
+        Take::Full(0)
+    ));
+    let used = store.window_tokens(&[key]).unwrap()[0];
+    assert!(used > 1 << 60 && used <= 1 << 62, "{used}");
 }
 
 fn quota_takes_hold_under_concurrency(db: &Db) {
@@ -1579,6 +1672,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
                         total_tokens: n,
                     }),
                     error_code: None,
+                    relayed_tokens: None,
                 },
             }))
         }
@@ -1588,8 +1682,11 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         fn backoff(&self) -> impl Future<Output = ()> + Send {
             std::future::ready(())
         }
-        fn on_finish(&self, s: (), _: Box<dyn FnOnce(RunReport) + Send>) {
+        fn on_finish(&self, s: (), _: bool, _: Box<dyn FnOnce(RunReport) + Send>) {
             s
+        }
+        fn count_tokens(&self, _: &str, text: &str) -> u64 {
+            text.len() as u64
         }
     }
     #[derive(Default)]
@@ -1639,6 +1736,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
             &caller,
             &mut Some(Ok::<_, ()>(body)),
             |_| true,
+            |_, text| text.len() as u64,
         )
         .unwrap()
         .unwrap();

@@ -19,6 +19,7 @@
 //! | `GC_METRICS_BIND` | unset (the main listener) | serve `/metrics` on this address only, e.g. `127.0.0.1:9090` |
 //! | `GC_GATEWAY_TIMEOUT_S` | `60` | no upstream response (or a silent stream) this long → 504 / an in-band error |
 //! | `GC_GATEWAY_CONNECT_TIMEOUT_S` | `10` | upstream connect time-out |
+//! | `GC_RESERVE_COMPLETION_TOKENS` | `1024` | completion tokens a run under a token limit reserves when it names no `max_tokens` (decision 0025) |
 //! | `GC_GITHUB_API_URL`, `GC_GITHUB_CODELOAD_URL` | `https://api.github.com`, `https://codeload.github.com` | Guard repository fetch |
 //! | `GC_GITHUB_TOKEN` | unset | optional read-only token for the GitHub API rate limit |
 //! | `GC_GUARD_ANON_PER_MIN` | `30` | anonymous Guard scans per minute per client IP |
@@ -345,6 +346,11 @@ pub struct Config {
     /// Seconds to connect to an upstream gateway.
     #[arg(long, env = "GC_GATEWAY_CONNECT_TIMEOUT_S", default_value_t = 10)]
     pub gateway_connect_timeout_s: u64,
+    /// Completion tokens a run under a token limit reserves at admission when it names no
+    /// `max_tokens` / `max_completion_tokens` (it settles to its true usage when it ends).
+    #[arg(long, env = "GC_RESERVE_COMPLETION_TOKENS", default_value_t = 1024,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000))]
+    pub reserve_completion_tokens: u64,
     /// GitHub REST API base for Guard repository scans.
     #[arg(
         long,
@@ -484,6 +490,7 @@ impl Config {
             metrics_bind: None,
             gateway_timeout_s: 60,
             gateway_connect_timeout_s: 10,
+            reserve_completion_tokens: 1024,
             github_api_url: "https://api.github.com".into(),
             github_codeload_url: "https://codeload.github.com".into(),
             github_token: None,

@@ -100,7 +100,12 @@ pub fn master_key(config: &Config) -> anyhow::Result<MasterKey> {
 /// files gc writes there are 0600 anyway.
 pub fn private_data_dir(config: &Config) -> anyhow::Result<()> {
     let dir = config.data_dir();
-    if dir != Path::new(DEFAULT_DATA_DIR) {
+    // `data` or `./data`.
+    let default = dir
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .eq(Path::new(DEFAULT_DATA_DIR).components());
+    if !default {
         return Ok(());
     }
     #[cfg(unix)]
@@ -361,6 +366,9 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         gateways: Arc::new(gateways),
     };
     let state = AppState::new(adapters, policy, http, recorder, Arc::new(guard(config)?));
+    state
+        .quotas()
+        .set_completion_default(config.reserve_completion_tokens);
     state.metrics.set_pool_probe(move || {
         let (in_use, idle) = pool.pool_stats();
         gc_http_api::metrics::PoolStats { in_use, idle }
@@ -487,7 +495,11 @@ async fn write_batch(
         let mut attempt: u32 = 0;
         let mut stopping_since: Option<std::time::Instant> = None;
         loop {
-            let (st, reads, b) = (Arc::clone(store), Arc::clone(token_reads), Arc::clone(&batch));
+            let (st, reads, b) = (
+                Arc::clone(store),
+                Arc::clone(token_reads),
+                Arc::clone(&batch),
+            );
             let again = again || attempt > 0;
             let written = web::block(move || {
                 for v in &b.verdicts {
@@ -515,13 +527,22 @@ async fn write_batch(
             attempt = attempt.saturating_add(1);
             let count = batch.len();
             match &written {
-                Ok(Err(e)) => tracing::warn!(error = %e, count, attempt, "could not write run records; retrying"),
-                _ => tracing::warn!(count, attempt, "the run-record writer could not use the blocking pool; retrying"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, count, attempt, "could not write run records; retrying")
+                }
+                _ => tracing::warn!(
+                    count,
+                    attempt,
+                    "the run-record writer could not use the blocking pool; retrying"
+                ),
             }
             if runs.is_closed() {
                 let since = *stopping_since.get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() >= STOPPING_GRACE {
-                    tracing::error!(count, "server stopping with the database down: run records lost");
+                    tracing::error!(
+                        count,
+                        "server stopping with the database down: run records lost"
+                    );
                     break;
                 }
             }

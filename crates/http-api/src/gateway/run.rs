@@ -126,9 +126,15 @@ async fn pipeline(
             let mut body = body
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            prepare(ports, sealer.as_ref(), runs.quotas(), p, &mut body, |r| {
-                runs.upstream().configured(r)
-            })
+            prepare(
+                ports,
+                sealer.as_ref(),
+                runs.quotas(),
+                p,
+                &mut body,
+                |r| runs.upstream().configured(r),
+                |model, text| runs.upstream().count_tokens(model, text),
+            )
         })
         .await
         .inspect_err(|e| {

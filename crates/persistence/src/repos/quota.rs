@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use diesel::prelude::*;
 use gc_domain::access::{AdminScope, TenantScope};
 use gc_domain::ports::{QuotaRepo, UsageRepo};
-use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take};
+use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
 use gc_domain::runs::RunLine;
 use gc_domain::usage::{UsagePage, UsageQuery};
 use gc_domain::workspace::NewActivity;
@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use super::count;
 use crate::error::db_error;
-use crate::fixed::{AddTokens, GiveBack, TakeRequests};
+use crate::fixed::{GiveBack, ReserveTokens, SettleTokens, TakeRequests, MAX_WINDOW_TOKENS};
 use crate::rows::text;
 use crate::schema::{quota_windows, run_usage};
 use crate::store::{on_backend, DbConnection, DbStore};
@@ -78,7 +78,10 @@ fn retry_conflicts<T>(op: &'static str, mut f: impl FnMut() -> DomainResult<T>) 
         let conflicted = CONFLICT.with(|c| c.replace(false));
         if out.is_ok() || !conflicted || attempt >= CONFLICT_RETRIES {
             if out.is_err() && conflicted {
-                tracing::warn!(operation = op, "quota rows: lock conflicts on every attempt");
+                tracing::warn!(
+                    operation = op,
+                    "quota rows: lock conflicts on every attempt"
+                );
             }
             return out;
         }
@@ -129,14 +132,37 @@ fn give_back(conn: &mut DbConnection, w: &QuotaWindow, n: u64) -> DomainResult<(
     Ok(())
 }
 
-fn add_tokens(conn: &mut DbConnection, w: &QuotaWindow, tokens: u64) -> DomainResult<()> {
-    let add = AddTokens {
+/// Changes `w`'s tokens by `change` (clamped to the stored range, never below zero).
+fn settle_tokens(
+    conn: &mut DbConnection,
+    w: &QuotaWindow,
+    change: i64,
+    op: &'static str,
+) -> DomainResult<()> {
+    let change = change.clamp(-MAX_WINDOW_TOKENS / 2, MAX_WINDOW_TOKENS / 2);
+    let add = SettleTokens {
         subject: w.subject.stored(),
         window_start: w.start_ms,
-        tokens: limit(tokens),
+        created: change.max(0),
+        change,
     };
-    on_backend!(conn, |c| add.execute(c)).map_err(|e| quota_error("record_runs", e))?;
+    on_backend!(conn, |c| add.execute(c)).map_err(|e| quota_error(op, e))?;
     Ok(())
+}
+
+/// Counts `t.tokens` in its window unless that passes its maximum; the new count, or `None`.
+fn reserve_one(conn: &mut DbConnection, t: &TokenTake) -> DomainResult<Option<u64>> {
+    let tokens = limit(t.tokens).min(MAX_WINDOW_TOKENS / 2);
+    let reserve = ReserveTokens {
+        subject: t.window.subject.stored(),
+        window_start: t.window.start_ms,
+        tokens,
+        // A window without a limit is counted all the same, up to the stored range.
+        max: t.max.map_or(MAX_WINDOW_TOKENS, limit),
+    };
+    let found: Vec<i64> =
+        on_backend!(conn, |c| reserve.load(c)).map_err(|e| quota_error("reserve_tokens", e))?;
+    Ok(found.first().map(|n| count(*n)))
 }
 
 impl QuotaRepo for DbStore {
@@ -227,6 +253,53 @@ impl QuotaRepo for DbStore {
                     }
                 }
                 Ok(Take::Taken(grants.into_iter().flatten().collect()))
+            })
+        })
+    }
+
+    fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take> {
+        // In the one lock order (decision 0024); answers in the caller's order.
+        let mut order: Vec<usize> = (0..takes.len()).collect();
+        order.sort_by_key(|i| takes.get(*i).map(|t| t.window));
+        retry_conflicts("reserve_tokens", || {
+            self.write("reserve_tokens", |conn| {
+                let mut grants: Vec<Option<Grant>> = vec![None; takes.len()];
+                for i in &order {
+                    let Some(t) = takes.get(*i) else { continue };
+                    match reserve_one(conn, t)? {
+                        Some(count) => {
+                            grants[*i] = Some(Grant {
+                                granted: t.tokens,
+                                count,
+                            })
+                        }
+                        None => {
+                            // Hand back what the earlier windows counted (their rows are
+                            // this transaction's already: no new lock).
+                            for (earlier, g) in takes.iter().zip(&grants) {
+                                if g.is_some() {
+                                    let back = -limit(earlier.tokens);
+                                    settle_tokens(conn, &earlier.window, back, "reserve_tokens")?;
+                                }
+                            }
+                            return Ok(Take::Full(*i));
+                        }
+                    }
+                }
+                Ok(Take::Taken(grants.into_iter().flatten().collect()))
+            })
+        })
+    }
+
+    fn release_tokens(&self, windows: &[QuotaWindow], tokens: u64) -> DomainResult<()> {
+        let mut sorted = windows.to_vec();
+        sorted.sort();
+        retry_conflicts("release_tokens", || {
+            self.write("release_tokens", |conn| {
+                for w in &sorted {
+                    settle_tokens(conn, w, -limit(tokens), "release_tokens")?;
+                }
+                Ok(())
             })
         })
     }
@@ -323,14 +396,16 @@ impl DbStore {
             .collect();
         // One upsert per window of the batch, not per run, in the one lock order (decision
         // 0024: the same order as a take of several windows, so the writer and a take never
-        // wait on each other's rows in opposite orders).
-        let mut tokens: BTreeMap<QuotaWindow, u64> = BTreeMap::new();
+        // wait on each other's rows in opposite orders). A run reserved at admission settles
+        // the windows of its admission to its true tokens; any other adds its tokens to the
+        // windows of its end (decision 0025).
+        let mut tokens: BTreeMap<QuotaWindow, i64> = BTreeMap::new();
         for r in runs {
-            let n = r.usage().total_tokens;
-            if n > 0 {
-                for w in r.token_windows() {
+            let (windows, change) = r.token_changes();
+            if change != 0 {
+                for w in windows {
                     let sum = tokens.entry(w).or_default();
-                    *sum = sum.saturating_add(n);
+                    *sum = sum.saturating_add(change);
                 }
             }
         }
@@ -347,8 +422,10 @@ impl DbStore {
                     .map_err(|e| quota_error("record_runs", e))?;
                 // The usage reports' daily rollup, rows in sorted order (decision 0027).
                 super::usage::add_daily(conn, runs, |e| quota_error("record_runs", e))?;
-                for (w, n) in &tokens {
-                    add_tokens(conn, w, *n)?;
+                for (w, change) in &tokens {
+                    if *change != 0 {
+                        settle_tokens(conn, w, *change, "record_runs")?;
+                    }
                 }
                 // The batch's activity lines in the same commit: one `fsync` per batch, not two.
                 crate::repos::workspace::insert_activities(conn, activities, "record_runs")
