@@ -1036,5 +1036,21 @@ async fn the_data_folder_and_the_database_files_are_private() {
     assert_eq!(mode(&work.join("data")), 0o700);
     assert_eq!(mode(&work.join("data").join("gc.db")), 0o600);
     assert!(String::from_utf8_lossy(&out.stderr).contains("set it to 0700"));
+    // Named as `./data` it is the same folder.
+    set(&work.join("data"), 0o750);
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("GC_LOG", "warn")
+        .env("GC_DATABASE_URL", "sqlite://./data/gc.db")
+        .current_dir(&work)
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode(&work.join("data")), 0o700);
     let _ = std::fs::remove_dir_all(&root);
 }
