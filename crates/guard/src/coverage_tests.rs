@@ -354,6 +354,16 @@ fn indicator_lines_are_capped_and_the_rest_is_said() {
         gap[0].message
     );
     assert_eq!(report.verdict(), Verdict::Fail);
+    // One endless line made of indicators: still one linear pass.
+    let endless = "|sh".repeat(2 * 1024 * 1024);
+    let started = std::time::Instant::now();
+    let report = s().scan_files(vec![("endless.txt", endless.as_bytes())]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(incomplete(&report).len(), 1);
 }
 
 #[test]

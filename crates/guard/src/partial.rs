@@ -203,26 +203,38 @@ impl<'a> Stream<'a> {
         let carry = std::mem::take(&mut self.carry);
         let n = n.min(carry.len());
         let region = carry.get(..n).unwrap_or(&[]);
+        // Bookkeeping advanced in order with the hits, so that every byte is looked at a
+        // bounded number of times (a long line full of indicators stays linear): newlines
+        // before `pos`, the start of the line holding `pos`, and its characters up to `pos`.
+        let mut pos = 0usize;
         let mut line = self.carry_line;
-        let mut counted = 0usize;
+        let mut ls = 0usize;
+        let mut col_at_pos = self.carry_col;
         for m in self.scanner.indicators.find_iter(region) {
             let p = m.start();
             if self.carry_off + (p as u64) < self.covered_to {
                 continue;
             }
-            let before = region.get(..p).unwrap_or(&[]);
-            let ls = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
-            let le = memchr::memchr(b'\n', region.get(p..).unwrap_or(&[])).map_or(n, |i| p + i);
-            let (ws, we) = if le - ls <= 2 * WINDOW {
-                (ls, le)
-            } else {
-                (p.saturating_sub(WINDOW).max(ls), (m.end() + WINDOW).min(le))
-            };
-            if ws >= counted {
-                line += memchr::memchr_iter(b'\n', region.get(counted..ws).unwrap_or(&[])).count()
-                    as u64;
-                counted = ws;
+            let skipped = region.get(pos..p).unwrap_or(&[]);
+            match memchr::memrchr(b'\n', skipped) {
+                Some(i) => {
+                    line += memchr::memchr_iter(b'\n', skipped).count() as u64;
+                    ls = pos + i + 1;
+                    col_at_pos = chars(region.get(ls..p).unwrap_or(&[]));
+                }
+                None => col_at_pos += chars(skipped),
             }
+            pos = p;
+            // The line's end, looked for no further than a short line reaches.
+            let ahead = region.get(p..n.min(p + 2 * WINDOW + 1)).unwrap_or(&[]);
+            let le = memchr::memchr(b'\n', ahead).map(|i| p + i);
+            let (ws, we) = match le {
+                Some(le) if le - ls <= 2 * WINDOW => (ls, le),
+                _ => (
+                    p.saturating_sub(WINDOW).max(ls),
+                    (m.end() + WINDOW).min(le.unwrap_or(n)),
+                ),
+            };
             // A window cut at the end of a region inside a line covers only up to its match:
             // the overlap kept for the next region is searched again.
             let covered = if mid_line && we == n { m.end() } else { we };
@@ -232,10 +244,7 @@ impl<'a> Stream<'a> {
                 continue;
             }
             self.windows += 1;
-            let mut col = chars(region.get(ls..ws).unwrap_or(&[]));
-            if ls == 0 {
-                col += self.carry_col;
-            }
+            let col = col_at_pos.saturating_sub(chars(region.get(ws..p).unwrap_or(&[])));
             let window = region.get(ws..we).unwrap_or(&[]);
             self.out.bytes_scanned += window.len() as u64;
             let (found, truncated) = self
