@@ -93,11 +93,6 @@ impl Coverage {
         }
     }
 
-    /// Files recorded under any gap.
-    pub fn files(&self) -> u64 {
-        self.tallies.iter().map(|t| t.count).sum()
-    }
-
     /// One `scan.incomplete` finding per reason, most important first.
     pub fn findings(&self, limits: &Limits) -> Vec<Finding> {
         let title = RULES

@@ -709,11 +709,6 @@ impl FilesScan<'_> {
         self.coverage.note(Gap::PastTotal, path, "");
     }
 
-    /// Files recorded as not read whole so far.
-    pub fn incomplete_files(&self) -> u64 {
-        self.coverage.files()
-    }
-
     /// Whether the next file, named `path`, would be read at all: false past the count limit
     /// once the keyword pass's budget for such names is spent (then [`FilesScan::add_unread`]
     /// counts it without reading it).
