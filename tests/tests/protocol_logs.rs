@@ -64,6 +64,10 @@ async fn client_protocol_errors_are_not_errors_of_ours() {
     )
     .await;
     assert!(twice.starts_with("HTTP/1.1 400"), "{twice}");
+    let given = answers(twice.as_bytes())[0]
+        .header("x-request-id")
+        .unwrap()
+        .to_owned();
 
     let mut logs = String::new();
     for _ in 0..100 {
@@ -83,6 +87,12 @@ async fn client_protocol_errors_are_not_errors_of_ours() {
             "a client's mistake was logged as an error: {line}"
         );
     }
+    // The line names the request id the client was given, so the two can be matched.
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("client protocol error") && l.contains(&given)),
+        "{given} not in {logs}"
+    );
     // gc's own request lines still flow at INFO.
     app.anon().get("/health").await;
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -206,9 +206,9 @@ fn visible(value: &[u8]) -> Option<&str> {
     }
 }
 
-/// The bytes of the answer to a refused head: the API's error body with a request id (the
+/// The bytes of the answer to a refused head: the API's error body with request id `id` (the
 /// client's `x-request-id` when sane, else a new one), and `connection: close`.
-fn answer(refusal: &Refusal) -> Vec<u8> {
+fn answer(refusal: &Refusal, id: &str) -> Vec<u8> {
     let (code, reason) = match refusal.status {
         408 => (ErrorCode::RequestTimeout, "Request Timeout"),
         431 => (
@@ -217,11 +217,7 @@ fn answer(refusal: &Refusal) -> Vec<u8> {
         ),
         _ => (ErrorCode::BadRequest, "Bad Request"),
     };
-    let id = refusal
-        .request_id
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let body = ApiError::new(code, refusal.message).body(&id).to_string();
+    let body = ApiError::new(code, refusal.message).body(id).to_string();
     let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
     format!(
         "HTTP/1.1 {} {reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\nx-request-id: {id}\r\nconnection: close\r\ndate: {date}\r\n\r\n{body}",
@@ -265,14 +261,21 @@ impl<T> Checked<T> {
         }
     }
 
+    /// Answers `refusal` at shutdown, with a line at INFO (as a request line would be) that
+    /// carries the request id the client is given.
     fn refuse(&mut self, refusal: &Refusal) {
-        tracing::debug!(
+        let id = refusal
+            .request_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        tracing::info!(
             target: "gc_server::client_protocol",
+            request_id = %id,
             status = refusal.status,
             error = refusal.message,
             "client protocol error"
         );
-        self.refused = Some((answer(refusal), 0));
+        self.refused = Some((answer(refusal, &id), 0));
         // Nothing from the refused head on is handed on.
         self.pending.truncate(self.released);
         self.head_deadline = None;
