@@ -419,3 +419,45 @@ fn partial_scans_report_whole_file_positions_wherever_the_payload_lies() {
         assert_eq!(report.verdict(), Verdict::Fail);
     }
 }
+
+#[test]
+fn arbitrary_bytes_never_panic_and_never_pass_unread() {
+    let limits = Limits {
+        max_file_bytes: 4 * 1024,
+        max_files: 3,
+        ..Limits::CONTRACT
+    };
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut byte = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 24) as u8
+    };
+    for round in 0..30 {
+        let files: Vec<(String, Vec<u8>)> = (0..5)
+            .map(|i| {
+                let len = usize::from(byte()) * 64 + usize::from(byte());
+                let mut b: Vec<u8> = (0..len).map(|_| byte()).collect();
+                if i % 2 == 0 {
+                    // Mostly text with stray bytes, newlines and indicators.
+                    for (j, c) in b.iter_mut().enumerate() {
+                        if j % 7 != 0 {
+                            *c = b"ab |sh\ncurl \xe2\x80\xae"[usize::from(*c) % 13];
+                        }
+                    }
+                }
+                (format!("f{round}-{i}"), b)
+            })
+            .collect();
+        let report = s().scan_files_with(
+            files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
+            &limits,
+        );
+        assert_ne!(
+            report.verdict(),
+            Verdict::Pass,
+            "round {round}: 5 files, limit 3"
+        );
+    }
+}
