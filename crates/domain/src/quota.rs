@@ -356,7 +356,36 @@ pub struct NodeQuotas {
     /// The completion allowance a reservation assumes when a run names no `max_tokens`
     /// (`GC_RESERVE_COMPLETION_TOKENS`); 0 until set means [`DEFAULT_RESERVE_COMPLETION`].
     completion_default: AtomicU64,
+    /// Tokens this process has reserved in the shared windows and not yet given to a run, by
+    /// subject ([`TokenLease`], decision 0025): busy subjects far from their limits reserve
+    /// for several runs in one write.
+    token_leases: Mutex<FxHashMap<QuotaSubject, TokenLease>>,
 }
+
+/// This process's unused share of a token window's count: reserved in the shared window by
+/// one of its reservations beyond that run's own tokens, and handed to its next runs of the
+/// window without a write. Unused tokens of a minute are lost with it; those of a month wait
+/// for the process's next runs (lost if it stops), so a lease is small: at most
+/// [`TOKEN_LEASE_RUNS`] runs' worth and an eighth of what the window had left.
+#[derive(Debug, Clone, Copy)]
+struct TokenLease {
+    start_ms: i64,
+    max: Option<u64>,
+    left: u64,
+    /// The shared count after this process's last reservation in the window.
+    shared: u64,
+    /// When this process last reserved in the window from the store.
+    taken_ms: i64,
+}
+
+impl TokenLease {
+    fn serves(&self, t: &TokenTake) -> bool {
+        self.start_ms == t.window.start_ms && self.max == t.max
+    }
+}
+
+/// The most runs one token lease is for.
+pub const TOKEN_LEASE_RUNS: u64 = 63;
 
 /// The completion allowance a run without `max_tokens` reserves unless configured.
 pub const DEFAULT_RESERVE_COMPLETION: u64 = 1024;
@@ -529,6 +558,164 @@ impl NodeQuotas {
                     Some(Ok(Take::Full(_))) | None => {}
                 }
             }
+        }
+    }
+
+    fn token_lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, TokenLease>> {
+        self.token_leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reserves `tokens` in every window of `takes` (each `takes[i].tokens` is `tokens`): from
+    /// this process's token leases where each holds enough, else from the store for the
+    /// windows that do not — with a lease for later runs when the subject reserved less than
+    /// [`LEASE_GROWTH_MS`] ago and its window has room for at least one more such run in an
+    /// eighth of what is left; exactly `tokens` otherwise, or when the lease does not fit. `Ok`
+    /// holds each window's remaining allowance as this process knows it; `Err` the index of a
+    /// window that is full, in which case nothing is reserved.
+    fn reserve_tokens<P: QuotaRepo + ?Sized>(
+        &self,
+        store: &P,
+        takes: &[TokenTake],
+        tokens: u64,
+        now_ms: i64,
+    ) -> DomainResult<Result<SmallVec<[u64; 3]>, usize>> {
+        let remaining_of = |l: &TokenLease, max: Option<u64>| {
+            max.map_or(u64::MAX, |m| {
+                m.saturating_sub(l.shared).saturating_add(l.left).min(m)
+            })
+        };
+        let mut local: SmallVec<[bool; 3]> = smallvec::smallvec![false; takes.len()];
+        let mut asks: SmallVec<[TokenTake; 3]> = SmallVec::new();
+        {
+            let mut held = self.token_lock();
+            if held.len() > 4_096 {
+                held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
+            }
+            for (i, t) in takes.iter().enumerate() {
+                match held
+                    .get_mut(&t.window.subject)
+                    .filter(|l| l.serves(t) && l.left >= tokens)
+                {
+                    Some(l) => {
+                        l.left -= tokens;
+                        local[i] = true;
+                    }
+                    None => {
+                        let extra = held
+                            .get(&t.window.subject)
+                            .filter(|l| {
+                                l.start_ms == t.window.start_ms
+                                    && l.max == t.max
+                                    && (0..LEASE_GROWTH_MS)
+                                        .contains(&now_ms.saturating_sub(l.taken_ms))
+                            })
+                            .map_or(0, |l| {
+                                let room = t.max.unwrap_or(MAX_LIMIT).saturating_sub(l.shared)
+                                    / LEASE_SHARE;
+                                // Whole runs of this size: a lease leaves no piece too
+                                // small for the next run stranded on this node.
+                                let runs = room.checked_div(tokens).unwrap_or(0);
+                                runs.min(TOKEN_LEASE_RUNS).saturating_mul(tokens)
+                            });
+                        asks.push(TokenTake {
+                            tokens: tokens.saturating_add(extra),
+                            ..*t
+                        });
+                    }
+                }
+            }
+        }
+        let mut answer = if asks.is_empty() {
+            Ok(Take::Taken(Vec::new()))
+        } else {
+            store.reserve_tokens(&asks)
+        };
+        // A lease that does not fit: exactly this run's tokens instead.
+        if matches!(answer, Ok(Take::Full(_))) && asks.iter().any(|a| a.tokens > tokens) {
+            for a in &mut asks {
+                a.tokens = tokens;
+            }
+            answer = store.reserve_tokens(&asks);
+        }
+        let mut held = self.token_lock();
+        let grants = match answer {
+            Ok(Take::Taken(grants)) => grants,
+            other => {
+                // Put back what this run took from local leases.
+                for (t, from_lease) in takes.iter().zip(&local) {
+                    if *from_lease {
+                        if let Some(l) = held.get_mut(&t.window.subject).filter(|l| l.serves(t)) {
+                            l.left = l.left.saturating_add(tokens);
+                        }
+                    }
+                }
+                return match other {
+                    Ok(Take::Full(j)) => {
+                        let missing: SmallVec<[usize; 3]> =
+                            (0..takes.len()).filter(|i| !local[*i]).collect();
+                        Ok(Err(missing.get(j).copied().unwrap_or(0)))
+                    }
+                    Ok(Take::Taken(_)) => Ok(Err(0)),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        let mut grants = asks.iter().zip(grants);
+        let mut remaining: SmallVec<[u64; 3]> = SmallVec::new();
+        for (t, from_lease) in takes.iter().zip(&local) {
+            if !*from_lease {
+                if let Some((ask, grant)) = grants.next() {
+                    let spare = ask.tokens.saturating_sub(tokens);
+                    let fresh = TokenLease {
+                        start_ms: t.window.start_ms,
+                        max: t.max,
+                        left: spare,
+                        shared: grant.count,
+                        taken_ms: now_ms,
+                    };
+                    held.entry(t.window.subject)
+                        .and_modify(|l| {
+                            if l.serves(t) {
+                                l.left = l.left.saturating_add(spare);
+                                l.shared = l.shared.max(grant.count);
+                                l.taken_ms = now_ms;
+                            } else {
+                                *l = fresh;
+                            }
+                        })
+                        .or_insert(fresh);
+                }
+            }
+            remaining.push(
+                held.get(&t.window.subject)
+                    .filter(|l| l.serves(t))
+                    .map_or(0, |l| remaining_of(l, t.max)),
+            );
+        }
+        Ok(Ok(remaining))
+    }
+
+    /// Hands a reservation back (its run was refused afterwards): into this process's lease
+    /// of each window it still holds, else to the store.
+    fn give_back_tokens<P: QuotaRepo + ?Sized>(&self, store: &P, takes: &[TokenTake]) {
+        let mut back: SmallVec<[QuotaWindow; 3]> = SmallVec::new();
+        let mut tokens = 0;
+        {
+            let mut held = self.token_lock();
+            for t in takes {
+                match held.get_mut(&t.window.subject).filter(|l| l.serves(t)) {
+                    Some(l) => l.left = l.left.saturating_add(t.tokens),
+                    None => {
+                        back.push(t.window);
+                        tokens = t.tokens;
+                    }
+                }
+            }
+        }
+        if !back.is_empty() {
+            let _ = store.release_tokens(&back, tokens);
         }
     }
 
@@ -726,6 +913,7 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
     let key_tpm = key.and_then(|(_, l)| l.tokens_per_minute);
     let mut state = RateLimitState::default();
     let mut reservation = None;
+    let mut reserved_windows: SmallVec<[(QuotaWindow, Option<u64>); 3]> = SmallVec::new();
     if t.tokens_per_minute.is_some() || t.monthly_tokens.is_some() || key_tpm.is_some() {
         // Every token window of the run, limited or not (the writer counts tokens in all of
         // them), in the one lock order (decision 0024).
@@ -771,6 +959,7 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
             take.tokens = tokens;
         }
         let asks: SmallVec<[TokenTake; 3]> = takes.iter().map(|(take, _)| *take).collect();
+        reserved_windows = asks.iter().map(|a| (a.window, a.max)).collect();
         let reset = |reason: QuotaReason| {
             if reason == QuotaReason::MonthlyTokens {
                 secs_until(now, next_month_start(now).timestamp_millis())
@@ -778,13 +967,13 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
                 minute_reset
             }
         };
-        match store.reserve_tokens(&asks)? {
-            Take::Taken(grants) => {
-                for ((take, reason), grant) in takes.iter().zip(grants) {
+        match quotas.reserve_tokens(store, &asks, tokens, now.timestamp_millis())? {
+            Ok(remaining) => {
+                for ((take, reason), remaining) in takes.iter().zip(remaining) {
                     if let (Some(max), QuotaReason::TokensPerMinute) = (take.max, reason) {
                         let here = Allowance {
                             limit: max,
-                            remaining: max.saturating_sub(grant.count),
+                            remaining,
                             reset_secs: minute_reset,
                         };
                         state.tokens = Some(Allowance::tighter(state.tokens, here));
@@ -792,7 +981,7 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
                 }
                 reservation = Some(TokenReservation { tokens, at: now });
             }
-            Take::Full(i) => {
+            Err(i) => {
                 let (take, reason) = takes
                     .get(i)
                     .copied()
@@ -813,20 +1002,31 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
             }
         }
     }
-    let windows_of =
-        |r: &TokenReservation| token_windows(tenant.id, scope.key().map(|k| k.0), r.at);
     match admit_requests(store, quotas, scope, now, state) {
         Ok(state) => Ok(Admission { state, reservation }),
         Err(e) => {
             // Refused (or failed) after the reservation: hand it back, so a refused run
-            // costs no tokens. A hand-back that fails leaves the reservation counted until
-            // its window ends: a run counted that never ran, on the safe side of the limit.
+            // costs no tokens (into this node's lease when it holds one for the window, else
+            // to the store). A hand-back that fails leaves the reservation counted until its
+            // window ends: a run counted that never ran, on the safe side of the limit.
             if let Some(r) = &reservation {
-                let _ = store.release_tokens(&windows_of(r), r.tokens);
+                let asks: SmallVec<[TokenTake; 3]> = takes_of(&reserved_windows, r.tokens);
+                quotas.give_back_tokens(store, &asks);
             }
             Err(e)
         }
     }
+}
+
+fn takes_of(windows: &[(QuotaWindow, Option<u64>)], tokens: u64) -> SmallVec<[TokenTake; 3]> {
+    windows
+        .iter()
+        .map(|(window, max)| TokenTake {
+            window: *window,
+            tokens,
+            max: *max,
+        })
+        .collect()
 }
 
 /// The request part of [`admit_run`]: one request in every per-minute request window.
@@ -1250,9 +1450,12 @@ mod tests {
         }
         let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
+        // The minute (100) has no room for a lease: exact. The month (1000) has: the second
+        // run reserved 30 and a lease of 120 (the whole runs of 30 in an eighth of the 970
+        // left), which served the third run and took back the refused fourth's month part.
         assert_eq!(
             (tokens_in(&store, minute), tokens_in(&store, month)),
-            (90, 90)
+            (90, 180)
         );
         // A run of 10 still fits.
         assert!(admit_run(&store, &node, &scope, now, run_of(4, 6)).is_ok());
@@ -1281,7 +1484,55 @@ mod tests {
         admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
         let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
-        assert_eq!(tokens_in(&store, minute), 30, "only the admitted run's");
+        // The refused run's 30 went back to this node's lease of the window, not to a run:
+        // the node's next run takes them without a write.
+        assert_eq!(tokens_in(&store, minute), 60);
+        let calls = *store.quota_calls.lock().unwrap();
+        let later = now + chrono::Duration::milliseconds(1);
+        let e = admit_run(&store, &node, &scope, later, run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "rate_limited", "requests are still used up");
+        assert_eq!(tokens_in(&store, minute), 60);
+        // Only the request take wrote: the tokens came from the lease and went back to it.
+        assert_eq!(*store.quota_calls.lock().unwrap(), calls + 1);
+    }
+
+    #[test]
+    fn a_busy_subject_far_from_its_limits_reserves_in_few_writes_and_never_past_them() {
+        let limits = TenantLimits {
+            tokens_per_minute: Some(1_000_000),
+            monthly_tokens: Some(100_000_000),
+            ..TenantLimits::default()
+        };
+        let (scope, store) = scope(limits, None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        for _ in 0..640 {
+            admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+        }
+        // One exact reservation, then leases of 63 runs: about 640 / 64 writes, not 640.
+        let writes = *store.quota_calls.lock().unwrap();
+        assert!((2..=14).contains(&writes), "{writes}");
+        let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
+        for w in [minute, month] {
+            let n = tokens_in(&store, w);
+            assert!((640 * 30..=640 * 30 + 63 * 30).contains(&n), "{n}");
+        }
+        // Near a limit leases shrink to exact reservations (a lease is at most an eighth of
+        // what is left): the limit is reached exactly, never passed.
+        let (scope, store) = super::tests::scope(
+            TenantLimits {
+                tokens_per_minute: Some(3_000),
+                ..TenantLimits::default()
+            },
+            None,
+        );
+        let node = NodeQuotas::default();
+        let admitted = (0..200)
+            .filter(|_| admit_run(&store, &node, &scope, now, run_of(10, 20)).is_ok())
+            .count();
+        assert_eq!(admitted, 100);
+        let minute = token_windows(scope.tenant().id, None, now)[0];
+        assert_eq!(tokens_in(&store, minute), 3_000);
     }
 
     #[test]
