@@ -452,7 +452,8 @@ fn create_parent_folder(path: &Path) -> Result<(), PersistenceError> {
 /// Makes the SQLite database readable by its owner only (Unix): a missing file is created
 /// empty with mode 0600 before SQLite opens it (SQLite would create it 0644 less the umask),
 /// and SQLite gives its `-wal` and `-shm` files the database file's mode. An existing file, or
-/// `-wal`/`-shm` file, that others may read or write is set to 0600 with a warning.
+/// `-wal`/`-shm` file, that others may read or write is set to 0600 with a warning (only a
+/// warning when that is not allowed, say for a file of another owner).
 fn private_database_files(path: &Path) -> Result<(), PersistenceError> {
     #[cfg(unix)]
     {
@@ -490,14 +491,20 @@ fn private_database_files(path: &Path) -> Result<(), PersistenceError> {
             if !meta.is_file() || mode & 0o077 == 0 {
                 continue;
             }
-            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).map_err(
-                |e| PersistenceError::Setup(format!("cannot make {} private: {e}", file.display())),
-            )?;
-            tracing::warn!(
-                file = %file.display(),
-                was = format!("{mode:o}"),
-                "the database file was readable or writable by others: set it to 0600"
-            );
+            // Not fatal when it fails (a file of another owner): the warning says so.
+            match std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)) {
+                Ok(()) => tracing::warn!(
+                    file = %file.display(),
+                    was = format!("{mode:o}"),
+                    "the database file was readable or writable by others: set it to 0600"
+                ),
+                Err(e) => tracing::warn!(
+                    file = %file.display(),
+                    mode = format!("{mode:o}"),
+                    error = %e,
+                    "the database file is readable or writable by others and could not be set to 0600"
+                ),
+            }
         }
     }
     #[cfg(not(unix))]

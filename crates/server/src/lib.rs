@@ -114,13 +114,20 @@ pub fn private_data_dir(config: &Config) -> anyhow::Result<()> {
         if let Ok(meta) = std::fs::metadata(&dir) {
             let mode = meta.permissions().mode() & 0o777;
             if meta.is_dir() && mode & 0o077 != 0 {
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-                    .with_context(|| format!("making {} private", dir.display()))?;
-                tracing::warn!(
-                    folder = %dir.display(),
-                    was = format!("{mode:o}"),
-                    "the data folder was open to others: set it to 0700"
-                );
+                // Not fatal when it fails (a folder of another owner): the warning says so.
+                match std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)) {
+                    Ok(()) => tracing::warn!(
+                        folder = %dir.display(),
+                        was = format!("{mode:o}"),
+                        "the data folder was open to others: set it to 0700"
+                    ),
+                    Err(e) => tracing::warn!(
+                        folder = %dir.display(),
+                        mode = format!("{mode:o}"),
+                        error = %e,
+                        "the data folder is open to others and could not be set to 0700"
+                    ),
+                }
             }
         }
     }
