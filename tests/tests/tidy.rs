@@ -374,3 +374,125 @@ fn every_configuration_variable_is_documented() {
         );
     }
 }
+
+/// The handler files converted to feature services (issue 30): the files
+/// `service_handlers_make_one_service_call_and_import_no_adapter` checks.
+const SERVICE_HANDLERS: [&str; 3] = ["guard/scan.rs", "admin/ai_keys.rs", "admin/diagnostics.rs"];
+
+/// The `pub async fn` handlers of a file, each with its text up to the closing brace at the
+/// start of a line.
+fn handler_fns(text: &str) -> Vec<(String, String)> {
+    text.split("pub async fn ")
+        .skip(1)
+        .map(|chunk| {
+            let name = chunk.split('(').next().unwrap().to_owned();
+            let end = chunk.find("\n}\n").map_or(chunk.len(), |i| i + 2);
+            (name, chunk[..end].to_owned())
+        })
+        .collect()
+}
+
+/// How many calls `module::function(` a text makes: `module::` (not the tail of a longer
+/// segment) followed by a lower-case identifier and an opening parenthesis (no turbofish:
+/// these calls use none).
+fn calls_into(text: &str, module: &str) -> usize {
+    let needle = format!("{module}::");
+    text.match_indices(&needle)
+        .filter(|(i, _)| {
+            let before = text[..*i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                return false;
+            }
+            let rest = &text[i + needle.len()..];
+            let ident: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            ident.chars().next().is_some_and(char::is_lowercase)
+                && rest[ident.len()..].starts_with('(')
+        })
+        .count()
+}
+
+/// Issue 30: a handler with a feature service is extract, one service call, map. Each file of
+/// [`SERVICE_HANDLERS`]:
+/// - imports exactly one feature module, `use gc_domain::services::<feature>`;
+/// - names no adapter crate (`gc_guard`, `gc_gateway`, `gc_persistence`, `gc_auth`), neither
+///   the domain's other feature modules (`admin`, `accounts`, `workspace_service`,
+///   `workspace_keys`, `runs`, `system`) nor its ports;
+/// - makes no storage trip of its own (`.db(`, `.read(`, `.with_hasher(`) and no gateway or
+///   scanner call (`gateways()`, `.executor`, `.probe(`, `check_reachable`,
+///   `admit_anonymous`), anywhere in the file;
+/// - and each of its `pub async fn` calls a function of `<feature>` exactly once, counted in
+///   the handler's text.
+///
+/// It reads text: a call made through a helper function of the same file is not counted (the
+/// bans above still hold for such a helper, since they apply to the whole file).
+#[test]
+fn service_handlers_make_one_service_call_and_import_no_adapter() {
+    let src = root().join("crates/http-api/src");
+    for rel in SERVICE_HANDLERS {
+        let text = std::fs::read_to_string(src.join(rel)).unwrap();
+        let features: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("use gc_domain::services::"))
+            .map(|rest| {
+                rest.chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            features.len(),
+            1,
+            "{rel} must import one feature service (use gc_domain::services::<feature>)"
+        );
+        let feature = &features[0];
+        for banned in [
+            "gc_guard",
+            "gc_gateway",
+            "gc_persistence",
+            "gc_auth",
+            "gc_domain::admin",
+            "gc_domain::accounts",
+            "gc_domain::workspace_service",
+            "gc_domain::workspace_keys",
+            "gc_domain::runs",
+            "gc_domain::system",
+            "gc_domain::ports",
+            ".db(",
+            ".read(",
+            ".with_hasher(",
+            "gateways()",
+            ".executor",
+            ".probe(",
+            "check_reachable",
+            "admit_anonymous",
+        ] {
+            assert!(!text.contains(banned), "{rel} contains `{banned}`");
+        }
+        let handlers = handler_fns(&text);
+        assert!(!handlers.is_empty(), "{rel} has no handler");
+        for (name, body) in handlers {
+            assert_eq!(
+                calls_into(&body, feature),
+                1,
+                "{rel}: {name} must make exactly one call into services::{feature}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_service_call_counter_counts_calls_only() {
+    let body =
+        "let a = ai_keys::create(x).await?;\nlet b: ai_keys::NewAiKey = y;\nmy_ai_keys::list(z);";
+    assert_eq!(calls_into(body, "ai_keys"), 1);
+    let two = format!("{body}\nai_keys::list(state.get_ref(), p, id).await?;");
+    assert_eq!(calls_into(&two, "ai_keys"), 2);
+    let fns = handler_fns("pub async fn a() {\n    x::f();\n}\n\npub async fn b() {\n}\n");
+    assert_eq!(fns.len(), 2);
+    assert_eq!(fns[0].0, "a");
+    assert_eq!(calls_into(&fns[0].1, "x"), 1);
+    assert_eq!(calls_into(&fns[1].1, "x"), 0);
+}

@@ -939,3 +939,139 @@ impl WorkspaceRepo for FakeWorkspace {
         Ok(())
     }
 }
+
+/// Storage work run at once on the fake (the services' `Storage` port).
+impl crate::services::Storage for Fake {
+    type Store = Fake;
+    fn run<T, F>(&self, work: F) -> impl std::future::Future<Output = DomainResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Fake) -> DomainResult<T> + Send + 'static,
+    {
+        std::future::ready(work(self))
+    }
+}
+
+/// Region gateways that answer from a table: `keys` maps a secret to its probe answer (a
+/// secret not listed is refused without a reason); a region absent from `gateways` has no
+/// gateway. Every key probe is recorded.
+#[derive(Default)]
+pub struct FakeProbe {
+    pub gateways: HashMap<crate::values::Region, crate::services::ai_keys::GatewayCheck>,
+    pub keys: HashMap<String, crate::services::ai_keys::KeyProbeAnswer>,
+    /// Every key probe: the region and the secret probed.
+    pub probed: Mutex<Vec<(crate::values::Region, String)>>,
+    /// Every gateway check, by region.
+    pub checked: Mutex<Vec<crate::values::Region>>,
+}
+
+impl crate::services::ai_keys::KeyProbe for FakeProbe {
+    fn probe_key(
+        &self,
+        region: crate::values::Region,
+        secret: &SecretString,
+    ) -> impl std::future::Future<Output = Option<crate::services::ai_keys::KeyProbeAnswer>> {
+        self.probed
+            .lock()
+            .unwrap()
+            .push((region, secret.expose().to_owned()));
+        std::future::ready(self.gateways.contains_key(&region).then(|| {
+            self.keys.get(secret.expose()).cloned().unwrap_or(
+                crate::services::ai_keys::KeyProbeAnswer {
+                    accepted: false,
+                    reason: None,
+                },
+            )
+        }))
+    }
+    fn check_gateway(
+        &self,
+        region: crate::values::Region,
+    ) -> impl std::future::Future<Output = Option<crate::services::ai_keys::GatewayCheck>> {
+        self.checked.lock().unwrap().push(region);
+        std::future::ready(self.gateways.get(&region).cloned())
+    }
+}
+
+/// A Guard whose scans report `verdict` with `findings` findings (the report is the summary
+/// itself); `allowance` anonymous scans are admitted, then each is told to wait 42 s. Every
+/// scan is recorded with its caller; a request whose mode is not `skill` is refused.
+pub struct FakeGuard {
+    pub allowance: Mutex<u32>,
+    pub verdict: &'static str,
+    pub findings: usize,
+    pub scans: Mutex<Vec<(crate::services::guard_scan::ScanCaller, String)>>,
+}
+
+impl Default for FakeGuard {
+    fn default() -> Self {
+        Self {
+            allowance: Mutex::new(1),
+            verdict: "pass",
+            findings: 0,
+            scans: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl crate::services::guard_scan::GuardScanner for FakeGuard {
+    type Report = crate::services::guard_scan::ScanSummary;
+    type Info = &'static str;
+    type Error = DomainError;
+    fn info(&self) -> &'static str {
+        "fake guard"
+    }
+    fn admit_anonymous(&self, _: std::net::IpAddr) -> Result<(), u64> {
+        let mut left = self.allowance.lock().unwrap();
+        if *left == 0 {
+            return Err(42);
+        }
+        *left -= 1;
+        Ok(())
+    }
+    fn scan(
+        &self,
+        caller: &crate::services::guard_scan::ScanCaller,
+        request: crate::services::guard_scan::ScanRequest,
+    ) -> impl std::future::Future<Output = Result<Self::Report, DomainError>> {
+        use crate::services::guard_scan::{ScanSummary, ScannedTarget};
+        let answer = if request.mode == "skill" {
+            self.scans
+                .lock()
+                .unwrap()
+                .push((caller.clone(), request.target.clone()));
+            Ok(ScanSummary {
+                verdict: self.verdict,
+                target: match request.target.strip_prefix("https://github.com/") {
+                    Some(path) => {
+                        let (owner, repo) = path.split_once('/').unwrap_or((path, ""));
+                        ScannedTarget::Repository {
+                            owner: owner.into(),
+                            repo: repo.into(),
+                        }
+                    }
+                    None => ScannedTarget::Content,
+                },
+                findings: self.findings,
+            })
+        } else {
+            Err(DomainError::invalid("mode", "only skill"))
+        };
+        std::future::ready(answer)
+    }
+    fn summary(report: &Self::Report) -> crate::services::guard_scan::ScanSummary {
+        report.clone()
+    }
+}
+
+/// A run sink that keeps every event (the services' activity lines).
+#[derive(Default)]
+pub struct FakeSink {
+    pub events: Mutex<Vec<crate::runs::RunEvent>>,
+}
+
+impl crate::runs::RunSink for FakeSink {
+    fn send(&self, event: crate::runs::RunEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+}

@@ -18,6 +18,7 @@ pub mod quota;
 pub mod records;
 pub mod runs;
 pub mod secret;
+pub mod services;
 pub mod system;
 pub mod usage;
 pub mod values;

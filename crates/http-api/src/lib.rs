@@ -4,6 +4,7 @@
 //! declared once in [`routes`]; the binary calls only [`configure`]. Storage work runs on
 //! the blocking pool through [`state::AppState::db`].
 
+pub mod adapters;
 pub mod admin;
 pub mod auth;
 pub mod cursor;

@@ -1,10 +1,12 @@
+//! `/admin/tenants/{id}/ai-keys`: a tenant's upstream keys. Each handler makes one call into
+//! `gc_domain::services::ai_keys`.
+
+use std::sync::Arc;
+
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::admin;
 use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
-use gc_domain::secret::SecretString;
-use gc_domain::values::Region;
-use gc_gateway::{KeyStatus, ProbeResult, RegionGateway, Secret};
+use gc_domain::services::ai_keys::{self, NewAiKey};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -66,39 +68,6 @@ pub struct CreateAiKeyBody {
     pub chat_enabled: Option<bool>,
 }
 
-/// The outcome of checking a key against its region's gateway.
-pub async fn check_key(
-    gateway: Option<&RegionGateway>,
-    region: Region,
-    secret: &SecretString,
-) -> (AiKeyStatus, Option<String>, ProbeResult) {
-    let Some(gateway) = gateway else {
-        let probe = ProbeResult {
-            reachable: false,
-            status_code: None,
-            latency_ms: 0,
-            outcome: KeyStatus::NotReady,
-            reason: Some(format!("the {} gateway is not configured", region.as_str())),
-        };
-        return (AiKeyStatus::NotReady, probe.reason.clone(), probe);
-    };
-    let probe = gateway.probe(&Secret::new(secret.expose())).await;
-    let status = match probe.outcome {
-        KeyStatus::Ready => AiKeyStatus::Ready,
-        KeyStatus::NotReady => AiKeyStatus::NotReady,
-    };
-    let reason = match status {
-        AiKeyStatus::Ready => None,
-        AiKeyStatus::NotReady => Some(
-            probe
-                .reason
-                .clone()
-                .unwrap_or_else(|| "the gateway did not accept the key".into()),
-        ),
-    };
-    (status, reason, probe)
-}
-
 /// Adds an upstream key to a tenant. It is checked against its region's gateway at once
 /// (`GET {base}/models`): `ready` when accepted, else `not_ready` with a reason.
 #[utoipa::path(post, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin", request_body = CreateAiKeyBody,
@@ -112,30 +81,22 @@ pub async fn create_ai_key(
     body: Body<CreateAiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.admin_scope()?;
-    let tenant_id = tenant_id.into_inner();
     let body = body.into_inner()?;
-    let sealer = state.sealer.clone();
-    let plan = state
-        .db(move |ports| {
-            admin::plan_ai_key(
-                ports,
-                sealer.as_ref(),
-                &p,
-                tenant_id,
-                &body.region,
-                &body.secret,
-                body.label.as_deref(),
-                body.chat_enabled.unwrap_or(true),
-                Utc::now(),
-            )
-        })
-        .await?;
-    let region = plan.region();
-    let (status, reason, _) =
-        check_key(state.gateways().region(region), region, plan.secret()).await;
-    let key = state
-        .db(move |ports| admin::store_ai_key(ports, plan, status, reason))
-        .await?;
+    let key = ai_keys::create(
+        state.get_ref(),
+        &state.probes(),
+        Arc::clone(&state.sealer),
+        p,
+        tenant_id.into_inner(),
+        NewAiKey {
+            region: body.region,
+            secret: body.secret,
+            label: body.label,
+            chat_enabled: body.chat_enabled,
+        },
+        Utc::now(),
+    )
+    .await?;
     Ok(HttpResponse::Created().json(AiKeyView::from(key)))
 }
 
@@ -149,10 +110,7 @@ pub async fn list_ai_keys(
     tenant_id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     p.admin_scope()?;
-    let tenant_id = tenant_id.into_inner();
-    let keys = state
-        .db(move |ports| admin::list_ai_keys(ports, &p, tenant_id))
-        .await?;
+    let keys = ai_keys::list(state.get_ref(), p, tenant_id.into_inner()).await?;
     Ok(HttpResponse::Ok().json(AiKeyList {
         data: keys.into_iter().map(AiKeyView::from).collect(),
     }))
@@ -169,8 +127,6 @@ pub async fn delete_ai_key(
 ) -> Result<HttpResponse, ApiError> {
     p.admin_scope()?;
     let (tenant_id, key_id) = path.into_inner();
-    state
-        .db(move |ports| admin::delete_ai_key(ports, &p, tenant_id, key_id))
-        .await?;
+    ai_keys::delete(state.get_ref(), p, tenant_id, key_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,13 +1,14 @@
+//! `POST /admin/ai-gateways/diagnostics`: one call into `gc_domain::services::diagnostics`.
+
+use std::sync::Arc;
+
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
-use gc_domain::admin;
-use gc_domain::gateway::AiKeyStatus;
-use gc_domain::values::Region;
+use gc_domain::services::diagnostics::{self, DiagnosisRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::ai_keys::check_key;
 use crate::error::ApiError;
 use crate::extract::{Auth, Body};
 use crate::state::AppState;
@@ -73,78 +74,41 @@ pub async fn diagnostics(
     } else {
         body.into_inner()?
     };
-    let only = body
-        .region
-        .as_deref()
-        .map(|r| Region::parse("region", r))
-        .transpose()?;
-    let regions: Vec<Region> = Region::ALL
-        .into_iter()
-        .filter(|r| only.is_none_or(|o| o == *r))
-        .collect();
-
-    let mut gateways = Vec::new();
-    for region in &regions {
-        let diagnosis = match state.gateways().region(*region) {
-            None => GatewayDiagnosis {
-                region: region.as_str(),
-                configured: false,
-                reachable: false,
-                status_code: None,
-                latency_ms: None,
-                error: Some("not configured".into()),
-            },
-            Some(gw) => {
-                let probe = gw.check_reachable().await;
-                GatewayDiagnosis {
-                    region: region.as_str(),
-                    configured: true,
-                    reachable: probe.reachable,
-                    status_code: probe.status_code,
-                    latency_ms: Some(probe.latency_ms),
-                    error: if probe.reachable { None } else { probe.reason },
-                }
-            }
-        };
-        gateways.push(diagnosis);
-    }
-
-    let tenant = body.tenant_id;
-    let sealer = state.sealer.clone();
-    let wanted = regions.clone();
-    let (scope, keys) = state
-        .db(move |ports| admin::keys_to_diagnose(ports, sealer.as_ref(), &p, tenant, &wanted))
-        .await?;
-    let mut results = Vec::with_capacity(keys.len());
-    for admin::KeyToCheck { key, secret } in keys {
-        let (status, reason) = match secret {
-            Some(secret) => {
-                let (s, r, _) =
-                    check_key(state.gateways().region(key.region), key.region, &secret).await;
-                (s, r)
-            }
-            None => (
-                AiKeyStatus::NotReady,
-                Some("the key cannot be decrypted with the current master key".to_owned()),
-            ),
-        };
-        results.push((key, status, reason));
-    }
-    let out = results
-        .iter()
-        .map(|(key, status, reason)| KeyDiagnosis {
-            id: key.id,
-            tenant_id: key.tenant_id,
-            region: key.region.as_str(),
-            status: status.as_str(),
-            status_reason: reason.clone(),
-        })
-        .collect();
-    state
-        .db(move |ports| admin::record_diagnosis(ports, &scope, &results, Utc::now()))
-        .await?;
+    let diagnosis = diagnostics::diagnose(
+        state.get_ref(),
+        &state.probes(),
+        Arc::clone(&state.sealer),
+        p,
+        DiagnosisRequest {
+            region: body.region,
+            tenant_id: body.tenant_id,
+        },
+        Utc::now(),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(Diagnostics {
-        gateways,
-        keys: out,
+        gateways: diagnosis
+            .gateways
+            .into_iter()
+            .map(|g| GatewayDiagnosis {
+                region: g.region.as_str(),
+                configured: g.configured,
+                reachable: g.reachable,
+                status_code: g.status_code,
+                latency_ms: g.latency_ms,
+                error: g.error,
+            })
+            .collect(),
+        keys: diagnosis
+            .keys
+            .into_iter()
+            .map(|k| KeyDiagnosis {
+                id: k.id,
+                tenant_id: k.tenant_id,
+                region: k.region.as_str(),
+                status: k.status.as_str(),
+                status_reason: k.status_reason,
+            })
+            .collect(),
     }))
 }

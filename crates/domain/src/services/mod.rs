@@ -1,0 +1,34 @@
+//! Feature services: one module per feature, one entry function per use case, each generic over
+//! the ports it needs. A handler extracts its input, calls one entry function and maps the
+//! answer; everything the feature decides (who may, in which share, what is recorded, which
+//! status a probe means) happens here.
+//!
+//! The ports these services add are declared beside them, narrow to what they use:
+//! [`Storage`] (storage work run off the caller's thread), [`ai_keys::KeyProbe`] (the region
+//! gateways' checks) and [`guard_scan::GuardScanner`] (the Guard's executor and its anonymous
+//! allowance). Activity lines go to the existing [`crate::runs::RunSink`].
+//!
+//! These services cover the Guard scan, tenant AI keys and the gateway diagnostics. The other
+//! routes call the feature functions in [`crate::admin`], [`crate::workspace_service`] and the
+//! like through the HTTP layer's `AppState::db`.
+
+use std::future::Future;
+
+use crate::error::DomainResult;
+
+pub mod ai_keys;
+pub mod diagnostics;
+pub mod guard_scan;
+
+/// Runs synchronous storage work (diesel is synchronous) where it may block: the HTTP layer
+/// runs it on its blocking pool, the tests' fakes at once. One call is one trip; the work gets
+/// the store as `Self::Store`.
+pub trait Storage {
+    /// The store the work is handed (`dyn Store` in the server).
+    type Store: ?Sized;
+    /// Runs `work`; a store that cannot run it now answers `Unavailable`.
+    fn run<T, F>(&self, work: F) -> impl Future<Output = DomainResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Self::Store) -> DomainResult<T> + Send + 'static;
+}
