@@ -97,6 +97,11 @@ fn every_annotated_handler_is_in_the_openapi_document() {
                 .nth(1)
                 .and_then(|rest| rest.split('(').next())
                 .expect("an annotated handler");
+            if name.starts_with('$') {
+                // A macro's template (`workspace::records::record_routes!`): the handlers it
+                // makes are held by `every_mounted_route_is_in_the_openapi_document`.
+                continue;
+            }
             let entry = format!("{module}::{name},");
             assert!(
                 openapi.contains(&entry),

@@ -58,6 +58,122 @@ pub struct RecordsVersion {
     pub version: i64,
 }
 
+/// Which record list a kept answer answers: the tenant, the kind, the parent (sources) and the
+/// page asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListKey {
+    pub tenant: Uuid,
+    pub kind: RecordKind,
+    pub parent: Option<Uuid>,
+    pub before: Option<Uuid>,
+    pub limit: u32,
+}
+
+/// The port of a node's kept answers to record lists (decision 0019). The rule of when a kept
+/// answer may be served is here ([`list_records_kept`]); the adapter only keeps answers within
+/// its bounds and hands back the one kept under exactly the version asked for.
+pub trait KeptLists {
+    /// A list's rendered answer (the HTTP adapter keeps the body's bytes).
+    type Answer: Clone;
+    /// The answer kept for `key` under exactly `version`, if any.
+    fn kept(&self, key: &ListKey, version: i64) -> Option<Self::Answer>;
+    /// Offers the answer to `key` read under `version`; the adapter may keep it or not.
+    fn offer(&self, key: ListKey, version: i64, answer: Self::Answer);
+}
+
+/// What a record list found: an answer kept under the tenant's current record version, or a
+/// page read now (to be rendered and offered back with [`Listed::answer`]).
+#[derive(Debug)]
+pub enum Listed<A> {
+    Kept(A),
+    Read(ReadList),
+}
+
+/// A page read under a record version, with the key it answers.
+#[derive(Debug)]
+pub struct ReadList {
+    page: Page<Record>,
+    key: ListKey,
+    version: i64,
+}
+
+impl<A> Listed<A> {
+    /// Whether a kept answer was found (no records read).
+    pub fn was_kept(&self) -> bool {
+        matches!(self, Self::Kept(_))
+    }
+
+    /// The answer: the kept one, or the page read, rendered now and offered to `lists`.
+    ///
+    /// Apart from [`list_records_kept`] because a read may run twice (`Fn` work that is
+    /// repeated on the blocking pool), and an offer counts: the second offer under one version
+    /// is the one kept. Rendering and offering happen once per request.
+    pub fn answer<K>(
+        self,
+        lists: &K,
+        render: impl FnOnce(Page<Record>) -> DomainResult<A>,
+    ) -> DomainResult<A>
+    where
+        K: KeptLists<Answer = A> + ?Sized,
+        A: Clone,
+    {
+        match self {
+            Self::Kept(answer) => Ok(answer),
+            Self::Read(ReadList { page, key, version }) => {
+                let answer = render(page)?;
+                lists.offer(key, version, answer.clone());
+                Ok(answer)
+            }
+        }
+    }
+}
+
+/// A page of the caller's records of `kind` (under `parent` for sources), served from `lists`
+/// while the tenant's records are unchanged since it was kept (decision 0019).
+///
+/// The caller's right to list comes first: a bad query (`page`'s own error, handed back as
+/// `Ok(Err(_))`) from a caller who may not list is still a refusal. The tenant's record
+/// version is read before the records, so a kept answer is never older than its version.
+pub fn list_records_kept<P, K, E>(
+    ports: &P,
+    lists: &K,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    page: &Result<PageRequest, E>,
+) -> DomainResult<Result<Listed<K::Answer>, E>>
+where
+    P: WorkspaceRepo + ?Sized,
+    K: KeptLists + ?Sized,
+    E: Clone,
+{
+    let page = match page {
+        Ok(page) => page,
+        Err(e) => {
+            return p
+                .read_scope(KeyScope::WorkspaceRead)
+                .map(|_| Err(e.clone()))
+        }
+    };
+    let at = records_version(ports, p)?;
+    let key = ListKey {
+        tenant: at.tenant_id,
+        kind,
+        parent,
+        before: page.before(),
+        limit: page.limit(),
+    };
+    if let Some(answer) = lists.kept(&key, at.version) {
+        return Ok(Ok(Listed::Kept(answer)));
+    }
+    let page = list_records(ports, p, kind, parent, page)?;
+    Ok(Ok(Listed::Read(ReadList {
+        page,
+        key,
+        version: at.version,
+    })))
+}
+
 /// Stores a new record from the client's fields (validated for `kind`).
 pub fn create_record<P: WorkspaceRepo + ?Sized>(
     ports: &P,
@@ -523,6 +639,71 @@ mod tests {
         let lines = ws.activity.lock().unwrap();
         assert_eq!(lines[1].action(), "skill.update");
         assert_eq!(lines[1].detail()["name"], "renamed");
+    }
+
+    /// Keeps every answer offered (the bounds are the adapter's; the rule is the service's).
+    #[derive(Default)]
+    struct KeepAll(std::sync::Mutex<std::collections::HashMap<ListKey, (i64, String)>>);
+
+    impl KeptLists for KeepAll {
+        type Answer = String;
+        fn kept(&self, key: &ListKey, version: i64) -> Option<String> {
+            match self.0.lock().unwrap().get(key) {
+                Some((v, answer)) if *v == version => Some(answer.clone()),
+                _ => None,
+            }
+        }
+        fn offer(&self, key: ListKey, version: i64, answer: String) {
+            self.0.lock().unwrap().insert(key, (version, answer));
+        }
+    }
+
+    #[test]
+    fn a_kept_list_is_served_only_while_the_tenants_records_are_unchanged() {
+        let (ws, lists) = (FakeWorkspace::default(), KeepAll::default());
+        let t = tenant(Status::Active);
+        let p = member_of(&t);
+        let page: Result<PageRequest, ()> = Ok(PageRequest::first());
+        let render = |page: Page<Record>| Ok(format!("{} records", page.items.len()));
+        let list = |kind| {
+            let listed = list_records_kept(&ws, &lists, &p, kind, None, &page)
+                .unwrap()
+                .unwrap();
+            let kept = listed.was_kept();
+            (kept, listed.answer(&lists, render).unwrap())
+        };
+        assert_eq!(list(RecordKind::Skill), (false, "0 records".to_owned()));
+        assert_eq!(list(RecordKind::Skill), (true, "0 records".to_owned()));
+        // Another kind is another list.
+        assert_eq!(
+            list(RecordKind::AgentDraft),
+            (false, "0 records".to_owned())
+        );
+        // A kept answer costs the version only: no records are read.
+        ws.calls.lock().unwrap().clear();
+        assert!(list(RecordKind::Skill).0);
+        assert_eq!(*ws.calls.lock().unwrap(), ["records_version"]);
+        // A write raises the version: the list is read again, then kept again.
+        create_record(&ws, &p, RecordKind::Skill, None, &skill(), Utc::now()).unwrap();
+        assert_eq!(list(RecordKind::Skill), (false, "1 records".to_owned()));
+        assert_eq!(list(RecordKind::Skill), (true, "1 records".to_owned()));
+        // Another tenant never sees this tenant's kept answer.
+        let other = member_of(&tenant(Status::Active));
+        let listed = list_records_kept(&ws, &lists, &other, RecordKind::Skill, None, &page);
+        assert!(!listed.unwrap().unwrap().was_kept());
+    }
+
+    #[test]
+    fn a_bad_list_query_is_answered_only_to_a_caller_who_may_list() {
+        let (ws, lists) = (FakeWorkspace::default(), KeepAll::default());
+        let t = tenant(Status::Active);
+        let bad: Result<PageRequest, &str> = Err("bad cursor");
+        let runner = keyed(&t, vec![KeyScope::Run]);
+        let refused = list_records_kept(&ws, &lists, &runner, RecordKind::Skill, None, &bad);
+        assert_eq!(refused.unwrap_err().code(), "insufficient_scope");
+        let allowed = list_records_kept(&ws, &lists, &member_of(&t), RecordKind::Skill, None, &bad);
+        assert_eq!(allowed.unwrap().unwrap_err(), "bad cursor");
+        assert!(ws.calls.lock().unwrap().is_empty());
     }
 
     #[test]

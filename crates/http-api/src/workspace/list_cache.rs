@@ -1,5 +1,5 @@
 //! Record lists kept per node and served again while the tenant's records are unchanged
-//! (decision 0019).
+//! (decision 0019): the adapter behind the domain's `KeptLists` port.
 //!
 //! A list's answer is a pure function of the tenant's records and the query. The database
 //! keeps one version per tenant that a trigger raises in the same transaction as every insert,
@@ -17,24 +17,14 @@
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use gc_domain::workspace::RecordKind;
+use gc_domain::workspace_service::KeptLists;
+pub use gc_domain::workspace_service::ListKey;
 use lru::LruCache;
-use uuid::Uuid;
 
 /// Most answers kept.
 pub const MAX_ENTRIES: usize = 512;
 /// Most bytes of bodies kept.
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
-
-/// Which list: the tenant, the kind, the parent (sources) and the page asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ListKey {
-    pub tenant: Uuid,
-    pub kind: RecordKind,
-    pub parent: Option<Uuid>,
-    pub before: Option<Uuid>,
-    pub limit: u32,
-}
 
 struct Kept {
     /// The tenant's record version read before the records of `body`.
@@ -133,9 +123,25 @@ impl ListCache {
     }
 }
 
+/// The adapter behind the domain's port: the domain decides when a kept answer may be served
+/// (`gc_domain::workspace_service::list_records_kept`); this keeps the bodies, bounded.
+impl KeptLists for ListCache {
+    type Answer = Bytes;
+
+    fn kept(&self, key: &ListKey, version: i64) -> Option<Bytes> {
+        self.get(key, version)
+    }
+
+    fn offer(&self, key: ListKey, version: i64, answer: Bytes) {
+        self.put(key, version, answer);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gc_domain::workspace::RecordKind;
+    use uuid::Uuid;
 
     fn key(tenant: u128, limit: u32) -> ListKey {
         ListKey {

@@ -1,7 +1,9 @@
-//! The shared core of the record routes: skills, memory collections, memory sources and
-//! drafts are one generic stored record (`RecordKind` + a JSON map of fields validated by
-//! `gc_domain::records`). The per-family modules hold the routes and their OpenAPI
-//! annotations and call into here.
+//! One generic resource for the stored records: skills, memory collections, memory sources and
+//! drafts are one stored record (`RecordKind` + a JSON map of fields validated by
+//! `gc_domain::records`). Here are the one implementation of list, get, create, patch and
+//! delete ([`list`] … [`delete`], generic over a [`RecordResource`]) and the
+//! [`record_routes!`] descriptor each kind's module (`skills`, `memory`, `sources`, `drafts`)
+//! invokes once with its paths, view and OpenAPI wording.
 //!
 //! A record's JSON is `{id, version, created_at, updated_at, created_by, ...fields}`, plus
 //! `collection_id` for memory sources. GET of one record sends `ETag: "<version>"`; PATCH
@@ -10,21 +12,18 @@
 use std::sync::Arc;
 
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use gc_domain::access::Principal;
-use gc_domain::page::Page;
 use gc_domain::workspace::{KeyScope, Record, RecordKind};
 use gc_domain::workspace_service as service;
-use gc_domain::ErrorCode;
+use gc_domain::{DomainError, DomainResult, ErrorCode};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::list_cache::ListKey;
 use crate::cursor::{self, ListQuery};
 use crate::error::ApiError;
-use crate::extract::{Caller, Query};
+use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
 
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
@@ -139,7 +138,7 @@ fn json_bytes(mut res: actix_web::HttpResponseBuilder, body: Vec<u8>) -> HttpRes
 }
 
 /// The body of a page of records: `{data, next_cursor}`.
-fn record_page(items: &[Record], next_cursor: Option<String>) -> Result<Vec<u8>, ApiError> {
+fn record_page(items: &[Record], next_cursor: Option<String>) -> DomainResult<Vec<u8>> {
     let size: usize = items.iter().map(|r| r.fields.as_str().len() + 224).sum();
     let mut out = Vec::with_capacity(size + 64);
     out.extend_from_slice(b"{\"data\":[");
@@ -151,7 +150,7 @@ fn record_page(items: &[Record], next_cursor: Option<String>) -> Result<Vec<u8>,
     }
     out.extend_from_slice(b"],\"next_cursor\":");
     serde_json::to_writer(&mut out, &next_cursor)
-        .map_err(|e| ApiError::from(gc_domain::DomainError::Internal(format!("cursor: {e}"))))?;
+        .map_err(|e| DomainError::Internal(format!("cursor: {e}")))?;
     out.push(b'}');
     Ok(out)
 }
@@ -193,81 +192,75 @@ fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpRespons
     json_bytes(res, body)
 }
 
-/// What a list read found: an answer this node kept, or a page read now.
-enum Listed {
-    Kept(Bytes),
-    Read {
-        page: Page<Record>,
-        key: ListKey,
-        version: i64,
-    },
+/// One stored record kind's routes: which kind, parent and record their paths name. The path
+/// is extracted before anything else, so a malformed id or an unknown draft kind is a 404
+/// answered before credentials are looked at.
+pub trait RecordResource: 'static {
+    /// The path parameters of the kind's list (`()` when there are none).
+    type Listing: FromRequest + 'static;
+    /// The path parameters of one record, its `{id}` last.
+    type One: FromRequest + 'static;
+    /// The kind and the parent a list path names.
+    fn listing(at: Self::Listing) -> (RecordKind, Option<Uuid>);
+    /// The kind, the parent and the id a record path names.
+    fn one(at: Self::One) -> (RecordKind, Option<Uuid>, Uuid);
 }
 
-/// A page of the caller's records of `kind` (under `parent` for memory sources).
+/// A kind stored at the top of the workspace: `/workspace/{kinds}` and `/{kinds}/{id}`, no
+/// parent (skills, memory collections).
+pub trait TopLevel: 'static {
+    const KIND: RecordKind;
+}
+
+impl<T: TopLevel> RecordResource for T {
+    type Listing = ();
+    type One = web::Path<Uuid>;
+
+    fn listing((): ()) -> (RecordKind, Option<Uuid>) {
+        (T::KIND, None)
+    }
+
+    fn one(id: web::Path<Uuid>) -> (RecordKind, Option<Uuid>, Uuid) {
+        (T::KIND, None, id.into_inner())
+    }
+}
+
+/// A page of the caller's records of the path's kind (under its parent for memory sources).
 ///
-/// Authenticates and reads the tenant's record version from the database on every request;
-/// while that version is the one an answer to the same query was kept under, the kept bytes
-/// are sent (decision 0019).
-pub async fn list(
+/// Authenticates and reads the tenant's record version on every request; the domain decides
+/// whether this node's kept answer may be sent instead of reading the page
+/// (`service::list_records_kept`, decision 0019).
+pub async fn list<R: RecordResource>(
     state: web::Data<AppState>,
+    at: R::Listing,
     caller: Caller,
-    kind: RecordKind,
-    parent: Option<Uuid>,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let (kind, parent) = R::listing(at);
     let page = query.into_inner().and_then(|q| q.page());
     let lists = Arc::clone(&state.lists);
-    // Credentials first: a bad query from a caller who may not list is still a refusal.
     let listed = caller
-        .read(&state, move |store, p| match &page {
-            Ok(page) => {
-                // The version before the records: a kept answer is never older than its
-                // version.
-                let at = service::records_version(store, p)?;
-                let key = ListKey {
-                    tenant: at.tenant_id,
-                    kind,
-                    parent,
-                    before: page.before(),
-                    limit: page.limit(),
-                };
-                if let Some(body) = lists.get(&key, at.version) {
-                    return Ok(Ok(Listed::Kept(body)));
-                }
-                service::list_records(store, p, kind, parent, page).map(|page| {
-                    Ok(Listed::Read {
-                        page,
-                        key,
-                        version: at.version,
-                    })
-                })
-            }
-            Err(e) => p
-                .read_scope(KeyScope::WorkspaceRead)
-                .map(|_| Err(e.clone())),
+        .read(&state, move |store, p| {
+            service::list_records_kept(store, lists.as_ref(), p, kind, parent, &page)
         })
         .await??;
-    state.metrics.record_list(matches!(listed, Listed::Kept(_)));
-    let body = match listed {
-        Listed::Kept(body) => body,
-        Listed::Read { page, key, version } => {
-            let body = Bytes::from(record_page(&page.items, page.next.map(cursor::encode))?);
-            state.lists.put(key, version, body.clone());
-            body
-        }
-    };
+    state.metrics.record_list(listed.was_kept());
+    let body = listed.answer(state.lists.as_ref(), |page| {
+        record_page(&page.items, page.next.map(cursor::encode)).map(Bytes::from)
+    })?;
     Ok(HttpResponse::Ok()
         .content_type(header::ContentType::json())
         .body(body))
 }
 
-pub async fn create(
+/// Stores a record of the path's kind (version 1).
+pub async fn create<R: RecordResource>(
     state: web::Data<AppState>,
-    p: Principal,
-    kind: RecordKind,
-    parent: Option<Uuid>,
+    at: R::Listing,
+    Auth(p): Auth,
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
+    let (kind, parent) = R::listing(at);
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let input = body.into_inner()?;
     let stored = state
@@ -276,28 +269,28 @@ pub async fn create(
     Ok(with_etag(HttpResponse::Created(), &stored))
 }
 
-pub async fn get(
+/// One record, with its version as `ETag`.
+pub async fn get<R: RecordResource>(
     state: web::Data<AppState>,
-    p: Principal,
-    kind: RecordKind,
-    parent: Option<Uuid>,
-    id: Uuid,
+    at: R::One,
+    Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
+    let (kind, parent, id) = R::one(at);
     let record = state
         .read(move |store| service::get_record(store, &p, kind, parent, id))
         .await?;
     Ok(with_etag(HttpResponse::Ok(), &record))
 }
 
-pub async fn patch(
+/// Changes some fields of a record; `If-Match: "<version>"` makes it conditional.
+pub async fn patch<R: RecordResource>(
     state: web::Data<AppState>,
     req: HttpRequest,
-    p: Principal,
-    kind: RecordKind,
-    parent: Option<Uuid>,
-    id: Uuid,
+    at: R::One,
+    Auth(p): Auth,
     body: Fields,
 ) -> Result<HttpResponse, ApiError> {
+    let (kind, parent, id) = R::one(at);
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
     let input = body.into_inner()?;
@@ -309,18 +302,135 @@ pub async fn patch(
     Ok(with_etag(HttpResponse::Ok(), &updated))
 }
 
-pub async fn delete(
+/// Deletes a record (a memory collection with its sources).
+pub async fn delete<R: RecordResource>(
     state: web::Data<AppState>,
-    p: Principal,
-    kind: RecordKind,
-    parent: Option<Uuid>,
-    id: Uuid,
+    at: R::One,
+    Auth(p): Auth,
 ) -> Result<HttpResponse, ApiError> {
+    let (kind, parent, id) = R::one(at);
     state
         .db(move |store| service::delete_record(store, &p, kind, parent, id, Utc::now()))
         .await?;
     Ok(HttpResponse::NoContent().finish())
 }
+
+/// One record kind's declaration: its view and page (the OpenAPI schemas: the JSON itself is
+/// written by `write_record`, metadata first, then the kind's fields) and its five routes,
+/// handlers that carry the kind's OpenAPI annotation (its paths, parameters and the answers
+/// peculiar to it) and call the one implementation above with the kind's [`RecordResource`].
+/// The route table mounts them and `openapi.rs` lists them by these names.
+///
+/// `parent` are the path parameters before `{id}`; `parent_missing` the 404 a missing parent
+/// answers (lists and creates); `list_answers` more answers of the list.
+macro_rules! record_routes {
+    (
+        resource: $resource:ty,
+        $(#[$view_doc:meta])* view: $view:ident { $($(#[$field_doc:meta])* $field:ident: $field_ty:ty),* $(,)? },
+        $(#[$page_doc:meta])* list_view: $list_view:ident,
+        paths: $list_path:tt, $item_path:tt,
+        parent: [$($parent:tt),*], parent_missing: [$($parent_missing:tt),*],
+        list_answers: [$($list_answer:tt),*],
+        body: $body_doc:tt, id: $id_doc:tt, missing: $missing:tt, deleted: $deleted:tt,
+        $list:ident: $list_doc:tt,
+        $create:ident: $create_doc:tt,
+        $get:ident: $get_doc:tt,
+        $patch:ident: $patch_doc:tt,
+        $delete:ident: $delete_doc:tt $(,)?
+    ) => {
+        $(#[$view_doc])*
+        #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+        pub struct $view {
+            pub id: Uuid,
+            pub version: i64,
+            pub created_at: chrono::DateTime<chrono::Utc>,
+            pub updated_at: chrono::DateTime<chrono::Utc>,
+            pub created_by: Uuid,
+            $($(#[$field_doc])* pub $field: $field_ty,)*
+        }
+
+        $(#[$page_doc])*
+        #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+        pub struct $list_view {
+            pub data: Vec<$view>,
+            pub next_cursor: Option<String>,
+        }
+
+        #[doc = $list_doc]
+        #[utoipa::path(get, path = $list_path, tag = "workspace",
+            params($($parent,)* ListQuery),
+            responses((status = 200, body = $list_view) $(, $parent_missing)* $(, $list_answer)*))]
+        pub async fn $list(
+            state: actix_web::web::Data<$crate::state::AppState>,
+            at: <$resource as $crate::workspace::records::RecordResource>::Listing,
+            caller: $crate::extract::Caller,
+            query: $crate::extract::Query<$crate::cursor::ListQuery>,
+        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+            $crate::workspace::records::list::<$resource>(state, at, caller, query).await
+        }
+
+        #[doc = $create_doc]
+        #[utoipa::path(post, path = $list_path, tag = "workspace",
+            request_body(content = Object, description = $body_doc),
+            params($($parent),*),
+            responses((status = 201, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
+                (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
+                $($parent_missing,)*
+                (status = 422, description = "validation_failed or unknown_field")))]
+        pub async fn $create(
+            state: actix_web::web::Data<$crate::state::AppState>,
+            at: <$resource as $crate::workspace::records::RecordResource>::Listing,
+            auth: $crate::extract::Auth,
+            body: $crate::workspace::records::Fields,
+        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+            $crate::workspace::records::create::<$resource>(state, at, auth, body).await
+        }
+
+        #[doc = $get_doc]
+        #[utoipa::path(get, path = $item_path, tag = "workspace",
+            params($($parent,)* ("id" = Uuid, Path, description = $id_doc)),
+            responses((status = 200, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
+                (status = 404, description = $missing)))]
+        pub async fn $get(
+            state: actix_web::web::Data<$crate::state::AppState>,
+            at: <$resource as $crate::workspace::records::RecordResource>::One,
+            auth: $crate::extract::Auth,
+        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+            $crate::workspace::records::get::<$resource>(state, at, auth).await
+        }
+
+        #[doc = $patch_doc]
+        #[utoipa::path(patch, path = $item_path, tag = "workspace",
+            request_body(content = Object, description = $body_doc),
+            params($($parent,)* ("id" = Uuid, Path, description = $id_doc),
+                ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
+            responses((status = 200, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
+                (status = 404, description = "not_found"), (status = 409, description = "version_conflict"),
+                (status = 422, description = "validation_failed or unknown_field")))]
+        pub async fn $patch(
+            state: actix_web::web::Data<$crate::state::AppState>,
+            req: actix_web::HttpRequest,
+            at: <$resource as $crate::workspace::records::RecordResource>::One,
+            auth: $crate::extract::Auth,
+            body: $crate::workspace::records::Fields,
+        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+            $crate::workspace::records::patch::<$resource>(state, req, at, auth, body).await
+        }
+
+        #[doc = $delete_doc]
+        #[utoipa::path(delete, path = $item_path, tag = "workspace",
+            params($($parent,)* ("id" = Uuid, Path, description = $id_doc)),
+            responses((status = 204, description = $deleted), (status = 404, description = "not_found")))]
+        pub async fn $delete(
+            state: actix_web::web::Data<$crate::state::AppState>,
+            at: <$resource as $crate::workspace::records::RecordResource>::One,
+            auth: $crate::extract::Auth,
+        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+            $crate::workspace::records::delete::<$resource>(state, at, auth).await
+        }
+    };
+}
+pub(crate) use record_routes;
 
 #[cfg(test)]
 mod tests {

@@ -1,104 +1,38 @@
 //! `/workspace/skills`: SKILL.md texts, stored and returned, never executed.
 
-use actix_web::{web, HttpRequest, HttpResponse};
-use chrono::{DateTime, Utc};
 use gc_domain::workspace::RecordKind;
-use serde::Serialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::records::{self, Fields};
+use super::records::{record_routes, TopLevel};
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
-use crate::extract::{Auth, Caller, Query};
-use crate::state::AppState;
 
-const KIND: RecordKind = RecordKind::Skill;
+/// The skill routes' resource.
+pub struct Skills;
 
-/// A stored skill.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Skill {
-    pub id: Uuid,
-    pub version: i64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub created_by: Uuid,
-    pub name: String,
-    pub description: String,
-    pub content: String,
-    pub tags: Vec<String>,
+impl TopLevel for Skills {
+    const KIND: RecordKind = RecordKind::Skill;
 }
 
-/// A page of skills.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SkillList {
-    pub data: Vec<Skill>,
-    pub next_cursor: Option<String>,
-}
-
-/// The tenant's skills, newest first.
-#[utoipa::path(get, path = "/api/v1/workspace/skills", tag = "workspace", params(ListQuery),
-    responses((status = 200, body = SkillList), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")))]
-pub async fn list_skills(
-    state: web::Data<AppState>,
-    caller: Caller,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
-    records::list(state, caller, KIND, None, query).await
-}
-
-/// Stores a skill (version 1).
-#[utoipa::path(post, path = "/api/v1/workspace/skills", tag = "workspace", request_body(content = Object, description = "The fields of a skill (schema generated from gc_domain::records)"),
-    responses((status = 201, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
-        (status = 422, description = "validation_failed or unknown_field")))]
-pub async fn create_skill(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Fields,
-) -> Result<HttpResponse, ApiError> {
-    records::create(state, p, KIND, None, body).await
-}
-
-/// One skill, with its version as `ETag`.
-#[utoipa::path(get, path = "/api/v1/workspace/skills/{id}", tag = "workspace",
-    params(("id" = Uuid, Path, description = "Skill id")),
-    responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 404, description = "not_found (also for another tenant's skill)")))]
-pub async fn get_skill(
-    state: web::Data<AppState>,
-    id: web::Path<Uuid>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
-    records::get(state, p, KIND, None, id.into_inner()).await
-}
-
-/// Changes some fields of a skill; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/skills/{id}", tag = "workspace", request_body(content = Object, description = "The fields of a skill (schema generated from gc_domain::records)"),
-    params(("id" = Uuid, Path, description = "Skill id"),
-        ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
-    responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 404, description = "not_found"), (status = 409, description = "version_conflict"),
-        (status = 422, description = "validation_failed or unknown_field")))]
-pub async fn patch_skill(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    id: web::Path<Uuid>,
-    Auth(p): Auth,
-    body: Fields,
-) -> Result<HttpResponse, ApiError> {
-    records::patch(state, req, p, KIND, None, id.into_inner(), body).await
-}
-
-/// Deletes a skill.
-#[utoipa::path(delete, path = "/api/v1/workspace/skills/{id}", tag = "workspace",
-    params(("id" = Uuid, Path, description = "Skill id")),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "not_found")))]
-pub async fn delete_skill(
-    state: web::Data<AppState>,
-    id: web::Path<Uuid>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
-    records::delete(state, p, KIND, None, id.into_inner()).await
+record_routes! {
+    resource: Skills,
+    /// A stored skill.
+    view: Skill {
+        name: String,
+        description: String,
+        content: String,
+        tags: Vec<String>,
+    },
+    /// A page of skills.
+    list_view: SkillList,
+    paths: "/api/v1/workspace/skills", "/api/v1/workspace/skills/{id}",
+    parent: [], parent_missing: [],
+    list_answers: [(status = 401, description = "unauthenticated"),
+        (status = 403, description = "insufficient_scope or a member refusal")],
+    body: "The fields of a skill (schema generated from gc_domain::records)",
+    id: "Skill id", missing: "not_found (also for another tenant's skill)", deleted: "Deleted",
+    list_skills: "The tenant's skills, newest first.",
+    create_skill: "Stores a skill (version 1).",
+    get_skill: "One skill, with its version as `ETag`.",
+    patch_skill: "Changes some fields of a skill; `If-Match: \"<version>\"` makes it conditional.",
+    delete_skill: "Deletes a skill.",
 }
