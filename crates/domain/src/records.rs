@@ -254,8 +254,8 @@ fn field_schema(ty: FieldType) -> Value {
     }
 }
 
-/// A schema that also accepts `null`.
-fn nullable(mut schema: Value) -> Value {
+/// A schema that also accepts `null` (a `type` of `[type, "null"]`, `null` among an `enum`).
+pub fn nullable(mut schema: Value) -> Value {
     if let Some(ty) = schema.get("type").and_then(Value::as_str) {
         schema["type"] = json!([ty, "null"]);
     }

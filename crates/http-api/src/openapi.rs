@@ -8,6 +8,7 @@
 //! operation's credentials, and the statuses each kind of route can answer whoever calls it
 //! (401 for bad credentials, 403 refusals, the body and query errors, 503).
 
+use gc_domain::records::nullable;
 use gc_domain::ErrorCode;
 use gc_domain::ErrorCode as C;
 use serde_json::{json, Map, Value};
@@ -383,16 +384,6 @@ fn password_schema() -> Value {
 
 fn one_of(values: &[&str]) -> Value {
     json!({"type": "string", "enum": values})
-}
-
-fn nullable(mut schema: Value) -> Value {
-    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
-        schema["type"] = json!([ty, "null"]);
-    }
-    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
-        values.push(Value::Null);
-    }
-    schema
 }
 
 fn uuid(nullable: bool) -> Value {
