@@ -37,7 +37,7 @@ fn policy(route: Route) -> Option<Policy> {
     let item = route.path.ends_with("{id}");
     let read = route.method == "GET";
     Some(match (route.method, route.path) {
-        (_, "/health" | "/openapi.json") => Public,
+        (_, "/health" | "/ready" | "/openapi.json") => Public,
         ("GET", "/guard/scan") => Public,
         ("POST", "/guard/scan") => PublicMaybeAuth,
         (_, "/auth/signup") | ("POST", "/auth/signin") => Public,

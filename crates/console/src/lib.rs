@@ -12,9 +12,12 @@
 //!   URL names one exact content and is cached as immutable; a request for another build (a
 //!   page loaded from an older node) gets the current file with `Cache-Control: no-cache`.
 //! - `GET /favicon.ico`: the icon.
-//! - [`page`] answers every other `GET` or `HEAD` outside `/api` with the HTML shell (the
-//!   client-side router shows the page, or its own "page not found"); the binary installs it as
-//!   the default service, so explicitly registered routes always win.
+//! - [`page`] answers `GET` or `HEAD` of the console's own pages with the HTML shell: `/` and
+//!   every path the client-side router knows (its `ROUTES` table in `assets/js/app.js`, read
+//!   from the embedded file, so the two cannot drift; a deep link reloads). The binary calls
+//!   it from its default service for the paths [`is_console_path`] accepts, so explicitly
+//!   registered routes always win; every other path is the API's JSON 404, never the page (a
+//!   load balancer probing `/healthz` must be able to fail).
 //!
 //! Every response carries [`CONTENT_SECURITY_POLICY`], `X-Content-Type-Options: nosniff`,
 //! `X-Frame-Options: DENY` and a same-origin referrer policy.
@@ -114,11 +117,57 @@ pub fn build_id() -> &'static str {
     &fingerprints().build
 }
 
-/// Whether a path belongs to the console (everything outside `/api`, and not `/metrics`).
+/// The client-side router's page patterns (`/memory/:id`), read once from the `ROUTES` table
+/// of the embedded `js/app.js`: each entry is a line `['/path', 'access', ...]` between
+/// `const ROUTES = [` and `].map(`.
+fn page_patterns() -> &'static [String] {
+    static CELL: OnceLock<Vec<String>> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let app = ASSETS
+            .iter()
+            .find(|a| a.path == "js/app.js")
+            .and_then(|a| std::str::from_utf8(a.body).ok())
+            .unwrap_or_default();
+        app.lines()
+            .skip_while(|l| !l.starts_with("const ROUTES = ["))
+            .skip(1)
+            .take_while(|l| !l.starts_with("]"))
+            .filter_map(|l| l.trim_start().strip_prefix("['"))
+            .filter_map(|l| l.split('\'').next())
+            .filter(|p| p.starts_with('/'))
+            .map(str::to_owned)
+            .collect()
+    })
+}
+
+/// Whether `path` matches a router pattern as the router's own regular expression does
+/// (`^pattern/?$`, a `:name` segment standing for one non-empty segment).
+fn matches_pattern(pattern: &str, path: &str) -> bool {
+    let path = if path.len() > 1 {
+        path.strip_suffix('/').unwrap_or(path)
+    } else {
+        path
+    };
+    if pattern == "/" {
+        return path == "/" || path == "//";
+    }
+    let mut want = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return true,
+            (Some(w), Some(g)) if w.starts_with(':') && !g.is_empty() => {}
+            (Some(w), Some(g)) if w == g => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Whether a path is one of the console's pages: `/` or a path the client-side router shows
+/// (so a reloaded deep link gets the shell). Everything else, `/api/**`, `/metrics`,
+/// `/healthz`, `/wp-login.php`, is not, and gets a 404.
 pub fn is_console_path(path: &str) -> bool {
-    // `/metrics` belongs to the service even when it is served elsewhere (`GC_METRICS_BIND`)
-    // or off: a scraper must get a 404, never the console's page.
-    !(path == "/api" || path.starts_with("/api/") || path == "/metrics")
+    page_patterns().iter().any(|p| matches_pattern(p, path))
 }
 
 /// Mounts the console's own routes: the assets and the icon.
@@ -269,13 +318,40 @@ mod tests {
     }
 
     #[test]
-    fn api_paths_are_not_console_paths() {
-        assert!(!is_console_path("/api"));
-        assert!(!is_console_path("/api/v1/nope"));
-        assert!(!is_console_path("/api/other"));
-        assert!(!is_console_path("/metrics"));
-        assert!(is_console_path("/"));
-        assert!(is_console_path("/skills"));
-        assert!(is_console_path("/apis"));
+    fn only_the_routers_pages_are_console_paths() {
+        let patterns = page_patterns();
+        for p in ["/", "/signin", "/skills", "/memory/:id", "/admin/tenants/:id", "/admin/users"] {
+            assert!(patterns.iter().any(|x| x == p), "{p} not read from app.js: {patterns:?}");
+        }
+        for path in [
+            "/",
+            "/signin",
+            "/skills",
+            "/skills/",
+            "/memory/0190f0f0-0000-7000-8000-000000000000",
+            "/drafts/agents",
+            "/admin",
+            "/admin/tenants/abc",
+            "/admin/diagnostics",
+        ] {
+            assert!(is_console_path(path), "{path}");
+        }
+        for path in [
+            "/api",
+            "/api/v1/nope",
+            "/api/other",
+            "/metrics",
+            "/apis",
+            "/healthz",
+            "/readyz",
+            "/nope.php",
+            "/index.html",
+            "/skills/x",
+            "/memory//",
+            "/admin/tenants/a/b",
+            "/no/such/page",
+        ] {
+            assert!(!is_console_path(path), "{path}");
+        }
     }
 }

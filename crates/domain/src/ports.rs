@@ -318,6 +318,13 @@ pub trait UsageRepo {
 pub trait HealthRepo {
     /// Answers when the database does.
     fn ping(&self) -> DomainResult<()>;
+
+    /// Answers when the database would take this node's work: it answers and accepts writes
+    /// (the readiness probe). Without a stronger check of its own, a store answers as
+    /// [`HealthRepo::ping`].
+    fn ready(&self) -> DomainResult<()> {
+        self.ping()
+    }
 }
 
 /// Read work run on a thread that serves connections, instead of the blocking pool (issue 14).

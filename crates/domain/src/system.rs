@@ -7,3 +7,8 @@ use crate::ports::HealthRepo;
 pub fn health<P: HealthRepo + ?Sized>(ports: &P) -> DomainResult<()> {
     ports.ping()
 }
+
+/// Answers when the storage would take this node's work: it answers and accepts writes.
+pub fn ready<P: HealthRepo + ?Sized>(ports: &P) -> DomainResult<()> {
+    ports.ready()
+}

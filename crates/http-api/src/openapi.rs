@@ -26,6 +26,7 @@ use crate::{admin, auth, gateway, guard, system, workspace};
     ),
     paths(
         system::health,
+        system::ready,
         system::openapi,
         auth::signup::signup_status,
         auth::signup::signup,
@@ -89,7 +90,7 @@ use crate::{admin, auth, gateway, guard, system, workspace};
         workspace::ai_access::get_guide,
     ),
     tags(
-        (name = "system", description = "Health and this document"),
+        (name = "system", description = "Probes (liveness, readiness) and this document"),
         (name = "auth", description = "Accounts, sign-in and sessions"),
         (name = "admin", description = "Tenants and users (platform admins)"),
         (name = "workspace", description = "The tenant's stored records"),
@@ -136,7 +137,9 @@ enum Access {
 
 fn access(method: &str, path: &str) -> Access {
     match (method, path) {
-        (_, "/health" | "/openapi.json" | "/auth/signup" | "/auth/signin") => Access::Public,
+        (_, "/health" | "/ready" | "/openapi.json" | "/auth/signup" | "/auth/signin") => {
+            Access::Public
+        }
         ("get", "/guard/scan") => Access::Public,
         (_, "/guard/scan") => Access::Guard,
         (_, "/auth/ip-admin") => Access::Admin,
@@ -843,7 +846,9 @@ fn contract(doc: &mut Value) {
             // Every error answer has the shared error body.
             if let Some(responses) = responses.as_object_mut() {
                 for (status, response) in responses.iter_mut() {
-                    let is_error = status.starts_with('4') || status.starts_with('5');
+                    // The readiness probe's 503 is its own body (`ReadyBody`), not an error.
+                    let is_error = (status.starts_with('4') || status.starts_with('5'))
+                        && !(path == "/ready" && status == "503");
                     if is_error {
                         response["content"] = json_content(error);
                         if matches!(status.as_str(), "429" | "503") {

@@ -45,6 +45,7 @@ macro_rules! route_table {
 
 route_table! { ROUTES, mount_api;
     "/health" => { GET system::health },
+    "/ready" => { GET system::ready },
     "/openapi.json" => { GET system::openapi },
 
     "/auth/signup" => { GET auth::signup::signup_status, POST auth::signup::signup },

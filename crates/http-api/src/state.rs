@@ -154,6 +154,8 @@ pub struct AppState {
     pub(crate) lists: Arc<ListCache>,
     /// Usage reports in flight, per tenant and in all (decision 0027).
     pub(crate) usage_gate: Arc<crate::workspace::usage_gate::UsageGate>,
+    /// The readiness probe's kept answer and its single check in flight.
+    pub(crate) readiness: Arc<crate::system::Readiness>,
 }
 
 impl AppState {
@@ -215,6 +217,7 @@ impl AppState {
             metrics,
             lists: Arc::new(ListCache::default()),
             usage_gate,
+            readiness: Arc::default(),
         }
     }
 

@@ -694,8 +694,7 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
                 .wrap(from_fn(gc_http_api::request_context))
                 .configure(move |cfg| gc_http_api::configure(cfg, data))
                 .configure(gc_console::config)
-                // Last, so every registered route wins: the console's pages outside `/api`,
-                // the API's JSON 404 inside it.
+                // Last, so every registered route wins: the console's pages, else the JSON 404.
                 .default_service(web::to(fallback));
             let app = actix_service::IntoServiceFactory::into_factory(app)
                 .map_err(|e: actix_web::Error| e.error_response());
@@ -748,8 +747,9 @@ fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     socket.listen(1024)?.into_std()
 }
 
-/// What answers a path no route claims: the console's HTML shell outside `/api`, the API's
-/// JSON 404 (written by the request-context middleware) inside it.
+/// What answers a path no route claims: the console's HTML shell for the console's own pages
+/// (`gc_console::is_console_path`), the API's JSON 404 (written by the request-context
+/// middleware) for every other path, under `/api` or not.
 async fn fallback(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
     if gc_console::is_console_path(req.path()) {
         gc_console::page(req).await

@@ -37,6 +37,17 @@ impl RunRecorder {
     pub fn depth(&self) -> usize {
         self.tx.max_capacity().saturating_sub(self.tx.capacity())
     }
+
+    /// Entries the queue holds at most.
+    pub fn capacity(&self) -> usize {
+        self.tx.max_capacity()
+    }
+
+    /// True once the writer has stopped (its end of the queue is gone): nothing sent is
+    /// written any more.
+    pub fn writer_stopped(&self) -> bool {
+        self.tx.is_closed()
+    }
 }
 
 impl RunSink for RunRecorder {

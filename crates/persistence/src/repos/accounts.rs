@@ -594,4 +594,32 @@ impl HealthRepo for DbStore {
         })?;
         Ok(())
     }
+
+    /// SQLite: takes the write lock and lets it go (`BEGIN IMMEDIATE` and an empty commit,
+    /// nothing written), so a file locked by another process is seen. PostgreSQL: one query
+    /// that also refuses a read-only server (a standby, `default_transaction_read_only`).
+    fn ready(&self) -> DomainResult<()> {
+        self.write_one(|conn| match conn {
+            DbConnection::Sqlite(c) => c
+                .immediate_transaction(|_| Ok::<_, DieselError>(()))
+                .map_err(|e| db_error("ready", e)),
+            DbConnection::Pg(c) => {
+                let read_only: String = diesel::select(diesel::dsl::sql::<
+                    diesel::sql_types::Text,
+                >(
+                    "current_setting('transaction_read_only')"
+                ))
+                .get_result(c)
+                .map_err(|e| db_error("ready", e))?;
+                if read_only == "off" {
+                    Ok(())
+                } else {
+                    tracing::warn!("the database is read-only");
+                    Err(DomainError::Unavailable {
+                        retry_after_secs: crate::store::RETRY_AFTER_SECS,
+                    })
+                }
+            }
+        })
+    }
 }
