@@ -320,8 +320,18 @@ mod tests {
     #[test]
     fn only_the_routers_pages_are_console_paths() {
         let patterns = page_patterns();
-        for p in ["/", "/signin", "/skills", "/memory/:id", "/admin/tenants/:id", "/admin/users"] {
-            assert!(patterns.iter().any(|x| x == p), "{p} not read from app.js: {patterns:?}");
+        for p in [
+            "/",
+            "/signin",
+            "/skills",
+            "/memory/:id",
+            "/admin/tenants/:id",
+            "/admin/users",
+        ] {
+            assert!(
+                patterns.iter().any(|x| x == p),
+                "{p} not read from app.js: {patterns:?}"
+            );
         }
         for path in [
             "/",

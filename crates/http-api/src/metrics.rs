@@ -1,4 +1,9 @@
-//! Prometheus metrics (`GET /metrics`, text format 0.0.4), every name starting with `gc_`.
+//! Prometheus metrics (`GET /metrics`), every name starting with `gc_`.
+//!
+//! The page comes in the format the scraper asks for (`Accept`): OpenMetrics 1.0.0
+//! (`application/openmetrics-text; version=1.0.0`, what Prometheus asks for first, ending in
+//! `# EOF`), else the classic text format 0.0.4 (`text/plain; version=0.0.4`, what `curl` and
+//! `promtool check metrics` read). The registry encodes OpenMetrics; [`classic`] rewrites it.
 //!
 //! Labels are bounded sets only: route templates (never raw paths), methods, statuses,
 //! regions, outcomes and refusal reasons. No tenant, member or key id is ever a label.
@@ -374,7 +379,7 @@ impl Metrics {
         }
     }
 
-    /// The page in Prometheus text format.
+    /// The page in the OpenMetrics text format (ending in `# EOF`).
     pub fn render(&self) -> String {
         if let Some(probe) = self.pool_probe.get() {
             let stats = probe();
@@ -397,12 +402,133 @@ impl Metrics {
     }
 }
 
-/// `GET /metrics`: the Prometheus page. Public and low-cardinality on the main listener, or
-/// on its own address (`GC_METRICS_BIND`); see `docs/decisions/0008-metrics.md`.
-pub async fn serve(state: web::Data<AppState>) -> HttpResponse {
+/// The OpenMetrics content type.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The classic Prometheus text format's content type.
+pub const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether an `Accept` header prefers OpenMetrics: an `application/openmetrics-text` range
+/// with a quality above zero and not below that of any `text/plain` or `*/*` range.
+pub fn wants_openmetrics(accept: &str) -> bool {
+    let mut open = 0.0_f32;
+    let mut classic = 0.0_f32;
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
+            .find_map(|v| v.parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match kind.as_str() {
+            "application/openmetrics-text" => open = open.max(q),
+            "text/plain" | "text/*" | "*/*" => classic = classic.max(q),
+            _ => {}
+        }
+    }
+    open > 0.0 && open >= classic
+}
+
+/// The classic text format 0.0.4 of an OpenMetrics page as the registry encodes it. A counter
+/// family `x` (samples `x_total`) is named `x_total` in its `# HELP` and `# TYPE` lines, as
+/// the classic parser looks families up by sample name; `x_created` samples, `# UNIT`
+/// lines, exemplars, timestamps and `# EOF` are left out; `unknown` is `untyped`; `info`
+/// families become gauges named `x_info`; gauge histograms and state sets, which the
+/// classic format lacks, become `untyped`. Nothing else changes: label and help escaping are
+/// the same in both formats.
+pub fn classic(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<(&str, &str)> = None;
+    // The family being written and the sample suffix its type drops (`_created` of counters).
+    let mut family = String::new();
+    let mut counter = false;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest.split_once(' ').unwrap_or((rest, "")));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (raw, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{raw}_total"), "counter"),
+                "gauge" | "histogram" | "summary" => (raw.to_owned(), kind),
+                "info" => (format!("{raw}_info"), "gauge"),
+                _ => (raw.to_owned(), "untyped"),
+            };
+            if let Some((_, text)) = help.take().filter(|(n, _)| *n == raw) {
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            counter = kind == "counter";
+            family = name;
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        // A sample: name, optional {labels}, value, then maybe a timestamp and an exemplar.
+        let labels_end = match line.find(['{', ' ']) {
+            Some(i) if line.as_bytes().get(i) == Some(&b'{') => label_set_end(line, i),
+            Some(i) => Some(i),
+            None => None,
+        };
+        let Some(head_end) = labels_end else { continue };
+        let (head, rest) = line.split_at(head_end);
+        let value = rest.split_whitespace().next().unwrap_or_default();
+        let name = head.split('{').next().unwrap_or_default();
+        if counter
+            && name
+                .strip_suffix("_created")
+                .is_some_and(|f| format!("{f}_total") == family)
+        {
+            continue;
+        }
+        out.push_str(head);
+        out.push(' ');
+        out.push_str(value);
+        out.push('\n');
+    }
+    out
+}
+
+/// The index just past the `}` closing the label set that opens at `open`, quotes and
+/// backslash escapes respected.
+fn label_set_end(line: &str, open: usize) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, b) in line.bytes().enumerate().skip(open) {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b'}' if !quoted => return Some(i + 1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `GET /metrics`: the Prometheus page, in OpenMetrics or the classic format as `Accept` asks.
+/// Public and low-cardinality on the main listener, or on its own address
+/// (`GC_METRICS_BIND`); see `docs/decisions/0008-metrics.md`.
+pub async fn serve(req: actix_web::HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let accept = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let page = state.metrics.render();
+    let (content_type, body) = if wants_openmetrics(accept) {
+        (OPENMETRICS, page)
+    } else {
+        (CLASSIC, classic(&page))
+    };
     HttpResponse::Ok()
-        .insert_header((CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"))
-        .body(state.metrics.render())
+        .insert_header((CONTENT_TYPE, content_type))
+        .insert_header((actix_web::http::header::VARY, "Accept"))
+        .body(body)
 }
 
 /// Mounts `GET /metrics` (for the main app and for a metrics-only listener).
@@ -419,6 +545,87 @@ mod tests {
 
     fn line<'a>(page: &'a str, series: &str) -> Option<&'a str> {
         page.lines().find(|l| l.starts_with(series))
+    }
+
+    #[test]
+    fn prometheus_asks_for_openmetrics_curl_gets_the_classic_format() {
+        // Prometheus 2.x and 3.x defaults.
+        assert!(wants_openmetrics("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"));
+        assert!(wants_openmetrics(
+            "application/openmetrics-text; version=1.0.0"
+        ));
+        assert!(!wants_openmetrics(""));
+        assert!(!wants_openmetrics("*/*"));
+        assert!(!wants_openmetrics("text/plain;version=0.0.4"));
+        assert!(!wants_openmetrics(
+            "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5"
+        ));
+        assert!(!wants_openmetrics("application/openmetrics-text;q=0"));
+    }
+
+    #[test]
+    fn the_classic_page_names_each_family_by_its_samples() {
+        let m = Metrics::new();
+        m.run_finished("AIHK", "ok", 3, 2);
+        m.run_latency("AIHK", "/run", 0.5, 0.001);
+        m.http_request("GET", "/api/v1/health".into(), 200);
+        let open = m.render();
+        assert!(open.ends_with("# EOF\n"), "{open}");
+        assert!(
+            open.contains("# TYPE gc_runs counter\ngc_runs_total{"),
+            "{open}"
+        );
+        let page = classic(&open);
+        assert!(
+            !page.contains("# EOF") && !page.contains("# UNIT"),
+            "{page}"
+        );
+        // Every sample belongs to the family its `# TYPE` line names (as the classic parser
+        // reads it: the name itself, or a histogram's _bucket/_sum/_count).
+        let mut family: Option<(String, String)> = None;
+        let mut help: Option<String> = None;
+        let mut families = 0;
+        for line in page.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                assert_eq!(help.take().as_deref(), Some(name), "# HELP before {line}");
+                family = Some((name.to_owned(), kind.to_owned()));
+                families += 1;
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                help = Some(rest.split(' ').next().unwrap().to_owned());
+                continue;
+            }
+            let (name, kind) = family.clone().unwrap_or_else(|| panic!("untyped: {line}"));
+            let sample = line.split(['{', ' ']).next().unwrap();
+            let ok = match kind.as_str() {
+                "histogram" => [
+                    name.clone() + "_bucket",
+                    name.clone() + "_sum",
+                    name.clone() + "_count",
+                ]
+                .contains(&sample.to_owned()),
+                _ => sample == name,
+            };
+            assert!(ok, "{sample} under # TYPE {name} {kind}");
+            assert!(
+                line.rsplit(' ').next().unwrap().parse::<f64>().is_ok(),
+                "{line}"
+            );
+        }
+        assert_eq!(families, open.matches("# TYPE ").count());
+        assert!(page.contains("# HELP gc_runs_total Runs"), "{page}");
+        assert!(
+            page.contains(
+                "# TYPE gc_runs_total counter\ngc_runs_total{region=\"AIHK\",outcome=\"ok\"} 1\n"
+            ),
+            "{page}"
+        );
+        // Exemplars, timestamps and _created go; label sets with braces and spaces stay whole.
+        let page = classic("# HELP a_seconds A.\n# TYPE a_seconds counter\n# UNIT a_seconds seconds\na_seconds_total{l=\"x} y\\\"\"} 1 123.5 # {id=\"1\"} 1.0\na_seconds_created 17.5\n# EOF\n");
+        assert_eq!(page, "# HELP a_seconds_total A.\n# TYPE a_seconds_total counter\na_seconds_total{l=\"x} y\\\"\"} 1\n");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub use readiness::{ReadyBody, Readiness};
+pub use readiness::{Readiness, ReadyBody};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthBody {

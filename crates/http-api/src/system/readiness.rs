@@ -122,12 +122,12 @@ impl Readiness {
         }
         let database = self.database(state).await;
         let run_records = run_records(&state.recorder);
-        let status = if database.status == DatabaseStatus::Ok && run_records.status == WriterStatus::Ok
-        {
-            ReadyStatus::Ready
-        } else {
-            ReadyStatus::NotReady
-        };
+        let status =
+            if database.status == DatabaseStatus::Ok && run_records.status == WriterStatus::Ok {
+                ReadyStatus::Ready
+            } else {
+                ReadyStatus::NotReady
+            };
         let body = ReadyBody {
             status,
             checked_at: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
@@ -162,7 +162,10 @@ impl Readiness {
                 message: None,
             },
             Ok(Err(e)) => {
-                tracing::warn!(code = e.code().as_str(), "readiness: the database check failed");
+                tracing::warn!(
+                    code = e.code().as_str(),
+                    "readiness: the database check failed"
+                );
                 DatabaseCheck {
                     status: DatabaseStatus::Failed,
                     latency_ms: None,
