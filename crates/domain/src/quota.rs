@@ -365,8 +365,10 @@ pub struct NodeQuotas {
 /// This process's unused share of a token window's count: reserved in the shared window by
 /// one of its reservations beyond that run's own tokens, and handed to its next runs of the
 /// window without a write. Unused tokens of a minute are lost with it; those of a month wait
-/// for the process's next runs (lost if it stops), so a lease is small: at most
-/// [`TOKEN_LEASE_RUNS`] runs' worth and an eighth of what the window had left.
+/// for the process's next runs (lost if it stops). A lease is for twice as many runs as the
+/// last one when that was taken less than [`LEASE_GROWTH_MS`] ago (else none: a quiet subject
+/// reserves exactly), at most [`TOKEN_LEASE_RUNS`] runs and an eighth of what the window had
+/// left, so small limits stay exact.
 #[derive(Debug, Clone, Copy)]
 struct TokenLease {
     start_ms: i64,
@@ -376,6 +378,8 @@ struct TokenLease {
     shared: u64,
     /// When this process last reserved in the window from the store.
     taken_ms: i64,
+    /// The runs the last lease was for (0: an exact reservation).
+    runs: u64,
 }
 
 impl TokenLease {
@@ -384,8 +388,9 @@ impl TokenLease {
     }
 }
 
-/// The most runs one token lease is for.
-pub const TOKEN_LEASE_RUNS: u64 = 63;
+/// The most runs one token lease is for (as [`MAX_LEASE`] for requests): at thousands of runs a
+/// second, a write every second or so.
+pub const TOKEN_LEASE_RUNS: u64 = MAX_LEASE;
 
 /// The completion allowance a run without `max_tokens` reserves unless configured.
 pub const DEFAULT_RESERVE_COMPLETION: u64 = 1024;
@@ -616,8 +621,9 @@ impl NodeQuotas {
                                     / LEASE_SHARE;
                                 // Whole runs of this size: a lease leaves no piece too
                                 // small for the next run stranded on this node.
-                                let runs = room.checked_div(tokens).unwrap_or(0);
-                                runs.min(TOKEN_LEASE_RUNS).saturating_mul(tokens)
+                                let fit = room.checked_div(tokens).unwrap_or(0);
+                                let grown = l.runs.saturating_mul(2).clamp(1, TOKEN_LEASE_RUNS);
+                                fit.min(grown).saturating_mul(tokens)
                             });
                         asks.push(TokenTake {
                             tokens: tokens.saturating_add(extra),
@@ -668,12 +674,14 @@ impl NodeQuotas {
             if !*from_lease {
                 if let Some((ask, grant)) = grants.next() {
                     let spare = ask.tokens.saturating_sub(tokens);
+                    let runs = spare.checked_div(tokens).unwrap_or(0);
                     let fresh = TokenLease {
                         start_ms: t.window.start_ms,
                         max: t.max,
                         left: spare,
                         shared: grant.count,
                         taken_ms: now_ms,
+                        runs,
                     };
                     held.entry(t.window.subject)
                         .and_modify(|l| {
@@ -681,6 +689,7 @@ impl NodeQuotas {
                                 l.left = l.left.saturating_add(spare);
                                 l.shared = l.shared.max(grant.count);
                                 l.taken_ms = now_ms;
+                                l.runs = runs;
                             } else {
                                 *l = fresh;
                             }
@@ -1451,11 +1460,11 @@ mod tests {
         let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         // The minute (100) has no room for a lease: exact. The month (1000) has: the second
-        // run reserved 30 and a lease of 120 (the whole runs of 30 in an eighth of the 970
-        // left), which served the third run and took back the refused fourth's month part.
+        // run reserved its 30 and a lease of one more run (leases start at one run and
+        // double), which served the third; the refused fourth counted nothing.
         assert_eq!(
             (tokens_in(&store, minute), tokens_in(&store, month)),
-            (90, 180)
+            (90, 90)
         );
         // A run of 10 still fits.
         assert!(admit_run(&store, &node, &scope, now, run_of(4, 6)).is_ok());
@@ -1509,13 +1518,14 @@ mod tests {
         for _ in 0..640 {
             admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
         }
-        // One exact reservation, then leases of 63 runs: about 640 / 64 writes, not 640.
+        // One exact reservation, then leases of 1, 2, 4, ... runs: about log2(640) writes.
         let writes = *store.quota_calls.lock().unwrap();
         assert!((2..=14).contains(&writes), "{writes}");
         let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
         for w in [minute, month] {
+            // What the last lease has left is under its size, which is under what was used.
             let n = tokens_in(&store, w);
-            assert!((640 * 30..=640 * 30 + 63 * 30).contains(&n), "{n}");
+            assert!((640 * 30..2 * 640 * 30).contains(&n), "{n}");
         }
         // Near a limit leases shrink to exact reservations (a lease is at most an eighth of
         // what is left): the limit is reached exactly, never passed.
