@@ -67,6 +67,11 @@ struct SourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     state: &'static str,
 }
@@ -92,6 +97,7 @@ pub struct Metrics {
     quota_refusals: Family<ReasonLabels, Counter>,
     guard_scans: Family<VerdictLabels, Counter>,
     db_pool: Family<PoolLabels, Gauge>,
+    readiness_checks: Family<ResultLabels, Counter>,
     /// Record lists answered from this node's kept answers and read from the database.
     lists_kept: Counter,
     lists_read: Counter,
@@ -225,6 +231,12 @@ impl Metrics {
             "Database pool connections by state (in_use, idle)",
             db_pool.clone(),
         );
+        let readiness_checks = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "gc_readiness_checks",
+            "Database checks of the readiness probe, by result (ok, timeout, failed; busy: the previous check was still waiting, none was started)",
+            readiness_checks.clone(),
+        );
         let lists = Family::<SourceLabels, Counter>::default();
         registry.register(
             "gc_record_lists",
@@ -253,6 +265,7 @@ impl Metrics {
             quota_refusals,
             guard_scans,
             db_pool,
+            readiness_checks,
             lists_kept,
             lists_read,
             run_queue_depth,
@@ -367,6 +380,13 @@ impl Metrics {
     pub fn guard_scan(&self, verdict: &'static str) {
         self.guard_scans
             .get_or_create(&VerdictLabels { verdict })
+            .inc();
+    }
+
+    /// One database check of the readiness probe: `ok`, `timeout`, `failed` or `busy`.
+    pub fn readiness_check(&self, result: &'static str) {
+        self.readiness_checks
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 

@@ -143,6 +143,7 @@ impl Readiness {
 
     async fn database(&self, state: &AppState) -> DatabaseCheck {
         if self.pending.swap(true, Ordering::SeqCst) {
+            state.metrics.readiness_check("busy");
             return DatabaseCheck {
                 status: DatabaseStatus::Timeout,
                 latency_ms: None,
@@ -155,7 +156,13 @@ impl Readiness {
             let _done = done;
             gc_domain::system::ready(store)
         });
-        match tokio::time::timeout(DATABASE_TIMEOUT, work).await {
+        let check = tokio::time::timeout(DATABASE_TIMEOUT, work).await;
+        state.metrics.readiness_check(match &check {
+            Ok(Ok(())) => "ok",
+            Ok(Err(_)) => "failed",
+            Err(_) => "timeout",
+        });
+        match check {
             Ok(Ok(())) => DatabaseCheck {
                 status: DatabaseStatus::Ok,
                 latency_ms: Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
