@@ -1819,6 +1819,21 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         db.store.window_tokens(&[month]).unwrap(),
         vec![159 * 160 / 2]
     );
+    // A batch written again after an attempt whose answer was lost (decision 0024): the
+    // writer's retry finds it stored and writes nothing twice; a plain write would fail on
+    // the lines' ids, and so would the whole batch for ever.
+    assert!(db.store.record_runs(&lines[80..], &activities[80..]).is_err());
+    db.store
+        .record_runs_again(&lines[80..], &activities[80..])
+        .unwrap();
+    db.store.record_runs_again(&lines[..80], &[]).unwrap();
+    assert_eq!(
+        db.store.window_tokens(&[month]).unwrap(),
+        vec![159 * 160 / 2]
+    );
+    let page = db.store.tenant_usage(&m.read, &query).unwrap();
+    let requests: u64 = page.items.iter().map(|l| l.requests).sum();
+    assert_eq!(requests, 159);
 }
 
 /// The tenant as a request reads it now (with its AI-key version), moved to `region`.
