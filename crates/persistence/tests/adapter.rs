@@ -1822,7 +1822,10 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     // A batch written again after an attempt whose answer was lost (decision 0024): the
     // writer's retry finds it stored and writes nothing twice; a plain write would fail on
     // the lines' ids, and so would the whole batch for ever.
-    assert!(db.store.record_runs(&lines[80..], &activities[80..]).is_err());
+    assert!(db
+        .store
+        .record_runs(&lines[80..], &activities[80..])
+        .is_err());
     db.store
         .record_runs_again(&lines[80..], &activities[80..])
         .unwrap();
