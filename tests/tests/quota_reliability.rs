@@ -305,3 +305,73 @@ quota_tests! {
         assert_eq!(completion, 12 * admitted, "{}", r.text);
     }
 }
+
+/// The run writer never drops a batch (decision 0024): on PostgreSQL, a batch that waits on a
+/// locked table when its connection is killed (as when the database restarts) is written
+/// again once the database answers, exactly once. Before, the failed batch was logged and
+/// dropped: none of these runs was ever recorded.
+#[actix_web::test]
+async fn a_batch_whose_connection_dies_is_written_again_once() {
+    use diesel::{Connection, RunQueryDsl};
+    let Some(s) = setup(Backend::Postgres, "writer_retry").await else {
+        return;
+    };
+    let url = s.app.config.database_url.clone();
+    let mut lock = diesel::PgConnection::establish(&url).unwrap();
+    diesel::sql_query("BEGIN").execute(&mut lock).unwrap();
+    diesel::sql_query("LOCK TABLE run_usage IN EXCLUSIVE MODE")
+        .execute(&mut lock)
+        .unwrap();
+    for _ in 0..10 {
+        let r = s.member.post("/run", chat()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    // The writer's batch now waits on the lock: kill every other connection to the database.
+    let waiting = || {
+        diesel::sql_query(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
+        )
+    };
+    #[derive(diesel::QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        #[allow(dead_code)]
+        pid: i32,
+    }
+    let mut seen = false;
+    for _ in 0..100 {
+        if !waiting().load::<Pid>(&mut lock).unwrap().is_empty() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen, "the writer's batch waits on the lock");
+    diesel::sql_query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&mut lock)
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    diesel::sql_query("COMMIT").execute(&mut lock).unwrap();
+    let recorded = async || {
+        let r = s.member.get("/workspace/usage").await;
+        if r.status != 200 {
+            return 0;
+        }
+        r.body["data"]
+            .as_array()
+            .map(|rows| rows.iter().filter_map(|d| d["requests"].as_u64()).sum())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(async || recorded().await == 10).await,
+        "{}",
+        recorded().await
+    );
+    // And only once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(recorded().await, 10);
+}
