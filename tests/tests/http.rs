@@ -148,13 +148,22 @@ async fn an_exhausted_pool_answers_503_with_retry_after_not_a_hang() {
     let url = format!("http://{}/api/v1/health", running.addr);
     let client = reqwest::Client::new();
     assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
-    // Hold the only connection: the pool cannot hand one out within its time-out.
+    // Hold the only connection: the pool cannot hand one out within its time-out. Work that
+    // needs the database (a sign-up) is refused; liveness, which does not ask it, still answers.
     let held = store.hold_connection().unwrap();
-    let r = read(client.get(&url).send().await.unwrap()).await;
+    let signup = |email: &str| {
+        client
+            .post(url.replace("/health", "/auth/signup"))
+            .header("origin", ORIGIN)
+            .json(&json!({"email": email, "password": "a-fine-long-password-9", "name": "Pat"}))
+            .send()
+    };
+    let r = read(signup("pat@example.com").await.unwrap()).await;
     assert_error(&r, 503, "service_unavailable");
     assert!(r.header("retry-after").is_some());
-    drop(held);
     assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    drop(held);
+    assert_eq!(read(signup("pat2@example.com").await.unwrap()).await.status, 201);
     running.handle.stop(false).await;
     drop(db);
 }
