@@ -239,7 +239,7 @@ fn run_inner(
         OutputFormat::Sarif => {
             let report = ScanReport {
                 findings: result.findings.clone(),
-                stats: result.stats,
+                stats: result.stats.clone(),
             };
             let sarif = crate::sarif::to_sarif(&report, &result.target);
             serde_json::to_writer_pretty(&mut *out, &sarif).map_err(io::Error::other)?;
@@ -383,6 +383,7 @@ fn write_text(result: &ScanResult, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "    {}", f.excerpt)?;
         }
     }
+    write_inventory(&result.inventory, out)?;
     let s = &result.stats;
     let incomplete = result
         .findings
@@ -406,6 +407,36 @@ fn write_text(result: &ScanResult, out: &mut dyn Write) -> io::Result<()> {
         s.bytes_scanned,
         s.duration_ms
     )
+}
+
+/// The short "Capabilities" section: per list, its items with where they sit and whether
+/// that file runs, runs at install time or is only carried.
+fn write_inventory(inv: &crate::model::Inventory, out: &mut dyn Write) -> io::Result<()> {
+    if inv.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Capabilities:")?;
+    for (name, items) in inv.lists() {
+        if items.is_empty() {
+            continue;
+        }
+        writeln!(out, "  {name}:")?;
+        for c in items.iter().take(8) {
+            writeln!(
+                out,
+                "    [{}] {} ({}:{}): {}",
+                c.role.as_str(),
+                c.what,
+                c.path.as_deref().unwrap_or("<stdin>"),
+                c.line,
+                c.detail
+            )?;
+        }
+        if items.len() > 8 {
+            writeln!(out, "    … and {} more", items.len() - 8)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -683,6 +683,16 @@ pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
     if path.ends_with(".pub") || path.ends_with("known_hosts") || path.ends_with("config.example") {
         return Outcome::Drop;
     }
+    // `cat >> ~/.ssh/config <<EOF`: a write into the SSH client's configuration, not a read.
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let matched = ctx.matched();
+    let written = matched.contains('>')
+        || matched.contains("tee ")
+        || before.trim_end().ends_with('>')
+        || before.contains("tee ");
+    if written && path.ends_with("config") {
+        return Outcome::Adjust(Severity::Low);
+    }
     credential_file(ctx)
 }
 
@@ -957,8 +967,17 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
         let rest = rest.split(')').next().unwrap_or(rest);
         m.push_str(&rest.to_ascii_lowercase());
     }
+    if installer_url(&m) {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Whether the one URL of lowercase text `m` is a well-known vendor installer.
+pub(crate) fn installer_url(m: &str) -> bool {
     let Some(i) = m.find("https://") else {
-        return Outcome::Keep;
+        return false;
     };
     let rest = m.get(i + "https://".len()..).unwrap_or("");
     let url_end = rest
@@ -967,7 +986,7 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
     let url = rest.get(..url_end).unwrap_or("");
     // Only one URL may be involved, or the installer could front for another download.
     if rest.get(url_end..).is_some_and(|r| r.contains("://")) {
-        return Outcome::Keep;
+        return false;
     }
     let host_end = url.find(['/', ':', '?', '#']).unwrap_or(url.len());
     let host = url.get(..host_end).unwrap_or("");
@@ -978,11 +997,7 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
             host == *k || host.ends_with(&format!(".{k}"))
         }
     });
-    if known || github_release_installer(url) || github_repository_installer(url) {
-        Outcome::Adjust(Severity::Low)
-    } else {
-        Outcome::Keep
-    }
+    known || github_release_installer(url) || github_repository_installer(url)
 }
 
 /// Words a URL template names its resource with (`{owner}/{repo}/pull/{number}`,

@@ -15,7 +15,12 @@
 //! - [`coverage`]: what a scan could not read whole (over-size files, files past the count
 //!   limit, executables, archives, binaries, encodings) is reported as `scan.incomplete`, so
 //!   such a verdict is never `pass`; `partial` reads over-size files in part, streamed.
+//! - `capabilities`: the skill's capability inventory (what it executes, reads, sends,
+//!   downloads, persists, which supply chain it changes; whether each file runs or is only
+//!   carried), verdicts from combinations across files (`combo.*`), and findings in carried
+//!   files weighed one step lower.
 
+mod capabilities;
 mod checks;
 pub mod cli;
 mod context;
@@ -39,8 +44,8 @@ pub mod executor;
 pub mod fetch;
 
 pub use model::{
-    Category, Finding, GuardInfo, Limits, RuleSummary, ScanReport, ScanResult, ScanStats, Severity,
-    TargetInfo, Verdict,
+    Capability, Category, Finding, GuardInfo, Inventory, Limits, Role, RuleSummary, ScanReport,
+    ScanResult, ScanStats, Severity, TargetInfo, Verdict,
 };
 pub use scanner::{is_binary, FilesScan, RuleError, Scanner, MAX_PER_RULE_PER_SCAN, MAX_PER_SCAN};
 pub use target::{parse_target, valid_owner, valid_repo, Target, TargetError};
@@ -69,6 +74,8 @@ pub fn guard_info() -> GuardInfo {
     }
 }
 
+#[cfg(test)]
+mod capability_tests;
 #[cfg(test)]
 mod category_tests;
 #[cfg(test)]

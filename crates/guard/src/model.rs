@@ -91,6 +91,7 @@ pub enum Category {
     Miner,
     SuspiciousUrl,
     ResourceAbuse,
+    SupplyChain,
     Skill,
     Coverage,
 }
@@ -115,6 +116,7 @@ impl Category {
             Category::Miner => "miner",
             Category::SuspiciousUrl => "suspicious_url",
             Category::ResourceAbuse => "resource_abuse",
+            Category::SupplyChain => "supply_chain",
             Category::Skill => "skill",
             Category::Coverage => "coverage",
         }
@@ -138,8 +140,78 @@ pub struct Finding {
     pub excerpt: String,
 }
 
+/// Whether a capability sits in code that runs at install time, in code that runs when the
+/// skill is used, or in a file the skill only carries (tests, documentation, CI, locale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Install,
+    Runs,
+    Carried,
+}
+
+impl Role {
+    /// The lowercase name used in JSON and the text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Install => "install",
+            Role::Runs => "runs",
+            Role::Carried => "carried",
+        }
+    }
+}
+
+/// One item of the capability inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    /// What it does ("downloads", "pipes into an interpreter", "npm postinstall hook").
+    pub what: String,
+    /// The line (shortened, secrets redacted).
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub line: u32,
+    pub role: Role,
+    /// Why the file runs or is carried.
+    pub why: String,
+}
+
+/// What a skill can do, from every file (see `capabilities`): what it executes, what
+/// sensitive data it reads, where it sends data, what it downloads, what it persists and what
+/// supply chain it changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Inventory {
+    pub executes: Vec<Capability>,
+    pub reads: Vec<Capability>,
+    pub sends: Vec<Capability>,
+    pub downloads: Vec<Capability>,
+    pub persists: Vec<Capability>,
+    pub supply_chain: Vec<Capability>,
+    /// Some items were left out (at most 40 per list).
+    pub truncated: bool,
+}
+
+impl Inventory {
+    /// Every list with its JSON name.
+    pub fn lists(&self) -> [(&'static str, &[Capability]); 6] {
+        [
+            ("executes", &self.executes),
+            ("reads", &self.reads),
+            ("sends", &self.sends),
+            ("downloads", &self.downloads),
+            ("persists", &self.persists),
+            ("supply_chain", &self.supply_chain),
+        ]
+    }
+
+    /// No capability found.
+    pub fn is_empty(&self) -> bool {
+        self.lists().iter().all(|(_, l)| l.is_empty())
+    }
+}
+
 /// Counters of one scan (`stats` in the contract).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ScanStats {
     pub files_scanned: u64,
     pub files_skipped: u64,
@@ -148,6 +220,11 @@ pub struct ScanStats {
     /// Findings left out by the caps (per rule and per file, per rule and in total per scan),
     /// so an answer stays small.
     pub findings_truncated: u64,
+    /// The capability inventory of the scan. It rides with the counters so that a report
+    /// rebuilt from a result's `findings` and `stats` keeps it; [`ScanResult`] shows it as the
+    /// top-level `inventory`.
+    #[serde(skip)]
+    pub inventory: Inventory,
 }
 
 /// Findings and counters of a scan over one text or a set of files.
@@ -186,6 +263,8 @@ pub struct ScanResult {
     pub target: TargetInfo,
     pub findings: Vec<Finding>,
     pub stats: ScanStats,
+    /// What the skill can do (see [`Inventory`]).
+    pub inventory: Inventory,
 }
 
 impl ScanResult {
@@ -196,6 +275,7 @@ impl ScanResult {
             mode: crate::MODE_SKILL,
             target,
             findings: report.findings,
+            inventory: report.stats.inventory.clone(),
             stats: report.stats,
         }
     }

@@ -116,6 +116,7 @@ pub fn to_sarif(report: &ScanReport, target: &TargetInfo) -> Value {
                 "mode": crate::MODE_SKILL,
                 "target": target,
                 "stats": report.stats,
+                "inventory": report.stats.inventory,
             },
         }],
     })

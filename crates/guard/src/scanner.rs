@@ -5,6 +5,7 @@
 //! one of its keywords occurred. Native checks self-gate (the Unicode checks run only on
 //! non-ASCII text). Nothing here panics on any input: all slicing is checked.
 
+use crate::capabilities;
 use crate::checks;
 use crate::context;
 use crate::coverage::{
@@ -201,6 +202,32 @@ impl Scanner {
         self.ids.get(id).copied()
     }
 
+    /// Adds the capability facts of one text to `into` (excerpts shortened and redacted as
+    /// findings' are).
+    pub(crate) fn capabilities(
+        &self,
+        path: Option<&str>,
+        text: &str,
+        into: &mut capabilities::Collector,
+    ) {
+        let excerpt = |line: &str| -> String {
+            let t = line.trim();
+            let end = ceil_boundary(t, 160.min(t.len()));
+            let mut s = t.get(..end).unwrap_or("").to_string();
+            if end < t.len() {
+                s.push('…');
+            }
+            let visible = checks::make_visible(&s);
+            self.aux
+                .redact
+                .replace_all(&visible, |c: &regex::Captures<'_>| {
+                    redacted(c.get(0).map_or("", |m| m.as_str()))
+                })
+                .into_owned()
+        };
+        capabilities::extract(path, text, &excerpt, &mut into.facts, &mut into.referenced);
+    }
+
     /// The default severity of a rule.
     pub(crate) fn rule_severity(&self, rule: usize) -> Severity {
         self.rules
@@ -305,6 +332,7 @@ impl Scanner {
             past_budget_named: PAST_COUNT_BUDGET_NAMED,
             past_budget_other: PAST_COUNT_BUDGET_OTHER,
             windows_left: crate::partial::MAX_WINDOWS_PER_SCAN,
+            capabilities: capabilities::Collector::default(),
         }
     }
 
@@ -347,6 +375,11 @@ impl Scanner {
             report.stats.bytes_scanned = text.len() as u64;
             report.stats.findings_truncated = truncated;
             keep_within_scan_caps(&mut report, &mut per_rule, findings);
+            let mut collector = capabilities::Collector::default();
+            self.capabilities(None, text, &mut collector);
+            let (inventory, combos) = collector.finish();
+            report.stats.inventory = inventory;
+            keep_within_scan_caps(&mut report, &mut per_rule, combos);
         }
         report.stats.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         report
@@ -662,6 +695,8 @@ pub struct FilesScan<'a> {
     past_budget_other: u64,
     /// Indicator lines the partial scans of this scan may still scan with every rule.
     windows_left: usize,
+    /// Capability facts of the files read whole.
+    capabilities: capabilities::Collector,
 }
 
 impl FilesScan<'_> {
@@ -753,7 +788,10 @@ impl FilesScan<'_> {
         };
         self.report.stats.files_scanned += 1;
         self.report.stats.bytes_scanned += bytes.len() as u64;
-        let (findings, truncated) = self.scanner.scan_text_counted(Some(path), &text);
+        let (mut findings, truncated) = self.scanner.scan_text_counted(Some(path), &text);
+        capabilities::weigh(Some(path), &mut findings);
+        self.scanner
+            .capabilities(Some(path), &text, &mut self.capabilities);
         self.report.stats.findings_truncated += truncated;
         keep_within_scan_caps(&mut self.report, &mut self.per_rule, findings);
     }
@@ -879,6 +917,9 @@ impl FilesScan<'_> {
 
     /// The report, with the scan's duration; `scan.incomplete` findings come first.
     pub fn finish(mut self) -> ScanReport {
+        let (inventory, combos) = std::mem::take(&mut self.capabilities).finish();
+        self.report.stats.inventory = inventory;
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, combos);
         let mut findings = self.coverage.findings(&self.limits);
         findings.append(&mut self.report.findings);
         self.report.findings = findings;

@@ -450,7 +450,8 @@ fn each_rule_has_positive_and_negative_cases() {
             assert!(
                 r.id.starts_with("skill.")
                     || r.id == "file.executable-binary"
-                    || r.id == "scan.incomplete",
+                    || r.id == "scan.incomplete"
+                    || r.id.starts_with("combo."),
                 "no cases for {}",
                 r.id
             );

@@ -1,0 +1,1732 @@
+//! The capability inventory of a skill, and verdicts from combinations (issue 29).
+//!
+//! Every text file of a skill is read for *capability facts*: what it executes, what
+//! sensitive data it reads, where it sends data, what it downloads, what it persists and what
+//! supply chain it changes. Each fact knows whether its file **runs** (SKILL.md, scripts,
+//! install hooks, entry points) or is only **carried** (tests, fixtures, documentation, CI
+//! configuration, locale data, container builds). Manifests are parsed: a `package.json`'s
+//! install scripts (`preinstall`, `install`, `postinstall`, `prepare`...) run at install time,
+//! as does the whole of a `setup.py` and a hatch build hook; an agent settings file grants
+//! permissions and hooks. Files that SKILL.md or an install hook invokes run too.
+//!
+//! The facts are lexical (one Aho-Corasick pass over each file, a regex on the lines where a
+//! family's words occur) and bounded: at most [`MAX_FACTS_PER_FILE`] per file and
+//! [`MAX_FACTS`] per scan. At the end of a scan the facts of the files that run are combined
+//! across files into findings (`combo.*`): reads secrets + sends = exfiltration, downloads a
+//! file + runs it = remote code, install-time code that downloads, sends, reads secrets or
+//! persists, persistence next to remote or dynamic code, supply-chain changes that outlive
+//! the command, broad agent permissions. Facts of carried files are listed in the inventory
+//! but combine into nothing; the line rules still report them, one step lower ([`carried`]).
+
+use crate::model::{Capability, Category, Finding, Inventory, Role, Severity};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex::Regex;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// At most this many facts from one file.
+pub(crate) const MAX_FACTS_PER_FILE: usize = 48;
+/// At most this many facts in one scan.
+pub(crate) const MAX_FACTS: usize = 2_000;
+/// At most this many items in each list of the inventory.
+pub(crate) const MAX_ITEMS_PER_KIND: usize = 40;
+
+/// The family of a fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Executes,
+    Reads,
+    Sends,
+    Downloads,
+    Persists,
+    SupplyChain,
+}
+
+/// One capability fact.
+#[derive(Debug, Clone)]
+pub(crate) struct Fact {
+    pub kind: Kind,
+    /// Short label ("pipes into a shell", "npm postinstall hook").
+    pub what: &'static str,
+    /// The line, trimmed and shortened (secrets redacted by the caller's excerpt function).
+    pub detail: String,
+    pub path: Option<String>,
+    pub line: u32,
+    pub runs: bool,
+    /// Why it runs or is carried.
+    pub why: &'static str,
+    /// Runs at install time (an install hook, `setup.py`, a build hook).
+    pub install: bool,
+    /// Executes code that is not fixed in the file (eval, a shell string, a pipe to a shell,
+    /// a downloaded or assembled command).
+    pub dynamic: bool,
+    /// Persistent, machine-wide changes (config set, a written config file) for supply chain;
+    /// broad grants for agent settings.
+    pub strong: bool,
+    /// Names this fact's line writes or binds (a download's output file or variable).
+    pub target: Option<String>,
+}
+
+/// A family pattern: the words that gate it and the regex run on the gated lines.
+struct Pat {
+    kind: Kind,
+    words: &'static [&'static str],
+    re: &'static str,
+    what: &'static str,
+}
+
+const PATS: &[Pat] = &[
+    // --- executes ---
+    Pat {
+        kind: Kind::Executes,
+        words: &[
+            "| sh",
+            "|sh",
+            "| bash",
+            "|bash",
+            "| zsh",
+            "| sudo",
+            "| python",
+            "|python",
+            "| node",
+            "| perl",
+            "| ruby",
+            "| iex",
+            "| invoke-expression",
+            "| pwsh",
+            "| powershell",
+        ],
+        re: r"(?i)\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|k|da)?sh\b(?:\s+-s?\s*)?(?:$|[;&|)\s])|\|\s*(?:sudo\s+)?(?:python3?|node|perl|ruby|php)(?:\s+-)?\s*(?:$|[;&|)])|\|\s*(?:iex|invoke-expression|pwsh|powershell)\b",
+        what: "pipes into an interpreter",
+    },
+    Pat {
+        kind: Kind::Executes,
+        words: &[
+            "eval",
+            "exec(",
+            "exec (",
+            "new function",
+            "execfile",
+            "runpy",
+            "compile(",
+        ],
+        re: r#"(?i)\beval\s*[\(`"'$]|\beval\s+[\w$"]|\bexec\s*\(|\bnew\s+function\s*\(|\bexecfile\s*\(|\brunpy\.run_|\bcompile\s*\(.*['"]exec['"]"#,
+        what: "evaluates code",
+    },
+    Pat {
+        kind: Kind::Executes,
+        words: &[
+            "sh -c",
+            "bash -c",
+            "zsh -c",
+            "python -c",
+            "python3 -c",
+            "node -e",
+            "perl -e",
+            "ruby -e",
+            "powershell",
+            "pwsh",
+            "invoke-expression",
+            "iex",
+        ],
+        re: r"(?i)\b(?:ba|z)?sh\s+-c\b|\bpython3?\s+-c\b|\bnode\s+-e\b|\b(?:perl|ruby)\s+-e\b|\b(?:powershell|pwsh)(?:\.exe)?\b.*\s-(?:e|enc|encodedcommand|c|command)\b|\binvoke-expression\b|\biex\s*[\($]",
+        what: "runs a command string",
+    },
+    Pat {
+        kind: Kind::Executes,
+        words: &["chmod"],
+        re: r"(?i)\bchmod\s+(?:-\w+\s+)*(?:[ugoa]*\+x|0?7[0-7]{2})\b",
+        what: "makes a file executable",
+    },
+    Pat {
+        kind: Kind::Executes,
+        words: &[
+            "subprocess",
+            "os.system",
+            "os.popen",
+            "child_process",
+            "execsync",
+            "execfilesync",
+            "spawn(",
+            "spawnsync",
+            "getruntime",
+            "start-process",
+            "pty.spawn",
+            "os.exec",
+            "__import__",
+            "getattr(",
+        ],
+        re: r"(?i)\bsubprocess\.\w+|\bos\.(?:system|popen|exec[lv]p?e?)\s*\(|child_process|\bexec(?:file)?sync\s*\(|\bspawn(?:sync)?\s*\(|getruntime\(\)\.exec|\bstart-process\b|\bpty\.spawn|__import__\s*\(|\bgetattr\s*\(\s*(?:os|subprocess|builtins|__builtins__)\b",
+        what: "starts a process",
+    },
+    Pat {
+        kind: Kind::Executes,
+        words: &[
+            "bash ", "sh ", "source ", "python ", "python3 ", "node ", "./",
+        ],
+        re: r"(?i)(?:^|[;&|(]\s*|\bthen\s+|\bdo\s+)(?:sudo\s+)?(?:(?:ba)?sh|source|\.|python3?|node)\s+[\w./~$-]*[\w$}]\.(?:sh|py|js|mjs|cjs|ps1)\b|(?:^|[;&|]\s*)\./[\w.-]+",
+        what: "runs a script",
+    },
+    // --- downloads ---
+    Pat {
+        kind: Kind::Downloads,
+        words: &[
+            "curl",
+            "wget",
+            "invoke-webrequest",
+            "iwr ",
+            "invoke-restmethod",
+            "irm ",
+            "urlopen",
+            "urlretrieve",
+            "requests.get",
+            "httpx.get",
+            "fetch(",
+            "http.get",
+            "https.get",
+            "axios.get",
+            "downloadstring",
+            "downloadfile",
+            "git clone",
+            "certutil",
+            "bitsadmin",
+            "aiohttp",
+        ],
+        re: r"(?i)\b(?:curl|wget)\b|\binvoke-webrequest\b|\biwr\b|\binvoke-restmethod\b|\birm\b|\burlopen\s*\(|\burlretrieve\s*\(|\brequests\.get\s*\(|\bhttpx\.get\s*\(|\bfetch\s*\(|\bhttps?\.get\s*\(|\baxios\.get\s*\(|downloadstring|downloadfile|\bgit\s+clone\b|\bcertutil\b.*-urlcache|\bbitsadmin\b.*/transfer|aiohttp\.\w+\(\)\.get",
+        what: "downloads",
+    },
+    // --- sends ---
+    Pat {
+        kind: Kind::Sends,
+        words: &[
+            "requests.post",
+            "requests.put",
+            "requests.patch",
+            "httpx.post",
+            "axios.post",
+            "axios.put",
+            "method",
+            "-d ",
+            "-d'",
+            "-d\"",
+            "--data",
+            "-f ",
+            "--form",
+            "-t ",
+            "--upload-file",
+            "-x post",
+            "-xpost",
+            "-x put",
+            "--request",
+            "--post-",
+        ],
+        re: r#"(?i)\brequests\.(?:post|put|patch)\s*\(|\bhttpx\.(?:post|put)\s*\(|\baxios\.(?:post|put)\s*\(|\bmethod\s*[:=]\s*['"](?:post|put)['"]|\bcurl\b.*(?:\s-d\s|\s-d['"]|\s--data(?:-\w+)?\b|\s-F\s|\s--form\b|\s-T\s|\s--upload-file\b|\s-X\s*(?:POST|PUT)\b|\s--request\s+(?:POST|PUT)\b)|\bwget\b.*--post-(?:data|file)|-method\s+(?:post|put)\b"#,
+        what: "sends over HTTP",
+    },
+    Pat {
+        kind: Kind::Sends,
+        words: &[
+            "nc ",
+            "ncat",
+            "netcat",
+            "/dev/tcp",
+            "/dev/udp",
+            "socket",
+            "net.connect",
+            "createconnection",
+            "websocket",
+            "sendto(",
+        ],
+        re: r"(?i)(?:^|[|;&]\s*|\s)(?:nc|ncat|netcat)\s+(?:-[\w]+\s+)*[\w.$-]+\s+\d{2,5}\b|/dev/(?:tcp|udp)/|\bsocket\.(?:socket|create_connection)\s*\(|\.connect\s*\(\s*\(|\bnet\.(?:connect|createconnection|socket)\b|\bnew\s+websocket\s*\(|\.sendto\s*\(",
+        what: "opens a socket",
+    },
+    Pat {
+        kind: Kind::Sends,
+        words: &[
+            "scp ",
+            "rsync ",
+            "git push",
+            "smtplib",
+            "sendmail",
+            "nodemailer",
+            "nslookup",
+            "dig ",
+            "gethostbyname",
+            "dns.resolve",
+            "dns.lookup",
+            "ftplib",
+            "api.telegram.org",
+            "discord",
+            "hooks.slack.com",
+            "sendbeacon",
+            "uploadstring",
+            "uploadfile",
+            "send-mailmessage",
+        ],
+        re: r"(?i)\bscp\s+\S|\brsync\s+.*\s\S*@?[\w.-]+:\S*|\bgit\s+push\b|\bsmtplib\b|\bsendmail\b|\bnodemailer\b|\bsend-mailmessage\b|\b(?:nslookup|dig)\s+.*\$|\bgethostbyname\s*\(.*[+%{]|\bdns\.(?:resolve\w*|lookup)\s*\(.*[+`$]|\bftplib\b|api\.telegram\.org|discord(?:app)?\.com/api/webhooks|hooks\.slack\.com|\bsendbeacon\s*\(|\.upload(?:string|file)\s*\(",
+        what: "sends over another channel",
+    },
+    // --- reads sensitive data ---
+    Pat {
+        kind: Kind::Reads,
+        words: &[
+            ".ssh",
+            "id_rsa",
+            "id_ed25519",
+            "id_ecdsa",
+            ".aws/",
+            ".config/gcloud",
+            ".azure/",
+            ".kube/config",
+            ".docker/config",
+            ".netrc",
+            ".pypirc",
+            ".git-credentials",
+            "gh/hosts",
+            "/etc/shadow",
+            "/etc/passwd",
+            "/etc/sudoers",
+            "_history",
+        ],
+        re: r"(?i)(?:~|\$home|\$\{home\}|\bhome\b|/)?/?\.ssh(?:/[\w.*-]*)?|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/(?:credentials|config)|\.config/gcloud|\.azure/|\.kube/config|\.docker/config\.json|\.netrc\b|\.pypirc\b|\.git-credentials|\.config/gh/hosts|/etc/(?:shadow|passwd|sudoers)\b|\.(?:bash|zsh)_history",
+        what: "reads a credential store",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &["/proc/"],
+        re: r"(?i)/proc/(?:self|\d+|\$\w+|\{\w*\}|\*)/(?:environ|cmdline|maps|mem)\b",
+        what: "reads process memory or environment",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &[
+            "login data",
+            "cookies",
+            "local state",
+            "logins.json",
+            "key4.db",
+            "keychain",
+            "find-generic-password",
+            "find-internet-password",
+            "secret-tool",
+            ".gnupg",
+            "wallet",
+            ".kdbx",
+            "metamask",
+            "electrum",
+            "exodus",
+        ],
+        re: r"(?i)login data|\bcookies(?:\.sqlite)?\b.*(?:chrome|chromium|firefox|mozilla|brave|edge|safari)|(?:chrome|chromium|firefox|mozilla|brave|edge|safari)\b.*\bcookies\b|local state|logins\.json|key4\.db|\bkeychain\b|find-(?:generic|internet)-password|\bsecret-tool\s+lookup|\.gnupg\b|wallet\.dat|\bwallets?/|\.kdbx\b|metamask|electrum|exodus/",
+        what: "reads browser or wallet data",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &["env", "printenv", "environ", "process.env", "env:"],
+        re: r"(?i)(?:^|[;&(]\s*|\$\(\s*|`)(?:env|printenv|export\s+-p)\s*(?:$|[|>;&)`])|\|\s*env\s*(?:$|\|)|\bos\.environ\b(\s*(?:\.get\b|\[|\.setdefault|\.pop|\.copy|\.update|\.__setitem__)|)|\bprocess\.env\b(\s*(?:\.\w|\[|\?\.)|)|\b(?:get-childitem|gci|dir|ls)\s+env:|\[environment\]::getenvironmentvariables",
+        what: "dumps the environment",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &[
+            "find ", "glob", "*.pem", "*.key", "*.p12", "*.pfx", "*.kdbx", "*.ppk", "*.env", "**/",
+        ],
+        re: r#"(?i)\bfind\s+(?:/|~|\$home|\$\{home\})\S*\s.*-i?name\s+['"]?\*?\.?(?:pem|key|p12|pfx|kdbx|env|ppk|ovpn|id_rsa|wallet|json)\b|\b(?:r?glob|glob\.glob|glob\.sync|globsync|fast-?glob)\w*\s*\(.*(?:\.pem|\.key\b|\.env\b|id_rsa|\.ssh|wallet|\.kdbx|\.aws)|['"](?:~|/|\*\*)[^'"]*\*\.(?:pem|p12|pfx|kdbx|ppk|key)['"]"#,
+        what: "searches for secrets by pattern",
+    },
+    // --- persists ---
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".zshrc",
+            ".zprofile",
+            ".zshenv",
+            ".profile",
+            "config.fish",
+            "/etc/profile",
+            "rc.local",
+            "$profile",
+            "powershell_profile",
+        ],
+        re: r"(?i)\.(?:bashrc|bash_profile|bash_login|zshrc|zprofile|zshenv|profile)\b|config/fish/config\.fish|/etc/profile|/etc/bash\.bashrc|\brc\.local\b|\$profile\b|powershell_profile",
+        what: "writes a shell start-up file",
+    },
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            "crontab",
+            "/etc/cron",
+            "cron.d",
+            "/var/spool/cron",
+            "systemctl",
+            "systemd/user",
+            "/etc/systemd",
+            "launchagents",
+            "launchdaemons",
+            "launchctl",
+            "autostart",
+            "currentversion\\run",
+            "schtasks",
+            "scheduledtask",
+            "\\startup\\",
+        ],
+        re: r"(?i)\bcrontab\b|/etc/cron|\bcron\.d/|/var/spool/cron|\bsystemctl\s+(?:--user\s+)?enable\b|\.config/systemd/user|/etc/systemd/system/|launchagents|launchdaemons|\blaunchctl\s+(?:load|bootstrap|submit)\b|\.config/autostart|currentversion\\+run|\bschtasks\s+/create|\b(?:register|new)-scheduledtask|\\startup\\",
+        what: "schedules itself or starts at login",
+    },
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            ".git/hooks",
+            "hookspath",
+            "sitecustomize",
+            "usercustomize",
+            "site-packages",
+            "getsitepackages",
+            "getusersitepackages",
+            "pythonstartup",
+            "ld.so.preload",
+            "authorized_keys",
+        ],
+        re: r"(?i)\.git/hooks/|core\.hookspath|\b(?:site|user)customize\.py\b|site-packages\S*\.pth\b|getu?s?e?r?sitepackages.*\.pth|\.pth\b.*getu?s?e?r?sitepackages|\bpythonstartup\b|/etc/ld\.so\.preload|\bauthorized_keys\b",
+        what: "installs a hook or start-up file",
+    },
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            "dangerously",
+            "bypasspermissions",
+            ".claude/settings",
+            ".cursor/",
+            ".codex/",
+            "mcp.json",
+            "allowedtools",
+            "allowed-tools",
+            "autoapprove",
+            "auto_approve",
+        ],
+        re: r"(?i)dangerously-?skip-?permissions|bypasspermissions|\.claude/settings(?:\.local)?\.json|\.cursor/(?:rules|mcp\.json)|\.codex/config|\bmcp\.json\b|\b(?:autoapprove|auto_approve)\b",
+        what: "changes agent settings or permissions",
+    },
+    // --- supply chain ---
+    Pat {
+        kind: Kind::SupplyChain,
+        words: &[
+            "index-url",
+            "trusted-host",
+            "pip config",
+            "npm config",
+            "yarn config",
+            "pnpm config",
+            "registry",
+            "pip.conf",
+            "pip.ini",
+            ".npmrc",
+            ".yarnrc",
+            "uv.toml",
+            "goproxy",
+            "gonosum",
+            "goinsecure",
+            "gosumdb",
+            "goflags",
+            "sources.list",
+            "apt-key",
+            "insteadof",
+            "index_url",
+            "trusted_host",
+            "strict-ssl",
+            "gem sources",
+            "cargo/config",
+            "[[index]]",
+            "[[tool.uv.index]]",
+        ],
+        re: r"(?i)\bpip3?\s+config\s+set\b|\b(?:npm|yarn|pnpm)\s+config\s+set\b|--(?:extra-)?index-url\b|--trusted-host\b|\b(?:pip|uv)_(?:extra_)?index_url\b|\bpip_trusted_host\b|\bnpm_config_registry\b|--registry[=\s]|^\s*@?[\w-]*:?registry\s*=|strict-ssl\s*[=\s]\s*false|\bgoproxy\s*=|\bgo(?:nosumdb|nosumcheck|insecure|sumdb=off|flags=-insecure)\b|sources\.list|\bapt-key\s+add\b|\burl\.\S+\.insteadof\b|\bgem\s+sources\s+(?:-a|--add)\b|^\s*(?:extra-)?index-url\s*=|^\s*trusted-host\s*=|^\s*\[\[(?:tool\.uv\.)?index\]\]|(?:pip\.conf|pip\.ini|\.npmrc|\.yarnrc|uv\.toml|\.cargo/config)\b",
+        what: "changes where packages come from",
+    },
+];
+
+/// A write on the line: redirection, `tee`, an open for writing, a write call.
+const WRITE_MARKERS: &[&str] = &[
+    ">>",
+    "> ",
+    ">~",
+    ">$",
+    ">/",
+    ">\"",
+    "tee ",
+    "'a'",
+    "\"a\"",
+    "'w'",
+    "\"w\"",
+    "'a+'",
+    "'w+'",
+    "appendfile",
+    "writefile",
+    "write_text",
+    "write_bytes",
+    ".write(",
+    "add-content",
+    "set-content",
+    "out-file",
+    "sed -i",
+    "cp ",
+    "mv ",
+    "ln -s",
+    "install -",
+    "copyfile",
+    "copy(",
+    "symlink",
+    "mode=\"a\"",
+    "mode='a'",
+    "echo ",
+    "printf ",
+    "cat <<",
+    "cat >",
+    "crontab -",
+    "| crontab",
+];
+
+/// Hosts whose package indexes are well known (a one-off `--index-url` to them is ordinary).
+const KNOWN_INDEXES: &[&str] = &[
+    "pypi.org",
+    "files.pythonhosted.org",
+    "download.pytorch.org",
+    "pypi.nvidia.com",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "npm.pkg.github.com",
+    "data.pyg.org",
+    "storage.googleapis.com/jax-releases",
+    "proxy.golang.org",
+    "wheels.myst.ai",
+];
+
+struct Compiled {
+    words: AhoCorasick,
+    /// Per word: the patterns it gates.
+    word_pats: Vec<Vec<usize>>,
+    res: Vec<Regex>,
+    target: Regex,
+    referenced: Regex,
+}
+
+fn compiled() -> Option<&'static Compiled> {
+    static C: OnceLock<Option<Compiled>> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut words: Vec<&'static str> = Vec::new();
+        let mut word_pats: Vec<Vec<usize>> = Vec::new();
+        let mut res = Vec::new();
+        for (i, p) in PATS.iter().enumerate() {
+            for w in p.words {
+                match words.iter().position(|x| x == w) {
+                    Some(k) => {
+                        if let Some(list) = word_pats.get_mut(k) {
+                            list.push(i);
+                        }
+                    }
+                    None => {
+                        words.push(w);
+                        word_pats.push(vec![i]);
+                    }
+                }
+            }
+            res.push(Regex::new(&format!("(?m){}", p.re)).ok()?);
+        }
+        let words = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&words)
+            .ok()?;
+        Some(Compiled {
+            words,
+            word_pats,
+            res,
+            target: Regex::new(
+                r#"(?i)(?:\s-o\s*|\s--output[=\s]|\s-O\s+|-outfile\s+|>\s*)['"]?([\w./~$-]+)|\burlretrieve\s*\([^,]+,\s*['"]?([\w./~$-]+)|^\s*(?:const|let|var|my)?\s*\$?([A-Za-z_]\w*)\s*:?=[^=]"#,
+            )
+            .ok()?,
+            referenced: Regex::new(r"(?:^|[\s`'(=/])((?:[\w.-]+/)*[\w.-]+\.(?:sh|py|js|mjs|cjs|ts|ps1|rb|pl|bash))\b")
+                .ok()?,
+        })
+    })
+    .as_ref()
+}
+
+/// Whether a file runs or is carried, and why.
+pub(crate) fn role(path: Option<&str>) -> (bool, &'static str) {
+    let Some(path) = path else {
+        return (true, "the pasted skill");
+    };
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let dirs: Vec<&str> = lower.split('/').collect();
+    let dirs = dirs.get(..dirs.len().saturating_sub(1)).unwrap_or(&[]);
+    if name == "skill.md" {
+        return (true, "SKILL.md (instructions the agent follows)");
+    }
+    for d in dirs {
+        let why = match *d {
+            "test" | "tests" | "__tests__" | "spec" | "specs" | "testing" => "a test file",
+            "fixtures" | "fixture" | "testdata" | "test_data" | "__fixtures__" | "__mocks__" => {
+                "test data"
+            }
+            "docs" | "doc" | "documentation" | "references" | "reference" | "examples"
+            | "example" | "samples" | "sample" => "documentation or reference material",
+            ".github" | ".gitlab" | ".circleci" | ".buildkite" | ".azure-pipelines" => {
+                "CI configuration"
+            }
+            "locale" | "locales" | "i18n" | "l10n" | "translations" => "locale data",
+            _ => continue,
+        };
+        return (false, why);
+    }
+    if name.starts_with("test_")
+        || name.ends_with("_test.py")
+        || name.ends_with("_test.go")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || name == "conftest.py"
+    {
+        return (false, "a test file");
+    }
+    if matches!(
+        name,
+        ".gitlab-ci.yml" | ".travis.yml" | "azure-pipelines.yml" | "jenkinsfile" | "appveyor.yml"
+    ) {
+        return (false, "CI configuration");
+    }
+    if name == "dockerfile" || name.ends_with(".dockerfile") || name.starts_with("dockerfile.") {
+        return (
+            false,
+            "a container build (runs inside the image, not on the machine)",
+        );
+    }
+    if name.ends_with(".po") || name.ends_with(".pot") || name.ends_with(".mo") {
+        return (false, "locale data");
+    }
+    if name.ends_with(".md") || name.ends_with(".rst") || name.ends_with(".txt") {
+        return (false, "documentation");
+    }
+    if is_install_file(name) {
+        return (true, "runs at install time");
+    }
+    (true, "a script or configuration of the skill")
+}
+
+/// Files whose whole code runs at install or build time.
+fn is_install_file(name: &str) -> bool {
+    matches!(
+        name,
+        "setup.py"
+            | "hatch_build.py"
+            | "build.rs"
+            | "install.js"
+            | "preinstall.js"
+            | "postinstall.js"
+    ) || name.ends_with(".pth")
+}
+
+/// Whether findings in `path` are weighed down one step (tests, fixtures, documentation
+/// folders, CI, locale, container builds), with the reason.
+pub(crate) fn carried(path: Option<&str>) -> Option<&'static str> {
+    let (runs, why) = role(path);
+    // A loose Markdown file at the top is read by the agent as much as SKILL.md is: it keeps
+    // its weight; Markdown in docs/ or references/ has its folder's reason.
+    if runs || why == "documentation" {
+        None
+    } else {
+        Some(why)
+    }
+}
+
+/// Lowers the findings of a carried file one step (never below `low`, never hidden), with the
+/// reason in the message. Secrets, hidden text, look-alikes, skill metadata and coverage keep
+/// their weight: they are real wherever they sit.
+pub(crate) fn weigh(path: Option<&str>, findings: &mut [Finding]) {
+    let Some(why) = carried(path) else { return };
+    for f in findings {
+        let Some(def) = crate::rules::RULES.iter().find(|r| r.id == f.rule_id) else {
+            continue;
+        };
+        if matches!(
+            def.category,
+            Category::Secret
+                | Category::HiddenText
+                | Category::Homoglyph
+                | Category::Skill
+                | Category::Coverage
+        ) || f.severity <= Severity::Low
+        {
+            continue;
+        }
+        // One step lower, and at most medium: what a skill only carries does not run on the
+        // user's machine, but it is still shown.
+        let lower = match f.severity {
+            Severity::Critical | Severity::High => Severity::Medium,
+            _ => Severity::Low,
+        };
+        f.message = format!(
+            "{} Weighed as {lower} instead of {}: the file is {why}, carried by the skill rather than run by it.",
+            f.message.trim_end(),
+            f.severity
+        );
+        f.severity = lower;
+    }
+}
+
+/// The facts of one text file (`path` as given to the scan). `excerpt` shortens and redacts
+/// a line for display.
+pub(crate) fn extract(
+    path: Option<&str>,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    out: &mut Vec<Fact>,
+    referenced: &mut HashSet<(String, bool)>,
+) {
+    let Some(c) = compiled() else { return };
+    let (runs, why) = role(path);
+    let lower_name = path
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase())
+        .unwrap_or_default();
+    let install = is_install_file(&lower_name);
+    let before = out.len();
+    let mut add = |out: &mut Vec<Fact>, fact: Fact| {
+        if out.len() - before < MAX_FACTS_PER_FILE && out.len() < MAX_FACTS {
+            out.push(fact);
+        }
+    };
+    // Manifests first.
+    if lower_name == "package.json" {
+        package_json(path, text, excerpt, &mut add, out, referenced);
+    } else if lower_name == "settings.json" || lower_name == "settings.local.json" {
+        agent_settings(path, text, excerpt, runs, why, &mut add, out);
+    }
+    let is_skill_md = lower_name == "skill.md" || path.is_none();
+    // Lines with a family word, and the patterns they gate.
+    let bytes = text.as_bytes();
+    let mut last: Option<(usize, usize, Vec<usize>)> = None;
+    let mut lines: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+    for m in c.words.find_overlapping_iter(text) {
+        let Some(pats) = c.word_pats.get(m.pattern().as_usize()) else {
+            continue;
+        };
+        let (ls, le) = crate::scanner::line_bounds(text, m.start());
+        match &mut last {
+            Some((s, _, list)) if *s == ls => {
+                for p in pats {
+                    if !list.contains(p) {
+                        list.push(*p);
+                    }
+                }
+            }
+            _ => {
+                if let Some(done) = last.take() {
+                    lines.push(done);
+                }
+                last = Some((ls, le, pats.clone()));
+            }
+        }
+        if lines.len() > 4 * MAX_FACTS_PER_FILE {
+            break;
+        }
+    }
+    if let Some(done) = last.take() {
+        lines.push(done);
+    }
+    // Commands assembled from variables: a line whose command word is a variable.
+    let mut assembled: Vec<(usize, usize)> = Vec::new();
+    if !is_markdown_name(&lower_name) || is_skill_md {
+        let mut pos = 0;
+        while pos < bytes.len() && assembled.len() < 8 {
+            let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[]))
+                .map_or(bytes.len(), |i| pos + i);
+            if let Some(line) = text.get(pos..le) {
+                if variable_command(line) {
+                    assembled.push((pos, le));
+                }
+            }
+            pos = le + 1;
+        }
+    }
+    let mut split_words: Vec<(usize, usize, String)> = Vec::new();
+    if is_script_name(&lower_name) && text.len() <= 1024 * 1024 {
+        split_words = assembled_words(text);
+    }
+    let mut line_no = 1u32;
+    let mut counted = 0usize;
+    let mut number = |at: usize| {
+        if at >= counted {
+            let n = memchr::memchr_iter(b'\n', bytes.get(counted..at).unwrap_or(&[])).count();
+            line_no = line_no.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+            counted = at;
+        }
+        line_no
+    };
+    let mut all: Vec<(usize, usize, Vec<usize>)> = lines;
+    for (s, e) in assembled {
+        all.push((s, e, vec![usize::MAX]));
+    }
+    for (s, e, _) in &split_words {
+        all.push((*s, *e, vec![usize::MAX - 1]));
+    }
+    all.sort_by_key(|l| l.0);
+    for (ls, le, pats) in all {
+        let Some(line) = text.get(ls..le) else {
+            continue;
+        };
+        if line.len() > 4096 {
+            continue;
+        }
+        let n = number(ls);
+        if is_skill_md || install {
+            for cap in c.referenced.captures_iter(line) {
+                if let Some(m) = cap.get(1) {
+                    referenced.insert((m.as_str().trim_start_matches("./").to_string(), install));
+                }
+            }
+        }
+        for p in pats {
+            if p == usize::MAX - 1 {
+                let word = split_words
+                    .iter()
+                    .find(|w| w.0 == ls)
+                    .map_or(String::new(), |w| w.2.clone());
+                let fetches = word.starts_with("curl") || word.starts_with("wget");
+                add(
+                    out,
+                    Fact {
+                        kind: if fetches {
+                            Kind::Downloads
+                        } else {
+                            Kind::Executes
+                        },
+                        what: "assembles a command word from pieces",
+                        detail: format!("{} (spells `{word}`)", excerpt(line)),
+                        path: path.map(str::to_string),
+                        line: n,
+                        runs,
+                        why,
+                        install,
+                        dynamic: true,
+                        strong: true,
+                        target: None,
+                    },
+                );
+                continue;
+            }
+            if p == usize::MAX {
+                add(
+                    out,
+                    Fact {
+                        kind: Kind::Executes,
+                        what: "runs a command assembled from variables",
+                        detail: excerpt(line),
+                        path: path.map(str::to_string),
+                        line: n,
+                        runs,
+                        why,
+                        install,
+                        dynamic: true,
+                        strong: false,
+                        target: None,
+                    },
+                );
+                continue;
+            }
+            let (Some(pat), Some(re)) = (PATS.get(p), c.res.get(p)) else {
+                continue;
+            };
+            let Some(caps) = re.captures(line) else {
+                continue;
+            };
+            let Some(m) = caps.get(0) else { continue };
+            // `os.environ.get(...)`, `process.env.X`: a named variable, not a dump.
+            if caps.get(1).is_some_and(|g| !g.as_str().is_empty()) {
+                continue;
+            }
+            let before_match = line.get(..m.start()).unwrap_or("");
+            let lower_line = line.to_ascii_lowercase();
+            let writes = WRITE_MARKERS.iter().any(|w| lower_line.contains(w));
+            match pat.kind {
+                Kind::Reads => {
+                    // `cat > ~/.ssh/config`, `echo ... >> ~/.ssh/authorized_keys`: a write.
+                    let t = before_match.trim_end();
+                    if t.ends_with('>') || t.contains("tee ") || before_match.contains("{...") {
+                        continue;
+                    }
+                    if before_match.trim_end().ends_with("...") {
+                        continue;
+                    }
+                    // A key used (`ssh -i`, `ssh-add`, IdentityFile) is not read; public keys,
+                    // known hosts and the client configuration are not secrets.
+                    let used = [
+                        "ssh-add",
+                        "ssh -i",
+                        "-i $home/.ssh",
+                        "-i ~/.ssh",
+                        "-i \"$home/.ssh",
+                        "identityfile",
+                        "ssh-keygen",
+                        "ssh-copy-id",
+                        "git_ssh_command",
+                    ]
+                    .iter()
+                    .any(|w| lower_line.contains(w));
+                    let m_lower = m.as_str().to_ascii_lowercase();
+                    let harmless = m_lower.ends_with(".pub")
+                        || m_lower.ends_with("known_hosts")
+                        || m_lower.ends_with("/config")
+                        || m_lower.ends_with("/");
+                    if used || harmless {
+                        continue;
+                    }
+                }
+                Kind::Persists => {
+                    let agent = pat.what.starts_with("changes agent");
+                    // `crontab -l` lists and `crontab -e` is the user's own editor.
+                    let listing = (lower_line.contains("crontab -l") && !lower_line.contains('|'))
+                        || lower_line.contains("crontab -e");
+                    let start_up = lower_line.contains("customize")
+                        || lower_line.contains(".pth")
+                        || lower_line.contains("pythonstartup")
+                        || lower_line.contains("ld.so.preload");
+                    if listing
+                        || (!agent
+                            && pat.what != "schedules itself or starts at login"
+                            && !start_up
+                            && !writes)
+                        || (agent
+                            && !writes
+                            && !lower_line.contains("dangerously")
+                            && !lower_line.contains("bypasspermissions"))
+                    {
+                        continue;
+                    }
+                }
+                // A curl that posts is a send, counted by its own pattern.
+                Kind::Downloads if lower_line.contains("curl") && sends_with_curl(&lower_line) => {
+                    continue;
+                }
+                _ => {}
+            }
+            let dynamic = pat.kind == Kind::Executes
+                && (matches!(
+                    pat.what,
+                    "pipes into an interpreter" | "evaluates code" | "runs a command string"
+                ) || lower_line.contains("shell=true")
+                    || lower_line.contains("os.system")
+                    || lower_line.contains("os.popen")
+                    || lower_line.contains("__import__")
+                    || lower_line.contains("getattr")
+                    || ((lower_line.contains("execsync") || lower_line.contains("exec("))
+                        && (line.contains('+') || line.contains("${"))));
+            let strong = match pat.kind {
+                Kind::SupplyChain => {
+                    lower_line.contains("config set")
+                        || (writes && !lower_line.contains("install"))
+                        || lower_line.contains("trusted-host")
+                        || lower_line.contains("trusted_host")
+                        || lower_line.contains("strict-ssl")
+                        || lower_line.contains("insteadof")
+                        || (lower_line.contains("index-url")
+                            || lower_line.contains("index_url")
+                            || lower_line.contains("registry"))
+                            && !KNOWN_INDEXES.iter().any(|h| lower_line.contains(h))
+                            && lower_line.contains("://")
+                }
+                Kind::Persists => pat.what.starts_with("changes agent"),
+                _ => false,
+            };
+            let target = match pat.kind {
+                Kind::Downloads => c.target.captures(line).and_then(|t| {
+                    (1..=3)
+                        .filter_map(|i| t.get(i))
+                        .next()
+                        .map(|g| base_name(g.as_str()))
+                        .filter(|s| s.len() >= 2 && s != "-" && s != "dev/null" && s != "null")
+                }),
+                _ => None,
+            };
+            add(
+                out,
+                Fact {
+                    kind: pat.kind,
+                    what: pat.what,
+                    detail: excerpt(line),
+                    path: path.map(str::to_string),
+                    line: n,
+                    runs,
+                    why,
+                    install,
+                    dynamic,
+                    strong,
+                    target,
+                },
+            );
+        }
+    }
+}
+
+/// Script files, by extension (or none, as for `configure` or a hook).
+fn is_script_name(name: &str) -> bool {
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    !name.contains('.')
+        || matches!(
+            ext,
+            "sh" | "bash"
+                | "zsh"
+                | "py"
+                | "js"
+                | "mjs"
+                | "cjs"
+                | "ts"
+                | "ps1"
+                | "psm1"
+                | "rb"
+                | "pl"
+                | "bat"
+                | "cmd"
+        )
+}
+
+/// Words a command assembled from pieces must not spell.
+const SPLIT_WORDS: &[&str] = &[
+    "curl",
+    "wget",
+    "bash",
+    "sh",
+    "zsh",
+    "nc",
+    "ncat",
+    "python",
+    "python3",
+    "perl",
+    "eval",
+    "exec",
+    "base64",
+    "powershell",
+    "iex",
+    "invoke-expression",
+    "chmod",
+    "/bin/sh",
+    "/bin/bash",
+    "/dev/tcp",
+    "system",
+    "popen",
+    "subprocess",
+    "child_process",
+    "execsync",
+    "spawn",
+];
+
+/// Lines that spell a dangerous command word from pieces: adjacent or `+`-joined string
+/// literals (`"ba""sh"`, `'sys'+'tem'`) or concatenated shell variables holding literals
+/// (`a=cu; b=rl; $a$b`), where no single piece holds the word. `(line start, line end, word)`.
+fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
+    struct Res {
+        assign: Regex,
+        vars: Regex,
+        var: Regex,
+        lits: Regex,
+        lit: Regex,
+    }
+    static R: OnceLock<Option<Res>> = OnceLock::new();
+    let Some(r) = R
+        .get_or_init(|| {
+            Some(Res {
+                assign: Regex::new(
+                    r#"(?:^|[\s;])([A-Za-z_]\w*)=(?:"([^"$`\n]{0,16})"|'([^'\n]{0,16})'|([^\s;"'$`]{1,16}))(?:[\s;]|$)"#,
+                )
+                .ok()?,
+                vars: Regex::new(r"(?:\$\{?[A-Za-z_]\w*\}?){2,}").ok()?,
+                var: Regex::new(r"\$\{?([A-Za-z_]\w*)\}?").ok()?,
+                lits: Regex::new(
+                    r#"(?:"[^"\n]{0,12}"|'[^'\n]{0,12}')(?:[ \t]*\+?[ \t]*(?:"[^"\n]{0,12}"|'[^'\n]{0,12}')){1,6}"#,
+                )
+                .ok()?,
+                lit: Regex::new(r#""([^"\n]*)"|'([^'\n]*)'"#).ok()?,
+            })
+        })
+        .as_ref()
+    else {
+        return Vec::new();
+    };
+    let mut vars: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    let mut ls = 0usize;
+    for line in text.split_inclusive('\n') {
+        let le = ls + line.trim_end_matches('\n').len();
+        let body = line.trim_end_matches('\n');
+        if body.contains('=') && vars.len() < 256 {
+            for c in r.assign.captures_iter(body) {
+                let (Some(name), Some(v)) = (c.get(1), c.get(2).or(c.get(3)).or(c.get(4))) else {
+                    continue;
+                };
+                vars.insert(name.as_str().to_string(), v.as_str().to_string());
+            }
+        }
+        let mut spelled: Option<String> = None;
+        if body.contains('$') {
+            for m in r.vars.find_iter(body) {
+                let pieces: Vec<String> = r
+                    .var
+                    .captures_iter(m.as_str())
+                    .filter_map(|c| c.get(1).and_then(|n| vars.get(n.as_str()).cloned()))
+                    .collect();
+                if let Some(w) = split_word(&pieces) {
+                    spelled = Some(w);
+                    break;
+                }
+            }
+        }
+        if spelled.is_none() && (body.contains("\"\"") || body.contains("''") || body.contains('+'))
+        {
+            for m in r.lits.find_iter(body) {
+                let pieces: Vec<String> = r
+                    .lit
+                    .captures_iter(m.as_str())
+                    .filter_map(|c| c.get(1).or(c.get(2)).map(|g| g.as_str().to_string()))
+                    .collect();
+                if let Some(w) = split_word(&pieces) {
+                    spelled = Some(w);
+                    break;
+                }
+            }
+        }
+        if let Some(w) = spelled {
+            out.push((ls, le, w));
+            if out.len() >= 8 {
+                break;
+            }
+        }
+        ls += line.len();
+    }
+    out
+}
+
+/// The dangerous word that `pieces` spell together when no piece holds it alone.
+fn split_word(pieces: &[String]) -> Option<String> {
+    if pieces.len() < 2 {
+        return None;
+    }
+    let joined = pieces.concat().to_ascii_lowercase();
+    let head = joined.split_whitespace().next().unwrap_or("");
+    let head = head.rsplit('/').next().unwrap_or(head);
+    let word = SPLIT_WORDS.iter().find(|w| {
+        let w = w.rsplit('/').next().unwrap_or(w);
+        head == w
+    })?;
+    let alone = pieces.iter().any(|p| {
+        p.to_ascii_lowercase()
+            .contains(word.rsplit('/').next().unwrap_or(word))
+    });
+    (!alone).then(|| word.to_string())
+}
+
+fn is_markdown_name(name: &str) -> bool {
+    name.ends_with(".md") || name.ends_with(".markdown") || name.ends_with(".mdx")
+}
+
+fn sends_with_curl(lower_line: &str) -> bool {
+    [
+        " -d ",
+        " -d'",
+        " -d\"",
+        "--data",
+        " -f ",
+        "--form",
+        " -t ",
+        "--upload-file",
+        "-x post",
+        "-xpost",
+        "-x put",
+        "--request post",
+        "--request put",
+    ]
+    .iter()
+    .any(|w| lower_line.contains(w))
+}
+
+fn base_name(s: &str) -> String {
+    let s = s.trim_matches(|c| c == '"' || c == '\'');
+    s.rsplit('/').next().unwrap_or(s).to_string()
+}
+
+/// A shell line whose command word is a variable (`$CMD args`, `"${A}${B}"`, `eval "$X"`).
+fn variable_command(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t.strip_prefix("sudo ").unwrap_or(t);
+    let t = t.strip_prefix('"').unwrap_or(t);
+    let Some(rest) = t.strip_prefix('$') else {
+        return false;
+    };
+    let rest = rest.strip_prefix('{').unwrap_or(rest);
+    let ident: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if ident.is_empty() || ident.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    // `$HOME/bin/tool` runs a fixed tool under a variable folder; `$(`, `$ npm` are not this.
+    let after = rest.get(ident.len()..).unwrap_or("");
+    let after = after.strip_prefix('}').unwrap_or(after);
+    !after.starts_with('/') && !after.starts_with('=') && !after.starts_with('[')
+}
+
+type Adder<'a> = dyn FnMut(&mut Vec<Fact>, Fact) + 'a;
+
+/// `package.json`: install-time scripts run on `npm install`.
+fn package_json(
+    path: Option<&str>,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+    referenced: &mut HashSet<(String, bool)>,
+) {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    let Some(scripts) = value.get("scripts").and_then(|s| s.as_object()) else {
+        return;
+    };
+    for hook in [
+        "preinstall",
+        "install",
+        "postinstall",
+        "prepare",
+        "prepublish",
+        "preuninstall",
+        "postuninstall",
+    ] {
+        let Some(cmd) = scripts.get(hook).and_then(|v| v.as_str()) else {
+            continue;
+        };
+        let line = line_of(text, &format!("\"{hook}\""));
+        let what = match hook {
+            "preinstall" => "npm preinstall hook",
+            "install" => "npm install hook",
+            "postinstall" => "npm postinstall hook",
+            "prepare" => "npm prepare hook",
+            "prepublish" => "npm prepublish hook",
+            "preuninstall" => "npm preuninstall hook",
+            _ => "npm postuninstall hook",
+        };
+        add(
+            out,
+            Fact {
+                kind: Kind::Executes,
+                what,
+                detail: excerpt(cmd),
+                path: path.map(str::to_string),
+                line,
+                runs: true,
+                why: "runs at install time (npm lifecycle script)",
+                install: true,
+                dynamic: false,
+                strong: false,
+                target: None,
+            },
+        );
+        // What the command itself does, at install time.
+        let mut inner = Vec::new();
+        let mut refs = HashSet::new();
+        extract(Some("setup.py"), cmd, excerpt, &mut inner, &mut refs);
+        for mut f in inner {
+            f.path = path.map(str::to_string);
+            f.line = line;
+            f.why = "runs at install time (npm lifecycle script)";
+            add(out, f);
+        }
+        if let Some(c) = compiled() {
+            for cap in c.referenced.captures_iter(cmd) {
+                if let Some(m) = cap.get(1) {
+                    referenced.insert((m.as_str().trim_start_matches("./").to_string(), true));
+                }
+            }
+        }
+    }
+}
+
+/// An agent settings file (`.claude/settings.json` and the like): broad permission grants and
+/// hooks the agent runs by itself.
+fn agent_settings(
+    path: Option<&str>,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    runs: bool,
+    why: &'static str,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+) {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    let perms = value.get("permissions");
+    let allow = perms
+        .and_then(|p| p.get("allow"))
+        .and_then(|a| a.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mode = perms
+        .and_then(|p| p.get("defaultMode"))
+        .and_then(|m| m.as_str())
+        .unwrap_or("");
+    let broad: Vec<String> = allow
+        .iter()
+        .filter_map(|v| v.as_str())
+        .filter(|s| {
+            let s = s.replace(' ', "");
+            matches!(
+                s.as_str(),
+                "Bash"
+                    | "Bash(*)"
+                    | "Bash(*:*)"
+                    | "*"
+                    | "Bash(sudo:*)"
+                    | "Bash(curl:*)"
+                    | "WebFetch"
+                    | "Write"
+                    | "Write(*)"
+                    | "Edit(*)"
+            ) || s.starts_with("Bash(sudo")
+                || s.starts_with("Bash(curl")
+                || s.starts_with("Bash(rm")
+        })
+        .map(str::to_string)
+        .collect();
+    if !broad.is_empty() || mode == "bypassPermissions" {
+        let what = if mode == "bypassPermissions" {
+            "grants the agent every permission (bypassPermissions)"
+        } else {
+            "grants the agent broad permissions"
+        };
+        let detail = if broad.is_empty() {
+            "defaultMode: bypassPermissions".to_string()
+        } else {
+            broad.join(", ")
+        };
+        add(
+            out,
+            Fact {
+                kind: Kind::Persists,
+                what,
+                detail: excerpt(&detail),
+                path: path.map(str::to_string),
+                line: line_of(
+                    text,
+                    if broad.is_empty() {
+                        "defaultMode"
+                    } else {
+                        "\"allow\""
+                    },
+                ),
+                runs,
+                why,
+                install: false,
+                dynamic: false,
+                strong: true,
+                target: None,
+            },
+        );
+    }
+    if let Some(hooks) = value.get("hooks").and_then(|h| h.as_object()) {
+        if !hooks.is_empty() {
+            add(
+                out,
+                Fact {
+                    kind: Kind::Persists,
+                    what: "registers agent hooks",
+                    detail: excerpt(&hooks.keys().cloned().collect::<Vec<_>>().join(", ")),
+                    path: path.map(str::to_string),
+                    line: line_of(text, "\"hooks\""),
+                    runs,
+                    why,
+                    install: false,
+                    dynamic: false,
+                    strong: false,
+                    target: None,
+                },
+            );
+        }
+    }
+}
+
+/// The 1-based line of the first occurrence of `needle` (1 when absent).
+fn line_of(text: &str, needle: &str) -> u32 {
+    text.find(needle).map_or(1, |i| {
+        let n = memchr::memchr_iter(b'\n', text.as_bytes().get(..i).unwrap_or(&[])).count();
+        u32::try_from(n + 1).unwrap_or(u32::MAX)
+    })
+}
+
+/// Facts gathered over a scan, combined at its end.
+#[derive(Debug, Default)]
+pub(crate) struct Collector {
+    pub facts: Vec<Fact>,
+    /// Script paths that SKILL.md or an install hook invokes (`true`: from an install hook).
+    pub referenced: HashSet<(String, bool)>,
+}
+
+impl Collector {
+    /// Files that are invoked run (and at install time when an install hook invokes them).
+    fn settle(&mut self) {
+        if self.referenced.is_empty() {
+            return;
+        }
+        for f in &mut self.facts {
+            let Some(p) = f.path.as_deref() else { continue };
+            for (r, install) in &self.referenced {
+                if p == r || p.ends_with(&format!("/{r}")) {
+                    if !f.runs {
+                        f.runs = true;
+                        f.why = "invoked by SKILL.md or an install hook";
+                    }
+                    if *install && !f.install {
+                        f.install = true;
+                        f.why = "invoked by an install hook";
+                    }
+                }
+            }
+        }
+    }
+
+    /// The inventory and the combination findings.
+    pub fn finish(mut self) -> (Inventory, Vec<Finding>) {
+        self.settle();
+        let findings = combine(&self.facts);
+        let mut inv = Inventory::default();
+        let mut seen: HashSet<(Kind, &'static str, Option<String>, String)> = HashSet::new();
+        for f in &self.facts {
+            if !seen.insert((f.kind, f.what, f.path.clone(), f.detail.clone())) {
+                continue;
+            }
+            let list = match f.kind {
+                Kind::Executes => &mut inv.executes,
+                Kind::Reads => &mut inv.reads,
+                Kind::Sends => &mut inv.sends,
+                Kind::Downloads => &mut inv.downloads,
+                Kind::Persists => &mut inv.persists,
+                Kind::SupplyChain => &mut inv.supply_chain,
+            };
+            if list.len() >= MAX_ITEMS_PER_KIND {
+                inv.truncated = true;
+                continue;
+            }
+            list.push(Capability {
+                what: f.what.to_string(),
+                detail: f.detail.clone(),
+                path: f.path.clone(),
+                line: f.line,
+                role: if f.install {
+                    Role::Install
+                } else if f.runs {
+                    Role::Runs
+                } else {
+                    Role::Carried
+                },
+                why: f.why.to_string(),
+            });
+        }
+        (inv, findings)
+    }
+}
+
+fn at(f: &Fact) -> String {
+    format!("{}:{}", f.path.as_deref().unwrap_or("content"), f.line)
+}
+
+fn finding(id: &str, severity: Severity, title: &str, message: String, anchor: &Fact) -> Finding {
+    Finding {
+        rule_id: id.to_string(),
+        severity,
+        title: title.to_string(),
+        message,
+        path: anchor.path.clone(),
+        line: anchor.line.max(1),
+        column: 1,
+        excerpt: anchor.detail.clone(),
+    }
+}
+
+/// Findings from combinations of the facts of files that run.
+fn combine(facts: &[Fact]) -> Vec<Finding> {
+    let run: Vec<&Fact> = facts.iter().filter(|f| f.runs).collect();
+    let of = |k: Kind| run.iter().copied().filter(move |f| f.kind == k);
+    let mut out = Vec::new();
+
+    // Reads secrets + sends = exfiltration.
+    let reads: Vec<&Fact> = of(Kind::Reads).collect();
+    let sends: Vec<&Fact> = of(Kind::Sends).collect();
+    if let (Some(r), Some(_)) = (reads.first(), sends.first()) {
+        let same = reads
+            .iter()
+            .find_map(|r| sends.iter().find(|s| s.path == r.path).map(|s| (*r, *s)));
+        let (r, s, severity) = match same {
+            Some((r, s)) => (r, s, Severity::Critical),
+            None => (*r, sends[0], Severity::High),
+        };
+        out.push(finding(
+            "combo.exfiltration",
+            severity,
+            "Reads sensitive data and sends data out",
+            format!(
+                "The skill {} ({}: `{}`) and {} ({}: `{}`); together they can carry the data off the machine.",
+                r.what,
+                at(r),
+                r.detail,
+                s.what,
+                at(s),
+                s.detail
+            ),
+            s,
+        ));
+    }
+
+    // Downloads a file or value, then runs it (not on one line: the line rules see that).
+    let downloads: Vec<&Fact> = of(Kind::Downloads).collect();
+    let execs: Vec<&Fact> = of(Kind::Executes).collect();
+    'remote: for d in &downloads {
+        for e in &execs {
+            let linked = match &d.target {
+                Some(t) => (e.path != d.path || e.line != d.line) && mentions_word(&e.detail, t),
+                None => false,
+            };
+            // On one line, the line rules judge a shell's fetch-and-run (with their vendor
+            // installers); other ways to run what was fetched are judged here.
+            let same_line_dynamic = e.path == d.path
+                && e.line == d.line
+                && e.what == "evaluates code"
+                && !e.detail.contains("$(")
+                && !e.detail.contains('`');
+            if linked || same_line_dynamic {
+                let vendor = crate::filters::installer_url(&d.detail.to_ascii_lowercase());
+                let (severity, note) = if vendor {
+                    (
+                        Severity::Low,
+                        " Reported as low instead of critical: the script comes from a well-known vendor installer.",
+                    )
+                } else {
+                    (Severity::Critical, "")
+                };
+                out.push(finding(
+                    "combo.remote-code",
+                    severity,
+                    "Downloads code and runs it",
+                    format!(
+                        "The skill downloads ({}: `{}`) and runs what it fetched ({}: `{}`, {}): code that is not in the skill runs on the machine.{note}",
+                        at(d),
+                        d.detail,
+                        at(e),
+                        e.detail,
+                        e.what
+                    ),
+                    e,
+                ));
+                break 'remote;
+            }
+        }
+    }
+
+    // Install-time code that does more than build.
+    let install: Vec<&Fact> = run.iter().copied().filter(|f| f.install).collect();
+    let risky = |f: &&Fact| match f.kind {
+        Kind::Reads | Kind::Sends | Kind::Persists | Kind::SupplyChain => true,
+        Kind::Executes => f.dynamic,
+        Kind::Downloads => false,
+    };
+    let inst_dl = install.iter().find(|f| f.kind == Kind::Downloads);
+    // The download and a run in the same install-time file (or the downloaded file run).
+    let inst_pair = install
+        .iter()
+        .filter(|d| d.kind == Kind::Downloads)
+        .find_map(|d| {
+            install
+                .iter()
+                .find(|e| {
+                    e.kind == Kind::Executes
+                        && !e.what.ends_with(" hook")
+                        && (e.path == d.path
+                            || d.target
+                                .as_deref()
+                                .is_some_and(|t| mentions_word(&e.detail, t)))
+                        && (e.dynamic
+                            || matches!(
+                                e.what,
+                                "runs a script" | "makes a file executable" | "starts a process"
+                            ))
+                })
+                .map(|e| (*d, *e))
+        });
+    if let Some((d, e)) = inst_pair {
+        out.push(finding(
+            "combo.install-hook-exec",
+            Severity::Critical,
+            "Install-time code downloads and runs code",
+            format!(
+                "Code that runs when the skill or its package is installed ({}, {}) downloads (`{}`) and runs code ({}: `{}`): what runs is not in the skill.",
+                at(d),
+                d.why,
+                d.detail,
+                at(e),
+                e.detail
+            ),
+            e,
+        ));
+    } else if let Some(r) = install.iter().find(|f| risky(f)) {
+        let (severity, extra) = match (inst_dl, r.kind) {
+            (Some(d), Kind::Executes) => (
+                Severity::Critical,
+                format!(
+                    " It also downloads at install time ({}: `{}`).",
+                    at(d),
+                    d.detail
+                ),
+            ),
+            (_, Kind::Reads | Kind::Sends) => (Severity::Critical, String::new()),
+            _ => (Severity::High, String::new()),
+        };
+        let id = if r.kind == Kind::Persists {
+            "combo.install-persist"
+        } else {
+            "combo.install-hook-exec"
+        };
+        out.push(finding(
+            id,
+            severity,
+            "Install-time code with side effects",
+            format!(
+                "Code that runs when the skill or its package is installed ({}, {}) {} (`{}`).{extra}",
+                at(r),
+                r.why,
+                r.what,
+                r.detail
+            ),
+            r,
+        ));
+    } else if let Some(d) = inst_dl {
+        out.push(finding(
+            "combo.install-hook-exec",
+            Severity::Medium,
+            "Install-time code downloads",
+            format!(
+                "Code that runs when the skill or its package is installed ({}, {}) downloads (`{}`): what it fetches is not in the skill.",
+                at(d),
+                d.why,
+                d.detail
+            ),
+            d,
+        ));
+    }
+
+    // Persistence next to remote or dynamic code; persistence alone in code that runs.
+    let persists: Vec<&Fact> = of(Kind::Persists).filter(|f| !f.install).collect();
+    if let Some(p) = persists.iter().find(|p| p.strong) {
+        out.push(finding(
+            "combo.agent-permissions",
+            Severity::High,
+            "Grants the agent broad permissions",
+            format!(
+                "The skill {} ({}: `{}`): the agent would run commands without asking, in this and later sessions.",
+                p.what,
+                at(p),
+                p.detail
+            ),
+            p,
+        ));
+    }
+    if let Some(p) = persists.iter().find(|p| !p.strong) {
+        let partner = downloads
+            .first()
+            .copied()
+            .or_else(|| execs.iter().copied().find(|e| e.dynamic));
+        match partner {
+            Some(x) => out.push(finding(
+                "combo.persist-exec",
+                Severity::High,
+                "Persists and runs fetched or dynamic code",
+                format!(
+                    "The skill {} ({}: `{}`) and {} ({}: `{}`): a change that outlives the session, next to code not fixed in the skill.",
+                    p.what,
+                    at(p),
+                    p.detail,
+                    x.what,
+                    at(x),
+                    x.detail
+                ),
+                p,
+            )),
+            None => out.push(finding(
+                "combo.persistence",
+                Severity::Medium,
+                "Changes that outlive the session",
+                format!(
+                    "The skill {} ({}: `{}`): it stays after the session ends.",
+                    p.what,
+                    at(p),
+                    p.detail
+                ),
+                p,
+            )),
+        }
+    }
+
+    // A command word spelled from pieces, in code that runs: obfuscation of what runs.
+    if let Some(a) = run
+        .iter()
+        .find(|f| f.what == "assembles a command word from pieces")
+    {
+        out.push(finding(
+            "combo.assembled-command",
+            Severity::High,
+            "Assembles a command from pieces",
+            format!(
+                "The skill builds a command word from pieces so that it does not appear whole ({}: `{}`); a command hidden this way is meant to pass review.",
+                at(a),
+                a.detail
+            ),
+            a,
+        ));
+    }
+
+    // Supply chain.
+    let supply: Vec<&Fact> = of(Kind::SupplyChain).filter(|f| !f.install).collect();
+    if let Some(s) = supply.iter().find(|s| s.strong) {
+        out.push(finding(
+            "combo.supply-chain",
+            Severity::High,
+            "Changes where packages come from",
+            format!(
+                "The skill {} ({}: `{}`): later installs may fetch packages from a source the user did not choose, or without verifying it.",
+                s.what,
+                at(s),
+                s.detail
+            ),
+            s,
+        ));
+    }
+    out
+}
+
+fn mentions_word(hay: &str, word: &str) -> bool {
+    let bytes = hay.as_bytes();
+    let mut from = 0;
+    while let Some(i) = hay.get(from..).and_then(|h| h.find(word)) {
+        let s = from + i;
+        let e = s + word.len();
+        let ok_before = s == 0 || !is_word_byte(bytes.get(s - 1).copied().unwrap_or(b' '));
+        let ok_after = !is_word_byte(bytes.get(e).copied().unwrap_or(b' '));
+        if ok_before && ok_after {
+            return true;
+        }
+        from = e;
+    }
+    false
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
