@@ -570,11 +570,23 @@ fn guard_schemas(schemas: &mut Map<String, Value>) {
             }
         }),
     );
+    let capabilities = json!({"type": "array", "items": {
+        "type": "object",
+        "required": ["what", "detail", "line", "role", "why"],
+        "properties": {
+            "what": {"type": "string"},
+            "detail": {"type": "string"},
+            "path": {"type": "string"},
+            "line": {"type": "integer", "minimum": 1},
+            "role": one_of(&["install", "runs", "carried"]),
+            "why": {"type": "string"}
+        }
+    }});
     schemas.insert(
         "ScanResult".into(),
         json!({
             "type": "object",
-            "required": ["verdict", "mode", "target", "findings", "stats"],
+            "required": ["verdict", "mode", "target", "findings", "stats", "inventory"],
             "properties": {
                 "verdict": one_of(&["pass", "warn", "fail"]),
                 "mode": one_of(&[gc_guard::MODE_SKILL]),
@@ -598,6 +610,17 @@ fn guard_schemas(schemas: &mut Map<String, Value>) {
                         "excerpt": {"type": "string"}
                     }
                 }},
+                "inventory": {"type": "object", "description": "What the skill can do, from every file: what it executes, what sensitive data it reads, where it sends data, what it downloads, what it persists, which supply chain it changes; each item says whether its file runs at install time, runs, or is only carried (tests, documentation, CI, locale). At most 40 items per list (`truncated`).",
+                    "required": ["executes", "reads", "sends", "downloads", "persists", "supply_chain", "truncated"],
+                    "properties": {
+                        "executes": capabilities.clone(),
+                        "reads": capabilities.clone(),
+                        "sends": capabilities.clone(),
+                        "downloads": capabilities.clone(),
+                        "persists": capabilities.clone(),
+                        "supply_chain": capabilities,
+                        "truncated": {"type": "boolean"}
+                    }},
                 "stats": {"type": "object", "required": ["files_scanned", "files_skipped", "bytes_scanned", "duration_ms"],
                     "properties": {
                         "files_scanned": {"type": "integer", "minimum": 0},
