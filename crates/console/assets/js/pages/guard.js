@@ -1,5 +1,6 @@
 // The Guard: a public page to scan pasted content or a public GitHub repository, with the
-// verdict, the findings (file, line, rule, excerpt) and a SARIF download.
+// verdict, the capability inventory, the findings (file, line, rule, excerpt) and a SARIF
+// download.
 
 import { BASE, errorOf } from '../api.js';
 import { h, fill, form, pageHead, notice, errorNotice, table } from '../ui.js';
@@ -9,6 +10,39 @@ const VERDICT = {
   warn: '— some findings deserve a look.',
   fail: '— this contains dangerous content.',
 };
+
+// The capability inventory, in the order a person deciding whether to install reads it.
+const CAPABILITIES = [
+  ['executes', 'Executes'],
+  ['reads', 'Reads sensitive data'],
+  ['sends', 'Sends data'],
+  ['downloads', 'Downloads'],
+  ['persists', 'Persists'],
+  ['supply_chain', 'Changes the supply chain'],
+];
+
+const ROLE = {
+  install: 'runs at install',
+  runs: 'runs',
+  carried: 'carried only',
+};
+
+// What the skill can do, from every file, and whether each file runs or is only carried.
+function inventory(inv) {
+  if (!inv) return null;
+  const lists = CAPABILITIES.filter(([key]) => (inv[key] || []).length);
+  if (!lists.length) return h('section', { id: 'guard-inventory' }, h('h2', {}, 'Capabilities'), h('p', { class: 'sub' }, 'Nothing that executes, reads sensitive data, sends, downloads, persists or changes the supply chain was found.'));
+  return h('section', { id: 'guard-inventory' },
+    h('h2', {}, 'Capabilities'),
+    h('p', { class: 'sub' }, 'What the skill can do, from every file. “Carried only” is in tests, documentation, CI or locale files that nothing runs.'),
+    h('dl', { class: 'inventory' }, lists.flatMap(([key, label]) => [
+      h('dt', {}, `${label} (${inv[key].length})`),
+      h('dd', {}, h('ul', {}, inv[key].map((c) => h('li', { 'data-role': c.role },
+        h('span', { class: `role role-${c.role}`, title: c.why }, ROLE[c.role] || c.role), ' ',
+        c.what, ' — ', h('code', {}, `${c.path || '(pasted)'}:${c.line}`), ' ', h('code', { class: 'excerpt' }, c.detail))))),
+    ])),
+    inv.truncated ? h('p', { class: 'sub' }, 'Some items were left out (at most 40 per list).') : null);
+}
 
 const REPO = /^https:\/\/github\.com\/[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+(\.git)?\/?$/;
 
@@ -109,6 +143,7 @@ export async function page(ctx) {
     fill(out,
       h('div', { class: `verdict verdict-${r.verdict}`, id: 'verdict', 'data-verdict': r.verdict, role: 'status' }, h('strong', {}, r.verdict.toUpperCase()), ' ', VERDICT[r.verdict] || ''),
       incomplete,
+      inventory(r.inventory),
       h('p', { class: 'sub' }, `Scanned ${where}: ${s.files_scanned ?? 0} file(s), ${s.bytes_scanned ?? 0} bytes, ${s.files_skipped ?? 0} skipped, in ${s.duration_ms ?? 0} ms.`, s.findings_truncated ? ` ${s.findings_truncated} more findings were left out.` : ''),
       r.findings.length
         ? table(
