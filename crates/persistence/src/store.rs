@@ -154,20 +154,27 @@ impl ManageConnection for DbConnectionManager {
     }
 }
 
-/// Per-connection SQLite settings: foreign keys enforced, a writer waits up to 5 s for the
-/// lock instead of failing, and `synchronous = FULL` so nothing acknowledged is lost.
-#[derive(Debug, Clone, Copy)]
-struct SqlitePragmas;
+/// Per-connection SQLite settings: foreign keys enforced, a writer waits up to
+/// [`PoolOptions::sqlite_busy_timeout`] (5 s) for the lock instead of failing, and
+/// `synchronous = FULL` so nothing acknowledged is lost.
+#[derive(Debug, Clone)]
+struct SqlitePragmas(String);
 
-const SQLITE_PRAGMAS: &str =
-    "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; PRAGMA synchronous = FULL; \
-     PRAGMA cache_size = -1024;";
+impl SqlitePragmas {
+    fn new(busy_timeout: Duration) -> Self {
+        Self(format!(
+            "PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {}; PRAGMA synchronous = FULL; \
+             PRAGMA cache_size = -1024;",
+            busy_timeout.as_millis().min(u128::from(u32::MAX))
+        ))
+    }
+}
 
 impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqlitePragmas {
     fn on_acquire(&self, conn: &mut DbConnection) -> Result<(), diesel::r2d2::Error> {
         match conn {
             DbConnection::Sqlite(c) => c
-                .batch_execute(SQLITE_PRAGMAS)
+                .batch_execute(&self.0)
                 .map_err(diesel::r2d2::Error::QueryError),
             DbConnection::Pg(_) => Ok(()),
         }
@@ -177,12 +184,12 @@ impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqlitePragmas {
 /// The inline read connections' settings: those of every connection, and `query_only`, so a
 /// write there fails at once (and is deferred to the blocking pool) instead of waiting for
 /// the write lock on a thread that serves connections.
-#[derive(Debug, Clone, Copy)]
-struct SqliteReadOnly;
+#[derive(Debug, Clone)]
+struct SqliteReadOnly(SqlitePragmas);
 
 impl CustomizeConnection<DbConnection, diesel::r2d2::Error> for SqliteReadOnly {
     fn on_acquire(&self, conn: &mut DbConnection) -> Result<(), diesel::r2d2::Error> {
-        SqlitePragmas.on_acquire(conn)?;
+        self.0.on_acquire(conn)?;
         conn.batch_execute("PRAGMA query_only = 1;")
             .map_err(diesel::r2d2::Error::QueryError)
     }
@@ -219,14 +226,19 @@ pub struct PoolOptions {
     pub max_size: u32,
     /// How long a caller waits for a free connection before `Unavailable`.
     pub connection_timeout: Duration,
+    /// SQLite only: how long a statement waits for another process's write lock
+    /// (`busy_timeout`); this process's own writers queue on the store's write gate first
+    /// (decision 0028). Tests set 0 to see any wait in SQLite's busy handler as a failure.
+    pub sqlite_busy_timeout: Duration,
 }
 
 impl Default for PoolOptions {
-    /// Ten connections, three seconds.
+    /// Ten connections, three seconds, a 5 s `busy_timeout`.
     fn default() -> Self {
         Self {
             max_size: 10,
             connection_timeout: Duration::from_secs(3),
+            sqlite_busy_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -390,7 +402,7 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
         .min_idle(Some(if memory { 1 } else { 0 }))
         .connection_timeout(opts.connection_timeout)
         .error_handler(Box::new(PoolErrorLogger))
-        .connection_customizer(Box::new(SqlitePragmas));
+        .connection_customizer(Box::new(SqlitePragmas::new(opts.sqlite_busy_timeout)));
     if memory {
         // An in-memory database lives as long as its one connection: never recycle it.
         builder = builder.idle_timeout(None).max_lifetime(None);
@@ -406,7 +418,9 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
             .min_idle(Some(INLINE_CONNECTIONS))
             .idle_timeout(None)
             .error_handler(Box::new(PoolErrorLogger))
-            .connection_customizer(Box::new(SqliteReadOnly))
+            .connection_customizer(Box::new(SqliteReadOnly(SqlitePragmas::new(
+                opts.sqlite_busy_timeout,
+            ))))
             .build(manager)
             .map_err(|e| PersistenceError::Connect(e.to_string()))?;
         Some(pool)

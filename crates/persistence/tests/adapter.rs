@@ -78,6 +78,7 @@ fn pool_exhaustion_is_unavailable_not_a_hang(db: &Db) {
     let small = db.reopen(PoolOptions {
         max_size: 1,
         connection_timeout: StdDuration::from_millis(300),
+        ..PoolOptions::default()
     });
     small.ping().unwrap();
     let held = small.hold_connection().unwrap();

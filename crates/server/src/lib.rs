@@ -49,6 +49,7 @@ pub fn open_store(config: &Config) -> anyhow::Result<DbStore> {
         PoolOptions {
             max_size: config.db_pool_size.unwrap_or(default_size),
             connection_timeout: std::time::Duration::from_secs(3),
+            ..PoolOptions::default()
         },
     )
     .context("opening the database")?;
