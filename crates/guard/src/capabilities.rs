@@ -772,21 +772,39 @@ pub(crate) fn extract(
         all.push((*s, *e, vec![usize::MAX - 1]));
     }
     all.sort_by_key(|l| l.0);
+    // In Markdown, capabilities come from code: fenced blocks and `code spans`, not prose
+    // ("do not edit their crontab yourself").
+    let fences = if is_markdown_name(&lower_name) || is_skill_md {
+        fenced_ranges(text)
+    } else {
+        Vec::new()
+    };
+    let markdown = is_markdown_name(&lower_name);
     for (ls, le, pats) in all {
-        let Some(line) = text.get(ls..le) else {
+        let Some(full) = text.get(ls..le) else {
             continue;
         };
-        if line.len() > 4096 {
+        if full.len() > 4096 {
             continue;
         }
         let n = number(ls);
         if is_skill_md || install {
-            for cap in c.referenced.captures_iter(line) {
+            for cap in c.referenced.captures_iter(full) {
                 if let Some(m) = cap.get(1) {
                     referenced.insert((m.as_str().trim_start_matches("./").to_string(), install));
                 }
             }
         }
+        let spans;
+        let line: &str = if markdown && !fences.iter().any(|&(a, b)| ls >= a && ls < b) {
+            spans = code_spans(full);
+            if spans.is_empty() {
+                continue;
+            }
+            &spans
+        } else {
+            full
+        };
         for p in pats {
             if p == usize::MAX - 1 {
                 let word = split_words
@@ -1123,6 +1141,44 @@ fn split_word(pieces: &[String]) -> Option<String> {
             .contains(word.rsplit('/').next().unwrap_or(word))
     });
     (!alone).then(|| word.to_string())
+}
+
+/// Byte ranges of the fenced code blocks of a Markdown text.
+fn fenced_ranges(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            match open.take() {
+                Some(a) => out.push((a, pos + line.len())),
+                None => open = Some(pos),
+            }
+        }
+        pos += line.len();
+    }
+    if let Some(a) = open {
+        out.push((a, text.len()));
+    }
+    out
+}
+
+/// The `code spans` of a Markdown line, joined by ` ; `.
+fn code_spans(line: &str) -> String {
+    let mut out = String::new();
+    let mut parts = line.split('`');
+    parts.next();
+    while let Some(code) = parts.next() {
+        if !out.is_empty() {
+            out.push_str(" ; ");
+        }
+        out.push_str(code);
+        if parts.next().is_none() {
+            break;
+        }
+    }
+    out
 }
 
 fn is_markdown_name(name: &str) -> bool {
