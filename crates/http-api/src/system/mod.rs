@@ -29,7 +29,8 @@ pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         return Err(ApiError::new(
             ErrorCode::ServiceUnavailable,
             "the run-record writer has stopped; restart this process",
-        ));
+        )
+        .with_retry_after(5));
     }
     Ok(HttpResponse::Ok().json(HealthBody { status: "ok" }))
 }

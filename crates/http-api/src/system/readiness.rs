@@ -46,7 +46,8 @@ pub enum DatabaseStatus {
 pub enum WriterStatus {
     /// Running, with room in its queue.
     Ok,
-    /// The queue is full: new run records are being dropped.
+    /// Every place of the queue is taken: the writer is behind (a slow database), and new
+    /// runs are refused or entries dropped until it catches up.
     Full,
     /// The writer has stopped: nothing is written any more (restart the process).
     Stopped,
