@@ -66,6 +66,10 @@ pub enum DomainError {
     ProviderNotAllowed(String),
     #[error("the service is temporarily unavailable")]
     Unavailable { retry_after_secs: u64 },
+    /// The service has no room for the request now (the run writer's queue is full): 503
+    /// `busy` with `Retry-After`.
+    #[error("the service is busy; retry shortly")]
+    Busy { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(String),
 }
@@ -101,6 +105,7 @@ impl DomainError {
             Self::AiAccessNotReady(_) => ErrorCode::AiAccessNotReady,
             Self::ProviderNotAllowed(_) => ErrorCode::ProviderNotAllowed,
             Self::Unavailable { .. } => ErrorCode::ServiceUnavailable,
+            Self::Busy { .. } => ErrorCode::Busy,
             Self::Internal(_) => ErrorCode::InternalError,
         }
     }

@@ -1064,14 +1064,20 @@ impl crate::services::guard_scan::GuardScanner for FakeGuard {
     }
 }
 
-/// A run sink that keeps every event (the services' activity lines).
+/// A run sink that keeps every event (the services' activity lines), with room for every run.
 #[derive(Default)]
 pub struct FakeSink {
-    pub events: Mutex<Vec<crate::runs::RunEvent>>,
+    pub events: std::sync::Arc<Mutex<Vec<crate::runs::RunEvent>>>,
 }
 
 impl crate::runs::RunSink for FakeSink {
     fn send(&self, event: crate::runs::RunEvent) {
         self.events.lock().unwrap().push(event);
+    }
+    fn reserve(&self, _stream: bool) -> Option<crate::runs::RunSlot> {
+        let events = std::sync::Arc::clone(&self.events);
+        Some(crate::runs::RunSlot::new(move |e| {
+            events.lock().unwrap().push(e)
+        }))
     }
 }

@@ -10,7 +10,8 @@
 //! after the port's short jittered back-off; never once a response is on its way. The tenant's
 //! and key's quotas are applied last in [`prepare`] ([`crate::quota::admit`]), so a refused
 //! run never reaches the upstream. Run records, usage lines and key verdicts leave through
-//! the [`RunSink`] port (a bounded queue), off the request path.
+//! the [`RunSink`] port (a bounded queue), off the request path; a run's record has its place
+//! in that queue from before its admission ([`RunSlot`], decision 0033).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -198,10 +199,46 @@ pub trait ChatUpstream: Send + Sync + 'static {
     fn count_tokens(&self, model: &str, text: &str) -> u64;
 }
 
-/// Where run records and key verdicts go, off the request path (a bounded queue; when full,
-/// an entry is dropped with a warning — a rejected key is judged again at its next 401).
+/// Where run records and key verdicts go, off the request path: a bounded queue drained by
+/// the run writer (decisions 0003 and 0033).
+///
+/// A run's own record never waits for a free place when it ends: [`prepare`] takes a place
+/// with [`RunSink::reserve`] before the run is admitted, and the record goes through that
+/// [`RunSlot`]. With no place free the run is refused (503 `busy`), before its quotas are
+/// counted, so no admitted run's usage line, activity line or token settlement is lost.
 pub trait RunSink: Send + Sync + 'static {
+    /// Best effort, for entries that are not a run's record: key verdicts (a rejected key is
+    /// judged again at its next 401) and the Guard's activity lines. When the queue is full
+    /// the entry is dropped with a warning (and counted by the HTTP layer's sink).
     fn send(&self, event: RunEvent);
+    /// A place in the queue for one run's record, held until the record is sent through it or
+    /// the slot is dropped unused (which frees it). `None` when no place is free — or, for a
+    /// `stream`, when streams already hold their share of the places, so that long streams
+    /// cannot keep short runs out.
+    fn reserve(&self, stream: bool) -> Option<RunSlot>;
+}
+
+/// A place taken in the run writer's queue ([`RunSink::reserve`]): sending through it cannot
+/// fail for want of room. Dropped unused (the client went away before the upstream answered,
+/// a panic), it frees its place.
+pub struct RunSlot(Box<dyn FnOnce(RunEvent) + Send>);
+
+impl RunSlot {
+    /// A slot that hands its one event to `send` (which must not need a further place).
+    pub fn new(send: impl FnOnce(RunEvent) + Send + 'static) -> Self {
+        Self(Box::new(send))
+    }
+
+    /// Sends the run's record into the place taken for it.
+    pub fn send(self, event: RunEvent) {
+        (self.0)(event)
+    }
+}
+
+impl std::fmt::Debug for RunSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunSlot")
+    }
 }
 
 /// One entry for the run writer.
@@ -314,6 +351,8 @@ pub struct RunPlan {
     limits: RateLimitState,
     /// The token reservation and the prompt's counted tokens, when a token limit applies.
     reserved: Option<(TokenReservation, u64)>,
+    /// The run writer's place for this run's record, taken before admission.
+    slot: RunSlot,
 }
 
 impl RunPlan {
@@ -331,6 +370,9 @@ impl RunPlan {
 /// caller (member rules, `run` scope, no Shadow view), then the body (`body` is the HTTP
 /// layer's parse result, held back until now), then AI access, then the quotas (which count
 /// the request). Keys that do not open with the master key are marked `not_ready` and skipped.
+/// Just before the quotas, a place for the run's record is taken from `slots`
+/// ([`RunSink::reserve`]); with none free the run is refused with [`DomainError::Busy`], and
+/// nothing is counted or reserved against its quotas (decision 0033).
 ///
 /// The body is taken out of `body` only after the last store call, or with the parse error
 /// it holds: a store call refused on a thread that serves connections (see
@@ -340,6 +382,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     store: &P,
     sealer: &dyn KeySealer,
     quotas: &NodeQuotas,
+    slots: &dyn RunSink,
     principal: &Principal,
     body: &mut Option<Result<Value, E>>,
     gateway_configured: impl Fn(Region) -> bool,
@@ -379,6 +422,13 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             "no key of the region can be decrypted".into(),
         ));
     }
+    // A place for the run's record before anything is counted: a refusal here costs the
+    // caller no quota and leaves no reservation behind.
+    let Some(slot) = slots.reserve(stream) else {
+        return Err(DomainError::Busy {
+            retry_after_secs: 1,
+        });
+    };
     // The prompt is counted only when a token limit applies (the estimate is lazy).
     let mut prompt = 0;
     let admission = {
@@ -405,6 +455,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         stream,
         limits: admission.state,
         reserved: admission.reservation.map(|r| (r, prompt)),
+        slot,
     }))
 }
 
@@ -543,6 +594,11 @@ impl<U: ChatUpstream> Runs<U> {
         &self.quotas
     }
 
+    /// Where this process's run records go: [`prepare`] takes each run's place from it.
+    pub fn sink(&self) -> &dyn RunSink {
+        self.sink.as_ref()
+    }
+
     /// Sends the planned request, starting at a rotating key. A 401 moves on to the next key
     /// (and marks the refused one `not_ready`); a connect failure or a 5xx is retried once on
     /// the next key not proven bad, after a short back-off; anything else ends the run.
@@ -557,8 +613,12 @@ impl<U: ChatUpstream> Runs<U> {
             body,
             stream,
             reserved,
+            slot,
             ..
         } = plan;
+        // Taken by whichever outcome records the run; dropped unused (every key rejected, or
+        // the caller gone before an answer) it frees its place.
+        let mut slot = Some(slot);
         let scope = Arc::new(scope);
         let requested_model = body
             .get("model")
@@ -590,15 +650,21 @@ impl<U: ChatUpstream> Runs<U> {
                 .await
             {
                 Ok(ChatAnswer::Complete { body, report }) => {
-                    self.sink.send(record.delivered(&report));
+                    if let Some(slot) = slot.take() {
+                        slot.send(record.delivered(&report));
+                    }
                     return Ok(ChatAnswer::Complete { body, report });
                 }
                 Ok(ChatAnswer::Stream(s)) => {
-                    let sink = Arc::clone(&self.sink);
+                    let slot = slot.take();
                     let s = self.upstream.on_finish(
                         s,
                         reserved.is_some(),
-                        Box::new(move |report| sink.send(record.delivered(&report))),
+                        Box::new(move |report| {
+                            if let Some(slot) = slot {
+                                slot.send(record.delivered(&report));
+                            }
+                        }),
                     );
                     return Ok(ChatAnswer::Stream(s));
                 }
@@ -625,7 +691,9 @@ impl<U: ChatUpstream> Runs<U> {
                             .next()
                             .unwrap_or_else(|| "auto".to_owned())
                     });
-                    self.sink.send(record.failed(&failure, started, &model));
+                    if let Some(slot) = slot.take() {
+                        slot.send(record.failed(&failure, started, &model));
+                    }
                     return Err(RunError::Upstream(failure));
                 }
             }
@@ -875,12 +943,41 @@ mod tests {
         text.split_whitespace().count() as u64
     }
 
+    /// Keeps every event; `1` is the number of free places (`None`: room for every run). A
+    /// place is taken by [`RunSink::reserve`] and given back when its slot is used or dropped.
     #[derive(Default)]
-    struct Sink(Mutex<Vec<RunEvent>>);
+    struct Sink(Arc<Mutex<Vec<RunEvent>>>, Arc<Mutex<Option<usize>>>);
+
+    impl Sink {
+        fn with_places(n: usize) -> Self {
+            Self(Arc::default(), Arc::new(Mutex::new(Some(n))))
+        }
+    }
+
+    /// A place of a [`Sink`], given back when dropped.
+    struct Place(Arc<Mutex<Option<usize>>>);
+
+    impl Drop for Place {
+        fn drop(&mut self) {
+            if let Some(n) = self.0.lock().unwrap().as_mut() {
+                *n += 1;
+            }
+        }
+    }
 
     impl RunSink for Sink {
         fn send(&self, event: RunEvent) {
             self.0.lock().unwrap().push(event);
+        }
+        fn reserve(&self, _stream: bool) -> Option<RunSlot> {
+            if let Some(n) = self.1.lock().unwrap().as_mut() {
+                *n = n.checked_sub(1)?;
+            }
+            let (events, place) = (Arc::clone(&self.0), Place(Arc::clone(&self.1)));
+            Some(RunSlot::new(move |e| {
+                events.lock().unwrap().push(e);
+                drop(place);
+            }))
         }
     }
 
@@ -892,10 +989,22 @@ mod tests {
         t: &crate::model::Tenant,
         body: &mut Option<Result<Value, E>>,
     ) -> DomainResult<Result<RunPlan, E>> {
+        prepare_with(store, leases, &Sink::default(), t, body)
+    }
+
+    /// [`prepare_as`] with the places of `slots`.
+    fn prepare_with<E>(
+        store: &Fake,
+        leases: &NodeQuotas,
+        slots: &Sink,
+        t: &crate::model::Tenant,
+        body: &mut Option<Result<Value, E>>,
+    ) -> DomainResult<Result<RunPlan, E>> {
         prepare(
             store,
             &FakeSealer,
             leases,
+            slots,
             &member(t, session()),
             body,
             |_| true,
@@ -916,15 +1025,16 @@ mod tests {
         }
         let store = Fake::with_keys(keys);
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare_as(
+        let sink = Arc::new(Sink::default());
+        let plan = prepare_with(
             &store,
             &NodeQuotas::default(),
+            &sink,
             &t,
             &mut Some(Ok::<_, ()>(body)),
         )
         .unwrap()
         .unwrap();
-        let sink = Arc::new(Sink::default());
         let upstream = Arc::new(Scripted {
             answers: Mutex::new(answers.into()),
             used: Mutex::new(Vec::new()),
@@ -1143,6 +1253,60 @@ mod tests {
     }
 
     #[test]
+    fn a_run_without_a_place_for_its_record_is_refused_before_admission() {
+        let mut t = crate::access::tests::tenant(Status::Active);
+        t.limits.requests_per_minute = Some(2);
+        t.limits.monthly_tokens = Some(1000);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let leases = NodeQuotas::default();
+        let body = || json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5});
+        let sink = Arc::new(Sink::with_places(1));
+        let first = prepare_with(&store, &leases, &sink, &t, &mut Some(Ok::<_, ()>(body())))
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.limits().requests.unwrap().remaining, 1);
+        // The first run holds the only place: the second is refused, 503 busy, and counts
+        // nothing against the quotas.
+        let e =
+            prepare_with(&store, &leases, &sink, &t, &mut Some(Ok::<_, ()>(body()))).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DomainError::Busy {
+                    retry_after_secs: 1
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!((e.code().as_str(), e.code().status()), ("busy", 503));
+        // The first run's record reaches the queue through its place.
+        let upstream = Arc::new(Scripted {
+            answers: Mutex::new(vec![Ok(())].into()),
+            used: Mutex::new(Vec::new()),
+            backoffs: Mutex::new(0),
+        });
+        let runs = Runs::new(upstream, sink.clone());
+        assert!(ready(runs.execute(first, "/run")).is_ok());
+        {
+            let events = sink.0.lock().unwrap();
+            assert!(
+                matches!(&events[..], [RunEvent::Run(_, line)] if line.reservation().is_some()),
+                "{events:?}"
+            );
+        }
+        // Its place is free again, and the refused run had left the request quota whole.
+        let second = prepare_with(&store, &leases, &sink, &t, &mut Some(Ok::<_, ()>(body())))
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.limits().requests.unwrap().remaining, 0);
+        // A plan dropped before its run (the client went away) frees its place too.
+        drop(second);
+        assert_eq!(*sink.1.lock().unwrap(), Some(1));
+    }
+
+    #[test]
     fn the_estimate_counts_messages_as_openai_does_and_never_overflows() {
         let body = json!({"messages": [
             {"role": "system", "content": "be brief"},
@@ -1186,9 +1350,11 @@ mod tests {
         let store = Fake::with_keys(vec![k]);
         let body =
             json!({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 50});
-        let plan = prepare_as(
+        let sink = Arc::new(Sink::default());
+        let plan = prepare_with(
             &store,
             &NodeQuotas::default(),
+            &sink,
             &t,
             &mut Some(Ok::<_, ()>(body)),
         )
@@ -1197,7 +1363,6 @@ mod tests {
         // 3 + (3 + 1 + 3) prompt, 50 allowance.
         let (reservation, prompt) = plan.reserved.unwrap();
         assert_eq!((reservation.tokens, prompt), (60, 10));
-        let sink = Arc::new(Sink::default());
         let upstream = Arc::new(Scripted {
             answers: Mutex::new(vec![Err(UpstreamFailure::Timeout)].into()),
             used: Mutex::new(Vec::new()),
@@ -1450,10 +1615,12 @@ mod tests {
             limits: crate::quota::KeyLimits::default(),
         };
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let sink = Arc::new(Sink::default());
         let plan = prepare(
             &store,
             &FakeSealer,
             &NodeQuotas::default(),
+            sink.as_ref(),
             &member(&t, credential),
             &mut Some(Ok::<_, ()>(body)),
             |_| true,
@@ -1461,7 +1628,6 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let sink = Arc::new(Sink::default());
         let upstream = Arc::new(Scripted {
             answers: Mutex::new(vec![Ok(())].into()),
             used: Mutex::new(Vec::new()),

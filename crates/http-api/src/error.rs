@@ -245,7 +245,8 @@ impl From<DomainError> for ApiError {
             | DomainError::QuotaExceeded {
                 retry_after_secs, ..
             }
-            | DomainError::Unavailable { retry_after_secs } => Some(*retry_after_secs),
+            | DomainError::Unavailable { retry_after_secs }
+            | DomainError::Busy { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
         };
         let headers = match &e {

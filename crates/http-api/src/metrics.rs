@@ -102,6 +102,10 @@ pub struct Metrics {
     lists_kept: Counter,
     lists_read: Counter,
     run_queue_depth: Gauge,
+    /// Runs refused 503 `busy` for want of a place in the run writer's queue (decision 0033).
+    runs_busy: Counter,
+    /// Key verdicts and activity lines dropped because the run writer's queue was full.
+    run_records_dropped: Counter,
     /// The run series of each region and route, kept from their first use.
     kept: KeptSeries,
     pool_probe: OnceLock<PoolProbe>,
@@ -252,8 +256,20 @@ impl Metrics {
         let run_queue_depth = Gauge::default();
         registry.register(
             "gc_run_record_queue_depth",
-            "Run records and key verdicts waiting for the writer",
+            "Places taken in the run-record queue: records and key verdicts waiting for the writer, and places held by runs in flight",
             run_queue_depth.clone(),
+        );
+        let runs_busy = Counter::default();
+        registry.register(
+            "gc_runs_refused_busy",
+            "Runs refused with 503 busy before admission: the run-record queue had no free place (the writer is behind)",
+            runs_busy.clone(),
+        );
+        let run_records_dropped = Counter::default();
+        registry.register(
+            "gc_run_records_dropped",
+            "Key verdicts and activity lines dropped because the run-record queue was full (runs' own records always have a place)",
+            run_records_dropped.clone(),
         );
         Self {
             registry,
@@ -269,6 +285,8 @@ impl Metrics {
             lists_kept,
             lists_read,
             run_queue_depth,
+            runs_busy,
+            run_records_dropped,
             kept: KeptSeries::default(),
             pool_probe: OnceLock::new(),
             queue_probe: OnceLock::new(),
@@ -388,6 +406,16 @@ impl Metrics {
         self.readiness_checks
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// A run refused `busy`: no place in the run-record queue.
+    pub fn run_refused_busy(&self) {
+        self.runs_busy.inc();
+    }
+
+    /// A key verdict or activity line dropped: the run-record queue was full.
+    pub fn run_record_dropped(&self) {
+        self.run_records_dropped.inc();
     }
 
     /// A record list answered: from a kept answer (`kept`) or read from the database.

@@ -297,6 +297,7 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
                 C::UpstreamRateLimited,
                 C::UpstreamError,
                 C::ServiceUnavailable,
+                C::Busy,
                 C::UpstreamTimeout,
             ]);
             s.add("4XX", &[C::UpstreamRejected]);

@@ -27,18 +27,40 @@ struct MeteredSink {
     metrics: Arc<Metrics>,
 }
 
-impl gc_domain::runs::RunSink for MeteredSink {
-    fn send(&self, event: gc_domain::runs::RunEvent) {
-        if let gc_domain::runs::RunEvent::Run(_, line) = &event {
+impl MeteredSink {
+    fn count(metrics: &Metrics, event: &gc_domain::runs::RunEvent) {
+        if let gc_domain::runs::RunEvent::Run(_, line) = event {
             let usage = line.usage();
-            self.metrics.run_finished(
+            metrics.run_finished(
                 line.region().as_str(),
                 line.outcome(),
                 usage.prompt_tokens,
                 usage.completion_tokens,
             );
         }
-        self.recorder.send(event);
+    }
+}
+
+impl gc_domain::runs::RunSink for MeteredSink {
+    fn send(&self, event: gc_domain::runs::RunEvent) {
+        Self::count(&self.metrics, &event);
+        if !self.recorder.try_send(event) {
+            self.metrics.run_record_dropped();
+        }
+    }
+
+    /// A run's place in the writer's queue (decision 0033); none free is counted as a run
+    /// refused `busy`.
+    fn reserve(&self, stream: bool) -> Option<gc_domain::runs::RunSlot> {
+        let Some(slot) = self.recorder.reserve(stream) else {
+            self.metrics.run_refused_busy();
+            return None;
+        };
+        let metrics = Arc::clone(&self.metrics);
+        Some(gc_domain::runs::RunSlot::new(move |event| {
+            Self::count(&metrics, &event);
+            slot.send(event);
+        }))
     }
 }
 

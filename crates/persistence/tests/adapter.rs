@@ -1690,17 +1690,19 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
             text.len() as u64
         }
     }
+    type Kept<T> = Arc<Mutex<Vec<T>>>;
     #[derive(Default)]
-    struct Lines(
-        Mutex<Vec<RunLine>>,
-        Mutex<Vec<gc_domain::workspace::NewActivity>>,
-    );
+    struct Lines(Kept<RunLine>, Kept<gc_domain::workspace::NewActivity>);
     impl RunSink for Lines {
         fn send(&self, event: RunEvent) {
             if let RunEvent::Run(activity, line) = event {
                 self.0.lock().unwrap().push(*line);
                 self.1.lock().unwrap().push(activity);
             }
+        }
+        fn reserve(&self, _: bool) -> Option<gc_domain::runs::RunSlot> {
+            let kept = Self(Arc::clone(&self.0), Arc::clone(&self.1));
+            Some(gc_domain::runs::RunSlot::new(move |e| kept.send(e)))
         }
     }
 
@@ -1734,6 +1736,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
             &db.store,
             &Opened,
             &quotas,
+            sink.as_ref(),
             &caller,
             &mut Some(Ok::<_, ()>(body)),
             |_| true,

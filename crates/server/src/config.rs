@@ -425,6 +425,13 @@ pub struct Config {
     /// before it runs, so the bounds can be tested without millions of rows.
     #[arg(skip)]
     pub usage_report_test_hold_ms: u64,
+    /// Tests only (no flag, no variable): places in the run-record queue instead of
+    /// `RUN_QUEUE`, and milliseconds the writer waits before each batch, so a writer that is
+    /// behind can be tested without hundreds of thousands of runs (decision 0033).
+    #[arg(skip)]
+    pub run_queue_test_size: Option<usize>,
+    #[arg(skip)]
+    pub run_writer_test_hold_ms: u64,
     /// Hashing places (running or waiting) that sign-in and sign-up may not take, kept for
     /// signed-in callers' checks (change-password); anonymous checks keep at least one.
     #[arg(long, env = "GC_HASH_RESERVED", default_value_t = 2)]
@@ -509,6 +516,8 @@ impl Config {
             usage_reports_per_tenant: 2,
             usage_reports_max: None,
             usage_report_test_hold_ms: 0,
+            run_queue_test_size: None,
+            run_writer_test_hold_ms: 0,
             hash_reserved: 2,
             header_timeout_s: 5,
             body_timeout_s: 10,

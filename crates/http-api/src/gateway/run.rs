@@ -58,7 +58,9 @@ fn run_error(e: RunError) -> ApiError {
         (status = 403, description = "member refusals, insufficient_scope, shadow_read_only, ai_access_disabled, ai_access_not_ready"),
         (status = 422, description = "validation_failed or provider_not_allowed"),
         (status = 429, description = "rate_limited or budget_exhausted (a quota, with Retry-After), upstream_rate_limited"),
-        (status = 502, description = "upstream_error"), (status = 504, description = "upstream_timeout")))]
+        (status = 502, description = "upstream_error"),
+        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer"),
+        (status = 504, description = "upstream_timeout")))]
 pub async fn run(
     state: web::Data<AppState>,
     caller: Caller,
@@ -71,7 +73,8 @@ pub async fn run(
 #[utoipa::path(post, path = "/api/v1/chat/completions", tag = "gateway",
     request_body(content = Object, description = "OpenAI chat-completions body"),
     responses((status = 200, description = "An OpenAI chat completion or event stream"),
-        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)")))]
+        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
+        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
 pub async fn chat_completions(
     state: web::Data<AppState>,
     caller: Caller,
@@ -116,7 +119,9 @@ async fn pipeline(
     let runs = state.runs.clone();
     let sealer = state.sealer.clone();
     // One trip to the database: authenticate, then every refusal in the contract's order,
-    // the quotas last (they count the request).
+    // the quotas last (they count the request). Just before the quotas the run takes its
+    // place in the run writer's queue: none free is 503 `busy` with `Retry-After: 1`, and
+    // nothing counted (decision 0033).
     // On the serving thread when the store can answer at once (`Caller::read`); the body
     // stays in its slot until `prepare` no longer needs the store, so a second attempt on the
     // blocking pool still has it.
@@ -130,6 +135,7 @@ async fn pipeline(
                 ports,
                 sealer.as_ref(),
                 runs.quotas(),
+                runs.sink(),
                 p,
                 &mut body,
                 |r| runs.upstream().configured(r),
