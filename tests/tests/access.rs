@@ -1,6 +1,8 @@
 //! Every mounted route × every kind of caller, from the router's own route list
 //! (`gc_http_api::routes`): a route without a row in [`policy`] fails the test, and each
 //! cell checks the refusal (status and code) or that the caller got past every access check.
+//! The expected policy is this file's own; a test checks that it agrees with the access class
+//! the route table declares.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gc_http_api::routes::{self, Route};
@@ -85,6 +87,37 @@ fn policy(route: Route) -> Option<Policy> {
         ("GET", "/models" | "/models/{id}") => ModelList,
         _ => return None,
     })
+}
+
+/// The access class the route table declares for each route (from which the OpenAPI
+/// document's credentials and shared refusals are derived) agrees with [`policy`]. The policy
+/// stays written here, apart from the table, so the matrix checks the server's answers against
+/// an expectation the code under test did not produce; this test only keeps the two in step.
+#[test]
+fn the_route_tables_access_class_agrees_with_the_policy() {
+    use routes::Access;
+    let mut wrong = Vec::new();
+    for route in routes::all() {
+        let class = match policy(route) {
+            None => None,
+            Some(Policy::Public) => Some(Access::Public),
+            Some(Policy::PublicMaybeAuth) => Some(Access::Guard),
+            Some(Policy::Account) => Some(Access::Session),
+            Some(Policy::AdminOnly) => Some(Access::Admin),
+            Some(Policy::WorkspaceSession { .. }) => Some(Access::KeyManagement),
+            Some(Policy::WorkspaceRead { .. }) => Some(Access::Workspace("workspace:read")),
+            Some(Policy::WorkspaceWrite { .. }) => Some(Access::Workspace("workspace:write")),
+            Some(Policy::Run) => Some(Access::Run),
+            Some(Policy::ModelList) => Some(Access::Models),
+        };
+        if class != Some(route.access) {
+            wrong.push(format!(
+                "{} {}: the table says {:?}, the policy {:?}",
+                route.method, route.path, route.access, class
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 /// The kinds of caller.

@@ -1,12 +1,14 @@
-//! The OpenAPI document, generated from the handlers' annotations. `cargo xtask openapi`
+//! The OpenAPI document, generated from the route table (`routes.rs`: which handlers, and each
+//! operation's access class) and the handlers' annotations. `cargo xtask openapi`
 //! writes it to `docs/openapi.json`; a test fails when the file drifts, and `cargo xtask
 //! api-check` tests the running server against it.
 //!
-//! The annotations give each route's body, answers and the errors peculiar to it; the
-//! [`Contract`] modifier adds what every route shares, from one table: the `Error` schema (its
-//! `code` enum generated from `gc_domain::ErrorCode::ALL`), the security schemes, each
-//! operation's credentials, and the statuses each kind of route can answer whoever calls it
-//! (401 for bad credentials, 403 refusals, the body and query errors, 503).
+//! The annotations give each route's method and path (checked against the table by
+//! `every_documented_operation_is_a_declared_route`), body, answers and the errors peculiar to
+//! it; this module adds what every route shares: the `Error` schema (its `code` enum generated
+//! from `gc_domain::ErrorCode::ALL`), the security schemes, and from the access class the
+//! table declares each operation's credentials and the statuses that kind of route can answer
+//! whoever calls it (401 for bad credentials, 403 refusals, the body and query errors, 503).
 
 use gc_domain::records::nullable;
 use gc_domain::ErrorCode;
@@ -14,7 +16,7 @@ use gc_domain::ErrorCode as C;
 use serde_json::{json, Map, Value};
 use utoipa::{Modify, OpenApi};
 
-use crate::{admin, auth, gateway, guard, system, workspace};
+use crate::routes::{self, Access, Route};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,71 +25,6 @@ use crate::{admin, auth, gateway, guard, system, workspace};
         description = "Multi-tenant workspace service with an AI gateway. Errors have the body \
             {\"error\": {\"code\", \"message\", \"request_id\"}}.",
         license(name = "Apache-2.0")
-    ),
-    paths(
-        system::health,
-        system::ready,
-        system::openapi,
-        auth::signup::signup_status,
-        auth::signup::signup,
-        auth::signin::signin,
-        auth::signout::signout,
-        auth::change_password::change_password,
-        auth::me::get_me,
-        auth::me::patch_me,
-        auth::sessions::list_sessions,
-        auth::sessions::delete_sessions,
-        auth::ip_admin::ip_admin,
-        admin::tenants::list_tenants,
-        admin::tenants::create_tenant,
-        admin::tenants::get_tenant,
-        admin::tenants::patch_tenant,
-        admin::usage::admin_usage,
-        admin::users::list_users,
-        admin::users::create_user,
-        admin::users::patch_user,
-        admin::users::assign_tenant,
-        admin::ai_keys::list_ai_keys,
-        admin::ai_keys::create_ai_key,
-        admin::ai_keys::delete_ai_key,
-        admin::diagnostics::diagnostics,
-        gateway::run::run,
-        gateway::run::chat_completions,
-        gateway::models::list_models,
-        gateway::models::get_model,
-        guard::scan::describe,
-        guard::scan::scan,
-        workspace::overview::overview,
-        workspace::settings::get_settings,
-        workspace::settings::patch_settings,
-        workspace::activity::list_activity,
-        workspace::skills::list_skills,
-        workspace::skills::create_skill,
-        workspace::skills::get_skill,
-        workspace::skills::patch_skill,
-        workspace::skills::delete_skill,
-        workspace::memory::list_collections,
-        workspace::memory::create_collection,
-        workspace::memory::get_collection,
-        workspace::memory::patch_collection,
-        workspace::memory::delete_collection,
-        workspace::sources::list_sources,
-        workspace::sources::create_source,
-        workspace::sources::get_source,
-        workspace::sources::patch_source,
-        workspace::sources::delete_source,
-        workspace::drafts::list_drafts,
-        workspace::drafts::create_draft,
-        workspace::drafts::get_draft,
-        workspace::drafts::patch_draft,
-        workspace::drafts::delete_draft,
-        workspace::api_keys::list_api_keys,
-        workspace::api_keys::create_api_key,
-        workspace::api_keys::patch_api_key,
-        workspace::api_keys::revoke_api_key,
-        workspace::usage::workspace_usage,
-        workspace::ai_access::get_ai_access,
-        workspace::ai_access::get_guide,
     ),
     tags(
         (name = "system", description = "Probes (liveness, readiness) and this document"),
@@ -114,44 +51,29 @@ const OPENAI_ERROR: &str = "OpenAiError";
 const SESSION: &str = "session";
 const KEY: &str = "workspace_key";
 
-/// What a route accepts as credentials, and so which refusals it can answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// No credentials read at all.
-    Public,
-    /// Anonymous, a session or a `guard:scan` key (`POST /guard/scan`).
-    Guard,
-    /// A session of any account (`/auth/**` but sign-in, sign-up and ip-admin).
-    Session,
-    /// A platform admin's session (`/admin/**`, `/auth/ip-admin`).
-    Admin,
-    /// A member's session only (`/workspace/api-keys/**`).
-    KeyManagement,
-    /// A member's session or a key with `scope`.
-    Workspace(&'static str),
-    /// `/run` and `/chat/completions`.
-    Run,
-    /// `GET /models` and `/models/{id}`: a run's credentials, nothing reaches an upstream.
-    Models,
+/// The route the table declares for an operation of the document (`method` in lowercase,
+/// `path` under `/api/v1`, parameter names as the annotation spells them). `None` for an
+/// operation no route mounts, which `every_documented_operation_is_a_declared_route` rules out.
+fn declared(method: &str, path: &str) -> Option<Route> {
+    routes::all().find(|r| r.method.eq_ignore_ascii_case(method) && same_shape(r.path, path))
 }
 
-fn access(method: &str, path: &str) -> Access {
-    match (method, path) {
-        (_, "/health" | "/ready" | "/openapi.json" | "/auth/signup" | "/auth/signin") => {
-            Access::Public
-        }
-        ("get", "/guard/scan") => Access::Public,
-        (_, "/guard/scan") => Access::Guard,
-        (_, "/auth/ip-admin") => Access::Admin,
-        (_, "/run" | "/chat/completions") => Access::Run,
-        (_, "/models" | "/models/{id}") => Access::Models,
-        _ if path.starts_with("/admin/") => Access::Admin,
-        _ if path.starts_with("/auth/") => Access::Session,
-        _ if path.starts_with("/workspace/api-keys") => Access::KeyManagement,
-        ("get", _) => Access::Workspace("workspace:read"),
-        _ => Access::Workspace("workspace:write"),
-    }
+/// Whether two path templates are the same but for their parameters' names.
+fn same_shape(a: &str, b: &str) -> bool {
+    a.split('/').count() == b.split('/').count()
+        && a.split('/')
+            .zip(b.split('/'))
+            .all(|(x, y)| x == y || (x.starts_with('{') && y.starts_with('{')))
 }
+
+/// What the document says of an operation no route declares: no credentials, no refusals.
+const UNDECLARED: Route = Route {
+    method: "",
+    path: "",
+    access: Access::Public,
+    errors: &[],
+    openai_errors: false,
+};
 
 /// The error statuses an operation can answer, each with its codes.
 #[derive(Default)]
@@ -178,8 +100,9 @@ impl Statuses {
 /// The member refusals every tenant-scoped route answers.
 const MEMBER: [C; 3] = [C::MemberUnassigned, C::MemberSuspended, C::TenantSuspended];
 
-/// The statuses of one operation, from what it accepts and what it reads.
-fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
+/// The statuses of one operation: from its body and parameters, then from the access class
+/// the route table declares, then the errors the table names as peculiar to the route.
+fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
     let mut s = Statuses::default();
     let unsafe_method = method != "get";
     let params = op["parameters"].as_array().cloned().unwrap_or_default();
@@ -193,7 +116,7 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
             C::UnsupportedMediaType,
             C::ValidationFailed,
         ]);
-        if access(method, path) != Access::Run {
+        if route.access != Access::Run {
             s.codes(&[C::UnknownField]);
         }
     }
@@ -210,43 +133,12 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
         s.codes(&[C::InvalidIfMatch, C::VersionConflict]);
     }
     let credentials = [C::Unauthenticated, C::InvalidApiKey];
-    match access(method, path) {
-        Access::Public => match path {
-            "/health" => s.codes(&[C::ServiceUnavailable]),
-            "/auth/signup" if unsafe_method => s.codes(&[
-                C::SignupDisabled,
-                C::EmailTaken,
-                C::RateLimited,
-                C::Busy,
-                C::ServiceUnavailable,
-            ]),
-            "/auth/signin" => s.codes(&[
-                C::InvalidCredentials,
-                C::TooManyAttempts,
-                C::RateLimited,
-                C::Busy,
-                C::ServiceUnavailable,
-            ]),
-            _ => {}
-        },
+    match route.access {
+        Access::Public => {}
         Access::Guard => {
             s.codes(&credentials);
             s.codes(&[C::OriginMismatch, C::InsufficientScope]);
             s.codes(&MEMBER);
-            s.codes(&[
-                C::RepositoryNotFound,
-                C::UnsupportedMode,
-                C::InvalidTarget,
-                C::TargetNotAllowed,
-                C::ArchiveNotAccepted,
-                C::RedirectNotFollowed,
-                C::RepositoryTooLarge,
-                C::RateLimited,
-                C::UpstreamError,
-                C::ScannerBusy,
-                C::ServiceUnavailable,
-                C::UpstreamTimeout,
-            ]);
         }
         Access::Session | Access::Admin | Access::KeyManagement | Access::Workspace(_) => {
             s.codes(&credentials);
@@ -254,7 +146,7 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
             if unsafe_method {
                 s.codes(&[C::OriginMismatch]);
             }
-            match access(method, path) {
+            match route.access {
                 Access::Session => s.codes(&[C::SessionRequired]),
                 Access::Admin => {
                     s.codes(&[C::SessionRequired, C::AdminRequired, C::MemberSuspended])
@@ -303,17 +195,7 @@ fn statuses(method: &str, path: &str, op: &Value) -> Statuses {
             s.add("4XX", &[C::UpstreamRejected]);
         }
     }
-    // Route-specific answers.
-    match (method, path) {
-        ("post", "/auth/change-password") => {
-            s.codes(&[C::TooManyAttempts, C::RateLimited, C::Busy])
-        }
-        ("delete", "/auth/sessions") => s.codes(&[C::NotFound]),
-        ("post", "/auth/ip-admin") => s.codes(&[C::NotFound]),
-        ("post", "/admin/users") => s.codes(&[C::EmailTaken, C::NotFound, C::RateLimited, C::Busy]),
-        ("post", "/admin/ai-gateways/diagnostics") => s.codes(&[C::NotFound]),
-        _ => {}
-    }
+    s.codes(route.errors);
     s
 }
 
@@ -750,7 +632,10 @@ impl Modify for Contract {
 
 /// The whole document as JSON: the generated one with the per-operation contract applied.
 pub fn document_json() -> Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let mut api = ApiDoc::openapi();
+    api.merge(routes::ApiPaths::openapi());
+    api.merge(routes::ChatPaths::openapi());
+    let mut doc = serde_json::to_value(api).unwrap_or_default();
     contract(&mut doc);
     doc
 }
@@ -817,8 +702,8 @@ fn contract(doc: &mut Value) {
             continue;
         };
         for (method, op) in item.iter_mut() {
-            let access = access(method, path);
-            op["security"] = security(access);
+            let route = declared(method, path).unwrap_or(UNDECLARED);
+            op["security"] = security(route.access);
             if let Some((_, _, name, _)) = records
                 .iter()
                 .find(|(m, p, _, _)| *m == method.as_str() && *p == path)
@@ -847,12 +732,12 @@ fn contract(doc: &mut Value) {
                     }
                 }
             }
-            let error = if access == Access::Models || path == "/chat/completions" {
+            let error = if route.openai_errors {
                 OPENAI_ERROR
             } else {
                 ERROR
             };
-            let wanted = statuses(method, path, op);
+            let wanted = statuses(method, &route, op);
             let responses = &mut op["responses"];
             for (status, codes) in wanted.0 {
                 let listed = codes
@@ -919,5 +804,37 @@ fn special_bodies(method: &str, path: &str, op: &mut Value) {
                 json!({"application/json": {"schema": {"type": "object"}}});
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document's paths come from the table's handlers, but each handler's annotation
+    /// states its own method and path: they must name the route the table mounts it on, else
+    /// the operation would be documented under the wrong path or with the wrong access class.
+    #[test]
+    fn every_documented_operation_is_a_declared_route() {
+        let doc = document_json();
+        let mut operations = 0;
+        for (full, item) in doc["paths"].as_object().into_iter().flatten() {
+            let path = full.strip_prefix("/api/v1").unwrap_or(full);
+            for method in item.as_object().into_iter().flatten().map(|(m, _)| m) {
+                assert!(
+                    declared(method, path).is_some(),
+                    "{method} {full} is documented but no route declares it"
+                );
+                operations += 1;
+            }
+        }
+        assert_eq!(operations, routes::all().count());
+    }
+
+    #[test]
+    fn parameter_names_do_not_change_a_shape() {
+        assert!(same_shape("/a/{collection_id}/b", "/a/{collectionId}/b"));
+        assert!(!same_shape("/a/{id}", "/a/b"));
+        assert!(!same_shape("/a/{id}", "/a/{id}/b"));
     }
 }

@@ -1,25 +1,101 @@
-//! The route table: every route under `/api/v1`, declared once. The same declaration mounts
-//! the routes and lists them ([`ROUTES`], [`CHAT_ROUTES`]), so a test that walks the list
-//! walks exactly what the router serves (the route × caller test in `tests/tests/access.rs`
-//! fails for a route that has no row).
+//! The route table: every route under `/api/v1`, declared once with its method, path, access
+//! class and handler. The same declaration mounts the routes, lists them ([`ROUTES`],
+//! [`CHAT_ROUTES`]) and lists their handlers for the OpenAPI document ([`ApiPaths`],
+//! [`ChatPaths`]); `openapi.rs` reads each operation's credentials and the refusals they imply
+//! from the class declared here. A test that walks the list walks exactly what the router
+//! serves (the route × caller test in `tests/tests/access.rs` fails for a route that has no
+//! row, and checks that its expected policy agrees with the class declared here).
+//!
+//! Adding a route is one line here plus its handler (with its `#[utoipa::path]` annotation:
+//! body, success answer, route-specific statuses) calling its service.
 
 use actix_web::http::Method;
 use actix_web::web;
+use gc_domain::ErrorCode;
 
 use crate::{admin, auth, gateway, guard, system, workspace};
 
-/// One mounted route: its method and its path template under `/api/v1`.
+/// The scope a key needs to read the workspace (GET on `/workspace/**`).
+pub const READ: &str = "workspace:read";
+/// The scope a key needs to change the workspace (POST, PATCH, DELETE on `/workspace/**`).
+pub const WRITE: &str = "workspace:write";
+
+/// What a route accepts as credentials, and so which refusals it can answer: the OpenAPI
+/// document's `security` and shared error statuses are derived from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No credentials read at all.
+    Public,
+    /// Anonymous, a session or a `guard:scan` key (`POST /guard/scan`).
+    Guard,
+    /// A session of any account, whatever its state (`/auth/**` but sign-in, sign-up and
+    /// ip-admin).
+    Session,
+    /// A platform admin's session (`/admin/**`, `/auth/ip-admin`).
+    Admin,
+    /// A member's session only (`/workspace/api-keys/**`).
+    KeyManagement,
+    /// A member's session or a key with the scope.
+    Workspace(&'static str),
+    /// A member's session or a key with `run` (`/run`, `/chat/completions`).
+    Run,
+    /// A run's credentials, nothing reaches an upstream (`GET /models`, `/models/{id}`).
+    Models,
+}
+
+/// One mounted route: its method, its path template under `/api/v1` and its access class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     pub method: &'static str,
     pub path: &'static str,
+    pub access: Access,
+    /// The errors peculiar to this route, beyond those its access class, body and parameters
+    /// imply (the OpenAPI document lists each under its status).
+    pub errors: &'static [ErrorCode],
+    /// Errors are answered in OpenAI's shape (the resource is wrapped in
+    /// `gateway::openai_errors`).
+    pub openai_errors: bool,
 }
 
-/// Declares a table: `$list` names every route, `$mount` mounts them on a `ServiceConfig`.
+/// Declares a table: `$list` names every route, `$mount` mounts them on a `ServiceConfig`,
+/// `$doc` is the OpenAPI document of their handlers' annotations (paths only).
+///
+/// An entry is `"/path" [openai_errors]? => { METHOD [access class] module::handler
+/// errors(ErrorCode, ...)?, ... }`: `[openai_errors]` answers the resource's errors in OpenAI's
+/// shape, `errors(...)` names the errors peculiar to the route.
 macro_rules! route_table {
-    ($list:ident, $mount:ident; $( $path:literal $([wrap $mw:expr])? => { $( $method:ident $handler:path ),+ $(,)? } ),* $(,)?) => {
-        #[doc = concat!("The routes [`", stringify!($mount), "`] mounts.")]
-        pub const $list: &[Route] = &[ $( $( Route { method: stringify!($method), path: $path } ),+ ),* ];
+    (
+        $list:ident, $mount:ident, $doc:ident;
+        $(
+            $path:literal $([$openai:ident])? => {
+                $(
+                    $method:ident [$($access:tt)+] $($handler:ident)::+
+                    $(errors($($code:ident),+ $(,)?))?
+                ),+ $(,)?
+            }
+        ),* $(,)?
+    ) => {
+        #[doc = concat!("The routes [`", stringify!($mount), "`] mounts, one slice per resource.")]
+        pub const $list: &[&[Route]] = &[ $( {
+            const OPENAI_ERRORS: bool = route_table!(@openai $($openai)?);
+            &[ $(
+                Route {
+                    method: stringify!($method),
+                    path: $path,
+                    access: Access::$($access)+,
+                    errors: &[ $($( ErrorCode::$code ),+)? ],
+                    openai_errors: OPENAI_ERRORS,
+                }
+            ),+ ]
+        } ),* ];
+
+        #[doc = concat!(
+            "The OpenAPI paths of the routes in [`", stringify!($list),
+            "`], from their handlers' annotations."
+        )]
+        #[derive(utoipa::OpenApi)]
+        #[openapi(paths( $( $( $($handler)::+ ),+ ),* ))]
+        pub struct $doc;
 
         #[doc = concat!("Mounts the routes listed in [`", stringify!($list), "`].")]
         ///
@@ -33,88 +109,145 @@ macro_rules! route_table {
                     if $path.contains('{') == templated {
                         cfg.service(
                             web::resource($path)
-                                $( .wrap(actix_web::middleware::from_fn($mw)) )?
-                                $( .route(web::route().method(Method::$method).to($handler)) )+
+                                $( .wrap(actix_web::middleware::from_fn(gateway::$openai)) )?
+                                $( .route(
+                                    web::route().method(Method::$method).to($($handler)::+)
+                                ) )+
                         );
                     }
                 )*
             }
         }
     };
+    (@openai) => {
+        false
+    };
+    (@openai openai_errors) => {
+        true
+    };
 }
 
-route_table! { ROUTES, mount_api;
-    "/health" => { GET system::health },
-    "/ready" => { GET system::ready },
-    "/openapi.json" => { GET system::openapi },
+route_table! { ROUTES, mount_api, ApiPaths;
+    "/health" => { GET [Public] system::health errors(ServiceUnavailable) },
+    "/ready" => { GET [Public] system::ready },
+    "/openapi.json" => { GET [Public] system::openapi },
 
-    "/auth/signup" => { GET auth::signup::signup_status, POST auth::signup::signup },
-    "/auth/signin" => { POST auth::signin::signin },
-    "/auth/signout" => { POST auth::signout::signout },
-    "/auth/change-password" => { POST auth::change_password::change_password },
-    "/auth/ip-admin" => { POST auth::ip_admin::ip_admin },
-    "/auth/me" => { GET auth::me::get_me, PATCH auth::me::patch_me },
-    "/auth/sessions" => { GET auth::sessions::list_sessions, DELETE auth::sessions::delete_sessions },
-
-    "/admin/tenants" => { GET admin::tenants::list_tenants, POST admin::tenants::create_tenant },
-    "/admin/tenants/{id}" => { GET admin::tenants::get_tenant, PATCH admin::tenants::patch_tenant },
-    "/admin/tenants/{id}/ai-keys" => { GET admin::ai_keys::list_ai_keys, POST admin::ai_keys::create_ai_key },
-    "/admin/tenants/{id}/ai-keys/{key_id}" => { DELETE admin::ai_keys::delete_ai_key },
-    "/admin/ai-gateways/diagnostics" => { POST admin::diagnostics::diagnostics },
-    "/admin/users" => { GET admin::users::list_users, POST admin::users::create_user },
-    "/admin/users/{id}" => { PATCH admin::users::patch_user },
-    "/admin/users/{id}/tenant" => { PATCH admin::users::assign_tenant },
-    "/admin/usage" => { GET admin::usage::admin_usage },
-
-    "/workspace" => { GET workspace::overview::overview },
-    "/workspace/settings" => { GET workspace::settings::get_settings, PATCH workspace::settings::patch_settings },
-    "/workspace/activity" => { GET workspace::activity::list_activity },
-    "/workspace/skills" => { GET workspace::skills::list_skills, POST workspace::skills::create_skill },
-    "/workspace/skills/{id}" => {
-        GET workspace::skills::get_skill,
-        PATCH workspace::skills::patch_skill,
-        DELETE workspace::skills::delete_skill,
+    "/auth/signup" => {
+        GET [Public] auth::signup::signup_status,
+        POST [Public] auth::signup::signup
+            errors(SignupDisabled, EmailTaken, RateLimited, Busy, ServiceUnavailable),
     },
-    "/workspace/memory" => { GET workspace::memory::list_collections, POST workspace::memory::create_collection },
+    "/auth/signin" => {
+        POST [Public] auth::signin::signin
+            errors(InvalidCredentials, TooManyAttempts, RateLimited, Busy, ServiceUnavailable),
+    },
+    "/auth/signout" => { POST [Session] auth::signout::signout },
+    "/auth/change-password" => {
+        POST [Session] auth::change_password::change_password
+            errors(TooManyAttempts, RateLimited, Busy),
+    },
+    "/auth/ip-admin" => { POST [Admin] auth::ip_admin::ip_admin errors(NotFound) },
+    "/auth/me" => { GET [Session] auth::me::get_me, PATCH [Session] auth::me::patch_me },
+    "/auth/sessions" => {
+        GET [Session] auth::sessions::list_sessions,
+        DELETE [Session] auth::sessions::delete_sessions errors(NotFound),
+    },
+
+    "/admin/tenants" => {
+        GET [Admin] admin::tenants::list_tenants,
+        POST [Admin] admin::tenants::create_tenant,
+    },
+    "/admin/tenants/{id}" => {
+        GET [Admin] admin::tenants::get_tenant,
+        PATCH [Admin] admin::tenants::patch_tenant,
+    },
+    "/admin/tenants/{id}/ai-keys" => {
+        GET [Admin] admin::ai_keys::list_ai_keys,
+        POST [Admin] admin::ai_keys::create_ai_key,
+    },
+    "/admin/tenants/{id}/ai-keys/{key_id}" => { DELETE [Admin] admin::ai_keys::delete_ai_key },
+    "/admin/ai-gateways/diagnostics" => {
+        POST [Admin] admin::diagnostics::diagnostics errors(NotFound),
+    },
+    "/admin/users" => {
+        GET [Admin] admin::users::list_users,
+        POST [Admin] admin::users::create_user errors(EmailTaken, NotFound, RateLimited, Busy),
+    },
+    "/admin/users/{id}" => { PATCH [Admin] admin::users::patch_user },
+    "/admin/users/{id}/tenant" => { PATCH [Admin] admin::users::assign_tenant },
+    "/admin/usage" => { GET [Admin] admin::usage::admin_usage },
+
+    "/workspace" => { GET [Workspace(READ)] workspace::overview::overview },
+    "/workspace/settings" => {
+        GET [Workspace(READ)] workspace::settings::get_settings,
+        PATCH [Workspace(WRITE)] workspace::settings::patch_settings,
+    },
+    "/workspace/activity" => { GET [Workspace(READ)] workspace::activity::list_activity },
+    "/workspace/skills" => {
+        GET [Workspace(READ)] workspace::skills::list_skills,
+        POST [Workspace(WRITE)] workspace::skills::create_skill,
+    },
+    "/workspace/skills/{id}" => {
+        GET [Workspace(READ)] workspace::skills::get_skill,
+        PATCH [Workspace(WRITE)] workspace::skills::patch_skill,
+        DELETE [Workspace(WRITE)] workspace::skills::delete_skill,
+    },
+    "/workspace/memory" => {
+        GET [Workspace(READ)] workspace::memory::list_collections,
+        POST [Workspace(WRITE)] workspace::memory::create_collection,
+    },
     "/workspace/memory/{id}" => {
-        GET workspace::memory::get_collection,
-        PATCH workspace::memory::patch_collection,
-        DELETE workspace::memory::delete_collection,
+        GET [Workspace(READ)] workspace::memory::get_collection,
+        PATCH [Workspace(WRITE)] workspace::memory::patch_collection,
+        DELETE [Workspace(WRITE)] workspace::memory::delete_collection,
     },
     "/workspace/memory/{collection_id}/sources" => {
-        GET workspace::sources::list_sources,
-        POST workspace::sources::create_source,
+        GET [Workspace(READ)] workspace::sources::list_sources,
+        POST [Workspace(WRITE)] workspace::sources::create_source,
     },
     "/workspace/memory/{collection_id}/sources/{id}" => {
-        GET workspace::sources::get_source,
-        PATCH workspace::sources::patch_source,
-        DELETE workspace::sources::delete_source,
+        GET [Workspace(READ)] workspace::sources::get_source,
+        PATCH [Workspace(WRITE)] workspace::sources::patch_source,
+        DELETE [Workspace(WRITE)] workspace::sources::delete_source,
     },
-    "/workspace/drafts/{kind}" => { GET workspace::drafts::list_drafts, POST workspace::drafts::create_draft },
+    "/workspace/drafts/{kind}" => {
+        GET [Workspace(READ)] workspace::drafts::list_drafts,
+        POST [Workspace(WRITE)] workspace::drafts::create_draft,
+    },
     "/workspace/drafts/{kind}/{id}" => {
-        GET workspace::drafts::get_draft,
-        PATCH workspace::drafts::patch_draft,
-        DELETE workspace::drafts::delete_draft,
+        GET [Workspace(READ)] workspace::drafts::get_draft,
+        PATCH [Workspace(WRITE)] workspace::drafts::patch_draft,
+        DELETE [Workspace(WRITE)] workspace::drafts::delete_draft,
     },
-    "/workspace/api-keys" => { GET workspace::api_keys::list_api_keys, POST workspace::api_keys::create_api_key },
+    "/workspace/api-keys" => {
+        GET [KeyManagement] workspace::api_keys::list_api_keys,
+        POST [KeyManagement] workspace::api_keys::create_api_key,
+    },
     "/workspace/api-keys/{id}" => {
-        DELETE workspace::api_keys::revoke_api_key,
-        PATCH workspace::api_keys::patch_api_key,
+        DELETE [KeyManagement] workspace::api_keys::revoke_api_key,
+        PATCH [KeyManagement] workspace::api_keys::patch_api_key,
     },
-    "/workspace/usage" => { GET workspace::usage::workspace_usage },
-    "/workspace/ai-access" => { GET workspace::ai_access::get_ai_access },
-    "/workspace/ai-access/guide" => { GET workspace::ai_access::get_guide },
+    "/workspace/usage" => { GET [Workspace(READ)] workspace::usage::workspace_usage },
+    "/workspace/ai-access" => { GET [Workspace(READ)] workspace::ai_access::get_ai_access },
+    "/workspace/ai-access/guide" => { GET [Workspace(READ)] workspace::ai_access::get_guide },
 
-    "/guard/scan" => { GET guard::scan::describe, POST guard::scan::scan },
+    "/guard/scan" => {
+        GET [Public] guard::scan::describe,
+        POST [Guard] guard::scan::scan errors(
+            RepositoryNotFound, UnsupportedMode, InvalidTarget, TargetNotAllowed,
+            ArchiveNotAccepted, RedirectNotFollowed, RepositoryTooLarge, RateLimited,
+            UpstreamError, ScannerBusy, ServiceUnavailable, UpstreamTimeout,
+        ),
+    },
 
-    "/run" => { POST gateway::run::run },
+    "/run" => { POST [Run] gateway::run::run },
     // OpenAI's model list, for /run users and OpenAI SDKs alike (errors in OpenAI's shape).
-    "/models" [wrap gateway::openai_errors] => { GET gateway::models::list_models },
-    "/models/{id}" [wrap gateway::openai_errors] => { GET gateway::models::get_model },
+    "/models" [openai_errors] => { GET [Models] gateway::models::list_models },
+    "/models/{id}" [openai_errors] => { GET [Models] gateway::models::get_model },
 }
 
-route_table! { CHAT_ROUTES, mount_chat;
-    "/chat/completions" [wrap gateway::openai_errors] => { POST gateway::run::chat_completions },
+route_table! { CHAT_ROUTES, mount_chat, ChatPaths;
+    "/chat/completions" [openai_errors] => { POST [Run] gateway::run::chat_completions },
 }
 
 /// Mounts every route; `/chat/completions` only when `chat_completions` is on.
@@ -127,7 +260,11 @@ pub fn mount(cfg: &mut web::ServiceConfig, chat_completions: bool) {
 
 /// Every route mounted with `chat_completions` on.
 pub fn all() -> impl Iterator<Item = Route> {
-    ROUTES.iter().chain(CHAT_ROUTES).copied()
+    ROUTES
+        .iter()
+        .chain(CHAT_ROUTES)
+        .flat_map(|r| r.iter())
+        .copied()
 }
 
 #[cfg(test)]
