@@ -413,9 +413,10 @@ impl Metrics {
         self.runs_busy.inc();
     }
 
-    /// A key verdict or activity line dropped: the run-record queue was full.
-    pub fn run_record_dropped(&self) {
-        self.run_records_dropped.inc();
+    /// The count of key verdicts and activity lines dropped because the run-record queue was
+    /// full, for the recorder to add to.
+    pub fn run_records_dropped(&self) -> Counter {
+        self.run_records_dropped.clone()
     }
 
     /// A record list answered: from a kept answer (`kept`) or read from the database.

@@ -44,9 +44,7 @@ impl MeteredSink {
 impl gc_domain::runs::RunSink for MeteredSink {
     fn send(&self, event: gc_domain::runs::RunEvent) {
         Self::count(&self.metrics, &event);
-        if !self.recorder.try_send(event) {
-            self.metrics.run_record_dropped();
-        }
+        self.recorder.try_send(event);
     }
 
     /// A run's place in the writer's queue (decision 0033); none free is counted as a run
@@ -192,6 +190,7 @@ impl AppState {
         let metrics = Arc::new(Metrics::new());
         let queue = recorder.clone();
         metrics.set_queue_probe(move || queue.depth());
+        recorder.count_drops_in(metrics.run_records_dropped());
         let runs = Arc::new(Runs::new(
             Arc::clone(&adapters.gateways),
             Arc::new(MeteredSink {

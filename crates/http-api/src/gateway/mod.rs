@@ -5,10 +5,11 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::HttpMessage;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gc_domain::runs::{RunEvent, RunSink, RunSlot};
 use gc_domain::workspace::NewActivity;
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
 use crate::middleware::OpenAiErrors;
@@ -37,6 +38,9 @@ pub struct RunRecorder {
     tx: mpsc::Sender<RunEvent>,
     /// Places held by streams now (taken and not yet sent or dropped).
     streams: Arc<AtomicUsize>,
+    /// Counts entries dropped for want of room (`gc_run_records_dropped_total`), once the
+    /// metrics are there.
+    dropped: Arc<OnceLock<Counter>>,
 }
 
 impl RunRecorder {
@@ -47,6 +51,7 @@ impl RunRecorder {
             Self {
                 tx,
                 streams: Arc::default(),
+                dropped: Arc::default(),
             },
             rx,
         )
@@ -56,13 +61,21 @@ impl RunRecorder {
         self.send(RunEvent::Activity(activity));
     }
 
-    /// Sends an entry without a place; false (and a warning) when it was dropped because the
-    /// queue is full or the writer has stopped.
+    /// Where this recorder (and every clone of it) counts the entries it drops.
+    pub fn count_drops_in(&self, counter: Counter) {
+        let _ = self.dropped.set(counter);
+    }
+
+    /// Sends an entry without a place; false (a warning, and a count) when it was dropped
+    /// because the queue is full or the writer has stopped.
     pub fn try_send(&self, event: RunEvent) -> bool {
         match self.tx.try_send(event) {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(reason = %e, "run writer entry dropped (key verdict or activity line): the queue is full or closed");
+                if let Some(counter) = self.dropped.get() {
+                    counter.inc();
+                }
                 false
             }
         }
