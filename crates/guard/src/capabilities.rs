@@ -162,7 +162,7 @@ const PATS: &[Pat] = &[
     Pat {
         kind: Kind::Executes,
         words: &[
-            "bash ", "sh ", "source ", "python ", "python3 ", "node ", "./",
+            "bash ", " sh ", "`sh ", "source ", "python ", "python3 ", "node ", "./",
         ],
         re: r"(?i)(?:^|[;&|(]\s*|\bthen\s+|\bdo\s+)(?:sudo\s+)?(?:(?:ba)?sh|source|\.|python3?|node)\s+[\w./~$-]*[\w$}]\.(?:sh|py|js|mjs|cjs|ps1)\b|(?:^|[;&|]\s*)\./[\w.-]+",
         what: "runs a script",
@@ -502,8 +502,8 @@ const KNOWN_INDEXES: &[&str] = &[
     "wheels.myst.ai",
 ];
 
-struct Compiled {
-    words: AhoCorasick,
+pub(crate) struct Compiled {
+    pub(crate) words: AhoCorasick,
     /// Per word: the patterns it gates.
     word_pats: Vec<Vec<usize>>,
     res: Vec<Regex>,
@@ -511,7 +511,7 @@ struct Compiled {
     referenced: Regex,
 }
 
-fn compiled() -> Option<&'static Compiled> {
+pub(crate) fn compiled() -> Option<&'static Compiled> {
     static C: OnceLock<Option<Compiled>> = OnceLock::new();
     C.get_or_init(|| {
         let mut words: Vec<&'static str> = Vec::new();
@@ -781,6 +781,9 @@ pub(crate) fn extract(
     };
     let markdown = is_markdown_name(&lower_name);
     for (ls, le, pats) in all {
+        if out.len() - before >= MAX_FACTS_PER_FILE || out.len() >= MAX_FACTS {
+            break;
+        }
         let Some(full) = text.get(ls..le) else {
             continue;
         };
@@ -856,13 +859,19 @@ pub(crate) fn extract(
             let (Some(pat), Some(re)) = (PATS.get(p), c.res.get(p)) else {
                 continue;
             };
-            let Some(caps) = re.captures(line) else {
+            // The fast search first; groups only for the patterns that have them.
+            let Some(m) = re.find(line) else {
                 continue;
             };
-            let Some(m) = caps.get(0) else { continue };
-            // `os.environ.get(...)`, `process.env.X`: a named variable, not a dump.
-            if caps.get(1).is_some_and(|g| !g.as_str().is_empty()) {
-                continue;
+            if re.captures_len() > 1 {
+                // `os.environ.get(...)`, `process.env.X`: a named variable, not a dump.
+                let named = re
+                    .captures_at(line, m.start())
+                    .and_then(|c| c.get(1))
+                    .is_some_and(|g| !g.as_str().is_empty());
+                if named {
+                    continue;
+                }
             }
             let before_match = line.get(..m.start()).unwrap_or("");
             let lower_line = line.to_ascii_lowercase();
@@ -1042,7 +1051,7 @@ const SPLIT_WORDS: &[&str] = &[
 /// Lines that spell a dangerous command word from pieces: adjacent or `+`-joined string
 /// literals (`"ba""sh"`, `'sys'+'tem'`) or concatenated shell variables holding literals
 /// (`a=cu; b=rl; $a$b`), where no single piece holds the word. `(line start, line end, word)`.
-fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
+pub(crate) fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
     struct Res {
         assign: Regex,
         vars: Regex,
@@ -1055,7 +1064,7 @@ fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
         .get_or_init(|| {
             Some(Res {
                 assign: Regex::new(
-                    r#"(?:^|[\s;])([A-Za-z_]\w*)=(?:"([^"$`\n]{0,16})"|'([^'\n]{0,16})'|([^\s;"'$`]{1,16}))(?:[\s;]|$)"#,
+                    r#"(?m)(?:^|[\s;])([A-Za-z_]\w*)=(?:"([^"$`\n]{0,16})"|'([^'\n]{0,16})'|([^\s;"'$`]{1,16}))(?:[\s;]|$)"#,
                 )
                 .ok()?,
                 vars: Regex::new(r"(?:\$\{?[A-Za-z_]\w*\}?){2,}").ok()?,
@@ -1071,56 +1080,50 @@ fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
     else {
         return Vec::new();
     };
-    let mut vars: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let mut out = Vec::new();
-    let mut ls = 0usize;
-    for line in text.split_inclusive('\n') {
-        let le = ls + line.trim_end_matches('\n').len();
-        let body = line.trim_end_matches('\n');
-        if body.contains('=') && vars.len() < 256 {
-            for c in r.assign.captures_iter(body) {
-                let (Some(name), Some(v)) = (c.get(1), c.get(2).or(c.get(3)).or(c.get(4))) else {
-                    continue;
-                };
-                vars.insert(name.as_str().to_string(), v.as_str().to_string());
+    let mut out: Vec<(usize, usize, String)> = Vec::new();
+    let push = |out: &mut Vec<(usize, usize, String)>, at: usize, w: String| {
+        let (ls, le) = crate::scanner::line_bounds(text, at);
+        if out.len() < 8 && out.last().map(|l| l.0) != Some(ls) {
+            out.push((ls, le, w));
+        }
+    };
+    // Variables holding pieces, concatenated (`$a$b`): only when the text concatenates any.
+    if r.vars.is_match(text) {
+        let mut vars: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        for c in r.assign.captures_iter(text).take(512) {
+            if let (Some(name), Some(v)) = (c.get(1), c.get(2).or(c.get(3)).or(c.get(4))) {
+                vars.insert(name.as_str(), v.as_str());
             }
         }
-        let mut spelled: Option<String> = None;
-        if body.contains('$') {
-            for m in r.vars.find_iter(body) {
+        if !vars.is_empty() {
+            for m in r.vars.find_iter(text).take(256) {
                 let pieces: Vec<String> = r
                     .var
                     .captures_iter(m.as_str())
-                    .filter_map(|c| c.get(1).and_then(|n| vars.get(n.as_str()).cloned()))
+                    .filter_map(|c| {
+                        c.get(1)
+                            .and_then(|n| vars.get(n.as_str()))
+                            .map(|v| v.to_string())
+                    })
                     .collect();
                 if let Some(w) = split_word(&pieces) {
-                    spelled = Some(w);
-                    break;
+                    push(&mut out, m.start(), w);
                 }
             }
         }
-        if spelled.is_none() && (body.contains("\"\"") || body.contains("''") || body.contains('+'))
-        {
-            for m in r.lits.find_iter(body) {
-                let pieces: Vec<String> = r
-                    .lit
-                    .captures_iter(m.as_str())
-                    .filter_map(|c| c.get(1).or(c.get(2)).map(|g| g.as_str().to_string()))
-                    .collect();
-                if let Some(w) = split_word(&pieces) {
-                    spelled = Some(w);
-                    break;
-                }
-            }
-        }
-        if let Some(w) = spelled {
-            out.push((ls, le, w));
-            if out.len() >= 8 {
-                break;
-            }
-        }
-        ls += line.len();
     }
+    // String literals joined (`"ba""sh"`, `'sys' + 'tem'`).
+    for m in r.lits.find_iter(text).take(1024) {
+        let pieces: Vec<String> = r
+            .lit
+            .captures_iter(m.as_str())
+            .filter_map(|c| c.get(1).or(c.get(2)).map(|g| g.as_str().to_string()))
+            .collect();
+        if let Some(w) = split_word(&pieces) {
+            push(&mut out, m.start(), w);
+        }
+    }
+    out.sort_by_key(|l| l.0);
     out
 }
 
@@ -1450,10 +1453,15 @@ impl Collector {
         }
     }
 
-    /// The inventory and the combination findings.
-    pub fn finish(mut self) -> (Inventory, Vec<Finding>) {
+    /// The inventory and the combination findings; `shown` makes text fit to show (secrets
+    /// redacted, invisible characters made visible), applied only to what is shown.
+    pub fn finish(mut self, shown: &dyn Fn(&str) -> String) -> (Inventory, Vec<Finding>) {
         self.settle();
-        let findings = combine(&self.facts);
+        let mut findings = combine(&self.facts);
+        for f in &mut findings {
+            f.message = shown(&f.message);
+            f.excerpt = shown(&f.excerpt);
+        }
         let mut inv = Inventory::default();
         let mut seen: HashSet<(Kind, &'static str, Option<String>, String)> = HashSet::new();
         for f in &self.facts {
@@ -1474,7 +1482,7 @@ impl Collector {
             }
             list.push(Capability {
                 what: f.what.to_string(),
-                detail: f.detail.clone(),
+                detail: shown(&f.detail),
                 path: f.path.clone(),
                 line: f.line,
                 role: if f.install {
@@ -1518,9 +1526,14 @@ fn combine(facts: &[Fact]) -> Vec<Finding> {
     let reads: Vec<&Fact> = of(Kind::Reads).collect();
     let sends: Vec<&Fact> = of(Kind::Sends).collect();
     if let (Some(r), Some(_)) = (reads.first(), sends.first()) {
+        let mut send_paths: std::collections::HashMap<Option<&str>, &Fact> =
+            std::collections::HashMap::new();
+        for s in &sends {
+            send_paths.entry(s.path.as_deref()).or_insert(*s);
+        }
         let same = reads
             .iter()
-            .find_map(|r| sends.iter().find(|s| s.path == r.path).map(|s| (*r, *s)));
+            .find_map(|r| send_paths.get(&r.path.as_deref()).map(|s| (*r, *s)));
         let (r, s, severity) = match same {
             Some((r, s)) => (r, s, Severity::Critical),
             None => (*r, sends[0], Severity::High),
@@ -1545,46 +1558,61 @@ fn combine(facts: &[Fact]) -> Vec<Finding> {
     // Downloads a file or value, then runs it (not on one line: the line rules see that).
     let downloads: Vec<&Fact> = of(Kind::Downloads).collect();
     let execs: Vec<&Fact> = of(Kind::Executes).collect();
-    'remote: for d in &downloads {
-        for e in &execs {
-            let linked = match &d.target {
-                Some(t) => (e.path != d.path || e.line != d.line) && mentions_word(&e.detail, t),
-                None => false,
-            };
-            // On one line, the line rules judge a shell's fetch-and-run (with their vendor
-            // installers); other ways to run what was fetched are judged here.
-            let same_line_dynamic = e.path == d.path
-                && e.line == d.line
-                && e.what == "evaluates code"
-                && !e.detail.contains("$(")
-                && !e.detail.contains('`');
-            if linked || same_line_dynamic {
-                let vendor = crate::filters::installer_url(&d.detail.to_ascii_lowercase());
-                let (severity, note) = if vendor {
-                    (
-                        Severity::Low,
-                        " Reported as low instead of critical: the script comes from a well-known vendor installer.",
-                    )
-                } else {
-                    (Severity::Critical, "")
-                };
-                out.push(finding(
-                    "combo.remote-code",
-                    severity,
-                    "Downloads code and runs it",
-                    format!(
-                        "The skill downloads ({}: `{}`) and runs what it fetched ({}: `{}`, {}): code that is not in the skill runs on the machine.{note}",
-                        at(d),
-                        d.detail,
-                        at(e),
-                        e.detail,
-                        e.what
-                    ),
-                    e,
-                ));
-                break 'remote;
+    // Indexed, so that padding with many facts costs one pass, not a product.
+    let mut by_target: std::collections::HashMap<&str, &Fact> = std::collections::HashMap::new();
+    let mut by_line: std::collections::HashMap<(Option<&str>, u32), &Fact> =
+        std::collections::HashMap::new();
+    for d in &downloads {
+        if let Some(t) = d.target.as_deref() {
+            by_target.entry(t).or_insert(*d);
+        }
+        by_line.entry((d.path.as_deref(), d.line)).or_insert(*d);
+    }
+    let remote = execs.iter().find_map(|e| {
+        // On one line, the line rules judge a shell's fetch-and-run (with their vendor
+        // installers); other ways to run what was fetched are judged here.
+        if e.what == "evaluates code" && !e.detail.contains("$(") && !e.detail.contains('`') {
+            if let Some(d) = by_line.get(&(e.path.as_deref(), e.line)) {
+                return Some((*d, *e));
             }
         }
+        if by_target.is_empty() {
+            return None;
+        }
+        e.detail
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .find_map(|w| {
+                by_target
+                    .get(w)
+                    .filter(|d| d.path != e.path || d.line != e.line)
+                    .map(|d| (*d, *e))
+            })
+    });
+    if let Some((d, e)) = remote {
+        let vendor = crate::filters::installer_url(&d.detail.to_ascii_lowercase());
+        let (severity, note) = if vendor {
+            (
+                Severity::Low,
+                " Reported as low instead of critical: the script comes from a well-known vendor installer.",
+            )
+        } else {
+            (Severity::Critical, "")
+        };
+        out.push(finding(
+            "combo.remote-code",
+            severity,
+            "Downloads code and runs it",
+            format!(
+                "The skill downloads ({}: `{}`) and runs what it fetched ({}: `{}`, {}): code that is not in the skill runs on the machine.{note}",
+                at(d),
+                d.detail,
+                at(e),
+                e.detail,
+                e.what
+            ),
+            e,
+        ));
     }
 
     // Install-time code that does more than build.

@@ -245,3 +245,44 @@ fn facts_are_bounded_per_file() {
     let report = scanner().scan_files([("s.sh", text.as_bytes())]);
     assert!(report.stats.inventory.downloads.len() <= crate::capabilities::MAX_ITEMS_PER_KIND);
 }
+
+/// What the capability pass costs on the 5,000-file benchmark repository, next to the line
+/// rules alone (`cargo test --release -p gc-guard --lib capability_cost -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore]
+fn capability_cost() {
+    let s = scanner();
+    let files = crate::eval::benchmark_files(5000);
+    let bytes: usize = files.iter().map(|f| f.1.len()).sum();
+    let texts: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), std::str::from_utf8(b).unwrap()))
+        .collect();
+    let (mut best_all, mut best_rules, mut best_caps) = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        std::hint::black_box(s.scan_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice()))));
+        best_all = best_all.min(t.elapsed().as_secs_f64());
+        let t = std::time::Instant::now();
+        for (p, text) in &texts {
+            std::hint::black_box(s.scan_text_counted(Some(p), text));
+        }
+        best_rules = best_rules.min(t.elapsed().as_secs_f64());
+        let t = std::time::Instant::now();
+        let mut c = crate::capabilities::Collector::default();
+        for (p, text) in &texts {
+            s.capabilities(Some(p), text, &mut c);
+        }
+        std::hint::black_box(c.finish(&|t: &str| s.shown(t)));
+        best_caps = best_caps.min(t.elapsed().as_secs_f64());
+    }
+    let mib = bytes as f64 / 1_048_576.0;
+    println!(
+        "{mib:.1} MiB in {} files: whole scan {:.1} MiB/s; line rules alone {:.1} MiB/s; capability pass alone {:.1} MiB/s",
+        files.len(),
+        mib / best_all,
+        mib / best_rules,
+        mib / best_caps,
+    );
+}

@@ -202,30 +202,35 @@ impl Scanner {
         self.ids.get(id).copied()
     }
 
-    /// Adds the capability facts of one text to `into` (excerpts shortened and redacted as
-    /// findings' are).
+    /// Adds the capability facts of one text to `into` (lines shortened to 160 characters;
+    /// they are redacted by [`Scanner::shown`] when the inventory is built).
     pub(crate) fn capabilities(
         &self,
         path: Option<&str>,
         text: &str,
         into: &mut capabilities::Collector,
     ) {
-        let excerpt = |line: &str| -> String {
+        let shorten = |line: &str| -> String {
             let t = line.trim();
             let end = ceil_boundary(t, 160.min(t.len()));
             let mut s = t.get(..end).unwrap_or("").to_string();
             if end < t.len() {
                 s.push('…');
             }
-            let visible = checks::make_visible(&s);
-            self.aux
-                .redact
-                .replace_all(&visible, |c: &regex::Captures<'_>| {
-                    redacted(c.get(0).map_or("", |m| m.as_str()))
-                })
-                .into_owned()
+            s
         };
-        capabilities::extract(path, text, &excerpt, &mut into.facts, &mut into.referenced);
+        capabilities::extract(path, text, &shorten, &mut into.facts, &mut into.referenced);
+    }
+
+    /// Text as a result shows it: invisible characters made visible, secrets redacted.
+    pub(crate) fn shown(&self, text: &str) -> String {
+        let visible = checks::make_visible(text);
+        self.aux
+            .redact
+            .replace_all(&visible, |c: &regex::Captures<'_>| {
+                redacted(c.get(0).map_or("", |m| m.as_str()))
+            })
+            .into_owned()
     }
 
     /// The default severity of a rule.
@@ -377,7 +382,7 @@ impl Scanner {
             keep_within_scan_caps(&mut report, &mut per_rule, findings);
             let mut collector = capabilities::Collector::default();
             self.capabilities(None, text, &mut collector);
-            let (inventory, combos) = collector.finish();
+            let (inventory, combos) = collector.finish(&|t: &str| self.shown(t));
             report.stats.inventory = inventory;
             keep_within_scan_caps(&mut report, &mut per_rule, combos);
         }
@@ -917,7 +922,9 @@ impl FilesScan<'_> {
 
     /// The report, with the scan's duration; `scan.incomplete` findings come first.
     pub fn finish(mut self) -> ScanReport {
-        let (inventory, combos) = std::mem::take(&mut self.capabilities).finish();
+        let scanner = self.scanner;
+        let (inventory, combos) =
+            std::mem::take(&mut self.capabilities).finish(&|t: &str| scanner.shown(t));
         self.report.stats.inventory = inventory;
         keep_within_scan_caps(&mut self.report, &mut self.per_rule, combos);
         let mut findings = self.coverage.findings(&self.limits);
