@@ -31,7 +31,7 @@ fn every_attack_case_fails_with_a_combination_and_no_honest_case_is_flagged() {
     let eval = evaluate(&s, &dir).unwrap();
     let (pf, pt) = eval.counts(true);
     let (nf, nt) = eval.counts(false);
-    assert!(pt >= 15 && nt >= 12, "{pt} attacks, {nt} honest cases");
+    assert!(pt >= 20 && nt >= 16, "{pt} attacks, {nt} honest cases");
     let mut wrong = Vec::new();
     for o in &eval.outcomes {
         let combo_high = o
@@ -65,7 +65,7 @@ fn every_attack_case_fails_with_a_combination_and_no_honest_case_is_flagged() {
         }
     }
     assert!(
-        wrong.is_empty() && pf == pt && nf <= 1,
+        wrong.is_empty() && pf == pt && nf <= nt / 4,
         "{}\n{}",
         wrong.join("\n"),
         eval.report(false)
