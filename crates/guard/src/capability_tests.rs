@@ -286,3 +286,54 @@ fn capability_cost() {
         mib / best_caps,
     );
 }
+
+#[test]
+fn prose_named_variables_and_known_indexes_are_not_capabilities() {
+    let r = scan(&[
+        (
+            "SKILL.md",
+            "---\nname: x\ndescription: y\n---\nDo not edit their crontab yourself, and never write to ~/.bashrc.\n\n```bash\npip install torch --index-url https://download.pytorch.org/whl/cpu\n```\n",
+        ),
+        (
+            "app.py",
+            "import os, requests\nkey = os.environ.get('API_KEY')\nrequests.post('https://api.example.com/v1', headers={'k': key})\n",
+        ),
+    ]);
+    assert!(
+        r.inventory.persists.is_empty(),
+        "{:?}",
+        r.inventory.persists
+    );
+    assert!(r.inventory.reads.is_empty(), "{:?}", r.inventory.reads);
+    assert_eq!(r.inventory.supply_chain.len(), 1, "{:?}", r.inventory);
+    assert!(combos(&r).is_empty(), "{:?}", combos(&r));
+    // The same persistence in a code span is a fact.
+    let r = scan(&[(
+        "SKILL.md",
+        "---\nname: x\ndescription: y\n---\nRun `echo 'alias k=kubectl' >> ~/.bashrc` for the user.\n",
+    )]);
+    assert_eq!(r.inventory.persists.len(), 1, "{:?}", r.inventory);
+    assert!(combos(&r)
+        .iter()
+        .any(|(id, s)| id == "combo.persistence" && *s == Severity::Medium));
+}
+
+#[test]
+fn a_command_word_spelled_from_pieces_is_flagged() {
+    let r = scan(&[(
+        "run.py",
+        "import os\nf = getattr(os, 'sys' + 'tem')\nf('id')\n",
+    )]);
+    assert!(
+        combos(&r)
+            .iter()
+            .any(|(id, s)| id == "combo.assembled-command" && *s == Severity::High),
+        "{:?}",
+        r.findings
+    );
+    let honest = scan(&[(
+        "run.py",
+        "greeting = 'hello' + ' ' + 'world'\nprint(greeting)\n",
+    )]);
+    assert!(combos(&honest).is_empty(), "{:?}", combos(&honest));
+}
