@@ -163,7 +163,10 @@ async fn an_exhausted_pool_answers_503_with_retry_after_not_a_hang() {
     assert!(r.header("retry-after").is_some());
     assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
     drop(held);
-    assert_eq!(read(signup("pat2@example.com").await.unwrap()).await.status, 201);
+    assert_eq!(
+        read(signup("pat2@example.com").await.unwrap()).await.status,
+        201
+    );
     running.handle.stop(false).await;
     drop(db);
 }

@@ -85,10 +85,13 @@ pub async fn create_user(
     // The hash goes through the limits of every password check (decision 0026).
     let slots = crate::throttle::admit_session_check(&req, &state, p.user().id)?;
     let user = state
-        .with_hasher(crate::throttle::HashShare::SignedIn, move |ports, hasher| {
-            let _slots = slots;
-            admin::create_user(ports, hasher, &p, &signup, role, tenant_id, Utc::now())
-        })
+        .with_hasher(
+            crate::throttle::HashShare::SignedIn,
+            move |ports, hasher| {
+                let _slots = slots;
+                admin::create_user(ports, hasher, &p, &signup, role, tenant_id, Utc::now())
+            },
+        )
         .await?;
     Ok(HttpResponse::Created().json(UserView::from(user)))
 }

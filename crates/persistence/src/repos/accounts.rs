@@ -604,13 +604,12 @@ impl HealthRepo for DbStore {
                 .immediate_transaction(|_| Ok::<_, DieselError>(()))
                 .map_err(|e| db_error("ready", e)),
             DbConnection::Pg(c) => {
-                let read_only: String = diesel::select(diesel::dsl::sql::<
-                    diesel::sql_types::Text,
-                >(
-                    "current_setting('transaction_read_only')"
-                ))
-                .get_result(c)
-                .map_err(|e| db_error("ready", e))?;
+                let read_only: String =
+                    diesel::select(diesel::dsl::sql::<diesel::sql_types::Text>(
+                        "current_setting('transaction_read_only')",
+                    ))
+                    .get_result(c)
+                    .map_err(|e| db_error("ready", e))?;
                 if read_only == "off" {
                     Ok(())
                 } else {
