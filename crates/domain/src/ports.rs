@@ -277,6 +277,11 @@ pub trait QuotaRepo {
     /// otherwise counts none and names the first full window. Nothing is answered before it
     /// is durable.
     fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take>;
+    /// Whether the caller's thread may wait a few milliseconds for another request's take
+    /// (false on a thread that serves connections, where the store defers every write).
+    fn may_wait(&self) -> bool {
+        true
+    }
     /// Atomically, whatever the number of nodes and concurrent callers (decision 0025): when
     /// every window of `takes` can count its `tokens` without passing its `max`, counts them
     /// all and answers each window's new count (`Grant::granted` is the tokens); otherwise

@@ -353,6 +353,12 @@ pub struct NodeQuotas {
     /// count a lease of their own. Holds only subjects with a take in flight (at most one
     /// entry per request being served); locked before `leases` when both are.
     taking: Mutex<FxHashMap<QuotaSubject, u32>>,
+    /// Signalled whenever a request-path take ends ([`Taking`]'s drop), for the requests
+    /// that wait for it instead of counting a request of their own.
+    taken: std::sync::Condvar,
+    /// How long a follower waits for a take in flight, in ms; 0 is [`FOLLOW_WAIT`] (tests set
+    /// more, so that a slow machine cannot turn a wait into a take of its own).
+    follow_wait_ms: AtomicU64,
     /// The completion allowance a reservation assumes when a run names no `max_tokens`
     /// (`GC_RESERVE_COMPLETION_TOKENS`); 0 until set means [`DEFAULT_RESERVE_COMPLETION`].
     completion_default: AtomicU64,
@@ -413,8 +419,14 @@ impl Drop for Taking<'_> {
                 }
             }
         }
+        drop(taking);
+        self.quotas.taken.notify_all();
     }
 }
+
+/// How long a request that finds no lease waits for another request's take of it before it
+/// counts a request of its own.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The refills queued and whether a refiller has been started for them.
 #[derive(Debug, Default)]
@@ -459,6 +471,13 @@ impl Drop for RefillClaim {
 impl NodeQuotas {
     fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, Lease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn follow_wait(&self) -> std::time::Duration {
+        match self.follow_wait_ms.load(Ordering::Relaxed) {
+            0 => FOLLOW_WAIT,
+            ms => std::time::Duration::from_millis(ms),
+        }
     }
 
     fn taking_lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, u32>> {
@@ -1112,35 +1131,76 @@ fn take_requests<P: QuotaRepo + ?Sized>(
     takes: &[(QuotaWindow, u64)],
     now_ms: i64,
 ) -> DomainResult<Result<SmallVec<[u64; 2]>, usize>> {
-    let mut remaining: SmallVec<[u64; 2]> = smallvec::smallvec![0; takes.len()];
-    let mut from_lease: SmallVec<[bool; 2]> = smallvec::smallvec![false; takes.len()];
-    let mut missing: SmallVec<[usize; 2]> = SmallVec::new();
-    {
-        let mut held = quotas.lock();
-        if held.len() > 4_096 {
-            // Forget leases of minutes gone by (their units are lost with the minute).
-            held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
-        }
-        for (i, (w, max)) in takes.iter().enumerate() {
-            match held
-                .get_mut(&w.subject)
-                .filter(|l| l.serves(w.start_ms, *max) && l.left > 0)
-            {
-                Some(l) => {
-                    l.left -= 1;
-                    remaining[i] = l.remaining();
-                    from_lease[i] = true;
-                    if l.wants_refill() && quotas.queue_refill(*w, *max) {
-                        l.refilling = true;
+    let mut waited = false;
+    let (mut remaining, from_lease, missing) = loop {
+        let mut remaining: SmallVec<[u64; 2]> = smallvec::smallvec![0; takes.len()];
+        let mut from_lease: SmallVec<[bool; 2]> = smallvec::smallvec![false; takes.len()];
+        let mut missing: SmallVec<[usize; 2]> = SmallVec::new();
+        {
+            let mut held = quotas.lock();
+            if held.len() > 4_096 {
+                // Forget leases of minutes gone by (their units are lost with the minute).
+                held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
+            }
+            for (i, (w, max)) in takes.iter().enumerate() {
+                match held
+                    .get_mut(&w.subject)
+                    .filter(|l| l.serves(w.start_ms, *max) && l.left > 0)
+                {
+                    Some(l) => {
+                        l.left -= 1;
+                        remaining[i] = l.remaining();
+                        from_lease[i] = true;
+                        if l.wants_refill() && quotas.queue_refill(*w, *max) {
+                            l.refilling = true;
+                        }
                     }
+                    None => missing.push(i),
                 }
-                None => missing.push(i),
             }
         }
-    }
-    if missing.is_empty() {
-        return Ok(Ok(remaining));
-    }
+        if missing.is_empty() {
+            return Ok(Ok(remaining));
+        }
+        // Another request of this node is taking a lease for a subject this one lacks: wait for
+        // that take (once, at most FOLLOW_WAIT) and look again, rather than count a request of
+        // our own in the shared window. Followers that each wrote one request queued a write
+        // each behind the leader's, so a busy subject's lease grew one doubling per queue of
+        // writes (issue 28: a limited tenant's first second at 0.2 of an unlimited one's rate).
+        // Never on a thread that serves connections (`QuotaRepo::may_wait`).
+        if !waited && store.may_wait() {
+            let taking = quotas.taking_lock();
+            let lacks = |t: &FxHashMap<QuotaSubject, u32>| {
+                missing
+                    .iter()
+                    .filter_map(|i| takes.get(*i))
+                    .any(|(w, _)| t.contains_key(&w.subject))
+            };
+            if lacks(&taking) {
+                {
+                    // Put back what this attempt took from local leases; the next looks again.
+                    let mut held = quotas.lock();
+                    for (i, (w, max)) in takes.iter().enumerate() {
+                        if from_lease[i] {
+                            if let Some(l) = held
+                                .get_mut(&w.subject)
+                                .filter(|l| l.serves(w.start_ms, *max))
+                            {
+                                l.left += 1;
+                            }
+                        }
+                    }
+                }
+                let _ = quotas
+                    .taken
+                    .wait_timeout_while(taking, quotas.follow_wait(), |t| lacks(t))
+                    .unwrap_or_else(PoisonError::into_inner);
+                waited = true;
+                continue;
+            }
+        }
+        break (remaining, from_lease, missing);
+    };
     // A lease's worth unless another request of this node is taking one for the subject
     // right now: then one request (the lease being taken serves what follows).
     let (asks, follows, _taking) = {
@@ -2096,6 +2156,90 @@ mod tests {
         assert!(std::panic::catch_unwind(|| node.refill(claim, &Panics, || now)).is_err());
         assert!(node.queue_refill(w, 100));
         assert!(node.refill_due().is_some(), "the panicked refiller ended");
+    }
+
+    #[test]
+    fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
+        use std::sync::mpsc;
+        // A store that holds every take until released and records what each asked.
+        struct Held {
+            inner: Fake,
+            wants: Mutex<Vec<u64>>,
+            entered: Mutex<mpsc::Sender<()>>,
+            release: Mutex<mpsc::Receiver<()>>,
+        }
+        impl QuotaRepo for Held {
+            fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+                self.inner.window_tokens(w)
+            }
+            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+                self.wants
+                    .lock()
+                    .unwrap()
+                    .extend(takes.iter().map(|t| t.want));
+                self.entered.lock().unwrap().send(()).unwrap();
+                self.release.lock().unwrap().recv().unwrap();
+                self.inner.take_request(takes)
+            }
+            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+                unreachable!("no token limit here")
+            }
+            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+                unreachable!("no token limit here")
+            }
+            fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
+                self.inner.prune_windows(a, b)
+            }
+        }
+        let (scope, inner) = scope(rpm(1_000_000), None);
+        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
+        let now = at("2026-11-21T10:00:30Z");
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel();
+        let store = Held {
+            inner,
+            wants: Mutex::default(),
+            entered: Mutex::new(entered_tx),
+            release: Mutex::new(release_rx),
+        };
+        let node = NodeQuotas::default();
+        node.follow_wait_ms.store(10_000, Ordering::Relaxed);
+        node.lock().insert(
+            subject,
+            Lease {
+                start_ms: minute_start(now),
+                max: 1_000_000,
+                left: 0,
+                shared: 64,
+                size: 64,
+                taken_ms: now.timestamp_millis(),
+                refilling: false,
+            },
+        );
+        let wait = std::time::Duration::from_secs(10);
+        let (second_took, wants) = std::thread::scope(|threads| {
+            let first = threads.spawn(|| admit(&store, &node, &scope, now));
+            let entered_first = entered.recv_timeout(wait);
+            // While that take is in flight, another request finds the lease used up: it waits
+            // for the take, so no second take reaches the store.
+            let second = threads.spawn(|| admit(&store, &node, &scope, now));
+            let second_took = entered
+                .recv_timeout(std::time::Duration::from_millis(300))
+                .is_ok();
+            // Released twice, so that a second take (the failure) cannot hang the test.
+            release.send(()).unwrap();
+            release.send(()).unwrap();
+            let (first, second) = (first.join(), second.join());
+            entered_first.unwrap();
+            first.unwrap().unwrap();
+            second.unwrap().unwrap();
+            (second_took, store.wants.lock().unwrap().clone())
+        });
+        assert!(!second_took, "the second request wrote a take of its own");
+        assert_eq!(wants, vec![128]);
+        let lease = node.lock()[&subject];
+        // The lease of 128 served both requests.
+        assert_eq!((lease.left, lease.size, lease.shared), (126, 128, 128));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
@@ -16,6 +16,7 @@ use diesel::{PgConnection, SqliteConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use gc_domain::ports::{InlineGuard, InlineRepo, InlineReservation};
 use gc_domain::{DomainError, DomainResult};
+use parking_lot::FairMutex;
 
 use crate::error::{db_error, redact_url, PersistenceError};
 
@@ -257,11 +258,13 @@ pub struct DbStore {
     /// This node's answers to `usable_ai_keys`, under the tenants' AI-key versions (shared by
     /// all clones; decision 0022).
     pub(crate) usable_keys: Arc<crate::repos::ai_keys::UsableKeys>,
-    /// SQLite files only: this process's writers queue here, in the process, for the one write
+    /// SQLite only: this process's writers queue here, in the process, for the one write
     /// lock SQLite has (decision 0028). Without it they queue in SQLite's busy handler, which
     /// polls with sleeps of up to 100 ms and wakes no one when the lock frees: under 16
-    /// concurrent quota takes some waited over a second while the lock stood idle.
-    write_gate: Option<Arc<Mutex<()>>>,
+    /// concurrent quota takes some waited over a second while the lock stood idle. Fair: each
+    /// unlock hands the gate to the writer that waited longest, so the run writer, which goes
+    /// from one batch to the next, cannot keep a quota take or a lease refill waiting.
+    write_gate: Option<Arc<FairMutex<()>>>,
 }
 
 /// Read-only connections kept open for inline reads. When all are in use, read work goes to
@@ -335,6 +338,14 @@ fn take_reserved(owner: usize) -> Option<Option<Conn>> {
         })
         .ok()
         .flatten()
+}
+
+/// Whether this thread holds an inline reservation of the store `owner` (a thread that serves
+/// connections: nothing there may wait).
+pub(crate) fn reserved_here(owner: usize) -> bool {
+    RESERVED
+        .try_with(|r| r.borrow().as_ref().is_some_and(|res| res.owner == owner))
+        .unwrap_or(false)
 }
 
 /// Puts the reserved connection back after a store call; `failed` defers the work.
@@ -584,6 +595,11 @@ impl DbStore {
         })
     }
 
+    /// Whether this thread may wait (not one holding an inline read reservation).
+    pub(crate) fn may_wait_here(&self) -> bool {
+        !reserved_here(self.id())
+    }
+
     fn id(&self) -> usize {
         Arc::as_ptr(&self.ident) as usize
     }
@@ -632,11 +648,8 @@ impl DbStore {
         }
         // SQLite: one writer of this process at a time, queued here rather than in SQLite's
         // busy handler (the gate is taken before the connection, so a writer waiting for the
-        // gate holds no pooled connection). A panic in a writer leaves nothing to repair.
-        let _gate = self
-            .write_gate
-            .as_ref()
-            .map(|g| g.lock().unwrap_or_else(PoisonError::into_inner));
+        // gate holds no pooled connection), in the order they came.
+        let _gate = self.write_gate.as_ref().map(|g| g.lock());
         f(&mut *self.conn()?)
     }
 

@@ -166,6 +166,10 @@ fn reserve_one(conn: &mut DbConnection, t: &TokenTake) -> DomainResult<Option<u6
 }
 
 impl QuotaRepo for DbStore {
+    fn may_wait(&self) -> bool {
+        self.may_wait_here()
+    }
+
     fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
         // One statement for all of a request's windows (at most three: the tenant's month and
         // minute, the key's minute), each shape a fixed query the connection keeps prepared:
