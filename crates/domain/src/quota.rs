@@ -2158,39 +2158,42 @@ mod tests {
         assert!(node.refill_due().is_some(), "the panicked refiller ended");
     }
 
+    /// A store that holds every request take until released (in the order they came), and
+    /// records what each asked.
+    struct Held {
+        inner: Fake,
+        wants: Mutex<Vec<u64>>,
+        entered: Mutex<std::sync::mpsc::Sender<()>>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl QuotaRepo for Held {
+        fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+            self.inner.window_tokens(w)
+        }
+        fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+            self.wants
+                .lock()
+                .unwrap()
+                .extend(takes.iter().map(|t| t.want));
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+            self.inner.take_request(takes)
+        }
+        fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+            unreachable!("no token limit here")
+        }
+        fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+            unreachable!("no token limit here")
+        }
+        fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
+            self.inner.prune_windows(a, b)
+        }
+    }
+
     #[test]
     fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
         use std::sync::mpsc;
-        // A store that holds every take until released and records what each asked.
-        struct Held {
-            inner: Fake,
-            wants: Mutex<Vec<u64>>,
-            entered: Mutex<mpsc::Sender<()>>,
-            release: Mutex<mpsc::Receiver<()>>,
-        }
-        impl QuotaRepo for Held {
-            fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-                self.inner.window_tokens(w)
-            }
-            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
-                self.wants
-                    .lock()
-                    .unwrap()
-                    .extend(takes.iter().map(|t| t.want));
-                self.entered.lock().unwrap().send(()).unwrap();
-                self.release.lock().unwrap().recv().unwrap();
-                self.inner.take_request(takes)
-            }
-            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
-                unreachable!("no token limit here")
-            }
-            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
-                unreachable!("no token limit here")
-            }
-            fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
-                self.inner.prune_windows(a, b)
-            }
-        }
         let (scope, inner) = scope(rpm(1_000_000), None);
         let subject = QuotaSubject::TenantMinute(scope.tenant().id);
         let now = at("2026-11-21T10:00:30Z");
@@ -2245,37 +2248,6 @@ mod tests {
     #[test]
     fn a_take_in_flight_makes_the_others_of_its_subject_count_one_request() {
         use std::sync::mpsc;
-        // A store that holds every take until released (in the order they came), and
-        // records what each asked.
-        struct Held {
-            inner: Fake,
-            wants: Mutex<Vec<u64>>,
-            entered: Mutex<mpsc::Sender<()>>,
-            release: Mutex<mpsc::Receiver<()>>,
-        }
-        impl QuotaRepo for Held {
-            fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-                self.inner.window_tokens(w)
-            }
-            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
-                self.wants
-                    .lock()
-                    .unwrap()
-                    .extend(takes.iter().map(|t| t.want));
-                self.entered.lock().unwrap().send(()).unwrap();
-                self.release.lock().unwrap().recv().unwrap();
-                self.inner.take_request(takes)
-            }
-            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
-                unreachable!("no token limit here")
-            }
-            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
-                unreachable!("no token limit here")
-            }
-            fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
-                self.inner.prune_windows(a, b)
-            }
-        }
         let (scope, inner) = scope(rpm(1_000_000), None);
         let subject = QuotaSubject::TenantMinute(scope.tenant().id);
         let now = at("2026-11-21T10:00:30Z");
