@@ -431,3 +431,46 @@ macro_rules! both_backends_with {
         )*
     };
 }
+
+/// The Python of a virtualenv `<target>/<venv>` holding `package` at `version`, made when
+/// missing (`python3 -m venv`, then pip from PyPI, once per target folder). `Err` says what
+/// could not be done; the caller decides whether that skips its test or fails it.
+pub fn python_with(venv: &str, package: &str, version: &str) -> Result<std::path::PathBuf, String> {
+    use std::process::Command;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        std::path::PathBuf::from,
+    );
+    let venv = target.join(venv);
+    let python = venv.join("bin/python");
+    let has = || {
+        Command::new(&python)
+            .args([
+                "-c",
+                &format!(
+                    "import sys, importlib.metadata as m; sys.exit(m.version({package:?}) != {version:?})"
+                ),
+            ])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if has() {
+        return Ok(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status();
+    let installed = made.as_ref().is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", &format!("{package}=={version}")])
+            .status()
+            .is_ok_and(|s| s.success());
+    if installed && has() {
+        return Ok(python);
+    }
+    Err(format!(
+        "{package} {version} could not be installed into {} ({made:?})",
+        venv.display()
+    ))
+}

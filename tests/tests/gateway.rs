@@ -1145,49 +1145,19 @@ fn openai_sdk_required() -> bool {
 /// missing (`python3 -m venv`, then pip from PyPI, once per target folder). `None` when that
 /// cannot be done here, after a note, unless the SDK is required.
 fn openai_python() -> Option<std::path::PathBuf> {
-    use std::process::Command;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        std::path::PathBuf::from,
-    );
-    let venv = target.join("openai-sdk-venv");
-    let python = venv.join("bin/python");
-    let has_sdk = || {
-        Command::new(&python)
-            .args([
-                "-c",
-                &format!("import openai, sys; sys.exit(openai.__version__ != {OPENAI_SDK:?})"),
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if has_sdk() {
-        return Some(python);
+    match python_with("openai-sdk-venv", "openai", OPENAI_SDK) {
+        Ok(python) => Some(python),
+        Err(line) => {
+            assert!(
+                !openai_sdk_required(),
+                "{line}, and GC_REQUIRE_OPENAI_SDK=1"
+            );
+            eprintln!(
+                "\n!!!!!!!! SKIPPED: {line}; the official-SDK test of issue 10 did not run !!!!!!!!\n"
+            );
+            None
+        }
     }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status();
-    let installed = made.as_ref().is_ok_and(|s| s.success())
-        && Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", &format!("openai=={OPENAI_SDK}")])
-            .status()
-            .is_ok_and(|s| s.success());
-    if installed && has_sdk() {
-        return Some(python);
-    }
-    let line = format!(
-        "the official OpenAI Python SDK could not be installed into {} ({made:?})",
-        venv.display()
-    );
-    assert!(
-        !openai_sdk_required(),
-        "{line}, and GC_REQUIRE_OPENAI_SDK=1"
-    );
-    eprintln!(
-        "\n!!!!!!!! SKIPPED: {line}; the official-SDK test of issue 10 did not run !!!!!!!!\n"
-    );
-    None
 }
 
 /// Runs one phase of `tests/openai_sdk_check.py` with the SDK, against gc at `base` with `key`;

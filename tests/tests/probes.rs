@@ -229,50 +229,21 @@ fn parser_required() -> bool {
 /// The Python of a virtualenv holding `prometheus-client` at [`PROMETHEUS_CLIENT`], made when
 /// missing. `None` (after a note) when that cannot be done here and it is not required.
 fn parser_python() -> Option<std::path::PathBuf> {
-    use std::process::Command;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        std::path::PathBuf::from,
-    );
-    let venv = target.join("prometheus-parser-venv");
-    let python = venv.join("bin/python");
-    let has = || {
-        Command::new(&python)
-            .args(["-c", &format!(
-                "import sys, importlib.metadata as m; sys.exit(m.version('prometheus-client') != {PROMETHEUS_CLIENT:?})"
-            )])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if has() {
-        return Some(python);
+    match python_with(
+        "prometheus-parser-venv",
+        "prometheus-client",
+        PROMETHEUS_CLIENT,
+    ) {
+        Ok(python) => Some(python),
+        Err(line) => {
+            assert!(
+                !parser_required(),
+                "{line}, and the parser is required (CI)"
+            );
+            eprintln!("\n!!!!!!!! SKIPPED: {line}; the metrics pages were not parsed by Prometheus' Python client !!!!!!!!\n");
+            None
+        }
     }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status();
-    let installed = made.as_ref().is_ok_and(|s| s.success())
-        && Command::new(venv.join("bin/pip"))
-            .args([
-                "install",
-                "--quiet",
-                &format!("prometheus-client=={PROMETHEUS_CLIENT}"),
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-    if installed && has() {
-        return Some(python);
-    }
-    let line = format!(
-        "prometheus-client could not be installed into {} ({made:?})",
-        venv.display()
-    );
-    assert!(
-        !parser_required(),
-        "{line}, and the parser is required (CI)"
-    );
-    eprintln!("\n!!!!!!!! SKIPPED: {line}; the metrics pages were not parsed by Prometheus' Python client !!!!!!!!\n");
-    None
 }
 
 /// The number of families `mode`'s parser reads in `page` (panics on a parse failure).

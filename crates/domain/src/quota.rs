@@ -2191,22 +2191,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
-        use std::sync::mpsc;
-        let (scope, inner) = scope(rpm(1_000_000), None);
-        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
-        let now = at("2026-11-21T10:00:30Z");
-        let (entered_tx, entered) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel();
-        let store = Held {
-            inner,
-            wants: Mutex::default(),
-            entered: Mutex::new(entered_tx),
-            release: Mutex::new(release_rx),
-        };
-        let node = NodeQuotas::default();
-        node.follow_wait_ms.store(10_000, Ordering::Relaxed);
+    impl Held {
+        /// A held store over `inner`, the receiver told each time a take enters it, and the
+        /// sender that releases one take.
+        fn over(
+            inner: Fake,
+        ) -> (
+            Self,
+            std::sync::mpsc::Receiver<()>,
+            std::sync::mpsc::Sender<()>,
+        ) {
+            let (entered_tx, entered) = std::sync::mpsc::channel();
+            let (release, release_rx) = std::sync::mpsc::channel();
+            let store = Held {
+                inner,
+                wants: Mutex::default(),
+                entered: Mutex::new(entered_tx),
+                release: Mutex::new(release_rx),
+            };
+            (store, entered, release)
+        }
+    }
+
+    /// A lease of 64 of a 10^6 limit, taken at `now` and just used up: the next take asks for
+    /// twice as many.
+    fn used_up_lease(node: &NodeQuotas, subject: QuotaSubject, now: DateTime<Utc>) {
         node.lock().insert(
             subject,
             Lease {
@@ -2219,6 +2228,17 @@ mod tests {
                 refilling: false,
             },
         );
+    }
+
+    #[test]
+    fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
+        let (scope, inner) = scope(rpm(1_000_000), None);
+        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
+        let now = at("2026-11-21T10:00:30Z");
+        let (store, entered, release) = Held::over(inner);
+        let node = NodeQuotas::default();
+        node.follow_wait_ms.store(10_000, Ordering::Relaxed);
+        used_up_lease(&node, subject, now);
         let wait = std::time::Duration::from_secs(10);
         let (second_took, wants) = std::thread::scope(|threads| {
             let first = threads.spawn(|| admit(&store, &node, &scope, now));
@@ -2247,32 +2267,13 @@ mod tests {
 
     #[test]
     fn a_take_in_flight_makes_the_others_of_its_subject_count_one_request() {
-        use std::sync::mpsc;
         let (scope, inner) = scope(rpm(1_000_000), None);
         let subject = QuotaSubject::TenantMinute(scope.tenant().id);
         let now = at("2026-11-21T10:00:30Z");
-        let (entered_tx, entered) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel();
-        let store = Held {
-            inner,
-            wants: Mutex::default(),
-            entered: Mutex::new(entered_tx),
-            release: Mutex::new(release_rx),
-        };
+        let (store, entered, release) = Held::over(inner);
         // A lease of 64 just used up: the next take asks for twice as many.
         let node = NodeQuotas::default();
-        node.lock().insert(
-            subject,
-            Lease {
-                start_ms: minute_start(now),
-                max: 1_000_000,
-                left: 0,
-                shared: 64,
-                size: 64,
-                taken_ms: now.timestamp_millis(),
-                refilling: false,
-            },
-        );
+        used_up_lease(&node, subject, now);
         let wait = std::time::Duration::from_secs(10);
         let held_wants = std::thread::scope(|threads| {
             let first = threads.spawn(|| admit(&store, &node, &scope, now));
