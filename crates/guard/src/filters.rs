@@ -207,6 +207,57 @@ pub(crate) fn secret_token(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
+/// A credential written into an HTTP header (`Authorization: Bearer …`, `X-API-Key: …`): kept
+/// when the value is a literal that looks random, not a reference (`$TOKEN`, `${{ … }}`,
+/// `{token}`, `<token>`, `%s`) or a placeholder. A `Basic` value must decode to `user:password`
+/// with a password that is not a placeholder.
+pub(crate) fn secret_auth_header(ctx: &MatchCtx<'_>) -> Outcome {
+    let value = ctx.value();
+    let after = ctx.text.get(ctx.end()..).unwrap_or("");
+    // The literal runs on into a reference or a template: not a literal credential.
+    if after.starts_with(['$', '{', '<', '%', '`', '(', '['])
+        || value.len() < 16
+        || is_placeholder(value)
+    {
+        return Outcome::Drop;
+    }
+    let scheme = ctx
+        .matched()
+        .get(
+            ..ctx
+                .caps
+                .get(1)
+                .map_or(0, |g| g.start().saturating_sub(ctx.start())),
+        )
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if scheme.trim_end().ends_with("basic") {
+        use base64::Engine as _;
+        let decoded = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(value.trim_end_matches('='))
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok());
+        if let Some(d) = decoded {
+            let Some((user, password)) = d.split_once(':') else {
+                return Outcome::Drop;
+            };
+            let lower = password.to_ascii_lowercase();
+            let weak = password.len() < 4
+                || is_placeholder(password)
+                || is_placeholder(user)
+                || lower.contains("pass")
+                || lower.contains("pwd");
+            return if weak { Outcome::Drop } else { Outcome::Keep };
+        }
+    }
+    let letters = value.bytes().any(|b| b.is_ascii_alphabetic());
+    let digits = value.bytes().any(|b| b.is_ascii_digit());
+    if !letters || !digits || entropy(value) < 3.2 || is_sequential(&value.to_ascii_lowercase()) {
+        return Outcome::Drop;
+    }
+    Outcome::Keep
+}
+
 /// Stripe keys: as `secret_token`; test-mode keys are medium.
 pub(crate) fn secret_stripe(ctx: &MatchCtx<'_>) -> Outcome {
     match secret_token(ctx) {
