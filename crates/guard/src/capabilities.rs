@@ -40,6 +40,9 @@ pub(crate) enum Kind {
     Downloads,
     Persists,
     SupplyChain,
+    /// Decoded, decompressed or decrypted data that runs, strings built from codes, long
+    /// encoded blobs in code (`code`, decision 0034).
+    Obfuscates,
 }
 
 /// One capability fact.
@@ -702,6 +705,30 @@ pub(crate) fn extract(
         package_json(path, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "settings.json" || lower_name == "settings.local.json" {
         agent_settings(path, text, excerpt, runs, why, &mut add, out);
+    } else if lower_name == "pyproject.toml" && runs {
+        pyproject(path, text, &mut add, out, referenced);
+    } else if lower_name == "setup.py" && runs && text.contains("cmdclass") {
+        let line = line_of(text, "cmdclass");
+        add(
+            out,
+            Fact {
+                kind: Kind::Executes,
+                what: "custom install command (setup.py cmdclass)",
+                detail: excerpt(
+                    text.lines()
+                        .nth(line.saturating_sub(1) as usize)
+                        .unwrap_or("cmdclass"),
+                ),
+                path: path.map(str::to_string),
+                line,
+                runs: true,
+                why: "runs at install time (setup.py)",
+                install: true,
+                dynamic: false,
+                strong: false,
+                target: None,
+            },
+        );
     }
     let is_skill_md = lower_name == "skill.md" || path.is_none();
     // Lines with a family word, and the patterns they gate.
@@ -996,6 +1023,29 @@ pub(crate) fn extract(
     }
 }
 
+/// The facts of one file read as code (`code`, decision 0034): shell, Python and JavaScript
+/// parsed, PowerShell by a text pass; appended to `out` within the scan's caps.
+pub(crate) fn code_facts(
+    path: Option<&str>,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    out: &mut Vec<Fact>,
+) -> crate::code::Outcome {
+    let (runs, why) = role(path);
+    let lower_name = path
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase())
+        .unwrap_or_default();
+    let install = is_install_file(&lower_name);
+    let before = out.len();
+    let mut facts = Vec::new();
+    let outcome = crate::code::analyze(path, text, runs, why, install, excerpt, &mut facts);
+    let room = MAX_FACTS
+        .saturating_sub(out.len())
+        .min(MAX_FACTS_PER_FILE.saturating_sub(out.len() - before));
+    out.extend(facts.into_iter().take(room));
+    outcome
+}
+
 /// Script files, by extension (or none, as for `configure` or a hook).
 fn is_script_name(name: &str) -> bool {
     let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
@@ -1125,6 +1175,15 @@ pub(crate) fn assembled_words(text: &str) -> Vec<(usize, usize, String)> {
     }
     out.sort_by_key(|l| l.0);
     out
+}
+
+/// Whether `word` (lower case, no folder) is a command word that must not be spelled from
+/// pieces.
+pub(crate) fn is_split_word(word: &str) -> bool {
+    !word.is_empty()
+        && SPLIT_WORDS
+            .iter()
+            .any(|w| w.rsplit('/').next().unwrap_or(w) == word)
 }
 
 /// The dangerous word that `pieces` spell together when no piece holds it alone.
@@ -1415,6 +1474,95 @@ fn agent_settings(
 }
 
 /// The 1-based line of the first occurrence of `needle` (1 when absent).
+/// `pyproject.toml`: an in-tree build backend (`backend-path`) and hatch's custom build hook
+/// run at install time, so the files they name do.
+fn pyproject(
+    path: Option<&str>,
+    text: &str,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+    referenced: &mut HashSet<(String, bool)>,
+) {
+    let value_of = |key: &str| -> Option<(u32, String)> {
+        text.lines().enumerate().find_map(|(i, l)| {
+            let t = l.trim();
+            let rest = t.strip_prefix(key)?.trim_start().strip_prefix('=')?;
+            let v = rest
+                .trim()
+                .trim_matches(|c| c == '"' || c == '\'' || c == '[' || c == ']');
+            let v = v.split(['"', '\'', ',']).next().unwrap_or(v).trim();
+            Some((u32::try_from(i + 1).unwrap_or(u32::MAX), v.to_string()))
+        })
+    };
+    let dir = path
+        .and_then(|p| p.rsplit_once('/').map(|(d, _)| format!("{d}/")))
+        .unwrap_or_default();
+    let mut hook = |what: &'static str, line: u32, file: String, out: &mut Vec<Fact>| {
+        referenced.insert((format!("{dir}{file}"), true));
+        add(
+            out,
+            Fact {
+                kind: Kind::Executes,
+                what,
+                detail: file,
+                path: path.map(str::to_string),
+                line,
+                runs: true,
+                why: "runs at install time (Python build)",
+                install: true,
+                dynamic: false,
+                strong: false,
+                target: None,
+            },
+        );
+    };
+    if let (Some((line, backend)), Some((_, folder))) =
+        (value_of("build-backend"), value_of("backend-path"))
+    {
+        let module = backend
+            .split(':')
+            .next()
+            .unwrap_or(&backend)
+            .replace('.', "/");
+        let folder = folder.trim_start_matches("./").trim_end_matches('/');
+        let file = if folder.is_empty() || folder == "." {
+            format!("{module}.py")
+        } else {
+            format!("{folder}/{module}.py")
+        };
+        hook("in-tree build backend (pyproject)", line, file, out);
+    }
+    if let Some(at) = text.find("[tool.hatch.build.hooks.custom]") {
+        let after = text.get(at..).unwrap_or("");
+        let section_end = after
+            .get(1..)
+            .and_then(|a| a.find("\n["))
+            .map_or(after.len(), |e| e + 1);
+        let section = after.get(..section_end).unwrap_or("");
+        let file = section
+            .lines()
+            .find_map(|l| {
+                let rest = l
+                    .trim()
+                    .strip_prefix("path")?
+                    .trim_start()
+                    .strip_prefix('=')?;
+                Some(
+                    rest.trim()
+                        .trim_matches(|c| c == '"' || c == '\'')
+                        .to_string(),
+                )
+            })
+            .unwrap_or_else(|| "hatch_build.py".to_string());
+        hook(
+            "hatch build hook (pyproject)",
+            line_of(text, "[tool.hatch.build.hooks.custom]"),
+            file,
+            out,
+        );
+    }
+}
+
 fn line_of(text: &str, needle: &str) -> u32 {
     text.find(needle).map_or(1, |i| {
         let n = memchr::memchr_iter(b'\n', text.as_bytes().get(..i).unwrap_or(&[])).count();
@@ -1475,6 +1623,7 @@ impl Collector {
                 Kind::Downloads => &mut inv.downloads,
                 Kind::Persists => &mut inv.persists,
                 Kind::SupplyChain => &mut inv.supply_chain,
+                Kind::Obfuscates => &mut inv.obfuscation,
             };
             if list.len() >= MAX_ITEMS_PER_KIND {
                 inv.truncated = true;
@@ -1619,7 +1768,7 @@ fn combine(facts: &[Fact]) -> Vec<Finding> {
     let install: Vec<&Fact> = run.iter().copied().filter(|f| f.install).collect();
     let risky = |f: &&Fact| match f.kind {
         Kind::Reads | Kind::Sends | Kind::Persists | Kind::SupplyChain => true,
-        Kind::Executes => f.dynamic,
+        Kind::Executes | Kind::Obfuscates => f.dynamic,
         Kind::Downloads => false,
     };
     let inst_dl = install.iter().find(|f| f.kind == Kind::Downloads);
@@ -1773,6 +1922,44 @@ fn combine(facts: &[Fact]) -> Vec<Finding> {
                 a.detail
             ),
             a,
+        ));
+    }
+
+    // Obfuscation that runs: decoded, decompressed or decrypted data evaluated or run as a
+    // command, or an encoded blob in a file that also runs dynamic code.
+    let obfuscated: Vec<&Fact> = of(Kind::Obfuscates).collect();
+    let obf_exec = obfuscated
+        .iter()
+        .find(|o| o.dynamic)
+        .map(|o| (*o, None))
+        .or_else(|| {
+            obfuscated.iter().find_map(|o| {
+                execs
+                    .iter()
+                    .find(|e| e.dynamic && e.path == o.path)
+                    .map(|e| (*o, Some(*e)))
+            })
+        });
+    if let Some((o, e)) = obf_exec {
+        let (severity, note) = if o.install || e.is_some_and(|e| e.install) {
+            (Severity::Critical, " It runs at install time.")
+        } else {
+            (Severity::High, "")
+        };
+        let with = e.map_or(String::new(), |e| {
+            format!(" next to code that {} ({}: `{}`)", e.what, at(e), e.detail)
+        });
+        out.push(finding(
+            "combo.obfuscated-exec",
+            severity,
+            "Runs obfuscated code",
+            format!(
+                "The skill {} ({}: `{}`){with}: what runs is hidden from review.{note}",
+                o.what,
+                at(o),
+                o.detail
+            ),
+            o,
         ));
     }
 

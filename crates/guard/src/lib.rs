@@ -22,6 +22,7 @@
 
 mod capabilities;
 mod checks;
+mod code;
 pub mod cli;
 mod context;
 pub mod coverage;

@@ -187,13 +187,16 @@ pub struct Inventory {
     pub downloads: Vec<Capability>,
     pub persists: Vec<Capability>,
     pub supply_chain: Vec<Capability>,
+    /// Obfuscation: decoded, decompressed or decrypted data that runs, strings built from
+    /// character codes or XOR, long encoded blobs in code (decision 0034).
+    pub obfuscation: Vec<Capability>,
     /// Some items were left out (at most 40 per list).
     pub truncated: bool,
 }
 
 impl Inventory {
     /// Every list with its JSON name.
-    pub fn lists(&self) -> [(&'static str, &[Capability]); 6] {
+    pub fn lists(&self) -> [(&'static str, &[Capability]); 7] {
         [
             ("executes", &self.executes),
             ("reads", &self.reads),
@@ -201,6 +204,7 @@ impl Inventory {
             ("downloads", &self.downloads),
             ("persists", &self.persists),
             ("supply_chain", &self.supply_chain),
+            ("obfuscation", &self.obfuscation),
         ]
     }
 

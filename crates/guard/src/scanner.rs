@@ -220,6 +220,7 @@ impl Scanner {
             s
         };
         capabilities::extract(path, text, &shorten, &mut into.facts, &mut into.referenced);
+        capabilities::code_facts(path, text, &shorten, &mut into.facts);
     }
 
     /// Text as a result shows it: invisible characters made visible, secrets redacted.

@@ -1,0 +1,630 @@
+//! Code read as code (issue 29, decision 0034).
+//!
+//! Shell, Python and JavaScript (TypeScript with the JavaScript grammar) files are parsed
+//! with tree-sitter grammars, and values are followed within a file: string literals, their
+//! concatenation, f-strings and template literals, variables and assignments, command
+//! substitution, array joins, `chr()`/`String.fromCharCode` arithmetic, and data decoded,
+//! decompressed or decrypted. When such a value reaches a sink (a shell's `eval`, `sh -c`,
+//! `source <(...)`, a pipe into an interpreter; Python's `exec`, `eval`, `compile`,
+//! `os.system`, `subprocess.*`, `__import__`; JavaScript's `eval`, `Function`,
+//! `child_process.*`, `vm.runIn*`), or when the sink itself is named by an assembled value
+//! (`getattr(os, "sys"+"tem")`, `c="cu""rl"; $c`), the facts go to the capability
+//! inventory ([`crate::capabilities`]) like the lexical ones, so the `combo.*` rules see
+//! them. What was assembled is read again by the lexical pass, so `"cu"+"rl … | sh"` is a
+//! download and a run.
+//!
+//! Obfuscation is a capability ([`Kind::Obfuscates`]): decoded, decompressed or decrypted
+//! data that runs, strings built from character codes or XOR, and code lines of extreme
+//! length or entropy. PowerShell has no grammar here: a text pass reads it (see
+//! [`powershell`]).
+//!
+//! Bounds: files over [`MAX_PARSE_BYTES`] are not parsed (the text passes still read them),
+//! a parse stops after [`PARSE_BUDGET`] (tree-sitter's progress callback), the walk visits at
+//! most [`MAX_NODES`] nodes, values are cut at [`MAX_VALUE`] bytes and evaluation recursion at
+//! [`MAX_DEPTH`]. Parsing runs on the thread that scans the file (the executor's threads).
+
+mod js;
+mod powershell;
+mod python;
+mod shell;
+
+use crate::capabilities::{Fact, Kind};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+use tree_sitter::{Language, Node, ParseOptions, ParseState, Parser, Point, Tree};
+
+/// Files larger than this are not parsed (the lexical passes still read them).
+pub(crate) const MAX_PARSE_BYTES: usize = 512 * 1024;
+/// A parse that takes longer than this is abandoned.
+pub(crate) const PARSE_BUDGET: Duration = Duration::from_millis(300);
+/// At most this many syntax nodes visited per file.
+pub(crate) const MAX_NODES: usize = 400_000;
+/// Resolved values are cut at this many bytes.
+pub(crate) const MAX_VALUE: usize = 8 * 1024;
+/// Evaluation recursion bound.
+pub(crate) const MAX_DEPTH: usize = 48;
+/// At most this many variables remembered per file.
+const MAX_VARS: usize = 4096;
+/// At most this many facts from the code pass of one file.
+const MAX_CODE_FACTS: usize = 24;
+
+/// A language with a grammar (or the PowerShell text pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lang {
+    Shell,
+    Python,
+    Js,
+    PowerShell,
+}
+
+/// The language of a file, by extension or shebang.
+pub(crate) fn lang_of(path: Option<&str>, text: &str) -> Option<Lang> {
+    let name = path?.rsplit('/').next()?.to_ascii_lowercase();
+    let ext = name.rsplit_once('.').map(|(_, e)| e);
+    match ext {
+        Some("sh" | "bash" | "zsh" | "ksh" | "command") => return Some(Lang::Shell),
+        Some("py" | "pyw" | "pth") => return Some(Lang::Python),
+        Some("js" | "mjs" | "cjs" | "jsx" | "ts" | "mts" | "cts" | "tsx") => return Some(Lang::Js),
+        Some("ps1" | "psm1" | "psd1") => return Some(Lang::PowerShell),
+        _ => {}
+    }
+    if ext.is_some() {
+        return None;
+    }
+    let first = text.lines().next().unwrap_or("");
+    if let Some(she) = first.strip_prefix("#!") {
+        if she.contains("python") {
+            return Some(Lang::Python);
+        }
+        if she.contains("node") || she.contains("deno") || she.contains("bun") {
+            return Some(Lang::Js);
+        }
+        if she.contains("pwsh") || she.contains("powershell") {
+            return Some(Lang::PowerShell);
+        }
+        if she.contains("sh") {
+            return Some(Lang::Shell);
+        }
+    }
+    // Git hooks and extension-less scripts without a shebang: not guessed.
+    None
+}
+
+/// A value followed through the code.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Val {
+    /// The value when it is known (cut at [`MAX_VALUE`]).
+    pub text: Option<String>,
+    /// A known list (array literal, `split`), for joins.
+    pub items: Option<Vec<String>>,
+    /// How many literal pieces were joined to make it (saturating).
+    pub pieces: u8,
+    /// It went through a variable.
+    pub via_var: bool,
+    /// How it was decoded, decompressed, decrypted or built from codes.
+    pub decoded: Option<&'static str>,
+    /// It was downloaded at run time.
+    pub fetched: bool,
+    /// It names a module (`require('child_process')`, `import os as o`).
+    pub module: Option<String>,
+}
+
+impl Val {
+    pub(crate) fn lit(s: &str) -> Val {
+        Val {
+            text: Some(cut(s)),
+            pieces: 1,
+            ..Val::default()
+        }
+    }
+
+    pub(crate) fn unknown() -> Val {
+        Val::default()
+    }
+
+    /// `a + b`.
+    pub(crate) fn concat(self, b: Val) -> Val {
+        let text = match (self.text, b.text) {
+            (Some(x), Some(y)) => Some(cut(&(x + &y))),
+            _ => None,
+        };
+        Val {
+            text,
+            items: None,
+            pieces: self.pieces.saturating_add(b.pieces),
+            via_var: self.via_var || b.via_var,
+            decoded: self.decoded.or(b.decoded),
+            fetched: self.fetched || b.fetched,
+            module: None,
+        }
+    }
+
+    /// Keeps the flags of `self`, with a new text.
+    pub(crate) fn with_text(mut self, text: Option<String>) -> Val {
+        self.text = text.map(|t| cut(&t));
+        self.items = None;
+        self
+    }
+
+    pub(crate) fn decoded(mut self, how: &'static str, text: Option<String>) -> Val {
+        self.decoded = Some(how);
+        self.text = text.map(|t| cut(&t));
+        self.items = None;
+        // Decoded text counts as assembled.
+        self.pieces = self.pieces.max(2);
+        self
+    }
+
+    /// Joined from two or more pieces, through a variable or decoded.
+    pub(crate) fn assembled(&self) -> bool {
+        self.pieces >= 2 || self.decoded.is_some()
+    }
+
+    /// Something worth following into a sink.
+    fn interesting(&self) -> bool {
+        self.assembled() || self.fetched
+    }
+}
+
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_VALUE {
+        return s.to_string();
+    }
+    let mut end = MAX_VALUE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or("").to_string()
+}
+
+/// What a sink does with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sink {
+    /// Evaluates code in the interpreter (`exec`, `eval`, `Function`, `vm.runIn*`).
+    Eval,
+    /// Runs a shell command string (`os.system`, `sh -c`, `child_process.exec`).
+    Shell,
+    /// Starts a process from an argument list (`subprocess.run([...])`, `spawn`).
+    Process,
+    /// Imports a module by name (`__import__`, `require`).
+    Import,
+}
+
+/// The state of one file's analysis: variables, aliases, facts.
+pub(crate) struct Ctx<'a> {
+    pub src: &'a str,
+    pub vars: HashMap<String, Val>,
+    pub path: Option<&'a str>,
+    runs: bool,
+    why: &'static str,
+    install: bool,
+    excerpt: &'a dyn Fn(&str) -> String,
+    pub facts: Vec<Fact>,
+    seen: HashSet<(u32, &'static str)>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The text of a node.
+    pub(crate) fn text(&self, n: Node<'_>) -> &'a str {
+        self.src.get(n.byte_range()).unwrap_or("")
+    }
+
+    pub(crate) fn set(&mut self, name: &str, mut v: Val) {
+        if self.vars.len() >= MAX_VARS && !self.vars.contains_key(name) {
+            return;
+        }
+        v.via_var = true;
+        self.vars.insert(name.to_string(), v);
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Val {
+        self.vars.get(name).cloned().unwrap_or_default()
+    }
+
+    fn line_of(&self, n: Node<'_>) -> (u32, &'a str) {
+        let row = n.start_position().row;
+        let line = self.src.lines().nth(row).unwrap_or("");
+        (u32::try_from(row + 1).unwrap_or(u32::MAX), line)
+    }
+
+    fn push(&mut self, kind: Kind, what: &'static str, detail: String, line: u32, dynamic: bool) {
+        if self.facts.len() >= MAX_CODE_FACTS || !self.seen.insert((line, what)) {
+            return;
+        }
+        self.facts.push(Fact {
+            kind,
+            what,
+            detail,
+            path: self.path.map(str::to_string),
+            line,
+            runs: self.runs,
+            why: self.why,
+            install: self.install,
+            dynamic,
+            strong: true,
+            target: None,
+        });
+    }
+
+    /// An obfuscation fact that does not run by itself (a blob, codes built into a string).
+    pub(crate) fn obfuscated(&mut self, n: Node<'_>, what: &'static str) {
+        let (line, text) = self.line_of(n);
+        let d = (self.excerpt)(text);
+        self.push(Kind::Obfuscates, what, d, line, false);
+    }
+
+    /// A sink named by an assembled value (`getattr(os, "sys"+"tem")`, `$c` holding `curl`).
+    pub(crate) fn assembled_name(&mut self, n: Node<'_>, word: &str) {
+        let (line, text) = self.line_of(n);
+        let lower = word.to_ascii_lowercase();
+        let base = lower
+            .rsplit(['.', '/'])
+            .next()
+            .unwrap_or(&lower)
+            .to_string();
+        let kind = if base == "curl" || base == "wget" {
+            Kind::Downloads
+        } else {
+            Kind::Executes
+        };
+        let d = format!("{} (spells `{base}`)", (self.excerpt)(text));
+        self.push(kind, "assembles a command word from pieces", d, line, true);
+    }
+
+    /// A value reaches a sink.
+    pub(crate) fn sink(&mut self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
+        if !v.interesting() {
+            return;
+        }
+        let (line, text) = self.line_of(n);
+        let shown = (self.excerpt)(text);
+        if v.fetched {
+            self.push(
+                Kind::Downloads,
+                "downloads code at run time",
+                shown.clone(),
+                line,
+                false,
+            );
+            self.push(Kind::Executes, "evaluates code", shown.clone(), line, true);
+        }
+        // One character from a code (`chr(10)`) hides nothing.
+        let short = v.text.as_ref().is_some_and(|t| t.chars().count() < 4);
+        if let Some(how) = v
+            .decoded
+            .filter(|h| !(short && *h == "built from character codes"))
+        {
+            let d = format!("{shown} ({how} data run by `{name}`)");
+            self.push(
+                Kind::Obfuscates,
+                "runs decoded or decrypted data",
+                d,
+                line,
+                true,
+            );
+        }
+        let Some(value) = v.text.as_deref() else {
+            return;
+        };
+        // The head word of a command assembled from pieces.
+        if matches!(sink, Sink::Shell | Sink::Process | Sink::Import) && v.pieces >= 2 {
+            let head = value.split_whitespace().next().unwrap_or("");
+            let head = head.rsplit('/').next().unwrap_or(head).to_ascii_lowercase();
+            if crate::capabilities::is_split_word(&head) {
+                self.assembled_name(n, &head);
+            }
+        }
+        // What the assembled value does, read by the lexical pass.
+        let mut inner = Vec::new();
+        let mut refs = HashSet::new();
+        let excerpt = self.excerpt;
+        crate::capabilities::extract(self.path, value, excerpt, &mut inner, &mut refs);
+        let downloads = inner.iter().any(|f| f.kind == Kind::Downloads);
+        for mut f in inner.into_iter().take(8) {
+            if self.facts.len() >= MAX_CODE_FACTS {
+                break;
+            }
+            f.line = line;
+            f.detail = format!("{} (assembled at run time, run by `{name}`)", f.detail);
+            f.dynamic = f.dynamic || f.kind == Kind::Executes;
+            f.runs = self.runs;
+            f.why = self.why;
+            f.install = self.install;
+            self.facts.push(f);
+        }
+        if downloads {
+            let d = format!("{shown} (runs `{}`)", (self.excerpt)(value));
+            self.push(Kind::Executes, "evaluates code", d, line, true);
+        } else if sink == Sink::Eval {
+            let d = format!("{shown} (evaluates an assembled value)");
+            self.push(Kind::Executes, "evaluates code", d, line, true);
+        }
+    }
+}
+
+thread_local! {
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// Parses `text` within [`PARSE_BUDGET`]; `None` when the budget ran out or the grammar
+/// could not be loaded.
+fn parse(lang: Lang, text: &str) -> Option<Tree> {
+    parse_within(lang, text, PARSE_BUDGET)
+}
+
+fn parse_within(lang: Lang, text: &str, budget: Duration) -> Option<Tree> {
+    let language: Language = match lang {
+        Lang::Shell => tree_sitter_bash::LANGUAGE.into(),
+        Lang::Python => tree_sitter_python::LANGUAGE.into(),
+        Lang::Js => tree_sitter_javascript::LANGUAGE.into(),
+        Lang::PowerShell => return None,
+    };
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let parser = slot.get_or_insert_with(Parser::new);
+        parser.set_language(&language).ok()?;
+        let started = Instant::now();
+        let mut progress = |_: &ParseState| {
+            if started.elapsed() >= budget {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let bytes = text.as_bytes();
+        let mut read = |at: usize, _: Point| bytes.get(at..).unwrap_or(&[]);
+        let tree = parser.parse_with_options(
+            &mut read,
+            None,
+            Some(ParseOptions::new().progress_callback(&mut progress)),
+        );
+        parser.reset();
+        tree
+    })
+}
+
+/// What the code pass did with a file (for tests and the cost harness).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not a language read here.
+    NotCode,
+    /// Over [`MAX_PARSE_BYTES`]: the text passes only.
+    TooLarge,
+    /// The parse ran out of time: the text passes only.
+    TimedOut,
+    Parsed,
+    /// PowerShell: the text pass.
+    Text,
+}
+
+/// The code facts of one file, appended to `out` (bounded by the inventory's caps).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn analyze(
+    path: Option<&str>,
+    text: &str,
+    runs: bool,
+    why: &'static str,
+    install: bool,
+    excerpt: &dyn Fn(&str) -> String,
+    out: &mut Vec<Fact>,
+) -> Outcome {
+    let Some(lang) = lang_of(path, text) else {
+        return Outcome::NotCode;
+    };
+    let mut cx = Ctx {
+        src: text,
+        vars: HashMap::new(),
+        path,
+        runs,
+        why,
+        install,
+        excerpt,
+        facts: Vec::new(),
+        seen: HashSet::new(),
+    };
+    let outcome = if lang == Lang::PowerShell {
+        powershell::scan(&mut cx);
+        Outcome::Text
+    } else if text.len() > MAX_PARSE_BYTES {
+        Outcome::TooLarge
+    } else {
+        match parse(lang, text) {
+            None => Outcome::TimedOut,
+            Some(tree) => {
+                walk(&mut cx, lang, tree.root_node());
+                Outcome::Parsed
+            }
+        }
+    };
+    long_lines(&mut cx, path);
+    let room = crate::capabilities::MAX_FACTS.saturating_sub(out.len());
+    out.extend(cx.facts.into_iter().take(room));
+    outcome
+}
+
+/// Visits the nodes in document order (bounded), handing each to its language.
+fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) {
+    let mut cursor = root.walk();
+    let mut visited = 0usize;
+    loop {
+        let node = cursor.node();
+        visited += 1;
+        if visited > MAX_NODES {
+            return;
+        }
+        match lang {
+            Lang::Shell => shell::visit(cx, node),
+            Lang::Python => python::visit(cx, node),
+            Lang::Js => js::visit(cx, node),
+            Lang::PowerShell => {}
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// Code lines of extreme length or entropy: a long run of encoded data in a code file. A
+/// minified bundle is long too, so length alone needs a long string of encoded characters.
+fn long_lines(cx: &mut Ctx<'_>, path: Option<&str>) {
+    let lower = path.unwrap_or("").to_ascii_lowercase();
+    if lower.contains(".min.") || lower.ends_with(".map") {
+        return;
+    }
+    let mut row = 0u32;
+    for line in cx.src.lines() {
+        row = row.saturating_add(1);
+        if line.len() < 1024 {
+            continue;
+        }
+        if let Some(blob) = encoded_run(line) {
+            let d = format!(
+                "{} ({} characters of encoded data, entropy {:.1} bits per character)",
+                (cx.excerpt)(line),
+                blob.0,
+                blob.1
+            );
+            cx.push(
+                Kind::Obfuscates,
+                "carries a long encoded blob in code",
+                d,
+                row,
+                false,
+            );
+            return;
+        }
+    }
+}
+
+/// The longest run of base64/hex characters in `line` (no `data:` URI), when it is at least
+/// 800 characters and its entropy is that of encoded data: `(length, bits per character)`.
+pub(crate) fn encoded_run(line: &str) -> Option<(usize, f64)> {
+    let bytes = line.as_bytes();
+    let (mut best, mut best_at, mut start) = (0usize, 0usize, 0usize);
+    for (i, b) in bytes.iter().enumerate() {
+        let ok = b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\\' | b'_' | b'-');
+        if !ok {
+            start = i + 1;
+        } else if i + 1 - start > best {
+            best = i + 1 - start;
+            best_at = start;
+        }
+    }
+    if best < 800 {
+        return None;
+    }
+    let before = line.get(best_at.saturating_sub(40)..best_at).unwrap_or("");
+    if before.contains("data:") || before.contains("base64,") && before.contains("url(") {
+        return None;
+    }
+    let run = bytes.get(best_at..best_at + best)?;
+    let mut counts = [0u32; 256];
+    for b in run {
+        if let Some(c) = counts.get_mut(usize::from(*b)) {
+            *c += 1;
+        }
+    }
+    let n = run.len() as f64;
+    let h: f64 = counts
+        .iter()
+        .filter(|c| **c > 0)
+        .map(|c| {
+            let p = f64::from(*c) / n;
+            -p * p.log2()
+        })
+        .sum();
+    // Hex is at most 4 bits a character, base64 up to 6; English words in identifiers stay
+    // lower, and a run of one repeated character is near 0.
+    (h >= 3.7).then_some((best, h))
+}
+
+/// A string built from character codes or XOR and kept in a variable: obfuscation (it runs
+/// only if a sink takes it, which [`Ctx::sink`] reports).
+pub(crate) fn note_codes(cx: &mut Ctx<'_>, n: Node<'_>, v: &Val) {
+    let long = v.text.as_ref().is_none_or(|t| t.chars().count() >= 4);
+    if long
+        && matches!(
+            v.decoded,
+            Some("built from character codes" | "XOR-decoded")
+        )
+    {
+        cx.obfuscated(n, "builds strings from character codes or XOR");
+    }
+}
+
+/// Base64 decoded leniently (standard or URL-safe, padding optional), as text.
+pub(crate) fn unbase64(s: &str) -> Option<String> {
+    use base64::Engine;
+    let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let cfg = base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent);
+    let std = base64::engine::GeneralPurpose::new(&base64::alphabet::STANDARD, cfg);
+    let url = base64::engine::GeneralPurpose::new(&base64::alphabet::URL_SAFE, cfg);
+    let bytes = std.decode(&clean).or_else(|_| url.decode(&clean)).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Hex decoded, as text.
+pub(crate) fn unhex(s: &str) -> Option<String> {
+    let clean: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if clean.len() % 2 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(clean.len() / 2);
+    for pair in clean.chunks(2) {
+        let hi = (*pair.first()? as char).to_digit(16)?;
+        let lo = (*pair.get(1)? as char).to_digit(16)?;
+        out.push(u8::try_from(hi * 16 + lo).ok()?);
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// ROT13.
+pub(crate) fn rot13(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' => char::from(b'a' + (c as u8 - b'a' + 13) % 26),
+            'A'..='Z' => char::from(b'A' + (c as u8 - b'A' + 13) % 26),
+            _ => c,
+        })
+        .collect()
+}
+
+/// A character code to a character.
+pub(crate) fn from_code(n: i64) -> Option<char> {
+    u32::try_from(n).ok().and_then(char::from_u32)
+}
+
+/// An integer literal (decimal, hex, octal, binary).
+pub(crate) fn int_lit(s: &str) -> Option<i64> {
+    let s = s.trim().replace('_', "");
+    let lower = s.to_ascii_lowercase();
+    if let Some(h) = lower.strip_prefix("0x") {
+        i64::from_str_radix(h, 16).ok()
+    } else if let Some(o) = lower.strip_prefix("0o") {
+        i64::from_str_radix(o, 8).ok()
+    } else if let Some(b) = lower.strip_prefix("0b") {
+        i64::from_str_radix(b, 2).ok()
+    } else {
+        lower.parse().ok()
+    }
+}
+
+/// Whether the subtree holds a node of `kind` whose text is `op` (an XOR in a loop).
+pub(crate) fn has_op(cx: &Ctx<'_>, n: Node<'_>, ops: &[&str]) -> bool {
+    let t = cx.text(n);
+    t.len() < 4096 && ops.iter().any(|o| t.contains(o))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,571 @@
+//! Python: values followed into `exec`, `eval`, `compile`, `os.system`, `subprocess.*`,
+//! `__import__` (tree-sitter-python).
+
+use super::{from_code, has_op, int_lit, rot13, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH};
+use tree_sitter::Node;
+
+/// Handles one node of the walk: imports and assignments bind names, calls may be sinks.
+pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
+    match n.kind() {
+        "import_statement" => {
+            let mut c = n.walk();
+            for child in n.named_children(&mut c) {
+                bind_import(cx, child, "");
+            }
+        }
+        "import_from_statement" => {
+            let module = n
+                .child_by_field_name("module_name")
+                .map(|m| cx.text(m).to_string())
+                .unwrap_or_default();
+            let mut c = n.walk();
+            for child in n.children_by_field_name("name", &mut c) {
+                bind_import(cx, child, &module);
+            }
+        }
+        "assignment" => {
+            let (Some(left), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            if left.kind() == "identifier" {
+                let v = eval(cx, right, 0);
+                let name = cx.text(left).to_string();
+                super::note_codes(cx, n, &v);
+                cx.set(&name, v);
+            }
+        }
+        "augmented_assignment" => {
+            let (Some(left), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            if left.kind() == "identifier"
+                && n.child_by_field_name("operator").map(|o| cx.text(o)) == Some("+=")
+            {
+                let name = cx.text(left).to_string();
+                let v = cx.get(&name).concat(eval(cx, right, 0));
+                cx.set(&name, v);
+            }
+        }
+        "call" => call_sink(cx, n),
+        _ => {}
+    }
+}
+
+fn bind_import(cx: &mut Ctx<'_>, n: Node<'_>, from: &str) {
+    let (name, alias) = match n.kind() {
+        "dotted_name" => (cx.text(n).to_string(), None),
+        "aliased_import" => (
+            n.child_by_field_name("name")
+                .map(|x| cx.text(x).to_string())
+                .unwrap_or_default(),
+            n.child_by_field_name("alias")
+                .map(|x| cx.text(x).to_string()),
+        ),
+        _ => return,
+    };
+    let full = if from.is_empty() {
+        name.clone()
+    } else {
+        format!("{from}.{name}")
+    };
+    let bound = alias.unwrap_or_else(|| {
+        if from.is_empty() {
+            name.split('.').next().unwrap_or("").to_string()
+        } else {
+            name.clone()
+        }
+    });
+    let module = if from.is_empty() && !full.contains('.') {
+        full
+    } else if from.is_empty() {
+        name.split('.').next().unwrap_or("").to_string()
+    } else {
+        full
+    };
+    cx.vars.insert(
+        bound,
+        Val {
+            module: Some(module),
+            ..Val::default()
+        },
+    );
+}
+
+/// The dotted name a callee resolves to, and whether a part of it was assembled.
+fn callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> (String, bool) {
+    if depth > MAX_DEPTH {
+        return (String::new(), false);
+    }
+    match n.kind() {
+        "identifier" => {
+            let t = cx.text(n);
+            match cx.vars.get(t) {
+                Some(v) if v.module.is_some() => (v.module.clone().unwrap_or_default(), false),
+                _ => (t.to_string(), false),
+            }
+        }
+        "attribute" => {
+            let (obj, a) = n
+                .child_by_field_name("object")
+                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
+            let attr = n
+                .child_by_field_name("attribute")
+                .map_or("", |x| cx.text(x));
+            (join(&obj, attr), a)
+        }
+        "subscript" => {
+            let (obj, a) = n
+                .child_by_field_name("value")
+                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
+            let key = n
+                .child_by_field_name("subscript")
+                .map(|s| eval(cx, s, depth + 1))
+                .unwrap_or_default();
+            match key.text {
+                Some(k) => (
+                    join(&obj, &k),
+                    a || key.pieces >= 2 || key.decoded.is_some(),
+                ),
+                None => (obj, a),
+            }
+        }
+        "call" => {
+            let (f, a) = n
+                .child_by_field_name("function")
+                .map_or((String::new(), false), |f| callee(cx, f, depth + 1));
+            let args = args_of(n);
+            let base = last(&f);
+            if base == "getattr" {
+                let obj = args
+                    .first()
+                    .map_or((String::new(), false), |o| callee(cx, *o, depth + 1));
+                let key = args
+                    .get(1)
+                    .map(|k| eval(cx, *k, depth + 1))
+                    .unwrap_or_default();
+                if let Some(k) = key.text.as_deref() {
+                    return (join(&obj.0, k), a || obj.1 || key.assembled());
+                }
+            }
+            if base == "__import__" || f == "importlib.import_module" {
+                let key = args
+                    .first()
+                    .map(|k| eval(cx, *k, depth + 1))
+                    .unwrap_or_default();
+                if let Some(k) = key.text.as_deref() {
+                    return (k.to_string(), a || key.assembled());
+                }
+            }
+            if matches!(base, "globals" | "locals" | "vars") {
+                return ("builtins".to_string(), a);
+            }
+            (format!("{f}()"), a)
+        }
+        "parenthesized_expression" => n
+            .named_child(0)
+            .map_or((String::new(), false), |c| callee(cx, c, depth + 1)),
+        _ => (String::new(), false),
+    }
+}
+
+fn join(a: &str, b: &str) -> String {
+    if a.is_empty() {
+        b.to_string()
+    } else {
+        format!("{a}.{b}")
+    }
+}
+
+fn last(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// Strips the ways to reach a builtin (`builtins.exec`, `__builtins__.__dict__['exec']`).
+fn normal(name: &str) -> &str {
+    let mut n = name;
+    for p in ["builtins.", "__builtins__.", "__dict__.", "__builtin__."] {
+        while let Some(rest) = n.strip_prefix(p) {
+            n = rest;
+        }
+    }
+    n
+}
+
+fn args_of(call: Node<'_>) -> Vec<Node<'_>> {
+    let Some(a) = call.child_by_field_name("arguments") else {
+        return Vec::new();
+    };
+    let mut c = a.walk();
+    a.named_children(&mut c)
+        .filter(|x| x.kind() != "comment")
+        .take(16)
+        .collect()
+}
+
+fn kwarg<'t>(cx: &Ctx<'_>, args: &[Node<'t>], name: &str) -> Option<Node<'t>> {
+    args.iter()
+        .filter(|a| a.kind() == "keyword_argument")
+        .find(|a| a.child_by_field_name("name").map(|x| cx.text(x)) == Some(name))
+        .and_then(|a| a.child_by_field_name("value"))
+}
+
+/// Sinks.
+fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let Some(f) = n.child_by_field_name("function") else {
+        return;
+    };
+    let (name, assembled) = callee(cx, f, 0);
+    let name = normal(&name).to_string();
+    let args = args_of(n);
+    let first = args
+        .iter()
+        .copied()
+        .find(|a| a.kind() != "keyword_argument");
+    let sink = match name.as_str() {
+        "exec" | "eval" | "compile" | "execfile" | "runpy.run_path" | "code.interact" => Sink::Eval,
+        "os.system"
+        | "os.popen"
+        | "subprocess.getoutput"
+        | "subprocess.getstatusoutput"
+        | "commands.getoutput"
+        | "pty.spawn" => Sink::Shell,
+        "__import__" | "importlib.import_module" => Sink::Import,
+        s if s.starts_with("subprocess.")
+            || s.starts_with("os.exec")
+            || s.starts_with("os.spawn") =>
+        {
+            let shell = kwarg(cx, &args, "shell").map(|v| cx.text(v)) == Some("True");
+            if shell {
+                Sink::Shell
+            } else {
+                Sink::Process
+            }
+        }
+        _ => {
+            if assembled && crate::capabilities::is_split_word(last(&name)) {
+                cx.assembled_name(n, last(&name));
+            }
+            return;
+        }
+    };
+    if assembled {
+        cx.assembled_name(n, last(&name));
+    }
+    let Some(arg) = first else { return };
+    let v = eval(cx, arg, 0);
+    let v = match (&v.text, &v.items) {
+        (None, Some(items)) => {
+            let joined = items.join(" ");
+            v.clone().with_text(Some(joined))
+        }
+        _ => v,
+    };
+    cx.sink(n, sink, &name, &v);
+}
+
+/// The value of an expression, as far as it can be known.
+pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
+    if depth > MAX_DEPTH {
+        return Val::unknown();
+    }
+    match n.kind() {
+        "string" => string(cx, n, depth),
+        "concatenated_string" => {
+            let mut c = n.walk();
+            let mut v = Val {
+                pieces: 0,
+                text: Some(String::new()),
+                ..Val::default()
+            };
+            for s in n.named_children(&mut c) {
+                v = v.concat(eval(cx, s, depth + 1));
+            }
+            v
+        }
+        "identifier" => cx.get(cx.text(n)),
+        "integer" => Val::lit(cx.text(n)),
+        "parenthesized_expression" | "await" | "expression_statement" => n
+            .named_child(0)
+            .map(|c| eval(cx, c, depth + 1))
+            .unwrap_or_default(),
+        "binary_operator" => {
+            let op = n.child_by_field_name("operator").map_or("", |o| cx.text(o));
+            let l = n
+                .child_by_field_name("left")
+                .map(|x| eval(cx, x, depth + 1))
+                .unwrap_or_default();
+            let r = n
+                .child_by_field_name("right")
+                .map(|x| eval(cx, x, depth + 1))
+                .unwrap_or_default();
+            match op {
+                "+" => l.concat(r),
+                "%" => {
+                    let mut v = l.concat(r);
+                    v.text = None;
+                    v
+                }
+                "^" => l.concat(r).decoded("XOR-decoded", None),
+                _ => Val::unknown(),
+            }
+        }
+        "list" | "tuple" => {
+            let mut c = n.walk();
+            let mut items = Vec::new();
+            let mut flags = Val::unknown();
+            for e in n.named_children(&mut c).take(256) {
+                let v = eval(cx, e, depth + 1);
+                if let Some(t) = &v.text {
+                    items.push(t.clone());
+                }
+                flags = flags.concat(Val { text: None, ..v });
+            }
+            Val {
+                items: Some(items),
+                ..flags
+            }
+        }
+        "subscript" => {
+            // `s[::-1]`: reversed.
+            let value = n
+                .child_by_field_name("value")
+                .map(|x| eval(cx, x, depth + 1))
+                .unwrap_or_default();
+            let sub = n
+                .child_by_field_name("subscript")
+                .map_or("", |s| cx.text(s));
+            if sub.replace(' ', "") == "::-1" {
+                let t = value.text.as_ref().map(|t| t.chars().rev().collect());
+                return value.decoded("reversed", t);
+            }
+            Val::unknown()
+        }
+        "list_comprehension" | "generator_expression" => {
+            if has_op(cx, n, &["^"]) {
+                Val::unknown().decoded("XOR-decoded", None)
+            } else if has_op(cx, n, &["chr("]) {
+                Val::unknown().decoded("built from character codes", None)
+            } else {
+                Val::unknown()
+            }
+        }
+        "attribute" => {
+            // `.text`, `.content` of a response.
+            let attr = n
+                .child_by_field_name("attribute")
+                .map_or("", |a| cx.text(a));
+            let obj = n
+                .child_by_field_name("object")
+                .map(|o| eval(cx, o, depth + 1))
+                .unwrap_or_default();
+            if matches!(attr, "text" | "content" | "body" | "data") {
+                Val { text: None, ..obj }
+            } else {
+                Val::unknown()
+            }
+        }
+        "call" => call_value(cx, n, depth),
+        _ => Val::unknown(),
+    }
+}
+
+fn string(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
+    let mut c = n.walk();
+    let mut out = String::new();
+    let mut v = Val {
+        pieces: 1,
+        ..Val::default()
+    };
+    let mut known = true;
+    for part in n.children(&mut c) {
+        match part.kind() {
+            "string_content" => out.push_str(cx.text(part)),
+            "escape_sequence" => out.push_str(&unescape(cx.text(part))),
+            "interpolation" => {
+                let inner = part
+                    .child_by_field_name("expression")
+                    .map(|e| eval(cx, e, depth + 1))
+                    .unwrap_or_default();
+                match &inner.text {
+                    Some(t) => out.push_str(t),
+                    None => known = false,
+                }
+                v.pieces = v.pieces.saturating_add(inner.pieces.max(1));
+                v.decoded = v.decoded.or(inner.decoded);
+                v.fetched |= inner.fetched;
+                v.via_var |= inner.via_var;
+            }
+            _ => {}
+        }
+    }
+    v.text = known.then(|| super::cut(&out));
+    v
+}
+
+fn unescape(e: &str) -> String {
+    let body = e.strip_prefix('\\').unwrap_or(e);
+    match body.chars().next() {
+        Some('n') => "\n".into(),
+        Some('t') => "\t".into(),
+        Some('x') => u32::from_str_radix(body.get(1..3).unwrap_or(""), 16)
+            .ok()
+            .and_then(char::from_u32)
+            .map_or_else(String::new, String::from),
+        Some('u') => u32::from_str_radix(body.get(1..5).unwrap_or(""), 16)
+            .ok()
+            .and_then(char::from_u32)
+            .map_or_else(String::new, String::from),
+        Some(c) if c.is_ascii_digit() => u32::from_str_radix(body, 8)
+            .ok()
+            .and_then(char::from_u32)
+            .map_or_else(String::new, String::from),
+        Some(c) => c.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The value a call returns: decoders, `chr`, `join`, downloads, pass-through methods.
+fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
+    let Some(f) = n.child_by_field_name("function") else {
+        return Val::unknown();
+    };
+    let args = args_of(n);
+    let arg = |i: usize| {
+        args.get(i)
+            .map(|a| eval(cx, *a, depth + 1))
+            .unwrap_or_default()
+    };
+    // Methods on a value: `x.decode()`, `"".join(...)`, `r.read()`.
+    let on_module = f.child_by_field_name("object").is_some_and(|o| {
+        o.kind() == "identifier" && cx.vars.get(cx.text(o)).is_some_and(|v| v.module.is_some())
+    });
+    if f.kind() == "attribute" && !on_module {
+        let method = f
+            .child_by_field_name("attribute")
+            .map_or("", |a| cx.text(a));
+        let obj_node = f.child_by_field_name("object");
+        match method {
+            "join" => {
+                let sep = obj_node.map(|o| eval(cx, o, depth + 1)).unwrap_or_default();
+                let a = arg(0);
+                let text = match (&sep.text, &a.items) {
+                    (Some(s), Some(items)) if a.text.is_none() => Some(items.join(s)),
+                    _ => None,
+                };
+                let pieces = a
+                    .items
+                    .as_ref()
+                    .map_or(0, |i| u8::try_from(i.len()).unwrap_or(u8::MAX));
+                return Val {
+                    text,
+                    items: None,
+                    pieces: pieces.max(a.pieces),
+                    ..a
+                };
+            }
+            "decode" | "encode" | "strip" | "read" | "readall" | "json" | "getvalue" | "lower"
+            | "upper" => {
+                let obj = obj_node.map(|o| eval(cx, o, depth + 1)).unwrap_or_default();
+                let codec = arg(0).text.unwrap_or_default().to_ascii_lowercase();
+                if method == "decode" && codec.replace('_', "") == "rot13" {
+                    let t = obj.text.as_deref().map(rot13);
+                    return obj.decoded("rot13-decoded", t);
+                }
+                return obj;
+            }
+            "decrypt" | "decrypt_and_verify" => {
+                return arg(0).decoded("decrypted", None);
+            }
+            _ => {}
+        }
+    }
+    let (name, _) = callee(cx, f, depth + 1);
+    let name = normal(&name);
+    let base = last(name);
+    match base {
+        "b64decode" | "standard_b64decode" | "urlsafe_b64decode" | "decodebytes"
+        | "decodestring" | "a2b_base64" => {
+            let a = arg(0);
+            let t = a.text.as_deref().and_then(unbase64);
+            a.decoded("base64-decoded", t)
+        }
+        "b32decode" | "b16decode" | "b85decode" | "a85decode" => {
+            arg(0).decoded("base-N-decoded", None)
+        }
+        "fromhex" | "unhexlify" | "a2b_hex" => {
+            let a = arg(0);
+            let t = a.text.as_deref().and_then(unhex);
+            a.decoded("hex-decoded", t)
+        }
+        "decompress" | "inflate" => arg(0).decoded("decompressed", None),
+        "loads" if name.starts_with("marshal") || name.starts_with("pickle") => {
+            arg(0).decoded("unmarshalled", None)
+        }
+        "decode" if name.starts_with("codecs") => {
+            let a = arg(0);
+            let codec = arg(1)
+                .text
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .replace(['_', '-'], "");
+            match codec.as_str() {
+                "rot13" => {
+                    let t = a.text.as_deref().map(rot13);
+                    a.decoded("rot13-decoded", t)
+                }
+                "hex" => {
+                    let t = a.text.as_deref().and_then(unhex);
+                    a.decoded("hex-decoded", t)
+                }
+                "base64" => {
+                    let t = a.text.as_deref().and_then(unbase64);
+                    a.decoded("base64-decoded", t)
+                }
+                "zlib" | "bz2" => a.decoded("decompressed", None),
+                _ => a,
+            }
+        }
+        "chr" => {
+            let a = args.first().copied();
+            let code = a.and_then(|x| int_lit(cx.text(x)));
+            match (code.and_then(from_code), a) {
+                (Some(ch), _) => Val::lit(&ch.to_string())
+                    .decoded("built from character codes", Some(ch.to_string())),
+                (None, Some(x)) if has_op(cx, x, &["^"]) => {
+                    Val::unknown().decoded("XOR-decoded", None)
+                }
+                _ => Val::unknown().decoded("built from character codes", None),
+            }
+        }
+        "bytes" | "bytearray" => {
+            let a = arg(0);
+            if args.first().is_some_and(|x| has_op(cx, *x, &["^"])) {
+                a.decoded("XOR-decoded", None)
+            } else {
+                a
+            }
+        }
+        "str" | "repr" | "compile" => arg(0),
+        "urlopen" | "urlretrieve" => Val {
+            fetched: true,
+            ..Val::unknown()
+        },
+        "get" | "post" | "request" | "stream"
+            if name.starts_with("requests")
+                || name.starts_with("httpx")
+                || name.starts_with("urllib3") =>
+        {
+            Val {
+                fetched: true,
+                ..Val::unknown()
+            }
+        }
+        _ => Val::unknown(),
+    }
+}
