@@ -1,7 +1,7 @@
 //! JavaScript (and TypeScript, read with the JavaScript grammar): values followed into
 //! `eval`, `Function`, `child_process.*`, `vm.runIn*`, `require` (tree-sitter-javascript).
 
-use super::{from_code, has_op, int_lit, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH};
+use super::{from_code, has_op, has_xor, int_lit, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH};
 use tree_sitter::Node;
 
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
@@ -37,9 +37,46 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
                 cx.set(&name, v);
             }
         }
-        "call_expression" | "new_expression" => call_sink(cx, n),
+        "call_expression" | "new_expression" => {
+            grow(cx, n);
+            call_sink(cx, n);
+        }
         _ => {}
     }
+}
+
+/// `out.push(c ^ key)`: an array grown in a loop from XOR or character codes.
+fn grow(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let Some(f) = n
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == "member_expression")
+    else {
+        return;
+    };
+    let method = f.child_by_field_name("property").map_or("", |p| cx.text(p));
+    if !matches!(method, "push" | "unshift" | "concat") {
+        return;
+    }
+    let Some(obj) = f
+        .child_by_field_name("object")
+        .filter(|o| o.kind() == "identifier")
+    else {
+        return;
+    };
+    let Some(arg) = n.child_by_field_name("arguments") else {
+        return;
+    };
+    let how = if has_xor(cx, arg) {
+        "XOR-decoded"
+    } else if has_op(cx, arg, &["fromCharCode"]) {
+        "built from character codes"
+    } else {
+        return;
+    };
+    let name = cx.text(obj).to_string();
+    let v = cx.get(&name).decoded(how, None);
+    super::note_codes(cx, n, &v);
+    cx.set(&name, v);
 }
 
 fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
@@ -450,7 +487,7 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                         None => known = false,
                     }
                 }
-                let how = if args.iter().any(|a| has_op(cx, *a, &["^"])) {
+                let how = if args.iter().any(|a| has_xor(cx, *a)) {
                     "XOR-decoded"
                 } else {
                     "built from character codes"

@@ -620,10 +620,41 @@ pub(crate) fn int_lit(s: &str) -> Option<i64> {
     }
 }
 
-/// Whether the subtree holds a node of `kind` whose text is `op` (an XOR in a loop).
+/// Whether the text of the subtree holds one of `ops` (a call such as `chr(`).
 pub(crate) fn has_op(cx: &Ctx<'_>, n: Node<'_>, ops: &[&str]) -> bool {
     let t = cx.text(n);
     t.len() < 4096 && ops.iter().any(|o| t.contains(o))
+}
+
+/// Whether the subtree holds an XOR (`a ^ b`, `x ^= k`): an operator, not a `^` in a string
+/// or a regular expression.
+pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
+    if cx.text(n).len() >= 4096 {
+        return false;
+    }
+    let mut stack = vec![n];
+    let mut budget = 512;
+    while let Some(x) = stack.pop() {
+        budget -= 1;
+        if budget == 0 {
+            return false;
+        }
+        if matches!(
+            x.kind(),
+            "binary_operator"
+                | "binary_expression"
+                | "augmented_assignment"
+                | "augmented_assignment_expression"
+        ) {
+            let op = x.child_by_field_name("operator").map_or("", |o| cx.text(o));
+            if op == "^" || op == "^=" {
+                return true;
+            }
+        }
+        let mut c = x.walk();
+        stack.extend(x.named_children(&mut c));
+    }
+    false
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Python: values followed into `exec`, `eval`, `compile`, `os.system`, `subprocess.*`,
 //! `__import__` (tree-sitter-python).
 
-use super::{from_code, has_op, int_lit, rot13, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH};
+use super::{
+    from_code, has_op, has_xor, int_lit, rot13, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH,
+};
 use tree_sitter::Node;
 
 /// Handles one node of the walk: imports and assignments bind names, calls may be sinks.
@@ -52,9 +54,48 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
                 cx.set(&name, v);
             }
         }
-        "call" => call_sink(cx, n),
+        "call" => {
+            grow(cx, n);
+            call_sink(cx, n);
+        }
         _ => {}
     }
+}
+
+/// `out.append(b ^ key)`, `parts.extend(...)`: a list grown in a loop from XOR or codes.
+fn grow(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let Some(f) = n.child_by_field_name("function") else {
+        return;
+    };
+    if f.kind() != "attribute" {
+        return;
+    }
+    let method = f
+        .child_by_field_name("attribute")
+        .map_or("", |a| cx.text(a));
+    if !matches!(method, "append" | "extend" | "write" | "insert") {
+        return;
+    }
+    let Some(obj) = f
+        .child_by_field_name("object")
+        .filter(|o| o.kind() == "identifier")
+    else {
+        return;
+    };
+    let Some(arg) = n.child_by_field_name("arguments") else {
+        return;
+    };
+    let how = if has_xor(cx, arg) {
+        "XOR-decoded"
+    } else if has_op(cx, arg, &["chr("]) {
+        "built from character codes"
+    } else {
+        return;
+    };
+    let name = cx.text(obj).to_string();
+    let v = cx.get(&name).decoded(how, None);
+    super::note_codes(cx, n, &v);
+    cx.set(&name, v);
 }
 
 fn bind_import(cx: &mut Ctx<'_>, n: Node<'_>, from: &str) {
@@ -347,7 +388,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             Val::unknown()
         }
         "list_comprehension" | "generator_expression" => {
-            if has_op(cx, n, &["^"]) {
+            if has_xor(cx, n) {
                 Val::unknown().decoded("XOR-decoded", None)
             } else if has_op(cx, n, &["chr("]) {
                 Val::unknown().decoded("built from character codes", None)
@@ -537,15 +578,13 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             match (code.and_then(from_code), a) {
                 (Some(ch), _) => Val::lit(&ch.to_string())
                     .decoded("built from character codes", Some(ch.to_string())),
-                (None, Some(x)) if has_op(cx, x, &["^"]) => {
-                    Val::unknown().decoded("XOR-decoded", None)
-                }
+                (None, Some(x)) if has_xor(cx, x) => Val::unknown().decoded("XOR-decoded", None),
                 _ => Val::unknown().decoded("built from character codes", None),
             }
         }
         "bytes" | "bytearray" => {
             let a = arg(0);
-            if args.first().is_some_and(|x| has_op(cx, *x, &["^"])) {
+            if args.first().is_some_and(|x| has_xor(cx, *x)) {
                 a.decoded("XOR-decoded", None)
             } else {
                 a

@@ -382,3 +382,30 @@ fn bounded_by_size_and_parse_time() {
     );
     assert!(!out.is_empty());
 }
+
+#[test]
+fn xor_loops_that_grow_a_buffer_are_followed_but_a_caret_in_a_string_is_not() {
+    let py = "KEY = 0x5A\nout = bytearray()\nfor b in DATA:\n    out.append(b ^ KEY)\nexec(out.decode())\n";
+    let r = scan(&[("pkg/init.py", py)]);
+    assert!(
+        has(&r, "combo.obfuscated-exec", Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    let js = "const out = [];\nfor (const c of data) out.push(String.fromCharCode(c ^ 42));\neval(out.join(''));\n";
+    let r = scan(&[("lib/init.js", js)]);
+    assert!(
+        has(&r, "combo.obfuscated-exec", Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    // `^` in a pattern or a string is not an XOR.
+    let honest = "import re, subprocess\npats = []\nfor w in WORDS:\n    pats.append('^' + w)\nsubprocess.run(['grep', '-E', '|'.join(pats), 'log.txt'])\n";
+    let r = scan(&[("tools/find.py", honest)]);
+    assert!(r.inventory.obfuscation.is_empty(), "{:#?}", r.inventory);
+    assert!(
+        worst(&r).is_none_or(|s| s < Severity::Medium),
+        "{:#?}",
+        r.findings
+    );
+}
