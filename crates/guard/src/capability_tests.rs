@@ -38,7 +38,9 @@ fn every_attack_case_fails_with_a_combination_and_no_honest_case_is_flagged() {
             .findings
             .iter()
             .any(|f| f.rule_id.starts_with("combo.") && f.severity >= Severity::High);
-        if o.positive && !combo_high {
+        // Issue 29's instruction and secret cases (`g1-`) are judged by `g1_tests`: high, not
+        // necessarily a combination.
+        if o.positive && !combo_high && !o.name.contains("g1-") {
             wrong.push(format!("attack without a high combination: {}", o.name));
         }
         // An honest look-alike is never high; what is medium sits in a carried file and says so.
@@ -260,6 +262,7 @@ fn capability_cost() {
         .map(|(p, b)| (p.as_str(), std::str::from_utf8(b).unwrap()))
         .collect();
     let (mut best_all, mut best_rules, mut best_caps) = (f64::MAX, f64::MAX, f64::MAX);
+    let mut best_code = f64::MAX;
     for _ in 0..5 {
         let t = std::time::Instant::now();
         std::hint::black_box(s.scan_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice()))));
@@ -276,14 +279,28 @@ fn capability_cost() {
         }
         std::hint::black_box(c.finish(&|t: &str| s.shown(t)));
         best_caps = best_caps.min(t.elapsed().as_secs_f64());
+        // The code pass (grammars, decision 0034) alone; it is part of the capability pass.
+        let t = std::time::Instant::now();
+        let mut facts = Vec::new();
+        for (p, text) in &texts {
+            facts.clear();
+            std::hint::black_box(crate::capabilities::code_facts(
+                Some(p),
+                text,
+                &|l: &str| l.to_string(),
+                &mut facts,
+            ));
+        }
+        best_code = best_code.min(t.elapsed().as_secs_f64());
     }
     let mib = bytes as f64 / 1_048_576.0;
     println!(
-        "{mib:.1} MiB in {} files: whole scan {:.1} MiB/s; line rules alone {:.1} MiB/s; capability pass alone {:.1} MiB/s",
+        "{mib:.1} MiB in {} files: whole scan {:.1} MiB/s; line rules alone {:.1} MiB/s; capability pass alone {:.1} MiB/s (of which the code pass alone {:.1} MiB/s)",
         files.len(),
         mib / best_all,
         mib / best_rules,
         mib / best_caps,
+        mib / best_code,
     );
 }
 

@@ -25,6 +25,7 @@
 
 mod js;
 mod powershell;
+mod pwsh;
 mod python;
 mod shell;
 
@@ -359,7 +360,7 @@ fn parse_within(lang: Lang, text: &str, budget: Duration) -> Option<Tree> {
         Lang::Shell => tree_sitter_bash::LANGUAGE.into(),
         Lang::Python => tree_sitter_python::LANGUAGE.into(),
         Lang::Js => tree_sitter_javascript::LANGUAGE.into(),
-        Lang::PowerShell => return None,
+        Lang::PowerShell => tree_sitter_powershell::LANGUAGE.into(),
     };
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -395,8 +396,6 @@ pub(crate) enum Outcome {
     /// The parse ran out of time: the text passes only.
     TimedOut,
     Parsed,
-    /// PowerShell: the text pass.
-    Text,
 }
 
 /// The code facts of one file, appended to `out` (bounded by the inventory's caps).
@@ -424,10 +423,7 @@ pub(crate) fn analyze(
         facts: Vec::new(),
         seen: HashSet::new(),
     };
-    let outcome = if lang == Lang::PowerShell {
-        powershell::scan(&mut cx);
-        Outcome::Text
-    } else if text.len() > MAX_PARSE_BYTES {
+    let outcome = if text.len() > MAX_PARSE_BYTES {
         Outcome::TooLarge
     } else {
         match parse(lang, text) {
@@ -438,6 +434,10 @@ pub(crate) fn analyze(
             }
         }
     };
+    // PowerShell that was not parsed keeps a text pass for its decode-then-run idioms.
+    if lang == Lang::PowerShell && outcome != Outcome::Parsed {
+        powershell::scan(&mut cx);
+    }
     long_lines(&mut cx, path);
     let room = crate::capabilities::MAX_FACTS.saturating_sub(out.len());
     out.extend(cx.facts.into_iter().take(room));
@@ -458,7 +458,7 @@ fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) {
             Lang::Shell => shell::visit(cx, node),
             Lang::Python => python::visit(cx, node),
             Lang::Js => js::visit(cx, node),
-            Lang::PowerShell => {}
+            Lang::PowerShell => pwsh::visit(cx, node),
         }
         if cursor.goto_first_child() {
             continue;

