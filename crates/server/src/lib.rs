@@ -19,8 +19,8 @@ use gc_auth::{BcryptHasher, Credentials, MasterKey, Sealer};
 use gc_domain::accounts::{create_account, AccountPolicy, PasswordHasher, Signup};
 use gc_domain::model::Role;
 use gc_domain::ports::Store;
-use gc_domain::quota::TokenReads;
 use gc_domain::runs::RunEvent;
+use gc_domain::services::{run_records, Storage};
 use gc_domain::values::Region;
 use gc_gateway::Gateways;
 use gc_gateway::{GatewayConfig, RegionGateway};
@@ -395,241 +395,51 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
 /// before callers are asked to retry.
 const RUN_QUEUE: usize = 16_384;
 
-/// Writes run records in batches, one transaction each, on the blocking pool until every
-/// sender is gone, so the queue is flushed when the server stops. After the first record of a
-/// batch it sleeps [`RUN_BATCH_WINDOW`] and then takes whatever queued meanwhile (up to
-/// [`RUN_BATCH_MAX`]), so a busy gateway costs a few commits a second rather than one per run,
-/// and a run costs its worker no wake-up of this task: a receiver that waits on the queue is
-/// woken by every record sent, one thread hand-off per run (issue 14). A batch that fails is
-/// written again until it is stored ([`write_batch`]), never dropped for a passing failure.
-/// While it is behind, the queue fills and new runs are refused `busy` (they never lose their
-/// record: each holds its place from before admission, decision 0033). `test_hold` (zero but
-/// in tests) is waited before each batch, to make a writer that is behind.
-async fn write_runs(
-    store: Arc<dyn Store>,
-    mut runs: mpsc::Receiver<RunEvent>,
-    token_reads: Arc<TokenReads>,
-    test_hold: std::time::Duration,
-) {
-    let mut last_prune = std::time::Instant::now();
-    while let Some(first) = runs.recv().await {
-        if last_prune.elapsed() >= PRUNE_EVERY {
-            last_prune = std::time::Instant::now();
-            prune_quota_windows(Arc::clone(&store)).await;
-        }
-        let mut batch = vec![first];
-        take_queued(&mut runs, &mut batch);
-        // A full batch (a backlog) is written at once; otherwise the window gathers more.
-        if batch.len() < RUN_BATCH_MAX {
-            tokio::time::sleep(RUN_BATCH_WINDOW).await;
-            take_queued(&mut runs, &mut batch);
-        }
-        if !test_hold.is_zero() {
-            tokio::time::sleep(test_hold).await;
-        }
-        write_batch(&store, &token_reads, &runs, RunBatch::of(batch)).await;
+/// The run-record queue's receiving end, as the writer's [`run_records::RunQueue`].
+struct QueueEnd(mpsc::Receiver<RunEvent>);
+
+impl run_records::RunQueue for QueueEnd {
+    async fn recv(&mut self) -> Option<RunEvent> {
+        self.0.recv().await
+    }
+    fn try_recv(&mut self) -> Option<RunEvent> {
+        self.0.try_recv().ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
     }
 }
 
-/// One batch of the writer, sorted by kind.
-#[derive(Default)]
-struct RunBatch {
-    verdicts: Vec<gc_domain::gateway::KeyVerdict>,
-    usage: Vec<gc_domain::runs::RunLine>,
-    lines: Vec<gc_domain::workspace::NewActivity>,
-}
+/// The store on actix's blocking pool, as the writer's [`Storage`]: a pool that is gone
+/// answers `Unavailable` (retried as a database that is down).
+struct Blocking(Arc<dyn Store>);
 
-impl RunBatch {
-    fn of(events: Vec<RunEvent>) -> Self {
-        let mut b = Self::default();
-        for event in events {
-            match event {
-                RunEvent::Activity(line) => b.lines.push(line),
-                RunEvent::Run(line, run) => {
-                    b.lines.push(line);
-                    b.usage.push(*run);
-                }
-                RunEvent::KeyVerdict(v) => b.verdicts.push(v),
-            }
-        }
-        b
-    }
+impl Storage for Blocking {
+    type Store = dyn Store;
 
-    fn len(&self) -> usize {
-        self.verdicts.len() + self.usage.len() + self.lines.len()
-    }
-
-    /// Two halves (each list cut in two), to find the record a database refuses.
-    fn halves(self) -> (Self, Self) {
-        fn cut<T>(mut v: Vec<T>) -> (Vec<T>, Vec<T>) {
-            let back = v.split_off(v.len() / 2);
-            (v, back)
-        }
-        let (v1, v2) = cut(self.verdicts);
-        let (u1, u2) = cut(self.usage);
-        let (l1, l2) = cut(self.lines);
-        (
-            Self {
-                verdicts: v1,
-                usage: u1,
-                lines: l1,
-            },
-            Self {
-                verdicts: v2,
-                usage: u2,
-                lines: l2,
-            },
-        )
-    }
-}
-
-/// Attempts after which a batch the database refuses for a reason other than being busy or
-/// gone (a lock conflict counts as busy) is cut in halves, down to single records.
-const SPLIT_AFTER: u32 = 4;
-/// The longest wait between two attempts.
-const RETRY_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// Once the server is stopping (every sender gone), how long a batch is still retried while
-/// the database stays down, so a stop does not wait for ever.
-const STOPPING_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Writes `batch` until it is stored (decision 0024): key verdicts first (idempotent), then
-/// usage, tokens and activity lines in one transaction (one commit per batch); the tokens count
-/// toward the quotas from the next request on (no token count this node read before the
-/// write is used after it). A failed attempt is retried after 50 ms, doubling up to
-/// [`RETRY_MAX_WAIT`]; a retry first checks whether the failed attempt was committed after all
-/// ([`gc_domain::ports::UsageRepo::record_runs_again`]), so no batch is applied twice.
-///
-/// While the database is busy or down (`Unavailable`, lock conflicts included) the batch is
-/// retried for as long as it takes: the writer waits, the queue ([`RUN_QUEUE`]) fills, and
-/// new runs are then refused 503 `busy` before admission (decision 0033); only best-effort
-/// entries (key verdicts, Guard activity lines) are dropped, with a warning and a count. A batch the
-/// database refuses outright, [`SPLIT_AFTER`] times, is cut in halves and each retried, down to
-/// one record: only a single record the database keeps refusing is given up, logged at error
-/// level with its id. When the server stops, a database that stays down is waited for
-/// [`STOPPING_GRACE`], then what is left is logged as lost.
-async fn write_batch(
-    store: &Arc<dyn Store>,
-    token_reads: &Arc<TokenReads>,
-    runs: &mpsc::Receiver<RunEvent>,
-    batch: RunBatch,
-) {
-    let mut pending = vec![(batch, false)];
-    while let Some((batch, again)) = pending.pop() {
-        let batch = Arc::new(batch);
-        let mut attempt: u32 = 0;
-        let mut stopping_since: Option<std::time::Instant> = None;
-        loop {
-            let (st, reads, b) = (
-                Arc::clone(store),
-                Arc::clone(token_reads),
-                Arc::clone(&batch),
-            );
-            let again = again || attempt > 0;
-            let written = web::block(move || {
-                for v in &b.verdicts {
-                    st.set_ai_key_status(v)?;
-                }
-                reads.around_write(|| {
-                    if again {
-                        st.record_runs_again(&b.usage, &b.lines)
-                    } else {
-                        st.record_runs(&b.usage, &b.lines)
-                    }
-                })
-            })
-            .await;
-            let busy = match &written {
-                Ok(Ok(())) => {
-                    if attempt > 0 {
-                        tracing::info!(attempts = attempt + 1, "run records stored after retries");
-                    }
-                    break;
-                }
-                Ok(Err(gc_domain::DomainError::Unavailable { .. })) | Err(_) => true,
-                Ok(Err(_)) => false,
-            };
-            attempt = attempt.saturating_add(1);
-            let count = batch.len();
-            match &written {
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, count, attempt, "could not write run records; retrying")
-                }
-                _ => tracing::warn!(
-                    count,
-                    attempt,
-                    "the run-record writer could not use the blocking pool; retrying"
-                ),
-            }
-            if runs.is_closed() {
-                let since = *stopping_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() >= STOPPING_GRACE {
-                    tracing::error!(
-                        count,
-                        "server stopping with the database down: run records lost"
-                    );
-                    break;
-                }
-            }
-            if !busy && attempt >= SPLIT_AFTER {
-                let Ok(whole) = Arc::try_unwrap(batch) else {
-                    tracing::error!(count, "run records lost: the batch is still in use");
-                    break;
-                };
-                if whole.len() > 1 {
-                    let (first, second) = whole.halves();
-                    pending.push((second, true));
-                    pending.push((first, true));
-                } else {
-                    let ids: Vec<String> = whole
-                        .usage
-                        .iter()
-                        .map(|r| r.id().to_string())
-                        .chain(whole.lines.iter().map(|a| a.id().to_string()))
-                        .collect();
-                    tracing::error!(?ids, "a run record the database keeps refusing is given up");
-                }
-                break;
-            }
-            let wait = std::time::Duration::from_millis(50)
-                .saturating_mul(1 << attempt.min(7))
-                .min(RETRY_MAX_WAIT);
-            tokio::time::sleep(wait).await;
+    async fn run<T, F>(&self, work: F) -> gc_domain::DomainResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn Store) -> gc_domain::DomainResult<T> + Send + 'static,
+    {
+        let store = Arc::clone(&self.0);
+        match web::block(move || work(store.as_ref())).await {
+            Ok(answer) => answer,
+            Err(_) => Err(gc_domain::DomainError::Unavailable {
+                retry_after_secs: 1,
+            }),
         }
     }
 }
 
-/// Moves queued events into `batch` until it holds [`RUN_BATCH_MAX`] or the queue is empty,
-/// without waiting.
-fn take_queued(runs: &mut mpsc::Receiver<RunEvent>, batch: &mut Vec<RunEvent>) {
-    while batch.len() < RUN_BATCH_MAX {
-        match runs.try_recv() {
-            Ok(event) => batch.push(event),
-            Err(_) => break,
-        }
+/// Tokio's timer, as the writer's [`run_records::Timer`].
+struct Tokio;
+
+impl run_records::Timer for Tokio {
+    async fn sleep(&self, wait: std::time::Duration) {
+        tokio::time::sleep(wait).await;
     }
 }
-
-/// How often the writer forgets quota windows that can no longer matter.
-const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Deletes per-minute windows older than ten minutes and monthly windows older than two
-/// months.
-async fn prune_quota_windows(store: Arc<dyn Store>) {
-    let now = Utc::now();
-    let minute_before = now.timestamp_millis() - 10 * 60_000;
-    let month_before = (now - Duration::days(62)).timestamp_millis();
-    match web::block(move || store.prune_windows(minute_before, month_before)).await {
-        Ok(Ok(n)) if n > 0 => tracing::debug!(windows = n, "pruned quota windows"),
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not prune quota windows"),
-        Err(_) => tracing::warn!("could not prune quota windows: blocking pool gone"),
-    }
-}
-
-/// How long the writer gathers records into one transaction.
-const RUN_BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
-/// The most records in one transaction.
-const RUN_BATCH_MAX: usize = 512;
 
 /// The OpenAPI document as committed in `docs/openapi.json`.
 pub fn openapi_document() -> String {
@@ -667,10 +477,11 @@ impl Running {
 /// Must be called from within an actix (tokio) runtime.
 pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyhow::Result<Running> {
     let Prepared { state, store, runs } = prepared;
-    let writer = actix_web::rt::spawn(write_runs(
-        store,
-        runs,
+    let writer = actix_web::rt::spawn(run_records::write_runs(
+        Blocking(store),
+        QueueEnd(runs),
         state.token_reads(),
+        Tokio,
         std::time::Duration::from_millis(config.run_writer_test_hold_ms),
     ));
     let data = web::Data::new(state);

@@ -19,6 +19,7 @@ use crate::error::DomainResult;
 pub mod ai_keys;
 pub mod diagnostics;
 pub mod guard_scan;
+pub mod run_records;
 
 /// Runs synchronous storage work (diesel is synchronous) where it may block: the HTTP layer
 /// runs it on its blocking pool, the tests' fakes at once. One call is one trip; the work gets
