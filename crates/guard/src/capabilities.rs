@@ -828,7 +828,8 @@ pub(crate) fn extract(
         let spans;
         let line: &str = if markdown && !fences.iter().any(|&(a, b)| ls >= a && ls < b) {
             spans = code_spans(full);
-            if spans.is_empty() {
+            // Teaching material quoting an attack in its prose (issue 29, `context`).
+            if spans.is_empty() || crate::context::prose_example_line(text, ls) {
                 continue;
             }
             &spans

@@ -25,6 +25,12 @@ pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut 
     };
     if !text.is_ascii() {
         unicode(text, &mut emit);
+        // Cyrillic lead bytes: Russian instructions are judged on the original text (the
+        // normalised view folds Cyrillic look-alikes into Latin letters).
+        let bytes = text.as_bytes();
+        if bytes.contains(&0xD0) || bytes.contains(&0xD1) {
+            russian(scanner, text, &mut emit);
+        }
     }
     if is_skill_md(path, text) {
         frontmatter(text, &mut emit);
@@ -35,6 +41,71 @@ pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut 
 }
 
 type Emit<'a> = dyn FnMut(&str, usize, usize, Option<Severity>, Option<String>) + 'a;
+
+/// Words of which one is in every Russian match (lowercase).
+const RUSSIAN_GATE: &[&str] = &[
+    "инструкци",
+    "указани",
+    "правил",
+    "директив",
+    "команд",
+    "ограничени",
+    "установк",
+    "промпт",
+    "пользовател",
+    "юзер",
+    "втайне",
+    "тайно",
+    "незаметно",
+    "скрытно",
+];
+
+/// The injection families in Russian (`intent_i18n`), one sentence at a time, on lines that
+/// hold Cyrillic and one of [`RUSSIAN_GATE`] (at most 4,096 lines per text).
+fn russian(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
+    let langs = &scanner.aux.intent.i18n;
+    let mut offset = 0;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let start = offset;
+        offset += line.len();
+        if n >= 4096 {
+            break;
+        }
+        let lb = line.as_bytes();
+        if !(lb.contains(&0xD0) || lb.contains(&0xD1)) {
+            continue;
+        }
+        let lower = line.to_lowercase();
+        if !RUSSIAN_GATE.iter().any(|w| lower.contains(w)) {
+            continue;
+        }
+        let same_len = lower.len() == line.len();
+        let trimmed = line.trim_end_matches(['\n', '\r']).len();
+        for (ss, se) in crate::intent::i18n::sentences(&lower) {
+            let Some(s) = lower.get(ss..se) else { continue };
+            for (id, lang) in langs.judge_russian(s) {
+                let (a, b) = if same_len {
+                    (start + ss, start + se.min(trimmed))
+                } else {
+                    (start, start + trimmed)
+                };
+                let description = crate::rules::RULES
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map_or("", |r| r.description);
+                emit(
+                    id,
+                    a,
+                    b.max(a),
+                    None,
+                    Some(format!(
+                        "{description} Recognised in {lang}: instructions to the model are judged by what they ask in every major language, not only in English."
+                    )),
+                );
+            }
+        }
+    }
+}
 
 fn is_skill_md(path: Option<&str>, text: &str) -> bool {
     match path {

@@ -79,6 +79,133 @@ const EXAMPLE_MARKERS: &[&str] = &[
     "incorrect",
 ];
 
+/// Words in the prose of a line that make a code span or a quotation on it an example of an
+/// attack being described ("a typical exfiltration attack pipes `cat … | curl …`").
+const PROSE_MARKERS: &[&str] = &[
+    "attack",
+    "attacker",
+    "adversar",
+    "malicious",
+    "malware",
+    "exploit",
+    "payload",
+    "technique",
+    "exfiltrat",
+    "reverse shell",
+    "injection",
+    "vulnerable",
+    "insecure",
+    "dangerous",
+    "red flag",
+    "for example",
+    "e.g.",
+    "such as",
+    "typical",
+    "detect",
+    "look for",
+    "watch for",
+    "never run",
+    "do not run",
+    "don't run",
+];
+
+/// Inline code spans and quotations (of 8 or more characters) on prose lines, outside fences,
+/// whose line carries one of [`PROSE_MARKERS`] outside the quoted parts: (start, end, marker).
+fn prose_examples(text: &str) -> Vec<(usize, usize, &'static str)> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    let mut pos = 0;
+    // The prose of the previous line of the same paragraph (a sentence wraps lines).
+    let mut previous = String::new();
+    for line in text.split_inclusive('\n') {
+        let start = pos;
+        pos += line.len();
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+            previous.clear();
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let carried = std::mem::take(&mut previous);
+        // Only a sentence that runs on into this line carries its words over.
+        let ends_sentence = t.trim_end().ends_with(['.', '!', '?', ':']);
+        if !t.starts_with('#') && !ends_sentence {
+            previous = prose_of(line).to_lowercase();
+        }
+        if !line.contains(['`', '"', '\u{201C}']) {
+            continue;
+        }
+        // Quoted parts: `code` and "text" / “text”.
+        let mut spans = Vec::new();
+        let mut prose = String::new();
+        let mut open: Option<(usize, char)> = None;
+        for (i, c) in line.char_indices() {
+            match open {
+                Some((s, q)) if c == q || (q == '\u{201C}' && c == '\u{201D}') => {
+                    if i - s > 8 {
+                        spans.push((start + s, start + i));
+                    }
+                    open = None;
+                }
+                Some(_) => {}
+                None if c == '`' || c == '"' || c == '\u{201C}' => open = Some((i, c)),
+                None => prose.push(c),
+            }
+        }
+        if spans.is_empty() {
+            continue;
+        }
+        let prose = prose.to_lowercase();
+        if let Some(m) = PROSE_MARKERS
+            .iter()
+            .copied()
+            .find(|m| prose.contains(m) || carried.contains(m))
+        {
+            out.extend(spans.into_iter().map(|(s, e)| (s, e, m)));
+        }
+    }
+    out
+}
+
+/// The text of a line outside its code spans and quotations.
+fn prose_of(line: &str) -> String {
+    let mut prose = String::new();
+    let mut open: Option<char> = None;
+    for c in line.chars() {
+        match open {
+            Some(q) if c == q || (q == '\u{201C}' && c == '\u{201D}') => open = None,
+            Some(_) => {}
+            None if c == '`' || c == '"' || c == '\u{201C}' => open = Some(c),
+            None => prose.push(c),
+        }
+    }
+    prose
+}
+
+/// True when the Markdown line that starts at `line_start` holds a code span or quotation
+/// that the prose presents as an example of an attack (see [`prose_examples`]), in a document
+/// about security. The capability inventory leaves such spans out: teaching material
+/// describes what an attack does, it does not do it.
+pub(crate) fn prose_example_line(text: &str, line_start: usize) -> bool {
+    let end = text
+        .get(line_start..)
+        .and_then(|r| r.find('\n'))
+        .map_or(text.len(), |i| line_start + i);
+    // The paragraph so far: the previous line and this one.
+    let prev_start = text
+        .get(..line_start.saturating_sub(1))
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let Some(chunk) = text.get(prev_start.min(line_start)..end) else {
+        return false;
+    };
+    let own = line_start - prev_start.min(line_start);
+    prose_examples(chunk).iter().any(|(s, _, _)| *s >= own) && about_security(text)
+}
+
 pub(crate) fn is_markdown(path: Option<&str>) -> bool {
     path.is_some_and(|p| {
         let p = p.to_ascii_lowercase();
@@ -86,7 +213,7 @@ pub(crate) fn is_markdown(path: Option<&str>) -> bool {
     })
 }
 
-fn about_security(text: &str) -> bool {
+pub(crate) fn about_security(text: &str) -> bool {
     let lower = text.to_lowercase();
     SECURITY_VOCABULARY
         .iter()
@@ -206,15 +333,21 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
     if !about_security(text) {
         return;
     }
-    let blocks = example_blocks(text);
+    let mut blocks = example_blocks(text);
+    blocks.extend(
+        prose_examples(text)
+            .into_iter()
+            .map(|(s, e, m)| (s, e, m, "quoted example in the prose")),
+    );
     for h in hits.iter_mut() {
         if h.severity <= Severity::Low || !lowerable(h.rule) {
             continue;
         }
-        let Some((_, _, marker, kind)) = blocks
-            .iter()
-            .find(|(s, e, _, _)| h.start >= *s && h.start < *e)
-        else {
+        // A detection of a whole line (data flow) counts when it overlaps a quoted example.
+        let Some((_, _, marker, kind)) = blocks.iter().find(|(s, e, _, kind)| {
+            (h.start >= *s && h.start < *e)
+                || (kind.starts_with("quoted") && h.start < *e && h.end > *s)
+        }) else {
             continue;
         };
         let base = h

@@ -244,7 +244,11 @@ pub(crate) fn run(scanner: &Scanner, text: &str, mentions: u8, depth: u8, hits: 
 
     // ROT13 and reversed strings, only where the file itself mentions the transformation.
     if mentions & GATE_ROT13 != 0 {
-        for (s, e) in string_literals(text).into_iter().take(budget) {
+        for (s, e) in string_literals(text)
+            .into_iter()
+            .chain(prose_runs(text))
+            .take(budget)
+        {
             let lit = text.get(s..e).unwrap_or("");
             let decoded: String = lit.chars().map(rot13).collect();
             let v = inspect(scanner, decoded.as_bytes(), depth, "ROT13 string");
@@ -252,7 +256,11 @@ pub(crate) fn run(scanner: &Scanner, text: &str, mentions: u8, depth: u8, hits: 
         }
     }
     if mentions & GATE_REVERSE != 0 {
-        for (s, e) in string_literals(text).into_iter().take(budget) {
+        for (s, e) in string_literals(text)
+            .into_iter()
+            .chain(prose_runs(text))
+            .take(budget)
+        {
             let lit = text.get(s..e).unwrap_or("");
             let decoded: String = lit.chars().rev().collect();
             let v = inspect(scanner, decoded.as_bytes(), depth, "Reversed string");
@@ -470,6 +478,38 @@ fn rot13(c: char) -> char {
         'n'..='z' | 'N'..='Z' => char::from(c as u8 - 13),
         _ => c,
     }
+}
+
+/// Byte ranges of unquoted prose that may be a transformed message: what follows the last
+/// `: ` of a line, or a whole line, when it is 20 or more characters of mostly letters and
+/// spaces with no quote (quoted runs are [`string_literals`]). At most [`MAX_CANDIDATES`].
+fn prose_runs(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        if out.len() >= MAX_CANDIDATES {
+            break;
+        }
+        let body = line.trim_end_matches(['\n', '\r']);
+        let from = body.rfind(": ").map_or(0, |i| i + 2);
+        let run = body.get(from..).unwrap_or("").trim();
+        if run.len() < 20 || run.contains(['"', '\'', '`']) {
+            continue;
+        }
+        let letters = run
+            .bytes()
+            .filter(|b| b.is_ascii_alphabetic() || *b == b' ')
+            .count();
+        if letters * 100 < run.len() * 85 {
+            continue;
+        }
+        let lead = body.get(from..).unwrap_or("").len()
+            - body.get(from..).unwrap_or("").trim_start().len();
+        out.push((start + from + lead, start + from + lead + run.len()));
+    }
+    out
 }
 
 /// Byte ranges of the contents of quoted string literals of 12 or more characters.

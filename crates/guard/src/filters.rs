@@ -379,6 +379,40 @@ const QUOTES: &[char] = &[
     '"', '\'', '`', '\u{201C}', '\u{2018}', '\u{00AB}', '\u{201E}',
 ];
 
+/// True when the quote that ends `before` opens a value rather than a quotation: a YAML
+/// front-matter value (`description: "…`), a Markdown link title (`[x](url "…`, `[x]: url "…`)
+/// or an HTML `title`/`alt` attribute. What it holds is read by the model as text of the skill.
+pub(crate) fn quote_opens_value(before: &str) -> bool {
+    let t = before.trim_end();
+    let Some(q) = t.chars().next_back() else {
+        return false;
+    };
+    if !QUOTES.contains(&q) {
+        return false;
+    }
+    let head = t.get(..t.len() - q.len_utf8()).unwrap_or("").trim_end();
+    let lower = head.to_ascii_lowercase();
+    if lower.ends_with("title=") || lower.ends_with("alt=") {
+        return true;
+    }
+    // `key: "` at the start of a line (YAML), the first quote of the line.
+    if let Some(key) = head.strip_suffix(':') {
+        let key = key.trim_start_matches([' ', '-']);
+        if !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return true;
+        }
+    }
+    // The last word before the quote is a URL inside `](` or after `]:`.
+    let url_start = head.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    let url = head.get(url_start..).unwrap_or("");
+    let prefix = head.get(..url_start).unwrap_or("").trim_end();
+    (url.contains("](") || prefix.ends_with("]:") || prefix.ends_with("](")) && url.contains("://")
+}
+
 /// Drops matches that are quoted (discussed, not given).
 pub(crate) fn not_quoted(ctx: &MatchCtx<'_>) -> Outcome {
     let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
@@ -448,6 +482,46 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
     ];
     if defended.iter().any(|w| m.contains(w)) {
         return Outcome::Drop;
+    }
+    // "User instructions ALWAYS override these guidelines": a statement of precedence about the
+    // skill's own text (a demonstrative target), not an order to set the host's instructions
+    // aside (that names them: previous, system, your, original …).
+    if m.starts_with("override") || m.starts_with("supersede") {
+        let words: Vec<&str> = m
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let own = words
+            .iter()
+            .any(|w| matches!(*w, "these" | "this" | "those" | "default" | "current"));
+        let host = words.iter().any(|w| {
+            matches!(
+                *w,
+                "previous"
+                    | "prior"
+                    | "above"
+                    | "earlier"
+                    | "preceding"
+                    | "original"
+                    | "system"
+                    | "safety"
+                    | "initial"
+                    | "former"
+                    | "your"
+                    | "developer"
+                    | "developer's"
+                    | "operator"
+                    | "operator's"
+                    | "reviewer"
+                    | "reviewer's"
+                    | "admin"
+                    | "administrator"
+                    | "built-in"
+            )
+        });
+        if own && !host {
+            return Outcome::Drop;
+        }
     }
     let after = ctx
         .text
@@ -528,6 +602,13 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         "wants you to",
         "requests to",
         "make you",
+        // Teaching: "prompt injection is when text tells the model to ignore …".
+        "injection",
+        "the model to",
+        "the agent to",
+        "the assistant to",
+        "the llm to",
+        "the ai to",
     ];
     if discussion.iter().any(|d| tail.contains(d)) {
         return Outcome::Drop;
@@ -744,6 +825,31 @@ pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
     if written && path.ends_with("config") {
         return Outcome::Adjust(Severity::Low);
     }
+    // `cat > ~/.config/acme/config.toml <<EOF`, `tee -a ~/.aws/config`: the path is the target of
+    // a redirection or of tee, a write and not a read of what is there.
+    let lower = matched.to_ascii_lowercase();
+    let path_at = [
+        "~",
+        "$home",
+        "${home}",
+        "%userprofile%",
+        "/home/",
+        "/users/",
+    ]
+    .iter()
+    .filter_map(|p| lower.rfind(p))
+    .max();
+    if let Some(at) = path_at {
+        let prefix = lower.get(..at).unwrap_or("").trim_end();
+        let prefix = prefix.trim_end_matches(['"', '\'']).trim_end();
+        if prefix.ends_with('>')
+            || prefix.ends_with("tee")
+            || prefix.ends_with("tee -a")
+            || prefix.ends_with("tee --append")
+        {
+            return Outcome::Adjust(Severity::Low);
+        }
+    }
     credential_file(ctx)
 }
 
@@ -791,7 +897,7 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
     let start = ctx.start();
     let before = ctx.text.get(ctx.line_start..start).unwrap_or("");
     if let Some(c) = before.trim_end().chars().next_back() {
-        if QUOTES.contains(&c) {
+        if QUOTES.contains(&c) && !quote_opens_value(before) {
             return Outcome::Drop;
         }
     }
@@ -1756,6 +1862,71 @@ pub(crate) fn hidden_comment(ctx: &MatchCtx<'_>) -> Outcome {
         Outcome::Keep
     } else {
         Outcome::Drop
+    }
+}
+
+/// Text hidden in an HTML element: kept when it addresses the model and asks for an action
+/// (as for comments), or asks to set instructions aside, conceal or move data.
+pub(crate) fn hidden_html(ctx: &MatchCtx<'_>) -> Outcome {
+    if hidden_comment(ctx) == Outcome::Keep {
+        return Outcome::Keep;
+    }
+    let inner = ctx.value().to_ascii_lowercase();
+    let strong = [
+        "ignore ",
+        "disregard",
+        "exfiltrat",
+        "secretly",
+        "silently",
+        "do not tell",
+        "don't tell",
+        "without telling",
+        "system:",
+        "you must",
+        "api key",
+        "api_key",
+        "credentials",
+        "~/.",
+    ];
+    if strong.iter().any(|w| inner.contains(w)) {
+        Outcome::Keep
+    } else {
+        Outcome::Drop
+    }
+}
+
+/// Decode-and-follow: dropped when discussed ("attackers ask the model to decode … and follow
+/// it", "for example", "detect"), negated ("never decode and run …") or quoted.
+pub(crate) fn decode_and_follow(ctx: &MatchCtx<'_>) -> Outcome {
+    let before = ctx
+        .text
+        .get(ctx.line_start..ctx.start())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let discussed = [
+        "such as",
+        "e.g.",
+        "for example",
+        "example",
+        "attacker",
+        "attack",
+        "detect",
+        "flag ",
+        "flags ",
+        "pattern",
+        "technique",
+        "payloads like",
+        "phrases like",
+    ]
+    .iter()
+    .any(|w| before.contains(w));
+    let negated = ["never ", "do not ", "don't ", "dont ", "not ", "refuse to "]
+        .iter()
+        .any(|w| before.trim_end().ends_with(w.trim_end()) || before.contains(w));
+    if discussed || negated || before.trim_end().ends_with(QUOTES) {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
     }
 }
 

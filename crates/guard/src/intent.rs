@@ -24,6 +24,9 @@
 use crate::scanner::{line_bounds, Hit, Scanner};
 use regex::Regex;
 
+#[path = "intent_i18n.rs"]
+pub(crate) mod i18n;
+
 /// Words that make the keyword pass hand a line to this pass.
 pub(crate) const GATE_WORDS: &[&[&str]] = &[
     &[
@@ -71,6 +74,7 @@ pub(crate) const GATE_WORDS: &[&[&str]] = &[
         "the role of",
     ],
     &["system prompt", "system_prompt", "system instructions"],
+    i18n::GATE_WORDS,
 ];
 
 /// The compiled patterns of this pass.
@@ -84,9 +88,11 @@ pub(crate) struct Patterns {
     new_prompt: Regex,
     defensive_after: Regex,
     defensive_before: Regex,
+    /// The families in other languages (issue 29).
+    pub(crate) i18n: i18n::Langs,
 }
 
-const VERB: &str = r"(?i)\b(?:ignore|ignoring|disregard(?:ing)?|forget(?:ting)?|override|overriding|bypass(?:ing)?|skip|neglect|overlook|discard|abandon|dismiss|drop|erase|set\s+aside|put\s+aside|throw\s+out|pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying|applying)|no\s+longer\s+(?:follow|obey|apply)|cease\s+(?:following|obeying))\b";
+const VERB: &str = r"(?i)\b(?:ignore|ignoring|disregard(?:ing)?|forget(?:ting)?|override|overrides|overriding|supersedes?|superseding|bypass(?:ing)?|skip|neglect|overlook|discard|abandon|dismiss|drop|erase|set\s+aside|put\s+aside|throw\s+out|pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying|applying)|no\s+longer\s+(?:follow|obey|apply)|cease\s+(?:following|obeying))\b";
 const TARGET: &str = r"(?i)\b(?:previous(?:ly)?|prior|above|earlier|preceding|preceded|precede|original|initial|system|safety|former|foregoing|beforehand|developer'?s?|reviewer'?s?|operator'?s?|administrator'?s?|you\s+(?:were|have\s+been)\s+(?:told|given|taught|instructed|programmed)|you\s+(?:received|got)|(?:at|from)\s+the\s+(?:start|beginning)|so\s+far|until\s+now|up\s+to\s+now|before\s+this|built-?in)\b";
 const OBJECT: &str = r"(?i)\b(?:instructions?|prompts?|rules|guidelines|directives?|directions|guidance|guardrails|programming|commands|orders|constraints|restrictions|polic(?:y|ies)|training|conditioning|principles|protocols?|told|taught|instructed|programmed)\b";
 const PASSIVE: &str = r"(?i)\b(?:instructions?|prompts?|rules|guidelines|directives?|directions|guidance|programming|orders|constraints|restrictions|polic(?:y|ies)|training)\b(?:\W+\w+){0,5}?\W+(?:(?:no\s+longer\s+(?:apply|applies|valid|in\s+effect|matter|binding))|(?:is|are|was|were|has\s+been|have\s+been)\s+(?:now\s+)?(?:void|null|revoked|rescinded|cancell?ed|obsolete|outdated|superseded|replaced|lifted|suspended|invalid|no\s+longer\s+valid|overridden|withdrawn))\b";
@@ -94,7 +100,7 @@ const PERSONA: &str = r"(?i)\b(?:you\s+are(?:\s+now)?|you'?re\s+now|you\s+will\s
 const NO_LIMITS: &str = r"(?i)\b(?:(?:no|without(?:\s+any)?|free\s+(?:of|from)|freed\s+from|broken\s+free\s+(?:of|from)|broke\s+free\s+(?:of|from)|unbound\s+by|not\s+bound\s+by|released\s+from|liberated\s+from)\s+(?:\w+\s+){0,2}?(?:restrictions|restraints|limits|limitations|filters|filtering|rules|ethics|ethical|guidelines|guardrails|censorship|morals|morality|content\s+polic\w*|safety)|never\s+(?:refuses?|declines?|says?\s+(?:no\b|it\s+(?:cannot|can'?t))|holds?\s+back)|(?:answers?|does|do|can\s+do|will\s+do|says?)\s+anything|no\s+matter\s+what|evil\s+confidant|unfiltered|uncensored|jailbroken|amoral|unrestricted)\b";
 const NEW_PROMPT: &str = r"(?i)\b(?:new|updated|revised|replacement|override|overriding|real|actual|true)\s+system\s+(?:prompt|instructions?|message)\s*(?:[:=>\]\-*#]|$)|\bupdates?\s+to\s+(?:your|the\s+assistant'?s?|the\s+model'?s?)\s+system\s+(?:prompt|instructions)\b|<\s*/?\s*(?:new|updated|override)_?system_?(?:prompt|instructions)\s*>";
 const DEFENSIVE_AFTER: &str = r"(?i)^\W*(?:\w+\W+){0,6}?(?:found|contained|embedded|injected|appearing|hidden|planted|written|placed|present)\b|^\W*(?:\w+\W+){0,6}?(?:in|inside|within|from)\s+(?:the\s+|any\s+|a\s+|an\s+)?(?:\w+\s+)?(?:documents?|pages?|web|websites?|emails?|messages?|inputs?|content|files?|tool\s+(?:output|results?)|results?|retrieved|fetched|untrusted|external|third-party|passages?|comments?|issues?|data|repositor(?:y|ies)|pdfs?)\b";
-const DEFENSIVE_BEFORE: &str = r"(?i)\b(?:never|not|don'?t|dont|cannot|can'?t|won'?t|shouldn'?t|mustn'?t|refuse\s+to|decline\s+to|such\s+as|e\.g\.|for\s+example|phrases?|attackers?|attempts?\s+to|attempting\s+to|tries\s+to|try\s+to|trying\s+to|requests?\s+to|asks?\s+you\s+to|asking\s+you\s+to|tells?\s+you\s+to|telling\s+you\s+to|says?\s+to|wants?\s+you\s+to|instructs?\s+you\s+to|get\s+you\s+to|make\s+you|trick\s+you|detect\w*|flag\w*|block\w*|example|payloads?|whether)\b";
+const DEFENSIVE_BEFORE: &str = r"(?i)\b(?:never|not|don'?t|dont|cannot|can'?t|won'?t|shouldn'?t|mustn'?t|refuse\s+to|decline\s+to|such\s+as|e\.g\.|for\s+example|phrases?|attackers?|attempts?\s+to|attempting\s+to|tries\s+to|try\s+to|trying\s+to|requests?\s+to|asks?\s+you\s+to|asking\s+you\s+to|tells?\s+you\s+to|telling\s+you\s+to|says?\s+to|wants?\s+you\s+to|instructs?\s+you\s+to|get\s+you\s+to|make\s+you|trick\s+you|detect\w*|flag\w*|block\w*|example|payloads?|whether|injections?|tells?\s+(?:the\s+)?(?:model|agent|assistant|llm|ai)\s+to)\b";
 
 impl Patterns {
     pub(crate) fn new() -> Result<Patterns, regex::Error> {
@@ -108,6 +114,7 @@ impl Patterns {
             new_prompt: Regex::new(NEW_PROMPT)?,
             defensive_after: Regex::new(DEFENSIVE_AFTER)?,
             defensive_before: Regex::new(DEFENSIVE_BEFORE)?,
+            i18n: i18n::Langs::new()?,
         })
     }
 }
@@ -116,7 +123,7 @@ const QUOTES: &[char] = &['"', '\'', '`', '“', '”', '‘', '’', '«', '»'
 
 /// True when the sentence text before a match makes it defensive, negated, quoted or discussed.
 fn guarded(p: &Patterns, before: &str) -> bool {
-    if before.trim_end().ends_with(QUOTES) {
+    if before.trim_end().ends_with(QUOTES) && !crate::filters::quote_opens_value(before) {
         return true;
     }
     p.defensive_before.is_match(before)
@@ -144,6 +151,38 @@ fn sentences(line: &str) -> Vec<(usize, usize)> {
 /// Runs the pass on the lines that start at `lines` (sorted, deduplicated).
 pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec<Hit>) {
     let p = &scanner.aux.intent;
+    // The families in other languages, on the lowercased line.
+    for &ls in lines {
+        let (ls, le) = line_bounds(text, ls);
+        let Some(line) = text.get(ls..le) else {
+            continue;
+        };
+        if line.is_ascii()
+            && !i18n::GATE_WORDS
+                .iter()
+                .any(|w| w.is_ascii() && contains_ci(line, w))
+        {
+            continue;
+        }
+        let lower = line.to_lowercase();
+        let same_len = lower.len() == line.len();
+        for (ss, se) in i18n::sentences(&lower) {
+            let Some(s) = lower.get(ss..se) else { continue };
+            // Inside a quotation (a string literal, a quoted example) unless the quote opens a
+            // front-matter value or a link title.
+            if i18n::quoted(&lower, ss) {
+                continue;
+            }
+            for (id, lang) in p.i18n.judge(s) {
+                let (a, b) = if same_len {
+                    (ls + ss, ls + se)
+                } else {
+                    (ls, le)
+                };
+                emit_lang(scanner, hits, id, lang, a, b);
+            }
+        }
+    }
     let mut emit = |id: &str, start: usize, end: usize| {
         if let Some(rule) = scanner.rule_index(id) {
             if hits
@@ -210,6 +249,45 @@ pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec
             }
         }
     }
+}
+
+/// ASCII case-insensitive `contains`.
+fn contains_ci(hay: &str, needle: &str) -> bool {
+    hay.as_bytes()
+        .windows(needle.len().max(1))
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+/// Reports a family recognised in another language, with the language in the message (one
+/// finding per rule and overlapping span).
+pub(crate) fn emit_lang(
+    scanner: &Scanner,
+    hits: &mut Vec<Hit>,
+    id: &str,
+    lang: &str,
+    start: usize,
+    end: usize,
+) {
+    let Some(rule) = scanner.rule_index(id) else {
+        return;
+    };
+    if hits
+        .iter()
+        .any(|h| h.rule == rule && h.start < end && start < h.end)
+    {
+        return;
+    }
+    let description = crate::rules::RULES.get(rule).map_or("", |r| r.description);
+    hits.push(Hit {
+        rule,
+        start,
+        end,
+        severity: scanner.rule_severity(rule),
+        message: Some(format!(
+            "{description} Recognised in {lang}: instructions to the model are judged by what they ask in every major language, not only in English."
+        )),
+        redact: None,
+    });
 }
 
 #[cfg(test)]

@@ -274,6 +274,32 @@ pub static RULES: &[RuleDef] = &[
         detector: text_f(&["<!--"], r"(?s)<!--(.*?)-->", Some(filters::hidden_comment)),
     },
     RuleDef {
+        id: "pi.decode-and-follow",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Decode (or translate) and follow",
+        description: "Tells the model to decode, decrypt, reverse, translate or ROT13 a text and then follow, run or obey what comes out: instructions kept out of sight of a human reviewer and of scanners.",
+        remediation: "Write instructions in plain text; never ask the agent to act on content it must first decode.",
+        detector: line_f(
+            &["decode", "decipher", "decrypt", "deobfuscate", "unscramble", "translate", "reverse", "rot13", "rot-13", "base64", "backwards"],
+            r"(?i)\b(?:decode|decoding|decipher|decrypt|deobfuscate|unscramble|translate|translating|reverse|reversing|rot-?13|base64-?decode|read\s+(?:it\s+|this\s+)?backwards)\b[^\n]{0,120}?\b(?:follow|obey|execute|run|carry\s+out|comply\s+with|act\s+on|perform|apply)\s+(?:it|them|this|that|these|those|whatever|exactly|the\s+(?:result|output|decoded\s+\w+|hidden\s+\w+|translated\s+\w+|reversed\s+\w+|instructions?|commands?|message|text|steps))\b|\b(?:decode|decipher|decrypt|translate|reverse|rot-?13)\b[^\n]{0,120}?\b(?:do\s+what(?:ever)?\s+it\s+says|treat\s+(?:it|them|the\s+result)\s+as\s+(?:your\s+)?(?:new\s+)?(?:instructions?|prompt|orders))|\b(?:follow|obey|execute|run)\s+the\s+(?:decoded|encoded|hidden|reversed|deciphered|decrypted)\s+(?:instructions?|text|payload|commands?|message|steps)\b",
+            filters::decode_and_follow,
+        ),
+    },
+    RuleDef {
+        id: "pi.hidden-html",
+        category: C::PromptInjection,
+        severity: S::High,
+        title: "Instructions in a hidden HTML element",
+        description: "An HTML element hidden from the reader (display:none, visibility:hidden, zero font size or opacity, white text, the hidden attribute) holds instructions for the model: the agent reads what the person reviewing the rendered page does not see.",
+        remediation: "Remove the hidden element; everything the agent reads must be visible to the person who installs the skill.",
+        detector: text_f(
+            &["display:none", "display: none", "visibility:hidden", "visibility: hidden", "font-size:0", "font-size: 0", "opacity:0", "opacity: 0", "aria-hidden", "<div hidden", "<span hidden", "<p hidden", "color:white", "color: white", "color:#fff", "color: #fff", "color:transparent", "color: transparent"],
+            r#"(?is)<[a-z][\w-]*\b[^>]{0,300}?(?:style\s*=\s*["'][^"'>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|em|pt)?\s*(?:;|["'])|opacity\s*:\s*0(?:\.0+)?\s*(?:;|["'])|color\s*:\s*(?:white|#fff(?:fff)?|transparent)\s*(?:;|["']))|\shidden\b|aria-hidden\s*=\s*["']true)[^>]{0,300}?>([^<]{12,2000})<"#,
+            Some(filters::hidden_html),
+        ),
+    },
+    RuleDef {
         id: "pi.scanner-evasion",
         category: C::PromptInjection,
         severity: S::High,
