@@ -3,7 +3,8 @@
 //!
 //! Two runs, each with the tests that can catch its mutants:
 //! - the domain's access, accounts, admin, gateway (`RunScope`), quota, run (refusal order,
-//!   key failover, records), workspace-scope and workspace-service code, tested by `gc-domain`'s unit tests (in-memory fakes of every port);
+//!   key failover, records), workspace-scope and workspace-service code, and the Guard scan
+//!   and diagnostics services (`services::guard_scan`, `services::diagnostics`), tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
 //!   end-to-end test (`tests/tests/access.rs`, which also checks the Bearer scheme, the Origin
 //!   of cookie writes, the Shadow header and the recorded client address) on SQLite, and by the
@@ -23,9 +24,15 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/access.rs",
     "crates/domain/src/accounts.rs",
     "crates/domain/src/admin.rs",
+    // Admin tokens (decision 0036): shape, expiry, audit line, token management by session.
+    "crates/domain/src/admin_tokens.rs",
     "crates/domain/src/gateway.rs",
     "crates/domain/src/quota.rs",
     "crates/domain/src/runs.rs",
+    // Feature services that decide access themselves (issue 30): who may scan and in whose
+    // share, whether a scan is recorded; the admin check before any gateway is probed.
+    "crates/domain/src/services/guard_scan.rs",
+    "crates/domain/src/services/diagnostics.rs",
     "crates/domain/src/workspace.rs",
     "crates/domain/src/workspace_service.rs",
     "crates/domain/src/workspace_keys.rs",
