@@ -1274,7 +1274,7 @@ fn base_name(s: &str) -> String {
 }
 
 /// A shell line whose command word is a variable (`$CMD args`, `"${A}${B}"`, `eval "$X"`).
-fn variable_command(line: &str) -> bool {
+pub(crate) fn variable_command(line: &str) -> bool {
     let t = line.trim_start();
     let t = t.strip_prefix("sudo ").unwrap_or(t);
     let t = t.strip_prefix('"').unwrap_or(t);

@@ -355,7 +355,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             for e in n.named_children(&mut c).take(256) {
                 let v = eval(cx, e, depth + 1);
                 if let Some(t) = &v.text {
-                    items.push(t.clone());
+                    super::push_item(&mut items, t);
                 }
                 flags = flags.concat(Val { text: None, ..v });
             }
@@ -447,8 +447,15 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                 let o = obj();
                 let sep = arg(0).text;
                 let items = match (&o.text, sep.as_deref()) {
-                    (Some(t), Some("")) => Some(t.chars().map(String::from).collect()),
-                    (Some(t), Some(s)) => Some(t.split(s).map(String::from).collect()),
+                    (Some(t), Some("")) => {
+                        Some(t.chars().take(super::MAX_ITEMS).map(String::from).collect())
+                    }
+                    (Some(t), Some(s)) => Some(
+                        t.split(s)
+                            .take(super::MAX_ITEMS)
+                            .map(String::from)
+                            .collect(),
+                    ),
                     _ => None,
                 };
                 return Val {

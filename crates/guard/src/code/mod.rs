@@ -1,7 +1,7 @@
 //! Code read as code (issue 29, decision 0034).
 //!
-//! Shell, Python and JavaScript (TypeScript with the JavaScript grammar) files are parsed
-//! with tree-sitter grammars, and values are followed within a file: string literals, their
+//! Shell, Python, JavaScript (TypeScript with the JavaScript grammar) and PowerShell files are
+//! parsed with tree-sitter grammars, and values are followed within a file: string literals, their
 //! concatenation, f-strings and template literals, variables and assignments, command
 //! substitution, array joins, `chr()`/`String.fromCharCode` arithmetic, and data decoded,
 //! decompressed or decrypted. When such a value reaches a sink (a shell's `eval`, `sh -c`,
@@ -15,8 +15,8 @@
 //!
 //! Obfuscation is a capability ([`Kind::Obfuscates`]): decoded, decompressed or decrypted
 //! data that runs, strings built from character codes or XOR, and code lines of extreme
-//! length or entropy. PowerShell has no grammar here: a text pass reads it (see
-//! [`powershell`]).
+//! length or entropy. PowerShell that could not be parsed keeps a text pass
+//! ([`powershell`]).
 //!
 //! Bounds: files over [`MAX_PARSE_BYTES`] are not parsed (the text passes still read them),
 //! a parse stops after [`PARSE_BUDGET`] (tree-sitter's progress callback), the walk visits at
@@ -46,12 +46,14 @@ pub(crate) const MAX_NODES: usize = 400_000;
 pub(crate) const MAX_VALUE: usize = 8 * 1024;
 /// Evaluation recursion bound.
 pub(crate) const MAX_DEPTH: usize = 48;
+/// A known list keeps at most this many items, of at most [`MAX_VALUE`] bytes together.
+pub(crate) const MAX_ITEMS: usize = 1024;
 /// At most this many variables remembered per file.
 const MAX_VARS: usize = 4096;
 /// At most this many facts from the code pass of one file.
 const MAX_CODE_FACTS: usize = 24;
 
-/// A language with a grammar (or the PowerShell text pass).
+/// A language with a grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lang {
     Shell,
@@ -166,6 +168,14 @@ impl Val {
     /// Something worth following into a sink.
     fn interesting(&self) -> bool {
         self.assembled() || self.fetched
+    }
+}
+
+/// Adds an item to a known list within [`MAX_ITEMS`] and [`MAX_VALUE`] bytes.
+pub(crate) fn push_item(items: &mut Vec<String>, t: &str) {
+    let total: usize = items.iter().map(String::len).sum();
+    if items.len() < MAX_ITEMS && total + t.len() <= MAX_VALUE {
+        items.push(t.to_string());
     }
 }
 
@@ -395,6 +405,8 @@ pub(crate) enum Outcome {
     TooLarge,
     /// The parse ran out of time: the text passes only.
     TimedOut,
+    /// No sink that a followed value could change the meaning of: not parsed.
+    NothingToFollow,
     Parsed,
 }
 
@@ -425,6 +437,8 @@ pub(crate) fn analyze(
     };
     let outcome = if text.len() > MAX_PARSE_BYTES {
         Outcome::TooLarge
+    } else if !worth_parsing(lang, text) {
+        Outcome::NothingToFollow
     } else {
         match parse(lang, text) {
             None => Outcome::TimedOut,
@@ -442,6 +456,149 @@ pub(crate) fn analyze(
     let room = crate::capabilities::MAX_FACTS.saturating_sub(out.len());
     out.extend(cx.facts.into_iter().take(room));
     outcome
+}
+
+/// Sinks that evaluate or run what they are given, or name what they run by a value.
+const STRONG: &[&str] = &[
+    "exec(",
+    "eval(",
+    "compile(",
+    "os.system",
+    "popen",
+    "getattr(",
+    "__import__",
+    "import_module",
+    "pty.spawn",
+    "runpy",
+    "execfile",
+    "vm.run",
+    "runinnewcontext",
+    "runinthiscontext",
+    "vm.script",
+    "compilefunction",
+    "settimeout(\"",
+    "settimeout('",
+    "setinterval(\"",
+    "setinterval('",
+    "execsync",
+    "execfile",
+    "new function",
+    "eval ",
+    "eval\t",
+    "source ",
+    "<(",
+    "| sh",
+    "|sh",
+    "| bash",
+    "|bash",
+    "| zsh",
+    "| python",
+    "|python",
+    "| node",
+    "| perl",
+    "sh -c",
+    "bash -c",
+    "-c \"$",
+    "-c '$",
+    "iex",
+    "invoke-expression",
+    "scriptblock",
+    "start-process",
+    "-encodedcommand",
+];
+/// Sinks that start a process from an argument list: followed only next to a decoding.
+const WEAK: &[&str] = &["subprocess", "child_process", "spawn", "os.exec", "system("];
+/// Decoding, decompression, decryption, character codes, downloads.
+const INDICATORS: &[&str] = &[
+    "b64decode",
+    "base64",
+    "atob(",
+    "buffer.from",
+    "fromcharcode",
+    "fromcodepoint",
+    "chr(",
+    "decompress",
+    "inflate",
+    "gunzip",
+    "marshal",
+    "pickle",
+    "decrypt",
+    "decipher",
+    "fromhex",
+    "unhexlify",
+    "codecs",
+    "rot13",
+    "rot_13",
+    "^",
+    "''.join",
+    "\"\".join",
+    "join('')",
+    "join(\"\")",
+    "shell=true",
+    "reverse()",
+    "[::-1]",
+    "urlopen",
+    "requests.",
+    "fetch(",
+    "https.get",
+    "http.get",
+    "downloadstring",
+    "frombase64string",
+    "xxd",
+    "openssl",
+];
+/// Shell: quoting tricks and decoders that assemble a command word.
+const SHELL: &[&str] = &[
+    "\"\"", "''", "$'", "+=", "printf", "rev", "base64", "xxd", "openssl", "gunzip", "zcat",
+];
+
+/// Whether a file has a sink whose meaning a followed value could change: parsing costs
+/// about a millisecond per small file, so a file without one keeps the text passes only.
+fn worth_parsing(lang: Lang, text: &str) -> bool {
+    struct Gate {
+        strong: aho_corasick::AhoCorasick,
+        weak: aho_corasick::AhoCorasick,
+        indicators: aho_corasick::AhoCorasick,
+        shell: aho_corasick::AhoCorasick,
+    }
+    static G: std::sync::OnceLock<Option<Gate>> = std::sync::OnceLock::new();
+    let build = |words: &[&str]| {
+        aho_corasick::AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .build(words)
+            .ok()
+    };
+    let Some(g) = G
+        .get_or_init(|| {
+            Some(Gate {
+                strong: build(STRONG)?,
+                weak: build(WEAK)?,
+                indicators: build(INDICATORS)?,
+                shell: build(SHELL)?,
+            })
+        })
+        .as_ref()
+    else {
+        return true;
+    };
+    if lang == Lang::PowerShell || g.strong.is_match(text) || text.contains("Function(") {
+        return true;
+    }
+    if g.weak.is_match(text) && g.indicators.is_match(text) {
+        return true;
+    }
+    // `require('child_' + 'process')`, `require(name)`: a module named by a value.
+    if text.match_indices("require(").take(512).any(|(i, _)| {
+        let arg = text.get(i + 8..).unwrap_or("");
+        let arg = arg
+            .get(..arg.find(')').unwrap_or(arg.len()).min(80))
+            .unwrap_or("");
+        !(arg.starts_with('\'') || arg.starts_with('"')) || arg.contains('+')
+    }) {
+        return true;
+    }
+    lang == Lang::Shell
+        && (g.shell.is_match(text) || text.lines().any(crate::capabilities::variable_command))
 }
 
 /// Visits the nodes in document order (bounded), handing each to its language.

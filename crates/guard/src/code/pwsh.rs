@@ -222,7 +222,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             for e in &named {
                 let v = eval(cx, *e, depth + 1);
                 if let Some(t) = &v.text {
-                    items.push(t.clone());
+                    super::push_item(&mut items, t);
                 }
                 flags = flags.concat(Val { text: None, ..v });
             }

