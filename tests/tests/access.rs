@@ -69,6 +69,7 @@ fn policy(route: Route) -> Option<Policy> {
             | "/workspace/usage",
         ) => WorkspaceRead { item: false },
         ("PATCH", "/workspace/settings") => WorkspaceWrite { item: false },
+        ("POST", "/workspace/skills/{id}/scan") => WorkspaceWrite { item: true },
         (
             method,
             "/workspace/skills"

@@ -588,6 +588,40 @@ impl WorkspaceRepo for Fake {
             activity,
         )
     }
+    fn update_record_guarded(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &RecordFields,
+        guard: &crate::services::skill_scan::SkillGuard,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace.update_record_guarded(
+            scope,
+            kind,
+            id,
+            expected_version,
+            fields,
+            guard,
+            at,
+            activity,
+        )
+    }
+    fn set_record_guard(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        version: i64,
+        guard: &crate::services::skill_scan::SkillGuard,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.workspace
+            .set_record_guard(scope, kind, id, version, guard, activity)
+    }
     fn delete_record(
         &self,
         scope: &WriteScope,
@@ -817,6 +851,65 @@ impl WorkspaceRepo for FakeWorkspace {
         self.bump(scope.tenant_id());
         self.activity.lock().unwrap().push(activity.clone());
         Ok(Some(r.clone()))
+    }
+
+    fn update_record_guarded(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &RecordFields,
+        guard: &crate::services::skill_scan::SkillGuard,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        let updated = self.update_record(
+            scope,
+            kind,
+            None,
+            id,
+            expected_version,
+            fields,
+            at,
+            activity,
+        )?;
+        let Some(mut updated) = updated else {
+            return Ok(None);
+        };
+        let mut records = self.records.lock().unwrap();
+        if let Some((_, r)) = records
+            .iter_mut()
+            .find(|(t, r)| *t == scope.tenant_id() && r.kind == kind && r.id == id)
+        {
+            r.guard = Some(guard.clone());
+            updated.guard = Some(guard.clone());
+        }
+        Ok(Some(updated))
+    }
+
+    fn set_record_guard(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        version: i64,
+        guard: &crate::services::skill_scan::SkillGuard,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.call("set_record_guard");
+        let mut records = self.records.lock().unwrap();
+        let Some((_, r)) = records.iter_mut().find(|(t, r)| {
+            *t == scope.tenant_id() && r.kind == kind && r.id == id && r.version == version
+        }) else {
+            return Ok(None);
+        };
+        r.guard = Some(guard.clone());
+        let out = r.clone();
+        drop(records);
+        self.bump(scope.tenant_id());
+        self.activity.lock().unwrap().push(activity.clone());
+        Ok(Some(out))
     }
 
     fn delete_record(

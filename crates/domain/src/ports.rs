@@ -182,6 +182,31 @@ pub trait WorkspaceRepo {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>>;
+    /// `update_record` for a skill, storing its Guard result with the fields in one write.
+    #[allow(clippy::too_many_arguments)]
+    fn update_record_guarded(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &RecordFields,
+        guard: &crate::services::skill_scan::SkillGuard,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>>;
+    /// Stores a record's Guard result (and its activity line) when the record is still at
+    /// `version`; its fields, version and `updated_at` stay. `Ok(None)` when it is gone or
+    /// changed.
+    fn set_record_guard(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        version: i64,
+        guard: &crate::services::skill_scan::SkillGuard,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>>;
     /// Deletes a record and its children (a collection's sources); false when not found.
     fn delete_record(
         &self,

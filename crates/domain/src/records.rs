@@ -347,13 +347,15 @@ mod tests {
     #[test]
     fn no_field_uses_a_name_of_the_record_metadata() {
         // A record's JSON splices its fields after these members (`RecordFields::members`).
-        const META: [&str; 6] = [
+        const META: [&str; 7] = [
             "id",
             "version",
             "created_at",
             "updated_at",
             "created_by",
             "collection_id",
+            // A skill's Guard verdict (`services::skill_scan`), written after the fields.
+            "guard",
         ];
         for kind in RecordKind::ALL {
             for spec in specs(kind) {

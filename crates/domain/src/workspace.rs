@@ -80,6 +80,8 @@ pub struct Record {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub created_by: Uuid,
+    /// A skill's stored Guard result (`None`: never scanned, or not a skill). Issue 29.
+    pub guard: Option<crate::services::skill_scan::SkillGuard>,
 }
 
 /// A record's validated fields, kept as the compact JSON object text they are stored as.

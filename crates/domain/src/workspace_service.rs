@@ -17,6 +17,7 @@ use crate::model::{new_id, Tenant};
 use crate::page::{Page, PageRequest};
 use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
 use crate::records::{settings_with_defaults, validate_create, validate_patch, validate_settings};
+use crate::services::skill_scan::SkillGuard;
 use crate::workspace::{
     Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordFields,
     RecordKind, Settings,
@@ -174,13 +175,38 @@ where
     })))
 }
 
-/// Stores a new record from the client's fields (validated for `kind`).
+/// Stores a new record from the client's fields (validated for `kind`). A skill stored here
+/// carries no verdict (it is shown as never scanned); `services::skill_scan::create_skill`
+/// scans it first.
 pub fn create_record<P: WorkspaceRepo + ?Sized>(
     ports: &P,
     p: &Principal,
     kind: RecordKind,
     parent: Option<Uuid>,
     input: &Map<String, Value>,
+    now: DateTime<Utc>,
+) -> DomainResult<Record> {
+    create_with(ports, p, kind, parent, input, None, now)
+}
+
+/// Stores a new skill with its Guard result, in one write.
+pub(crate) fn create_guarded<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    input: &Map<String, Value>,
+    guard: SkillGuard,
+    now: DateTime<Utc>,
+) -> DomainResult<Record> {
+    create_with(ports, p, RecordKind::Skill, None, input, Some(guard), now)
+}
+
+fn create_with<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    input: &Map<String, Value>,
+    guard: Option<SkillGuard>,
     now: DateTime<Utc>,
 ) -> DomainResult<Record> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
@@ -194,6 +220,7 @@ pub fn create_record<P: WorkspaceRepo + ?Sized>(
         created_at: now,
         updated_at: now,
         created_by: p.user().id,
+        guard,
     };
     let line = record_activity(&scope, kind, "create", &record, &fields, now);
     ports.insert_record(&scope, &record, &line)
@@ -215,6 +242,9 @@ pub fn get_record<P: WorkspaceRepo + ?Sized>(
 
 /// Changes some fields. With `expected` (the client's `If-Match`) a stale version is a
 /// `VersionConflict`; without it a concurrent change is retried a few times.
+///
+/// A skill whose content changes here gets no verdict on it: its stored verdict is replaced by
+/// "not scanned" (fail closed); `services::skill_scan::update_skill` scans it.
 #[allow(clippy::too_many_arguments)]
 pub fn update_record<P: WorkspaceRepo + ?Sized>(
     ports: &P,
@@ -226,43 +256,126 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
     input: &Map<String, Value>,
     now: DateTime<Utc>,
 ) -> DomainResult<Record> {
-    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let read = scope.as_read();
+    p.write_scope(KeyScope::WorkspaceWrite)?;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let current = ports
-            .find_record(&read, kind, parent, id)?
-            .ok_or(DomainError::NotFound(kind.noun()))?;
-        if let Some(expected) = expected {
-            if expected != current.version {
-                return Err(DomainError::VersionConflict { expected });
-            }
-        }
-        let fields = validate_patch(kind, input, &current.fields.map())?;
-        let after = Record {
-            fields: RecordFields::from_map(&fields),
-            ..current
-        };
-        let line = record_activity(&scope, kind, "update", &after, &fields, now);
-        match ports.update_record(
-            &scope,
-            kind,
-            parent,
-            id,
-            Some(expected.unwrap_or(after.version)),
-            &after.fields,
-            now,
-            &line,
-        ) {
+        let plan = plan_update(ports, p, kind, parent, id, expected, input)?;
+        match finish_update(ports, p, plan, expected, None, now) {
             Err(DomainError::VersionConflict { .. })
                 if expected.is_none() && attempt < WRITE_ATTEMPTS =>
             {
                 continue
             }
-            other => return other?.ok_or(DomainError::NotFound(kind.noun())),
+            other => return other,
         }
     }
+}
+
+/// A change read and merged, not yet written: the record as read and its fields after it.
+#[derive(Debug, Clone)]
+pub(crate) struct UpdatePlan {
+    pub before: Record,
+    pub fields: Map<String, Value>,
+}
+
+/// Reads the record and merges the change over it (`VersionConflict` at once when `expected`
+/// is not its version).
+pub(crate) fn plan_update<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    id: Uuid,
+    expected: Option<i64>,
+    input: &Map<String, Value>,
+) -> DomainResult<UpdatePlan> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let before = ports
+        .find_record(&scope.as_read(), kind, parent, id)?
+        .ok_or(DomainError::NotFound(kind.noun()))?;
+    if let Some(expected) = expected {
+        if expected != before.version {
+            return Err(DomainError::VersionConflict { expected });
+        }
+    }
+    let fields = validate_patch(kind, input, &before.fields.map())?;
+    Ok(UpdatePlan { before, fields })
+}
+
+/// Writes a planned change, conditional on the version it was planned on, with the skill's
+/// new Guard result when there is one.
+pub(crate) fn finish_update<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    plan: UpdatePlan,
+    expected: Option<i64>,
+    guard: Option<SkillGuard>,
+    now: DateTime<Utc>,
+) -> DomainResult<Record> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let UpdatePlan { before, fields } = plan;
+    let (kind, parent, id) = (before.kind, before.parent_id, before.id);
+    let content_changed = before.fields.map().get("content") != fields.get("content");
+    let after = Record {
+        fields: RecordFields::from_map(&fields),
+        ..before
+    };
+    let line = record_activity(&scope, kind, "update", &after, &fields, now);
+    let version = Some(expected.unwrap_or(after.version));
+    // A skill's content never keeps a verdict made on other content.
+    let guard = match guard {
+        Some(guard) => Some(guard),
+        None if kind == RecordKind::Skill && content_changed => {
+            Some(SkillGuard::changed_unscanned())
+        }
+        None => None,
+    };
+    let written = match &guard {
+        Some(guard) => {
+            ports.update_record_guarded(&scope, kind, id, version, &after.fields, guard, now, &line)
+        }
+        None => ports.update_record(&scope, kind, parent, id, version, &after.fields, now, &line),
+    };
+    written?.ok_or(DomainError::NotFound(kind.noun()))
+}
+
+/// A record of the caller's tenant, for a write (the write checks first).
+pub(crate) fn find_for_write<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    kind: RecordKind,
+    id: Uuid,
+) -> DomainResult<Record> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    ports
+        .find_record(&scope.as_read(), kind, None, id)?
+        .ok_or(DomainError::NotFound(kind.noun()))
+}
+
+/// Stores a skill's new Guard result when the skill is still at `version` (with a
+/// `skill.scan` activity line naming the verdict); `None` when it changed in between.
+pub(crate) fn store_guard<P: WorkspaceRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+    id: Uuid,
+    version: i64,
+    guard: SkillGuard,
+    now: DateTime<Utc>,
+) -> DomainResult<Option<Record>> {
+    let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
+    let kind = RecordKind::Skill;
+    let line = NewActivity::write(
+        &scope,
+        now,
+        "skill.scan",
+        Some(ActivityTarget {
+            kind: kind.as_str().to_owned(),
+            id,
+        }),
+        json!({ "verdict": guard.verdict(), "rules_version": guard.rules_version() }),
+    );
+    ports.set_record_guard(&scope, kind, id, version, &guard, &line)
 }
 
 /// Deletes a record of the caller's tenant; `NotFound` when there is none.

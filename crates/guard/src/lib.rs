@@ -54,6 +54,39 @@ pub use target::{parse_target, valid_owner, valid_repo, Target, TargetError};
 /// The only scan mode.
 pub const MODE_SKILL: &str = "skill";
 
+/// The hand-set part of [`rules_version`]: raise it when the scanner's code (checks,
+/// capabilities, filters, weights) changes what it finds without a change to the catalog.
+pub const RULES_EPOCH: &str = "2026.12.1";
+
+/// The version of the rules a verdict was made under: `RULES_EPOCH` and a fingerprint of the
+/// catalog (every rule's id, category, severity, title and pattern), so a catalog change is a
+/// new version without anyone raising the epoch. Stored with every skill verdict; a verdict
+/// stored under another version is shown as stale.
+pub fn rules_version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        // FNV-1a, 64 bits: stable across builds and platforms (std's hasher is not).
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |text: &str| {
+            for byte in text.bytes().chain([0]) {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for rule in rules::RULES {
+            feed(rule.id);
+            feed(rule.category.as_str());
+            feed(rule.severity.as_str());
+            feed(rule.title);
+            match rule.detector {
+                rules::Detector::Regex(d) => feed(d.pattern),
+                rules::Detector::Native => feed("native"),
+            }
+        }
+        format!("{RULES_EPOCH}+{hash:016x}")
+    })
+}
+
 /// `{id, severity, title}` of every rule, for `GET /guard/scan`.
 pub fn rules() -> Vec<RuleSummary> {
     rules::RULES

@@ -192,6 +192,9 @@ route_table! { ROUTES, mount_api, ApiPaths;
         PATCH [Workspace(WRITE)] workspace::skills::patch_skill,
         DELETE [Workspace(WRITE)] workspace::skills::delete_skill,
     },
+    "/workspace/skills/{id}/scan" => {
+        POST [Workspace(WRITE)] workspace::skills::scan_skill,
+    },
     "/workspace/memory" => {
         GET [Workspace(READ)] workspace::memory::list_collections,
         POST [Workspace(WRITE)] workspace::memory::create_collection,

@@ -8,6 +8,7 @@ use diesel::prelude::*;
 use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
 use gc_domain::model::{Role, Session, Status, Tenant, User};
 use gc_domain::quota::{KeyLimits, TenantLimits};
+use gc_domain::services::skill_scan::SkillGuard;
 use gc_domain::values::{Email, Region};
 use gc_domain::workspace::{
     Activity, ActivityTarget, Actor, ActorKind, ApiKey, KeyScope, NewActivity, Record,
@@ -221,6 +222,8 @@ pub(crate) struct RecordRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub created_by: String,
+    pub guard: Option<String>,
+    pub guard_rules_version: Option<String>,
 }
 
 impl RecordRow {
@@ -234,6 +237,8 @@ impl RecordRow {
             created_at: self.created_at,
             updated_at: self.updated_at,
             created_by: self.created_by,
+            guard: self.guard,
+            guard_rules_version: self.guard_rules_version,
         }
         .into_domain(kind)
     }
@@ -250,6 +255,8 @@ pub(crate) struct ListedRecordRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub created_by: String,
+    pub guard: Option<String>,
+    pub guard_rules_version: Option<String>,
 }
 
 impl ListedRecordRow {
@@ -264,6 +271,13 @@ impl ListedRecordRow {
             created_at: time(self.created_at)?,
             updated_at: time(self.updated_at)?,
             created_by: id(&self.created_by)?,
+            guard: self
+                .guard
+                .map(|g| {
+                    SkillGuard::from_stored(g, self.guard_rules_version)
+                        .ok_or_else(|| corrupt("record guard"))
+                })
+                .transpose()?,
         })
     }
 }

@@ -63,6 +63,8 @@ diesel::table! {
         created_at -> BigInt,
         updated_at -> BigInt,
         created_by -> Text,
+        guard -> Nullable<Text>,
+        guard_rules_version -> Nullable<Text>,
     }
 }
 

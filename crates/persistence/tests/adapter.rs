@@ -823,6 +823,7 @@ fn new_record(m: &Member, kind: RecordKind, parent_id: Option<uuid::Uuid>, name:
         created_at: at,
         updated_at: at,
         created_by: m.user.id,
+        guard: None,
     }
 }
 

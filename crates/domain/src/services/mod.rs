@@ -19,6 +19,8 @@ use crate::error::DomainResult;
 pub mod ai_keys;
 pub mod diagnostics;
 pub mod guard_scan;
+pub mod provisioning;
+pub mod skill_scan;
 pub mod run_records;
 
 /// Runs synchronous storage work (diesel is synchronous) where it may block: the HTTP layer

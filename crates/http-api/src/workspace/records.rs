@@ -6,7 +6,9 @@
 //! invokes once with its paths, view and OpenAPI wording.
 //!
 //! A record's JSON is `{id, version, created_at, updated_at, created_by, ...fields}`, plus
-//! `collection_id` for memory sources. GET of one record sends `ETag: "<version>"`; PATCH
+//! `collection_id` for memory sources and `guard` for skills (issue 29: the Guard's stored
+//! verdict, with `stale` against the scanner's rules version now; see
+//! `gc_domain::services::skill_scan`). GET of one record sends `ETag: "<version>"`; PATCH
 //! honours `If-Match: "<version>"` with 409 `version_conflict` when it is stale.
 
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use gc_domain::services::skill_scan::{self, SkillGuard, SkillScanner};
 use gc_domain::workspace::{KeyScope, Record, RecordKind};
 use gc_domain::workspace_service as service;
 use gc_domain::{DomainError, DomainResult, ErrorCode};
@@ -30,7 +33,8 @@ use crate::state::AppState;
 pub type Fields = crate::extract::Body<Map<String, Value>>;
 
 /// Appends a stored record's JSON to `out`:
-/// `{id, version, created_at, updated_at, created_by, [collection_id], ...fields}`.
+/// `{id, version, created_at, updated_at, created_by, [collection_id], ...fields, [guard]}`;
+/// `rules` is the Guard's rules version now (a skill's `guard.stale`).
 ///
 /// Written by hand, byte for byte what serde writes for the same values (a test holds it to
 /// that): ids are hex and hyphens and timestamps RFC 3339 digits, so nothing needs escaping, and
@@ -38,7 +42,7 @@ pub type Fields = crate::extract::Body<Map<String, Value>>;
 /// a map and escaping every string again was a third of a list's work). Validated fields never
 /// use a metadata name (`gc_domain::records` refuses unknown fields, and no field table has
 /// one), so the members stay unique.
-fn write_record(out: &mut Vec<u8>, r: &Record) {
+fn write_record(out: &mut Vec<u8>, r: &Record, rules: &str) {
     out.extend_from_slice(b"{\"id\":");
     write_id(out, &r.id);
     out.extend_from_slice(b",\"version\":");
@@ -60,6 +64,14 @@ fn write_record(out: &mut Vec<u8>, r: &Record) {
     if !members.is_empty() {
         out.push(b',');
         out.extend_from_slice(members.as_bytes());
+    }
+    if r.kind == RecordKind::Skill {
+        // `guard` is no field name (`gc_domain::records` refuses it), so members stay unique.
+        out.extend_from_slice(b",\"guard\":");
+        match &r.guard {
+            Some(guard) => guard.write_shown(out, rules),
+            None => SkillGuard::never_scanned().write_shown(out, rules),
+        }
     }
     out.push(b'}');
 }
@@ -138,7 +150,11 @@ fn json_bytes(mut res: actix_web::HttpResponseBuilder, body: Vec<u8>) -> HttpRes
 }
 
 /// The body of a page of records: `{data, next_cursor}`.
-fn record_page(items: &[Record], next_cursor: Option<String>) -> DomainResult<Vec<u8>> {
+fn record_page(
+    items: &[Record],
+    next_cursor: Option<String>,
+    rules: &str,
+) -> DomainResult<Vec<u8>> {
     let size: usize = items.iter().map(|r| r.fields.as_str().len() + 224).sum();
     let mut out = Vec::with_capacity(size + 64);
     out.extend_from_slice(b"{\"data\":[");
@@ -146,7 +162,7 @@ fn record_page(items: &[Record], next_cursor: Option<String>) -> DomainResult<Ve
         if i > 0 {
             out.push(b',');
         }
-        write_record(&mut out, r);
+        write_record(&mut out, r, rules);
     }
     out.extend_from_slice(b"],\"next_cursor\":");
     serde_json::to_writer(&mut out, &next_cursor)
@@ -185,9 +201,9 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
 }
 
 /// The record as the body of `res`, with its ETag.
-fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record) -> HttpResponse {
+fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record, rules: &str) -> HttpResponse {
     let mut body = Vec::with_capacity(r.fields.as_str().len() + 224);
-    write_record(&mut body, r);
+    write_record(&mut body, r, rules);
     res.insert_header((header::ETAG, etag(r.version)));
     json_bytes(res, body)
 }
@@ -245,8 +261,11 @@ pub async fn list<R: RecordResource>(
         })
         .await??;
     state.metrics.record_list(listed.was_kept());
+    // A kept answer holds `guard.stale` against this process's rules version, which never
+    // changes while it runs (the kept answers are this process's own).
+    let rules = state.guard.rules_version();
     let body = listed.answer(state.lists.as_ref(), |page| {
-        record_page(&page.items, page.next.map(cursor::encode)).map(Bytes::from)
+        record_page(&page.items, page.next.map(cursor::encode), rules).map(Bytes::from)
     })?;
     Ok(HttpResponse::Ok()
         .content_type(header::ContentType::json())
@@ -263,10 +282,20 @@ pub async fn create<R: RecordResource>(
     let (kind, parent) = R::listing(at);
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let input = body.into_inner()?;
-    let stored = state
-        .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
-        .await?;
-    Ok(with_etag(HttpResponse::Created(), &stored))
+    let stored = if kind == RecordKind::Skill {
+        // Scanned on the Guard's executor first, then stored with its verdict.
+        skill_scan::create_skill(state.get_ref(), state.guard.as_ref(), p, input, Utc::now())
+            .await?
+    } else {
+        state
+            .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
+            .await?
+    };
+    Ok(with_etag(
+        HttpResponse::Created(),
+        &stored,
+        state.guard.rules_version(),
+    ))
 }
 
 /// One record, with its version as `ETag`.
@@ -279,7 +308,11 @@ pub async fn get<R: RecordResource>(
     let record = state
         .read(move |store| service::get_record(store, &p, kind, parent, id))
         .await?;
-    Ok(with_etag(HttpResponse::Ok(), &record))
+    Ok(with_etag(
+        HttpResponse::Ok(),
+        &record,
+        state.guard.rules_version(),
+    ))
 }
 
 /// Changes some fields of a record; `If-Match: "<version>"` makes it conditional.
@@ -294,12 +327,37 @@ pub async fn patch<R: RecordResource>(
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
     let input = body.into_inner()?;
-    let updated = state
-        .db(move |store| {
-            service::update_record(store, &p, kind, parent, id, expected, &input, Utc::now())
-        })
-        .await?;
-    Ok(with_etag(HttpResponse::Ok(), &updated))
+    let updated = if kind == RecordKind::Skill {
+        let guard = state.guard.as_ref();
+        skill_scan::update_skill(state.get_ref(), guard, p, id, expected, input, Utc::now()).await?
+    } else {
+        state
+            .db(move |store| {
+                service::update_record(store, &p, kind, parent, id, expected, &input, Utc::now())
+            })
+            .await?
+    };
+    Ok(with_etag(
+        HttpResponse::Ok(),
+        &updated,
+        state.guard.rules_version(),
+    ))
+}
+
+/// Scans a stored skill again and stores the verdict (`POST /workspace/skills/{id}/scan`).
+pub async fn rescan(
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+    Auth(p): Auth,
+) -> Result<HttpResponse, ApiError> {
+    let guard = state.guard.as_ref();
+    let scanned =
+        skill_scan::rescan_skill(state.get_ref(), guard, p, id.into_inner(), Utc::now()).await?;
+    Ok(with_etag(
+        HttpResponse::Ok(),
+        &scanned,
+        guard.rules_version(),
+    ))
 }
 
 /// Deletes a record (a memory collection with its sources).
@@ -462,6 +520,12 @@ mod tests {
             );
         }
         m.extend(r.fields.map());
+        if r.kind == RecordKind::Skill {
+            let mut shown = Vec::new();
+            let guard = r.guard.clone().unwrap_or_else(SkillGuard::never_scanned);
+            guard.write_shown(&mut shown, "r1");
+            m.insert("guard".into(), serde_json::from_slice(&shown).unwrap());
+        }
         Value::Object(m)
     }
 
@@ -491,9 +555,10 @@ mod tests {
                     created_at: times[i % times.len()],
                     updated_at: times[(i + 1) % times.len()],
                     created_by: Uuid::from_u128(u128::MAX - i as u128),
+                    guard: None,
                 };
                 let mut out = Vec::new();
-                write_record(&mut out, &r);
+                write_record(&mut out, &r, "r1");
                 let text = std::str::from_utf8(&out).unwrap();
                 let parsed: Value = serde_json::from_str(text).unwrap();
                 assert_eq!(parsed, by_serde(&r), "{text}");
@@ -520,18 +585,19 @@ mod tests {
             created_at: times[0],
             updated_at: times[1],
             created_by: Uuid::nil(),
+            guard: None,
         };
         let mut out = Vec::new();
-        write_record(&mut out, &r);
+        write_record(&mut out, &r, "r1");
         assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), by_serde(&r));
         // A page: `{data, next_cursor}`.
         r.version = 4;
-        let page = record_page(&[r.clone(), r.clone()], Some("c".into())).unwrap();
+        let page = record_page(&[r.clone(), r.clone()], Some("c".into()), "r1").unwrap();
         let page: Value = serde_json::from_slice(&page).unwrap();
         assert_eq!(page["data"].as_array().map(Vec::len), Some(2));
         assert_eq!(page["data"][1], by_serde(&r));
         assert_eq!(page["next_cursor"], "c");
-        let empty: Value = serde_json::from_slice(&record_page(&[], None).unwrap()).unwrap();
+        let empty: Value = serde_json::from_slice(&record_page(&[], None, "r1").unwrap()).unwrap();
         assert_eq!(empty, serde_json::json!({"data": [], "next_cursor": null}));
     }
 }

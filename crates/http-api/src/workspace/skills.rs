@@ -1,16 +1,58 @@
-//! `/workspace/skills`: SKILL.md texts, stored and returned, never executed.
+//! `/workspace/skills`: SKILL.md texts, stored and returned, never executed. Each carries the
+//! Guard's verdict on its content (`guard`, issue 29): scanned on create and update, again on
+//! `POST /workspace/skills/{id}/scan`. [`GuardService`] is the domain's `SkillScanner` port here.
 
+use gc_domain::services::skill_scan::{
+    FindingSummary, GuardVerdict, NotScanned, SkillScan, SkillScanner,
+};
 use gc_domain::workspace::RecordKind;
+use gc_guard::executor::{Caller, ScanError};
+use gc_guard::fetch::FetchError;
+use gc_guard::Verdict;
 use uuid::Uuid;
 
 use super::records::{record_routes, TopLevel};
 use crate::cursor::ListQuery;
+use crate::guard::GuardService;
 
 /// The skill routes' resource.
 pub struct Skills;
 
 impl TopLevel for Skills {
     const KIND: RecordKind = RecordKind::Skill;
+}
+
+/// One finding stored with a skill's verdict (never an excerpt of the content).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SkillFinding {
+    pub rule_id: String,
+    /// `info`, `low`, `medium`, `high` or `critical`.
+    pub severity: String,
+    pub title: String,
+    /// At most 300 characters.
+    pub message: String,
+    pub path: Option<String>,
+    /// 1-based; 0 when the finding is about the whole skill.
+    pub line: u32,
+}
+
+/// The Guard's stored verdict on a skill's content. A scan that could not be done (scanner at
+/// capacity, the workspace's scans in flight, the time-out) or a skill stored before verdicts:
+/// `verdict: "warn"` with a `scan.incomplete` finding, `rules_version` and `scanned_at` null,
+/// `stale: true`; never `pass`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SkillGuardView {
+    /// `pass`, `warn` or `fail`.
+    pub verdict: String,
+    /// At most 20, the most severe first.
+    pub findings: Vec<SkillFinding>,
+    /// Findings not stored (past the 20, or left out by the scanner's own caps).
+    pub findings_omitted: u64,
+    /// The Guard rules version of the scan; null when it was not scanned.
+    pub rules_version: Option<String>,
+    pub scanned_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The verdict was made under other rules than the Guard's now (or none): scan again.
+    pub stale: bool,
 }
 
 record_routes! {
@@ -21,6 +63,8 @@ record_routes! {
         description: String,
         content: String,
         tags: Vec<String>,
+        /// The Guard's verdict on `content`.
+        guard: SkillGuardView,
     },
     /// A page of skills.
     list_view: SkillList,
@@ -31,8 +75,69 @@ record_routes! {
     body: "The fields of a skill (schema generated from gc_domain::records)",
     id: "Skill id", missing: "not_found (also for another tenant's skill)", deleted: "Deleted",
     list_skills: "The tenant's skills, newest first.",
-    create_skill: "Stores a skill (version 1).",
+    create_skill: "Stores a skill (version 1), with the Guard's verdict on its content.",
     get_skill: "One skill, with its version as `ETag`.",
-    patch_skill: "Changes some fields of a skill; `If-Match: \"<version>\"` makes it conditional.",
+    patch_skill: "Changes some fields of a skill (its content is scanned again when it changes); `If-Match: \"<version>\"` makes it conditional.",
     delete_skill: "Deletes a skill.",
+}
+
+/// Scans a stored skill again with the Guard's rules now and stores the verdict. The skill's
+/// fields and version do not change. A scan that cannot be done is stored as not scanned
+/// (`warn`, `scan.incomplete`), never answered with an error.
+#[utoipa::path(post, path = "/api/v1/workspace/skills/{id}/scan", tag = "workspace",
+    params(("id" = Uuid, Path, description = "Skill id")),
+    responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
+        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
+        (status = 404, description = "not_found (also for another tenant's skill)")))]
+pub async fn scan_skill(
+    state: actix_web::web::Data<crate::state::AppState>,
+    id: actix_web::web::Path<Uuid>,
+    auth: crate::extract::Auth,
+) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
+    super::records::rescan(state, id, auth).await
+}
+
+impl SkillScanner for GuardService {
+    fn rules_version(&self) -> &str {
+        gc_guard::rules_version()
+    }
+
+    /// On the Guard's executor, in the tenant's share (the one its members' scans use), within
+    /// its bounds and time-out.
+    async fn scan_skill(&self, tenant: Uuid, content: String) -> SkillScan {
+        let caller = Caller::Account(format!("tenant:{tenant}"));
+        match self.executor.scan_content(&caller, content).await {
+            Ok(report) => SkillScan::Done {
+                verdict: match report.verdict() {
+                    Verdict::Pass => GuardVerdict::Pass,
+                    Verdict::Warn => GuardVerdict::Warn,
+                    Verdict::Fail => GuardVerdict::Fail,
+                },
+                truncated: report.stats.findings_truncated,
+                findings: report
+                    .findings
+                    .into_iter()
+                    .map(|f| FindingSummary {
+                        rule_id: f.rule_id,
+                        severity: f.severity.as_str().to_owned(),
+                        title: f.title,
+                        message: f.message,
+                        path: f.path,
+                        line: f.line,
+                    })
+                    .collect(),
+            },
+            Err(ScanError::Busy { .. } | ScanError::Fetch(FetchError::Busy)) => {
+                SkillScan::NotScanned(NotScanned::Busy)
+            }
+            Err(ScanError::OverShare { .. }) => SkillScan::NotScanned(NotScanned::OverShare),
+            Err(ScanError::Fetch(FetchError::Timeout | FetchError::Cancelled)) => {
+                SkillScan::NotScanned(NotScanned::Timeout)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "skill scan failed");
+                SkillScan::NotScanned(NotScanned::Failed)
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@ use diesel::prelude::*;
 use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::ports::WorkspaceRepo;
+use gc_domain::services::skill_scan::SkillGuard;
 use gc_domain::workspace::{
     Activity, NewActivity, Record, RecordCounts, RecordFields, RecordKind, Settings,
 };
@@ -190,6 +191,11 @@ impl WorkspaceRepo for DbStore {
             created_at: ms(record.created_at),
             updated_at: ms(record.updated_at),
             created_by: text(record.created_by),
+            guard: record.guard.as_ref().map(|g| g.as_str().to_owned()),
+            guard_rules_version: record
+                .guard
+                .as_ref()
+                .and_then(|g| g.rules_version().map(str::to_owned)),
         };
         self.write("insert_record", |conn| {
             check_parent(conn, &row.tenant_id, record.kind, row.parent_id.as_deref())?;
@@ -221,42 +227,76 @@ impl WorkspaceRepo for DbStore {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
+        self.update_fields(
+            scope,
+            kind,
+            parent_id,
+            id,
+            expected_version,
+            fields,
+            None,
+            at,
+            activity,
+        )
+    }
+
+    fn update_record_guarded(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &RecordFields,
+        guard: &SkillGuard,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        self.update_fields(
+            scope,
+            kind,
+            None,
+            id,
+            expected_version,
+            fields,
+            Some(guard),
+            at,
+            activity,
+        )
+    }
+
+    fn set_record_guard(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        id: Uuid,
+        version: i64,
+        guard: &SkillGuard,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
         let tenant = scope.tenant_id();
         let tenant_id = text(tenant);
-        let parent_id = opt_text(parent_id);
         let id = text(id);
-        let fields = fields.as_str();
-        self.write("update_record", |conn| {
-            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
+        self.write("set_record_guard", |conn| {
+            // Only the record still at the version that was scanned: a change in between
+            // wrote its own verdict, which stands.
+            let n = diesel::update(
+                records::table
+                    .filter(records::id.eq(&id))
+                    .filter(records::tenant_id.eq(&tenant_id))
+                    .filter(records::kind.eq(kind.as_str()))
+                    .filter(records::version.eq(version)),
+            )
+            .set((
+                records::guard.eq(guard.as_str()),
+                records::guard_rules_version.eq(guard.rules_version()),
+            ))
+            .execute(conn)
+            .map_err(|e| db_error("set_record_guard", e))?;
+            if n == 0 {
                 return Ok(None);
             }
-            let mine = records::table
-                .filter(records::id.eq(&id))
-                .filter(records::tenant_id.eq(&tenant_id));
-            let changes = (
-                records::fields.eq(fields),
-                records::version.eq(records::version + 1),
-                records::updated_at.eq(ms(at)),
-            );
-            // With `If-Match`, the update is conditional on the version in the same statement,
-            // so a concurrent writer between the read above and here is caught as well.
-            let n = match expected_version {
-                Some(expected) => diesel::update(mine.filter(records::version.eq(expected)))
-                    .set(changes)
-                    .execute(conn),
-                None => diesel::update(mine).set(changes).execute(conn),
-            }
-            .map_err(|e| db_error("update_record", e))?;
-            if n == 0 {
-                // Deleted between the read and the update: not found, whatever the version.
-                let exists = load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?;
-                return match (expected_version, exists) {
-                    (Some(expected), Some(_)) => Err(DomainError::VersionConflict { expected }),
-                    _ => Ok(None),
-                };
-            }
-            append(conn, "update_record", activity, tenant)?;
-            load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?
+            append(conn, "set_record_guard", activity, tenant)?;
+            load_record(conn, &tenant_id, kind, None, &id)?
                 .map(RecordRow::into_domain)
                 .transpose()
         })
@@ -453,6 +493,82 @@ impl WorkspaceRepo for DbStore {
         }
         self.write("append_activities", |conn| {
             insert_activities(conn, activities, "append_activities")
+        })
+    }
+}
+
+impl DbStore {
+    /// Replaces a record's fields (and, with `guard`, a skill's Guard result in the same
+    /// statement), bumping its version; see `WorkspaceRepo::update_record`.
+    #[allow(clippy::too_many_arguments)]
+    fn update_fields(
+        &self,
+        scope: &WriteScope,
+        kind: RecordKind,
+        parent_id: Option<Uuid>,
+        id: Uuid,
+        expected_version: Option<i64>,
+        fields: &RecordFields,
+        guard: Option<&SkillGuard>,
+        at: DateTime<Utc>,
+        activity: &NewActivity,
+    ) -> DomainResult<Option<Record>> {
+        let tenant = scope.tenant_id();
+        let tenant_id = text(tenant);
+        let parent_id = opt_text(parent_id);
+        let id = text(id);
+        let fields = fields.as_str();
+        self.write("update_record", |conn| {
+            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
+                return Ok(None);
+            }
+            let mine = records::table
+                .filter(records::id.eq(&id))
+                .filter(records::tenant_id.eq(&tenant_id));
+            let changes = (
+                records::fields.eq(fields),
+                records::version.eq(records::version + 1),
+                records::updated_at.eq(ms(at)),
+            );
+            // With `If-Match`, the update is conditional on the version in the same statement,
+            // so a concurrent writer between the read above and here is caught as well.
+            let n = match (expected_version, guard) {
+                (Some(expected), None) => {
+                    diesel::update(mine.filter(records::version.eq(expected)))
+                        .set(changes)
+                        .execute(conn)
+                }
+                (None, None) => diesel::update(mine).set(changes).execute(conn),
+                (Some(expected), Some(g)) => {
+                    diesel::update(mine.filter(records::version.eq(expected)))
+                        .set((
+                            changes,
+                            records::guard.eq(g.as_str()),
+                            records::guard_rules_version.eq(g.rules_version()),
+                        ))
+                        .execute(conn)
+                }
+                (None, Some(g)) => diesel::update(mine)
+                    .set((
+                        changes,
+                        records::guard.eq(g.as_str()),
+                        records::guard_rules_version.eq(g.rules_version()),
+                    ))
+                    .execute(conn),
+            }
+            .map_err(|e| db_error("update_record", e))?;
+            if n == 0 {
+                // Deleted between the read and the update: not found, whatever the version.
+                let exists = load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?;
+                return match (expected_version, exists) {
+                    (Some(expected), Some(_)) => Err(DomainError::VersionConflict { expected }),
+                    _ => Ok(None),
+                };
+            }
+            append(conn, "update_record", activity, tenant)?;
+            load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?
+                .map(RecordRow::into_domain)
+                .transpose()
         })
     }
 }

@@ -1,6 +1,8 @@
 // Stored workspace records: skills, memory collections and their sources, and the three draft
 // kinds. One generic page: a paged list, a create form, an editor that sends If-Match with the
 // version it loaded (a 409 says so and offers a reload), and delete with a confirmation.
+// Skills also show the Guard's stored verdict on their content (stale when it was made under
+// other rules, or not scanned) with its findings, and a "Scan again" action.
 
 import { get, post, patch, del, withQuery } from '../api.js';
 import { h, fill, form, pageHead, notice, errorNotice, pagedTable, time, confirmButton, loading } from '../ui.js';
@@ -12,14 +14,18 @@ const KINDS = {
   skills: {
     title: 'Skills',
     one: 'skill',
-    intro: 'SKILL.md texts, stored as written. They are never run.',
+    intro: 'SKILL.md texts, stored as written. They are never run. The Guard scans each one when it is saved; its verdict informs, it never blocks.',
+    scan: true,
     fields: () => [
       { name: 'name', label: 'Name', required: true, max: 100 },
       { name: 'description', label: 'Description', type: 'textarea', max: 1000, rows: 2 },
       { name: 'content', label: 'Content (SKILL.md)', type: 'textarea', required: true, maxBytes: KIB256, rows: 12, trim: false },
       { name: 'tags', label: 'Tags', type: 'tags', help: 'Separated by commas.' },
     ],
-    columns: [['Tags', (r) => (r.tags || []).map((t) => h('span', { class: 'tag' }, t))]],
+    columns: [
+      ['Guard', (r) => verdictBadge(r.guard)],
+      ['Tags', (r) => (r.tags || []).map((t) => h('span', { class: 'tag' }, t))],
+    ],
   },
   memory: {
     title: 'Memory',
@@ -55,6 +61,28 @@ const KINDS = {
     columns: [],
   },
 };
+
+// The Guard's stored verdict as a short badge: PASS, WARN or FAIL, and "stale" when it was made
+// under other rules than the Guard's now (or the skill was not scanned).
+function verdictBadge(g) {
+  if (!g) return '';
+  const v = g.verdict || 'warn';
+  return h('span', { class: `tag verdict-${v}`, 'data-verdict': v, title: g.stale ? 'Made under other rules, or not scanned: scan again' : `Rules ${g.rules_version}` },
+    v.toUpperCase(), g.stale ? ' · stale' : '');
+}
+
+// The verdict with its findings (at most 20 are stored; the rest are counted).
+function verdictPanel(g) {
+  if (!g) return '';
+  const items = (g.findings || []).map((f) => h('li', {},
+    h('strong', {}, `${f.severity} `), h('code', {}, f.rule_id), ` ${f.title}`, f.line ? ` (line ${f.line})` : '', f.message ? h('div', { class: 'meta' }, f.message) : ''));
+  const when = g.scanned_at ? ['Scanned ', time(g.scanned_at), ` under rules ${g.rules_version}`] : ['Not scanned'];
+  return h('section', { class: 'panel', id: 'skill-guard', 'aria-label': 'Guard verdict' },
+    h('div', { class: `verdict verdict-${g.verdict}`, 'data-verdict': g.verdict }, h('strong', {}, String(g.verdict).toUpperCase()), g.stale ? ' — stale: scan again to judge it by the current rules' : ''),
+    h('p', { class: 'meta' }, ...when),
+    items.length ? h('ul', { class: 'findings' }, items) : h('p', {}, 'No findings.'),
+    g.findings_omitted ? h('p', { class: 'meta' }, `${g.findings_omitted} more finding(s) not stored.`) : '');
+}
 
 const DRAFT_KINDS = [['agents', 'Agents'], ['workflows', 'Workflows'], ['apps', 'Apps']];
 
@@ -100,6 +128,7 @@ async function recordsPage(ctx, spec, base, title, ...before) {
         ['Updated', (r) => time(r.updated_at)],
         ['', (r) => h('span', { class: 'row-actions' },
           h('button', { type: 'button', 'aria-label': `Edit ${nameOf(r)}`, class: 'edit', onclick: () => edit(r.id) }, ctx.readOnly ? 'View' : 'Edit'), ' ',
+          spec.scan ? h('button', { type: 'button', 'data-write': '', class: 'scan', 'aria-label': `Scan ${nameOf(r)} again`, onclick: (ev) => scanAgain(r, ev.currentTarget) }, 'Scan again') : '', spec.scan ? ' ' : '',
           confirmButton('Delete', `Delete “${nameOf(r)}”?`, async () => {
             try {
               await del(`${base}/${r.id}`);
@@ -116,6 +145,19 @@ async function recordsPage(ctx, spec, base, title, ...before) {
     );
     fill(listBox, list);
     return list.ready;
+  }
+
+  async function scanAgain(r, button) {
+    button.disabled = true;
+    status.replaceChildren(notice('info', `Scanning “${nameOf(r)}”…`));
+    try {
+      const s = (await post(`${base}/${r.id}/scan`, {})).data;
+      status.replaceChildren(notice(s.guard.verdict === 'pass' ? 'ok' : 'warn', `Scanned “${nameOf(s)}”: ${String(s.guard.verdict).toUpperCase()}${s.guard.stale ? ' (not scanned: try again)' : ''}.`));
+      await reloadList();
+    } catch (e) {
+      status.replaceChildren(errorNotice(e));
+      button.disabled = false;
+    }
   }
 
   function create() {
@@ -167,7 +209,7 @@ async function recordsPage(ctx, spec, base, title, ...before) {
     f.set(rec);
     f.el.id = 'editor';
     f.el.dataset.version = String(rec.version);
-    fill(panel, f.el, h('p', { class: 'meta' }, `Created ${new Date(rec.created_at).toLocaleString()} · last changed `, time(rec.updated_at)));
+    fill(panel, f.el, h('p', { class: 'meta' }, `Created ${new Date(rec.created_at).toLocaleString()} · last changed `, time(rec.updated_at)), spec.scan ? verdictPanel(rec.guard) : '');
     f.el.querySelector('input, textarea, select').focus();
   }
 
