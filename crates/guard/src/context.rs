@@ -135,6 +135,32 @@ fn prose_examples(text: &str) -> Vec<(usize, usize, &'static str)> {
         if !t.starts_with('#') && !ends_sentence {
             previous = prose_of(line).to_lowercase();
         }
+        // A sentence whose subject is the attacker describes an attack: the whole line is the
+        // example (never a line that starts with an order: run, execute, paste …).
+        let lower_line = line.to_lowercase();
+        let lt = lower_line
+            .trim_start()
+            .trim_start_matches(['-', '*', '>', ' ']);
+        let third_party = [
+            "attacker",
+            "adversar",
+            "threat actor",
+            "malware",
+            "an exploit",
+        ]
+        .iter()
+        .copied()
+        .find(|m| prose_of(&lower_line).contains(m));
+        let imperative = [
+            "run ", "execute ", "paste ", "type ", "copy ", "install ", "call ", "invoke ",
+            "then ", "now ", "next ", "first ", "please ",
+        ]
+        .iter()
+        .any(|v| lt.starts_with(v));
+        if let (Some(m), false) = (third_party, imperative) {
+            out.push((start, start + line.trim_end().len(), m));
+            continue;
+        }
         if !line.contains(['`', '"', '\u{201C}']) {
             continue;
         }
@@ -194,16 +220,57 @@ pub(crate) fn prose_example_line(text: &str, line_start: usize) -> bool {
         .get(line_start..)
         .and_then(|r| r.find('\n'))
         .map_or(text.len(), |i| line_start + i);
-    // The paragraph so far: the previous line and this one.
+    prose_example_at(text, line_start, end).is_some() && about_security(text)
+}
+
+/// Byte ranges of fenced code blocks.
+fn fenced(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let start = pos;
+        pos += line.len();
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            match open.take() {
+                Some(s) => out.push((s, pos)),
+                None => open = Some(start),
+            }
+        }
+    }
+    if let Some(s) = open {
+        out.push((s, text.len()));
+    }
+    out
+}
+
+/// The marker of an example in the prose ([`prose_examples`]) of the line that holds `start`
+/// which overlaps `start..end`, judged on that line and the one before it (a sentence wraps).
+fn prose_example_at(text: &str, start: usize, end: usize) -> Option<&'static str> {
+    let line_start = text
+        .get(..start)
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line_end = text
+        .get(line_start..)
+        .and_then(|r| r.find('\n'))
+        .map_or(text.len(), |i| line_start + i);
     let prev_start = text
         .get(..line_start.saturating_sub(1))
         .and_then(|b| b.rfind('\n'))
-        .map_or(0, |i| i + 1);
-    let Some(chunk) = text.get(prev_start.min(line_start)..end) else {
-        return false;
-    };
-    let own = line_start - prev_start.min(line_start);
-    prose_examples(chunk).iter().any(|(s, _, _)| *s >= own) && about_security(text)
+        .map_or(0, |i| i + 1)
+        .min(line_start);
+    let chunk = text.get(prev_start..line_end)?;
+    let own = line_start - prev_start;
+    let (a, b) = (
+        start.saturating_sub(prev_start),
+        end.saturating_sub(prev_start),
+    );
+    prose_examples(chunk)
+        .into_iter()
+        .find(|(s, e, _)| *s >= own && *s < b.max(a + 1) && *e > a)
+        .map(|(_, _, m)| m)
 }
 
 pub(crate) fn is_markdown(path: Option<&str>) -> bool {
@@ -333,21 +400,25 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
     if !about_security(text) {
         return;
     }
-    let mut blocks = example_blocks(text);
-    blocks.extend(
-        prose_examples(text)
-            .into_iter()
-            .map(|(s, e, m)| (s, e, m, "quoted example in the prose")),
-    );
+    let blocks = example_blocks(text);
+    let fences = fenced(text);
     for h in hits.iter_mut() {
         if h.severity <= Severity::Low || !lowerable(h.rule) {
             continue;
         }
-        // A detection of a whole line (data flow) counts when it overlaps a quoted example.
-        let Some((_, _, marker, kind)) = blocks.iter().find(|(s, e, _, kind)| {
-            (h.start >= *s && h.start < *e)
-                || (kind.starts_with("quoted") && h.start < *e && h.end > *s)
-        }) else {
+        // A fenced example or a list of examples, else an example in the prose of the line
+        // (a detection of a whole line, as data flow reports, counts when it overlaps one).
+        let found = blocks
+            .iter()
+            .find(|(s, e, _, _)| h.start >= *s && h.start < *e)
+            .map(|&(_, _, m, k)| (m, k))
+            .or_else(|| {
+                if fences.iter().any(|&(a, b)| h.start >= a && h.start < b) {
+                    return None;
+                }
+                prose_example_at(text, h.start, h.end).map(|m| (m, "quoted example in the prose"))
+            });
+        let Some((marker, kind)) = found else {
             continue;
         };
         let base = h

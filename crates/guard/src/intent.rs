@@ -157,11 +157,7 @@ pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec
         let Some(line) = text.get(ls..le) else {
             continue;
         };
-        if line.is_ascii()
-            && !i18n::GATE_WORDS
-                .iter()
-                .any(|w| w.is_ascii() && contains_ci(line, w))
-        {
+        if line.is_ascii() && !p.i18n.ascii_gate.is_match(line) {
             continue;
         }
         let lower = line.to_lowercase();
@@ -249,13 +245,6 @@ pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec
             }
         }
     }
-}
-
-/// ASCII case-insensitive `contains`.
-fn contains_ci(hay: &str, needle: &str) -> bool {
-    hay.as_bytes()
-        .windows(needle.len().max(1))
-        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// Reports a family recognised in another language, with the language in the message (one

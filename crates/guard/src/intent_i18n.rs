@@ -140,6 +140,8 @@ struct Lang {
 
 /// The compiled languages.
 pub(crate) struct Langs {
+    /// The ASCII gate words, for lines the English gate words handed over.
+    pub(crate) ascii_gate: aho_corasick::AhoCorasick,
     latin_cjk: Vec<Lang>,
     russian: Lang,
     discussion: Regex,
@@ -308,7 +310,12 @@ fn lang(s: Spec) -> Result<Lang, regex::Error> {
 
 impl Langs {
     pub(crate) fn new() -> Result<Langs, regex::Error> {
+        let ascii_gate = aho_corasick::AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .build(GATE_WORDS.iter().filter(|w| w.is_ascii()))
+            .map_err(|e| regex::Error::Syntax(e.to_string()))?;
         Ok(Langs {
+            ascii_gate,
             latin_cjk: [
                 SPANISH, FRENCH, GERMAN, PORTUGUESE, ITALIAN, CHINESE, JAPANESE, KOREAN,
             ]
@@ -361,12 +368,70 @@ impl Langs {
                 push("pi.ignore-instructions");
             }
         }
-        if l.conceal.is_match(s) && l.user.is_match(s) {
+        if self.concealed(l, s) {
             push("conceal.hide-from-user");
         }
         if l.persona.is_match(s) && l.no_limits.is_match(s) {
             push("pi.role-override");
         }
+    }
+}
+
+impl Langs {
+    /// Concealment: a verb of not telling and the word for the user. In the languages written
+    /// with spaces the user follows the verb closely ("no le digas al usuario") and is not the
+    /// subject of a condition ("… sauf si l'utilisateur le demande": the user is who may ask).
+    fn concealed(&self, l: &Lang, s: &str) -> bool {
+        let Some(m) = l.conceal.find(s) else {
+            return false;
+        };
+        if matches!(l.name, "Chinese" | "Japanese" | "Korean") {
+            return l.user.is_match(s);
+        }
+        if l.user.is_match(m.as_str()) {
+            return true;
+        }
+        let after = s.get(m.end()..).unwrap_or("");
+        let window: String = after.chars().take(48).collect();
+        let Some(u) = l.user.find(&window) else {
+            // "secretly", "sin que el usuario lo sepa" before the verb.
+            let before = s.get(..m.start()).unwrap_or("");
+            let near: String = before
+                .chars()
+                .rev()
+                .take(48)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            return l.user.is_match(&near);
+        };
+        let lead: String = window
+            .get(..u.start())
+            .unwrap_or("")
+            .chars()
+            .rev()
+            .take(16)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let conditional = [
+            "si ",
+            "sauf ",
+            "if ",
+            "unless ",
+            "wenn ",
+            "falls ",
+            "se ",
+            "salvo ",
+            "a menos ",
+            "если ",
+            "s'",
+            "außer ",
+            "ausser ",
+        ];
+        !conditional.iter().any(|c| lead.contains(c))
     }
 }
 
