@@ -144,7 +144,7 @@ both_backends! {
         assert_eq!(one.status, 200, "{}", one.text);
         assert_eq!(one.body["name"], "Acme");
         assert_eq!(one.body["ai_access"], "not_ready");
-        assert_eq!(one.body["limits"], json!({"requests_per_minute": 90, "tokens_per_minute": null, "monthly_tokens": null}));
+        assert_eq!(one.body["limits"], json!({"requests_per_minute": 90, "tokens_per_minute": null, "monthly_tokens": null, "monthly_spend": null}));
         let listed = admin.get("/admin/tenants").await;
         assert_eq!(listed.body["data"][0], one.body, "the same view as the list");
         assert_error(&admin.get("/admin/tenants/0190f0f0-0000-7000-8000-000000000000").await, 404, "not_found");
@@ -856,7 +856,7 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     let key = keys.body["data"][0].clone();
     assert_eq!(
         key["limits"],
-        json!({"requests_per_minute": 60, "tokens_per_minute": null})
+        json!({"requests_per_minute": 60, "tokens_per_minute": null, "monthly_spend": null})
     );
     let key_id = key["id"].as_str().unwrap().to_owned();
 

@@ -610,7 +610,7 @@ gateway_tests! {
     async fn a_tenant_over_its_request_limit_is_refused_before_the_upstream(s) {
         s.add_key("AIHK", SECRET, true).await;
         let t = s.limit_tenant(json!({"requests_per_minute": 2})).await;
-        assert_eq!(t["limits"], json!({"requests_per_minute": 2, "tokens_per_minute": null, "monthly_tokens": null}));
+        assert_eq!(t["limits"], json!({"requests_per_minute": 2, "tokens_per_minute": null, "monthly_tokens": null, "monthly_spend": null}));
         let r = s.member.post("/run", s.chat()).await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.header("x-ratelimit-limit-requests"), Some("2"));
@@ -681,7 +681,7 @@ gateway_tests! {
         let r = s.member.post("/workspace/api-keys",
             json!({"name": "ci", "scopes": ["run"], "limits": {"requests_per_minute": 1}})).await;
         assert_eq!(r.status, 201, "{}", r.text);
-        assert_eq!(r.body["limits"], json!({"requests_per_minute": 1, "tokens_per_minute": null}));
+        assert_eq!(r.body["limits"], json!({"requests_per_minute": 1, "tokens_per_minute": null, "monthly_spend": null}));
         let key_id = r.body["id"].as_str().unwrap().to_owned();
         let ci = s.member.with_key(r.body["key"].as_str().unwrap());
         let ok = ci.post("/run", s.chat()).await;

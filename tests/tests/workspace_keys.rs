@@ -109,7 +109,7 @@ both_backends! {
         let mut fields: Vec<&str> = k.as_object().unwrap().keys().map(String::as_str).collect();
         fields.sort_unstable();
         assert_eq!(fields, ["created_at", "expires_at", "hint", "id", "last_used_at", "limits", "name", "revoked_at", "scopes"]);
-        assert_eq!(k["limits"], json!({"requests_per_minute": null, "tokens_per_minute": null}));
+        assert_eq!(k["limits"], json!({"requests_per_minute": null, "tokens_per_minute": null, "monthly_spend": null}));
         assert_eq!(list.body["next_cursor"], Value::Null);
 
         // The key works, and its use is recorded (at most once a minute).

@@ -354,6 +354,7 @@ pub(crate) mod tests {
             ai_enabled: true,
             created_at: Utc::now(),
             limits: crate::quota::TenantLimits::default(),
+            allowed_models: None,
             ai_keys_version: 0,
         }
     }

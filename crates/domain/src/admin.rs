@@ -88,6 +88,7 @@ pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
             ai_enabled,
             created_at: now,
             limits: crate::quota::TenantLimits::default(),
+            allowed_models: None,
             ai_keys_version: 0,
         },
     )?;

@@ -64,6 +64,10 @@ pub enum DomainError {
     AiAccessNotReady(String),
     #[error("a provider cannot be chosen by the caller: `{0}` is not accepted")]
     ProviderNotAllowed(String),
+    /// A model outside the caller's allow-list (or a model without a price under a spend
+    /// limit): 403 `model_not_allowed`, before any upstream call.
+    #[error("{0}")]
+    ModelNotAllowed(String),
     #[error("the service is temporarily unavailable")]
     Unavailable { retry_after_secs: u64 },
     /// The service has no room for the request now (the run writer's queue is full): 503
@@ -86,7 +90,8 @@ impl DomainError {
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::QuotaExceeded {
-                reason: crate::quota::QuotaReason::MonthlyTokens,
+                reason:
+                    crate::quota::QuotaReason::MonthlyTokens | crate::quota::QuotaReason::MonthlySpend,
                 ..
             } => ErrorCode::BudgetExhausted,
             Self::QuotaExceeded { .. } => ErrorCode::RateLimited,
@@ -104,6 +109,7 @@ impl DomainError {
             Self::AiAccessDisabled => ErrorCode::AiAccessDisabled,
             Self::AiAccessNotReady(_) => ErrorCode::AiAccessNotReady,
             Self::ProviderNotAllowed(_) => ErrorCode::ProviderNotAllowed,
+            Self::ModelNotAllowed(_) => ErrorCode::ModelNotAllowed,
             Self::Unavailable { .. } => ErrorCode::ServiceUnavailable,
             Self::Busy { .. } => ErrorCode::Busy,
             Self::Internal(_) => ErrorCode::InternalError,
@@ -184,6 +190,7 @@ error_codes! {
     SignupDisabled = ("signup_disabled", 403),
     AiAccessDisabled = ("ai_access_disabled", 403),
     AiAccessNotReady = ("ai_access_not_ready", 403),
+    ModelNotAllowed = ("model_not_allowed", 403),
     /// No such route or object.
     NotFound = ("not_found", 404),
     /// The Guard's repository does not exist or is not public.

@@ -136,6 +136,8 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
     /// Quotas set by platform admins (none by default).
     pub limits: crate::quota::TenantLimits,
+    /// The models its runs may name, within the region's (`None`: the region's list).
+    pub allowed_models: Option<Vec<String>>,
     /// The store's count of changes to the tenant's AI keys, read with the tenant (0 for a new
     /// one; only the store raises it). [`crate::ports::AiKeyRepo::usable_ai_keys`] is given the
     /// tenant as read on the same request, so a store may answer it from memory while this
@@ -153,6 +155,10 @@ pub struct TenantPatch {
     pub requests_per_minute: Option<Option<u64>>,
     pub tokens_per_minute: Option<Option<u64>>,
     pub monthly_tokens: Option<Option<u64>>,
+    /// In nano-units ([`crate::prices::Money`]).
+    pub monthly_spend: Option<Option<u64>>,
+    /// Absent leaves the list, `Some(None)` removes it.
+    pub allowed_models: Option<Option<Vec<String>>>,
 }
 
 /// A signed-in browser or script session. Only the SHA-256 of its token is stored.

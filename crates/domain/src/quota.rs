@@ -35,6 +35,7 @@ use uuid::Uuid;
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::RunScope;
 use crate::ports::QuotaRepo;
+use crate::prices::{Money, Price};
 
 /// The largest limit accepted (a trillion): anything above is a typing mistake.
 pub const MAX_LIMIT: u64 = 1_000_000_000_000;
@@ -45,6 +46,8 @@ pub struct TenantLimits {
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
     pub monthly_tokens: Option<u64>,
+    /// Money per UTC month, in nano-units ([`crate::prices::Money`], decision 0038).
+    pub monthly_spend: Option<Money>,
 }
 
 impl TenantLimits {
@@ -52,6 +55,7 @@ impl TenantLimits {
         self.requests_per_minute.is_none()
             && self.tokens_per_minute.is_none()
             && self.monthly_tokens.is_none()
+            && self.monthly_spend.is_none()
     }
 }
 
@@ -60,11 +64,15 @@ impl TenantLimits {
 pub struct KeyLimits {
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
+    /// Money per UTC month, in nano-units (decision 0038).
+    pub monthly_spend: Option<Money>,
 }
 
 impl KeyLimits {
     pub fn is_empty(&self) -> bool {
-        self.requests_per_minute.is_none() && self.tokens_per_minute.is_none()
+        self.requests_per_minute.is_none()
+            && self.tokens_per_minute.is_none()
+            && self.monthly_spend.is_none()
     }
 
     /// Refuses (422, naming the field) a key limit above the tenant's.
@@ -79,6 +87,11 @@ impl KeyLimits {
                 "limits.tokens_per_minute",
                 self.tokens_per_minute,
                 tenant.tokens_per_minute,
+            ),
+            (
+                "limits.monthly_spend",
+                self.monthly_spend,
+                tenant.monthly_spend,
             ),
         ] {
             if let (Some(mine), Some(theirs)) = (mine, theirs) {
@@ -127,6 +140,10 @@ pub enum QuotaSubject {
     KeyMinute(Uuid),
     /// A tenant's monthly tokens.
     TenantMonth(Uuid),
+    /// A tenant's monthly spend, in nano-units (counted in the `tokens` column).
+    TenantSpend(Uuid),
+    /// A workspace key's monthly spend, in nano-units.
+    KeySpend(Uuid),
 }
 
 impl QuotaSubject {
@@ -136,6 +153,9 @@ impl QuotaSubject {
             Self::TenantMinute(id) => format!("t:{id}"),
             Self::KeyMinute(id) => format!("k:{id}"),
             Self::TenantMonth(id) => format!("m:{id}"),
+            // Monthly windows all start with `m`: pruned a month after they end.
+            Self::TenantSpend(id) => format!("ms:{id}"),
+            Self::KeySpend(id) => format!("mk:{id}"),
         }
     }
 }
@@ -202,6 +222,41 @@ pub fn token_windows(tenant_id: Uuid, key_id: Option<Uuid>, at: DateTime<Utc>) -
     out
 }
 
+/// The windows a run's cost is counted in: its tenant's month and its key's month.
+pub fn spend_windows(tenant_id: Uuid, key_id: Option<Uuid>, at: DateTime<Utc>) -> Vec<QuotaWindow> {
+    let month = month_start(at).timestamp_millis();
+    let mut out = vec![QuotaWindow {
+        subject: QuotaSubject::TenantSpend(tenant_id),
+        start_ms: month,
+    }];
+    if let Some(key) = key_id {
+        out.push(QuotaWindow {
+            subject: QuotaSubject::KeySpend(key),
+            start_ms: month,
+        });
+    }
+    out
+}
+
+/// A run's money reservation (decision 0038): the cost of its reserved tokens at its model's
+/// price, counted at admission in its spend windows of the instant `at`, settled by the run
+/// writer to its true cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpendReservation {
+    pub nanos: Money,
+    pub at: DateTime<Utc>,
+}
+
+/// What a run costs, carried from admission to its usage line: its model's price (`None`
+/// when no price is known: the run costs 0), its spend reservation (a spend limit applied),
+/// and its prompt's counted tokens then (what a run without a reported usage is counted from).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCost {
+    pub price: Option<Price>,
+    pub spend: Option<SpendReservation>,
+    pub prompt_tokens: u64,
+}
+
 /// One limit as the `x-ratelimit-*` headers show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allowance {
@@ -234,6 +289,7 @@ pub enum QuotaReason {
     RequestsPerMinute,
     TokensPerMinute,
     MonthlyTokens,
+    MonthlySpend,
 }
 
 impl std::fmt::Display for QuotaReason {
@@ -242,6 +298,7 @@ impl std::fmt::Display for QuotaReason {
             Self::RequestsPerMinute => "the requests-per-minute limit is reached",
             Self::TokensPerMinute => "the tokens-per-minute limit is reached",
             Self::MonthlyTokens => "the monthly token budget is used up",
+            Self::MonthlySpend => "the monthly spend limit is reached",
         })
     }
 }
@@ -366,6 +423,8 @@ pub struct NodeQuotas {
     /// subject ([`TokenLease`], decision 0025): busy subjects far from their limits reserve
     /// for several runs in one write.
     token_leases: Mutex<FxHashMap<QuotaSubject, TokenLease>>,
+    /// The deployment's models and prices, set once at start-up ([`NodeQuotas::set_catalog`]).
+    catalog: std::sync::OnceLock<crate::models::Catalog>,
 }
 
 /// This process's unused share of a token window's count: reserved in the shared window by
@@ -747,6 +806,17 @@ impl NodeQuotas {
         }
     }
 
+    /// Sets the deployment's models and prices (once; later calls change nothing and answer
+    /// false).
+    pub fn set_catalog(&self, catalog: crate::models::Catalog) -> bool {
+        self.catalog.set(catalog).is_ok()
+    }
+
+    /// The deployment's models and prices: the shipped prices and no allow-list until set.
+    pub fn catalog(&self) -> &crate::models::Catalog {
+        self.catalog.get_or_init(crate::models::Catalog::default)
+    }
+
     /// Sets the completion allowance of runs that name no `max_tokens` (at least 1).
     pub fn set_completion_default(&self, tokens: u64) {
         self.completion_default
@@ -903,6 +973,10 @@ pub struct TokenTake {
 pub struct Admission {
     pub state: RateLimitState,
     pub reservation: Option<TokenReservation>,
+    /// The run's money reservation, when a spend limit applies.
+    pub spend: Option<SpendReservation>,
+    /// The prompt's counted tokens, when a token or spend limit applies (else 0).
+    pub prompt_tokens: u64,
 }
 
 /// [`admit_run`] for a run of one token (tests of the request and token rules).
@@ -913,7 +987,7 @@ pub fn admit<P: QuotaRepo + ?Sized>(
     scope: &RunScope,
     now: DateTime<Utc>,
 ) -> DomainResult<RateLimitState> {
-    admit_run(store, quotas, scope, now, RunEstimate::default).map(|a| a.state)
+    admit_run(store, quotas, scope, now, None, RunEstimate::default).map(|a| a.state)
 }
 
 /// Applies the caller's tenant and key limits before the upstream call. Token limits first
@@ -923,11 +997,19 @@ pub fn admit<P: QuotaRepo + ?Sized>(
 /// when a minute's would. Then one request is counted in each per-minute request window
 /// (`rate_limited` when full; the reservation is handed back). Returns the state for the
 /// response headers and the reservation. No limit set: no query at all.
+///
+/// A spend limit (tenant or key `monthly_spend`, decision 0038) reserves the cost of the run's
+/// likely tokens at `price` (prompt at the input price, completion allowance at the output
+/// price) in the tenant's and key's spend windows of the month, after the tokens and in the
+/// same way (`budget_exhausted` when it does not fit; everything handed back on a later
+/// refusal). A spend limit and no known price refuses the run (403 `model_not_allowed`):
+/// a cost gc cannot count cannot be kept within a limit.
 pub fn admit_run<P: QuotaRepo + ?Sized>(
     store: &P,
     quotas: &NodeQuotas,
     scope: &RunScope,
     now: DateTime<Utc>,
+    price: Option<Price>,
     estimate: impl FnOnce() -> RunEstimate,
 ) -> DomainResult<Admission> {
     let tenant = scope.tenant();
@@ -939,10 +1021,24 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
     let minute = minute_start(now);
     let minute_reset = secs_until(now, minute + 60_000);
     let key_tpm = key.and_then(|(_, l)| l.tokens_per_minute);
+    let key_spend = key.and_then(|(_, l)| l.monthly_spend);
+    let token_limited =
+        t.tokens_per_minute.is_some() || t.monthly_tokens.is_some() || key_tpm.is_some();
+    let spend_price = if t.monthly_spend.is_some() || key_spend.is_some() {
+        Some(price.ok_or_else(|| {
+            DomainError::ModelNotAllowed(
+                "no price is known for this model, and a spend limit applies".into(),
+            )
+        })?)
+    } else {
+        None
+    };
+    // Worked out once, only when a token or spend limit applies.
+    let estimate = (token_limited || spend_price.is_some()).then(estimate);
     let mut state = RateLimitState::default();
     let mut reservation = None;
     let mut reserved_windows: SmallVec<[(QuotaWindow, Option<u64>); 3]> = SmallVec::new();
-    if t.tokens_per_minute.is_some() || t.monthly_tokens.is_some() || key_tpm.is_some() {
+    if token_limited {
         // Every token window of the run, limited or not (the writer counts tokens in all of
         // them), in the one lock order (decision 0024).
         let month = month_start(now).timestamp_millis();
@@ -982,7 +1078,7 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
             .filter_map(|(take, _)| take.max)
             .min()
             .unwrap_or(MAX_LIMIT);
-        let tokens = reservation_size(estimate(), smallest);
+        let tokens = reservation_size(estimate.unwrap_or_default(), smallest);
         for (take, _) in &mut takes {
             take.tokens = tokens;
         }
@@ -1030,15 +1126,73 @@ pub fn admit_run<P: QuotaRepo + ?Sized>(
             }
         }
     }
+    let give_back_tokens = |reservation: &Option<TokenReservation>| {
+        // Refused (or failed) after the reservation: hand it back, so a refused run
+        // costs no tokens (into this node's lease when it holds one for the window, else
+        // to the store). A hand-back that fails leaves the reservation counted until its
+        // window ends: a run counted that never ran, on the safe side of the limit.
+        if let Some(r) = reservation {
+            let asks: SmallVec<[TokenTake; 3]> = takes_of(&reserved_windows, r.tokens);
+            quotas.give_back_tokens(store, &asks);
+        }
+    };
+    let mut spend = None;
+    let mut spend_windows_taken: SmallVec<[(QuotaWindow, Option<u64>); 3]> = SmallVec::new();
+    if let Some(price) = spend_price {
+        let e = estimate.unwrap_or_default();
+        let mut takes: SmallVec<[TokenTake; 3]> = SmallVec::new();
+        for w in spend_windows(tenant.id, scope.key().map(|(id, _)| id), now) {
+            let max = match w.subject {
+                QuotaSubject::KeySpend(_) => key_spend,
+                _ => t.monthly_spend,
+            };
+            takes.push(TokenTake {
+                window: w,
+                tokens: 0,
+                max,
+            });
+        }
+        takes.sort_by_key(|take| take.window);
+        let smallest = takes.iter().filter_map(|t| t.max).min().unwrap_or(u64::MAX);
+        // Like a token reservation: at least 1, at most the smallest limit, so a run always
+        // fits a month nobody has spent in.
+        let nanos = price
+            .cost(e.prompt_tokens, e.completion_tokens)
+            .clamp(1, smallest.max(1));
+        for take in &mut takes {
+            take.tokens = nanos;
+        }
+        match quotas.reserve_tokens(store, &takes, nanos, now.timestamp_millis()) {
+            Ok(Ok(_)) => {
+                spend = Some(SpendReservation { nanos, at: now });
+                spend_windows_taken = takes.iter().map(|t| (t.window, t.max)).collect();
+            }
+            Ok(Err(_)) => {
+                give_back_tokens(&reservation);
+                let retry_after_secs = secs_until(now, next_month_start(now).timestamp_millis());
+                return Err(DomainError::QuotaExceeded {
+                    reason: QuotaReason::MonthlySpend,
+                    retry_after_secs,
+                    state,
+                });
+            }
+            Err(e) => {
+                give_back_tokens(&reservation);
+                return Err(e);
+            }
+        }
+    }
     match admit_requests(store, quotas, scope, now, state) {
-        Ok(state) => Ok(Admission { state, reservation }),
+        Ok(state) => Ok(Admission {
+            state,
+            reservation,
+            spend,
+            prompt_tokens: estimate.map_or(0, |e| e.prompt_tokens),
+        }),
         Err(e) => {
-            // Refused (or failed) after the reservation: hand it back, so a refused run
-            // costs no tokens (into this node's lease when it holds one for the window, else
-            // to the store). A hand-back that fails leaves the reservation counted until its
-            // window ends: a run counted that never ran, on the safe side of the limit.
-            if let Some(r) = &reservation {
-                let asks: SmallVec<[TokenTake; 3]> = takes_of(&reserved_windows, r.tokens);
+            give_back_tokens(&reservation);
+            if let Some(s) = &spend {
+                let asks: SmallVec<[TokenTake; 3]> = takes_of(&spend_windows_taken, s.nanos);
                 quotas.give_back_tokens(store, &asks);
             }
             Err(e)
@@ -1513,11 +1667,11 @@ mod tests {
         let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
         // Three runs of 30 fit a limit of 100, a fourth does not: nothing has finished yet.
         for n in 1..=3 {
-            let a = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+            let a = admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
             assert_eq!(a.reservation.unwrap().tokens, 30);
             assert_eq!(a.state.tokens.unwrap().remaining, 100 - 30 * n);
         }
-        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        let e = admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         // The minute (100) has no room for a lease: exact. The month (1000) has: the second
         // run reserved its 30 and a lease of one more run (leases start at one run and
@@ -1527,13 +1681,13 @@ mod tests {
             (90, 90)
         );
         // A run of 10 still fits.
-        assert!(admit_run(&store, &node, &scope, now, run_of(4, 6)).is_ok());
+        assert!(admit_run(&store, &node, &scope, now, None, run_of(4, 6)).is_ok());
         // A run larger than the limit reserves the limit: it runs alone in an empty minute.
         let later = at("2026-11-21T10:01:00Z");
-        let a = admit_run(&store, &node, &scope, later, run_of(10, 5000)).unwrap();
+        let a = admit_run(&store, &node, &scope, later, None, run_of(10, 5000)).unwrap();
         assert_eq!(a.reservation.unwrap().tokens, 100);
         assert_eq!(
-            admit_run(&store, &node, &scope, later, run_of(1, 0))
+            admit_run(&store, &node, &scope, later, None, run_of(1, 0))
                 .unwrap_err()
                 .code(),
             "rate_limited"
@@ -1550,15 +1704,15 @@ mod tests {
         let node = NodeQuotas::default();
         let now = at("2026-11-21T10:00:30Z");
         let minute = token_windows(scope.tenant().id, None, now)[0];
-        admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
-        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
+        let e = admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         // The refused run's 30 went back to this node's lease of the window, not to a run:
         // the node's next run takes them without a write.
         assert_eq!(tokens_in(&store, minute), 60);
         let calls = *store.quota_calls.lock().unwrap();
         let later = now + chrono::Duration::milliseconds(1);
-        let e = admit_run(&store, &node, &scope, later, run_of(10, 20)).unwrap_err();
+        let e = admit_run(&store, &node, &scope, later, None, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited", "requests are still used up");
         assert_eq!(tokens_in(&store, minute), 60);
         // Only the request take wrote: the tokens came from the lease and went back to it.
@@ -1576,7 +1730,7 @@ mod tests {
         let node = NodeQuotas::default();
         let now = at("2026-11-21T10:00:30Z");
         for _ in 0..640 {
-            admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+            admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
         }
         // One exact reservation, then leases of 1, 2, 4, ... runs: about log2(640) writes.
         let writes = *store.quota_calls.lock().unwrap();
@@ -1598,7 +1752,7 @@ mod tests {
         );
         let node = NodeQuotas::default();
         let admitted = (0..200)
-            .filter(|_| admit_run(&store, &node, &scope, now, run_of(10, 20)).is_ok())
+            .filter(|_| admit_run(&store, &node, &scope, now, None, run_of(10, 20)).is_ok())
             .count();
         assert_eq!(admitted, 100);
         let minute = token_windows(scope.tenant().id, None, now)[0];
@@ -1614,13 +1768,13 @@ mod tests {
         let (scope, store) = scope(TenantLimits::default(), Some(key_limits));
         let node = NodeQuotas::default();
         let now = at("2026-11-21T10:00:30Z");
-        let a = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap();
+        let a = admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
         assert_eq!(a.state.tokens.unwrap().limit, 50);
-        let e = admit_run(&store, &node, &scope, now, run_of(10, 20)).unwrap_err();
+        let e = admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         // Requests only: no reservation, the estimate is never worked out.
         let (scope, store) = scope_with_rpm();
-        let a = admit_run(&store, &node, &scope, now, || -> RunEstimate {
+        let a = admit_run(&store, &node, &scope, now, None, || -> RunEstimate {
             panic!("no token limit applies")
         })
         .unwrap();
@@ -1834,15 +1988,24 @@ mod tests {
             requests_per_minute: Some(10),
             tokens_per_minute: None,
             monthly_tokens: None,
+            monthly_spend: Some(1_000),
         };
         let ok = KeyLimits {
             requests_per_minute: Some(10),
             tokens_per_minute: Some(5000),
+            monthly_spend: Some(1_000),
         };
         assert!(ok.check_within(&tenant).is_ok());
+        let spends_more = KeyLimits {
+            monthly_spend: Some(1_001),
+            ..ok
+        };
+        let e = spends_more.check_within(&tenant).unwrap_err();
+        assert!(e.to_string().starts_with("limits.monthly_spend"), "{e}");
         let over = KeyLimits {
             requests_per_minute: Some(11),
             tokens_per_minute: None,
+            monthly_spend: None,
         };
         let e = over.check_within(&tenant).unwrap_err();
         assert!(
@@ -1864,7 +2027,75 @@ mod tests {
         KeyLimits {
             requests_per_minute: Some(n),
             tokens_per_minute: None,
+            monthly_spend: None,
         }
+    }
+
+    /// A price of 1 nano-unit per input token and 2 per output token.
+    const PRICE: Price = Price {
+        input_per_million: 1_000_000,
+        output_per_million: 2_000_000,
+    };
+
+    #[test]
+    fn a_spend_limit_reserves_the_run_s_cost_and_refuses_when_it_does_not_fit() {
+        // 10 prompt and 20 completion tokens: 10 + 40 = 50 nano-units reserved per run.
+        let limits = TenantLimits {
+            monthly_spend: Some(120),
+            ..TenantLimits::default()
+        };
+        let (scope, store) = scope(limits, None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        for _ in 0..2 {
+            let a = admit_run(&store, &node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
+            assert_eq!(a.spend.unwrap().nanos, 50);
+            assert_eq!(a.prompt_tokens, 10);
+            assert!(
+                a.reservation.is_none(),
+                "no token limit: no token reservation"
+            );
+        }
+        let e = admit_run(&store, &node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "budget_exhausted");
+        let month = spend_windows(scope.tenant().id, None, now);
+        assert_eq!(
+            store.window_tokens(&month).unwrap(),
+            vec![100],
+            "a refusal counts nothing"
+        );
+        // Without a price, a spend limit cannot be kept: refused before anything is counted.
+        let e = admit_run(&store, &node, &scope, now, None, run_of(1, 1)).unwrap_err();
+        assert_eq!(e.code(), "model_not_allowed");
+        // Settling hands back what the runs did not use: the next run fits again.
+        store.release_tokens(&month, 60).unwrap();
+        assert!(admit_run(&store, &node, &scope, now, Some(PRICE), run_of(10, 20)).is_ok());
+    }
+
+    #[test]
+    fn a_request_refusal_hands_the_spend_reservation_back() {
+        let limits = TenantLimits {
+            monthly_spend: Some(1_000),
+            requests_per_minute: Some(1),
+            ..TenantLimits::default()
+        };
+        let (scope, store) = scope(limits, None);
+        let node = NodeQuotas::default();
+        let now = at("2026-11-21T10:00:30Z");
+        admit_run(&store, &node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
+        let e = admit_run(&store, &node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
+        assert_eq!(e.code(), "rate_limited");
+        let month = spend_windows(scope.tenant().id, None, now);
+        let counted = store.window_tokens(&month).unwrap()[0];
+        let lease = node
+            .token_lock()
+            .get(&month[0].subject)
+            .map_or(0, |l| l.left);
+        assert_eq!(
+            counted - lease,
+            50,
+            "only the admitted run's cost stays counted"
+        );
     }
 
     fn rpm(n: u64) -> TenantLimits {

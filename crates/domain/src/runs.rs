@@ -266,6 +266,10 @@ pub struct RunLine {
     /// The tokens reserved for the run at admission (a token limit applied), which the writer
     /// settles to [`RunLine::usage`]'s total.
     reservation: Option<TokenReservation>,
+    /// What the run cost at its model's price (nano-units; 0 without a known price), and the
+    /// money reserved at admission (a spend limit applied), which the writer settles to it.
+    cost: crate::prices::Money,
+    spend: Option<crate::quota::SpendReservation>,
 }
 
 impl RunLine {
@@ -327,6 +331,25 @@ impl RunLine {
     pub fn latency_ms(&self) -> u64 {
         self.latency_ms
     }
+    /// What the run cost, in nano-units of the deployment's currency (decision 0038).
+    pub fn cost(&self) -> crate::prices::Money {
+        self.cost
+    }
+    /// What the writer adds to each spend window for this run: a run reserved at admission
+    /// settles the windows of its admission to its cost; any other adds its cost to the
+    /// windows of its end.
+    pub fn spend_changes(&self) -> (Vec<QuotaWindow>, i64) {
+        match self.spend {
+            Some(r) => (
+                crate::quota::spend_windows(self.tenant_id, self.key_id, r.at),
+                crate::quota::settle_delta(r.nanos, self.cost),
+            ),
+            None => (
+                crate::quota::spend_windows(self.tenant_id, self.key_id, self.at),
+                crate::quota::settle_delta(0, self.cost),
+            ),
+        }
+    }
     /// The UTC day of the run, `YYYY-MM-DD`.
     pub fn day(&self) -> String {
         // Not chrono's `format`, which parses its pattern again for every line (the writer
@@ -351,6 +374,8 @@ pub struct RunPlan {
     limits: RateLimitState,
     /// The token reservation and the prompt's counted tokens, when a token limit applies.
     reserved: Option<(TokenReservation, u64)>,
+    /// The model's price and the money reservation (decision 0038).
+    cost: crate::quota::RunCost,
     /// The run writer's place for this run's record, taken before admission.
     slot: RunSlot,
 }
@@ -422,6 +447,8 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             "no key of the region can be decrypted".into(),
         ));
     }
+    // The model allow-list and price (decision 0038), before anything is counted or sent.
+    let model = crate::models::choose(quotas.catalog(), scope.tenant(), body.as_ref())?;
     // A place for the run's record before anything is counted: a refusal here costs the
     // caller no quota and leaves no reservation behind.
     let Some(slot) = slots.reserve(stream) else {
@@ -437,17 +464,18 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
                 "the run's body was already used".into(),
             ));
         };
-        crate::quota::admit_run(store, quotas, &scope, Utc::now(), || {
+        crate::quota::admit_run(store, quotas, &scope, Utc::now(), model.price, || {
             let e = estimate(map, quotas.completion_default(), &count_tokens);
             prompt = e.prompt_tokens;
             e
         })?
     };
-    let Some(Ok(Value::Object(body))) = body.take() else {
+    let Some(Ok(Value::Object(mut body))) = body.take() else {
         return Err(DomainError::Internal(
             "the run's body was already used".into(),
         ));
     };
+    model.apply(&mut body);
     Ok(Ok(RunPlan {
         scope,
         keys,
@@ -455,6 +483,11 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         stream,
         limits: admission.state,
         reserved: admission.reservation.map(|r| (r, prompt)),
+        cost: crate::quota::RunCost {
+            price: model.price,
+            spend: admission.spend,
+            prompt_tokens: admission.prompt_tokens,
+        },
         slot,
     }))
 }
@@ -613,6 +646,7 @@ impl<U: ChatUpstream> Runs<U> {
             body,
             stream,
             reserved,
+            cost,
             slot,
             ..
         } = plan;
@@ -643,6 +677,7 @@ impl<U: ChatUpstream> Runs<U> {
                 retried,
                 requested_model: requested_model.clone(),
                 reserved,
+                cost,
             };
             match self
                 .upstream
@@ -659,7 +694,7 @@ impl<U: ChatUpstream> Runs<U> {
                     let slot = slot.take();
                     let s = self.upstream.on_finish(
                         s,
-                        reserved.is_some(),
+                        reserved.is_some() || cost.spend.is_some(),
                         Box::new(move |report| {
                             if let Some(slot) = slot {
                                 slot.send(record.delivered(&report));
@@ -714,6 +749,8 @@ struct RunRecord {
     requested_model: Option<String>,
     /// The run's token reservation and its prompt's counted tokens (a token limit applied).
     reserved: Option<(TokenReservation, u64)>,
+    /// The model's price and the money reservation.
+    cost: crate::quota::RunCost,
 }
 
 impl RunRecord {
@@ -728,9 +765,14 @@ impl RunRecord {
     ) -> Box<RunLine> {
         // A run under a token limit without a reported usage is counted from what was sent
         // and relayed (issue 28), never as zero.
-        let usage = match (usage, self.reserved) {
+        // A run under a spend limit alone likewise (decision 0038).
+        let counted = self
+            .reserved
+            .map(|(_, prompt)| prompt)
+            .or(self.cost.spend.map(|_| self.cost.prompt_tokens));
+        let usage = match (usage, counted) {
             (Some(u), _) => u,
-            (None, Some((_, prompt))) => {
+            (None, Some(prompt)) => {
                 let completion = relayed.unwrap_or(0);
                 let total = crate::quota::settled_tokens(None, prompt, relayed);
                 TokenUsage {
@@ -752,6 +794,10 @@ impl RunRecord {
             usage,
             latency_ms,
             reservation: self.reserved.map(|(r, _)| r),
+            cost: self.cost.price.map_or(0, |p| {
+                p.cost(usage.prompt_tokens, usage.completion_tokens)
+            }),
+            spend: self.cost.spend,
         })
     }
 
@@ -1564,6 +1610,8 @@ mod tests {
                 usage: TokenUsage::default(),
                 latency_ms: 1,
                 reservation: None,
+                cost: 0,
+                spend: None,
             };
             assert_eq!(line.day(), day);
             assert_eq!(line.day(), line.at.format("%Y-%m-%d").to_string());

@@ -125,6 +125,8 @@ pub struct UsageLine {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// In nano-units of the deployment's currency (decision 0038).
+    pub cost: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

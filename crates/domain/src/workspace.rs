@@ -229,6 +229,8 @@ pub struct ApiKeyPatch {
     pub name: Option<String>,
     pub requests_per_minute: Option<Option<u64>>,
     pub tokens_per_minute: Option<Option<u64>>,
+    /// Nano-units (decision 0038).
+    pub monthly_spend: Option<Option<u64>>,
 }
 
 /// A key with the member and tenant it acts for, loaded in one go.

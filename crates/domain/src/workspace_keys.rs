@@ -26,6 +26,8 @@ use crate::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivit
 pub struct KeyLimitsRequest {
     pub requests_per_minute: Option<Option<i64>>,
     pub tokens_per_minute: Option<Option<i64>>,
+    /// A decimal string (decision 0038); null removes it.
+    pub monthly_spend: Option<Option<String>>,
 }
 
 /// A new key as the client asked for it, before any check.
@@ -73,7 +75,7 @@ pub fn create_api_key<P: ApiKeyRepo + ?Sized>(
     let scope = p.key_management_scope()?;
     let name = text("name", &req.name, 1, 100)?;
     let scopes = scopes(&req.scopes)?;
-    let (rpm, tpm) = checked_limits(p, req.limits.as_ref())?;
+    let (rpm, tpm, spend) = checked_limits(p, req.limits.as_ref())?;
     let expires_at = expiry(req.expires_at.as_deref(), now)?;
     let (secret, key_hash, hint) = codec.new_api_key();
     let key = ApiKey {
@@ -91,6 +93,7 @@ pub fn create_api_key<P: ApiKeyRepo + ?Sized>(
         limits: KeyLimits {
             requests_per_minute: rpm.flatten(),
             tokens_per_minute: tpm.flatten(),
+            monthly_spend: spend.flatten(),
         },
     };
     let line = key_activity(
@@ -123,11 +126,12 @@ pub fn update_api_key<P: ApiKeyRepo + ?Sized>(
         .as_deref()
         .map(|n| text("name", n, 1, 100))
         .transpose()?;
-    let (rpm, tpm) = checked_limits(p, req.limits.as_ref())?;
+    let (rpm, tpm, spend) = checked_limits(p, req.limits.as_ref())?;
     let patch = ApiKeyPatch {
         name,
         requests_per_minute: rpm,
         tokens_per_minute: tpm,
+        monthly_spend: spend,
     };
     let mut detail = Map::new();
     if let Some(name) = &patch.name {
@@ -135,6 +139,12 @@ pub fn update_api_key<P: ApiKeyRepo + ?Sized>(
     }
     if let Some(v) = patch.requests_per_minute {
         detail.insert("requests_per_minute".into(), json!(v));
+    }
+    if let Some(v) = patch.monthly_spend {
+        detail.insert(
+            "monthly_spend".into(),
+            json!(v.map(crate::prices::format_money)),
+        );
     }
     if let Some(v) = patch.tokens_per_minute {
         detail.insert("tokens_per_minute".into(), json!(v));
@@ -207,18 +217,24 @@ type LimitChange = Option<Option<u64>>;
 fn checked_limits(
     p: &Principal,
     req: Option<&KeyLimitsRequest>,
-) -> DomainResult<(LimitChange, LimitChange)> {
+) -> DomainResult<(LimitChange, LimitChange, LimitChange)> {
     let Some(req) = req else {
-        return Ok((None, None));
+        return Ok((None, None, None));
     };
     let rpm = limit_change("limits.requests_per_minute", req.requests_per_minute)?;
     let tpm = limit_change("limits.tokens_per_minute", req.tokens_per_minute)?;
+    let spend = req
+        .monthly_spend
+        .as_ref()
+        .map(|v| crate::prices::money_limit("limits.monthly_spend", v.as_deref()))
+        .transpose()?;
     KeyLimits {
         requests_per_minute: rpm.flatten(),
         tokens_per_minute: tpm.flatten(),
+        monthly_spend: spend.flatten(),
     }
     .check_within(&p.active_member_tenant()?.limits)?;
-    Ok((rpm, tpm))
+    Ok((rpm, tpm, spend))
 }
 
 fn key_activity(
@@ -270,6 +286,7 @@ mod tests {
         Some(KeyLimitsRequest {
             requests_per_minute: Some(Some(n)),
             tokens_per_minute: None,
+            monthly_spend: None,
         })
     }
 

@@ -129,6 +129,8 @@ pub struct TenantView {
     pub created_at: DateTime<Utc>,
     /// Quotas; each null when there is none.
     pub limits: TenantLimitsView,
+    /// The models its runs may name, within the region's list; null: the region's list.
+    pub allowed_models: Option<Vec<String>>,
 }
 
 /// A tenant's quotas, as shown and as `PATCH /admin/tenants/{id}` takes them.
@@ -137,6 +139,8 @@ pub struct TenantLimitsView {
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
     pub monthly_tokens: Option<u64>,
+    /// Money per UTC month in the deployment's currency, a decimal string (`"25.00"`).
+    pub monthly_spend: Option<String>,
 }
 
 impl From<&TenantLimits> for TenantLimitsView {
@@ -145,6 +149,7 @@ impl From<&TenantLimits> for TenantLimitsView {
             requests_per_minute: l.requests_per_minute,
             tokens_per_minute: l.tokens_per_minute,
             monthly_tokens: l.monthly_tokens,
+            monthly_spend: l.monthly_spend.map(gc_domain::prices::format_money),
         }
     }
 }
@@ -160,6 +165,7 @@ impl TenantView {
             ai_access,
             created_at: t.created_at,
             limits: TenantLimitsView::from(&t.limits),
+            allowed_models: t.allowed_models.clone(),
         }
     }
 }

@@ -89,6 +89,19 @@ pub(crate) struct TenantRow {
     /// by nothing else: never inserted (the column's default, 0) nor updated from here.
     #[diesel(skip_insertion)]
     pub ai_keys_version: i64,
+    /// A JSON array of model names, or null (decision 0038).
+    pub allowed_models: Option<String>,
+    pub monthly_spend: Option<i64>,
+}
+
+/// A tenant's stored allow-list: a JSON array of names.
+pub(crate) fn models_in(list: Option<&Vec<String>>) -> Option<String> {
+    list.map(|l| serde_json::Value::from(l.clone()).to_string())
+}
+
+fn models_out(raw: Option<String>) -> DomainResult<Option<Vec<String>>> {
+    raw.map(|s| serde_json::from_str(&s).map_err(|_| corrupt("allowed_models")))
+        .transpose()
 }
 
 /// A stored limit: a positive count, or none.
@@ -114,6 +127,8 @@ impl TenantRow {
             tokens_per_minute: limit_in(t.limits.tokens_per_minute),
             monthly_tokens: limit_in(t.limits.monthly_tokens),
             ai_keys_version: t.ai_keys_version,
+            allowed_models: models_in(t.allowed_models.as_ref()),
+            monthly_spend: limit_in(t.limits.monthly_spend),
         }
     }
 
@@ -129,7 +144,9 @@ impl TenantRow {
                 requests_per_minute: limit_out(self.requests_per_minute)?,
                 tokens_per_minute: limit_out(self.tokens_per_minute)?,
                 monthly_tokens: limit_out(self.monthly_tokens)?,
+                monthly_spend: limit_out(self.monthly_spend)?,
             },
+            allowed_models: models_out(self.allowed_models)?,
             ai_keys_version: self.ai_keys_version,
         })
     }
@@ -357,6 +374,7 @@ pub(crate) struct ApiKeyRow {
     pub revoked_at: Option<i64>,
     pub requests_per_minute: Option<i64>,
     pub tokens_per_minute: Option<i64>,
+    pub monthly_spend: Option<i64>,
 }
 
 impl ApiKeyRow {
@@ -381,6 +399,7 @@ impl ApiKeyRow {
             revoked_at: opt_ms(k.revoked_at),
             requests_per_minute: limit_in(k.limits.requests_per_minute),
             tokens_per_minute: limit_in(k.limits.tokens_per_minute),
+            monthly_spend: limit_in(k.limits.monthly_spend),
         }
     }
 
@@ -405,6 +424,7 @@ impl ApiKeyRow {
             limits: KeyLimits {
                 requests_per_minute: limit_out(self.requests_per_minute)?,
                 tokens_per_minute: limit_out(self.tokens_per_minute)?,
+                monthly_spend: limit_out(self.monthly_spend)?,
             },
         })
     }

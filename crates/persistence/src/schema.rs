@@ -13,6 +13,8 @@ diesel::table! {
         tokens_per_minute -> Nullable<BigInt>,
         monthly_tokens -> Nullable<BigInt>,
         ai_keys_version -> BigInt,
+        allowed_models -> Nullable<Text>,
+        monthly_spend -> Nullable<BigInt>,
     }
 }
 
@@ -114,6 +116,7 @@ diesel::table! {
         revoked_at -> Nullable<BigInt>,
         requests_per_minute -> Nullable<BigInt>,
         tokens_per_minute -> Nullable<BigInt>,
+        monthly_spend -> Nullable<BigInt>,
     }
 }
 
@@ -154,6 +157,7 @@ diesel::table! {
         prompt_tokens -> BigInt,
         completion_tokens -> BigInt,
         total_tokens -> BigInt,
+        cost -> BigInt,
     }
 }
 

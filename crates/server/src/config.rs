@@ -19,6 +19,7 @@
 //! | `GC_METRICS_BIND` | unset (the main listener) | serve `/metrics` on this address only, e.g. `127.0.0.1:9090` |
 //! | `GC_GATEWAY_TIMEOUT_S` | `60` | no upstream response (or a silent stream) this long → 504 / an in-band error |
 //! | `GC_GATEWAY_CONNECT_TIMEOUT_S` | `10` | upstream connect time-out |
+//! | `GC_PRICES` | unset (the shipped prices, USD) | a JSON file of model prices per million tokens, one currency (decision 0038, `docs/gateway.md`) |
 //! | `GC_RESERVE_COMPLETION_TOKENS` | `1024` | completion tokens a run under a token limit reserves when it names no `max_tokens` (decision 0025) |
 //! | `GC_GITHUB_API_URL`, `GC_GITHUB_CODELOAD_URL` | `https://api.github.com`, `https://codeload.github.com` | Guard repository fetch |
 //! | `GC_GITHUB_TOKEN` | unset | optional read-only token for the GitHub API rate limit |
@@ -351,6 +352,10 @@ pub struct Config {
     #[arg(long, env = "GC_RESERVE_COMPLETION_TOKENS", default_value_t = 1024,
         value_parser = clap::value_parser!(u64).range(1..=1_000_000_000_000))]
     pub reserve_completion_tokens: u64,
+    /// A JSON price table (model → input and output price per million tokens and a
+    /// currency) over the shipped prices (decision 0038). Default: the shipped prices, USD.
+    #[arg(long, env = "GC_PRICES")]
+    pub prices: Option<PathBuf>,
     /// GitHub REST API base for Guard repository scans.
     #[arg(
         long,
@@ -498,6 +503,7 @@ impl Config {
             gateway_timeout_s: 60,
             gateway_connect_timeout_s: 10,
             reserve_completion_tokens: 1024,
+            prices: None,
             github_api_url: "https://api.github.com".into(),
             github_codeload_url: "https://codeload.github.com".into(),
             github_token: None,
@@ -531,6 +537,59 @@ impl Config {
             log: "info".into(),
             log_format: "text".into(),
         }
+    }
+
+    /// Each region's models (`auto`'s model and, when `GC_GATEWAY_<REGION>_MODELS` is set, the
+    /// allow-list: that model and the listed ones) and the price table of `GC_PRICES` (a file
+    /// that cannot be read or mixes currencies stops the start).
+    pub fn model_catalog(&self) -> anyhow::Result<gc_domain::models::Catalog> {
+        use gc_domain::models::{Catalog, RegionModels};
+        use gc_domain::values::Region;
+        let mut regions = std::collections::HashMap::new();
+        for (region, default, models) in [
+            (
+                Region::Aihk,
+                &self.gateway_aihk_model,
+                &self.gateway_aihk_models,
+            ),
+            (
+                Region::Aica,
+                &self.gateway_aica_model,
+                &self.gateway_aica_models,
+            ),
+        ] {
+            let default = default.trim().to_owned();
+            let listed: Vec<String> = models
+                .iter()
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty() && m != "auto")
+                .collect();
+            let allowed = (!listed.is_empty()).then(|| {
+                let mut all = vec![default.clone()];
+                for m in listed {
+                    if !all.contains(&m) {
+                        all.push(m);
+                    }
+                }
+                all
+            });
+            regions.insert(
+                region,
+                RegionModels {
+                    default_model: default,
+                    allowed,
+                },
+            );
+        }
+        let prices = match &self.prices {
+            None => gc_domain::prices::Prices::shipped(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("GC_PRICES: {}: {e}", path.display()))?;
+                gc_domain::prices::Prices::from_json(&text).map_err(|e| anyhow::anyhow!(e))?
+            }
+        };
+        Ok(Catalog::new(regions, prices))
     }
 
     /// The folder for local state (the SQLite file, a generated master key).

@@ -377,6 +377,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
     state
         .quotas()
         .set_completion_default(config.reserve_completion_tokens);
+    state.quotas().set_catalog(config.model_catalog()?);
     state.metrics.set_pool_probe(move || {
         let (in_use, idle) = pool.pool_stats();
         gc_http_api::metrics::PoolStats { in_use, idle }

@@ -5,6 +5,8 @@ use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::admin::{self, tenant_name};
 use gc_domain::model::{Status, TenantPatch};
+use gc_domain::models::allowed_models;
+use gc_domain::prices::money_limit;
 use gc_domain::quota::limit_change;
 use gc_domain::values::Region;
 use serde::Deserialize;
@@ -106,6 +108,11 @@ pub struct PatchTenantBody {
     /// Quotas to change; a field left out stays, `null` removes that limit.
     #[serde(default, deserialize_with = "crate::extract::optional_object")]
     pub limits: Option<TenantLimitsBody>,
+    /// The models the tenant's runs may name (within the region's list); `null`: the
+    /// region's list.
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub allowed_models: Option<Option<Vec<String>>>,
 }
 
 /// `PATCH` of a tenant's quotas: each a positive integer, or null for no limit.
@@ -121,6 +128,10 @@ pub struct TenantLimitsBody {
     #[serde(default, deserialize_with = "crate::extract::nullable")]
     #[schema(value_type = Option<i64>)]
     pub monthly_tokens: Option<Option<i64>>,
+    /// Money per UTC month, a decimal string (`"25.00"`) in the deployment's currency.
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<String>)]
+    pub monthly_spend: Option<Option<String>>,
 }
 
 /// Renames, suspends or re-activates a tenant, moves its region, switches AI on or off, or
@@ -163,6 +174,16 @@ pub async fn patch_tenant(
             "limits.monthly_tokens",
             body.limits.as_ref().and_then(|l| l.monthly_tokens),
         )?,
+        monthly_spend: body
+            .limits
+            .as_ref()
+            .and_then(|l| l.monthly_spend.as_ref())
+            .map(|v| money_limit("limits.monthly_spend", v.as_deref()))
+            .transpose()?,
+        allowed_models: body
+            .allowed_models
+            .map(|l| allowed_models("allowed_models", l))
+            .transpose()?,
     };
     let id = id.into_inner();
     let (t, access) = state

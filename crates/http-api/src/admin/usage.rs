@@ -62,5 +62,6 @@ pub async fn admin_usage(
             usage::admin_usage(store, &p, tenant_id, &q)
         })
         .await?;
-    Ok(HttpResponse::Ok().json(UsageBody::new(UsageGroup::Tenant, page)))
+    let currency = state.quotas().catalog().prices().currency();
+    Ok(HttpResponse::Ok().json(UsageBody::new(UsageGroup::Tenant, page, currency)))
 }

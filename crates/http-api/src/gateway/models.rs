@@ -51,7 +51,15 @@ async fn models_of(state: &web::Data<AppState>, caller: Caller) -> Result<Vec<St
     let runs = state.runs.clone();
     caller
         .db(state, move |_, p| {
-            gc_domain::runs::models(runs.upstream(), p)
+            let all = gc_domain::runs::models(runs.upstream(), p)?;
+            // Only the caller's allowed models (decision 0038).
+            Ok(match p.tenant() {
+                Some(t) => runs
+                    .quotas()
+                    .catalog()
+                    .listed(t, all.into_iter().skip(1).collect()),
+                None => all,
+            })
         })
         .await
 }

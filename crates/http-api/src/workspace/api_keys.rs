@@ -42,6 +42,8 @@ pub struct ApiKeyView {
 pub struct KeyLimitsView {
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
+    /// Money per UTC month, a decimal string; null: none of its own.
+    pub monthly_spend: Option<String>,
 }
 
 /// A key's own quotas on create and PATCH: each a positive integer at most the tenant's
@@ -55,6 +57,10 @@ pub struct KeyLimitsBody {
     #[serde(default, deserialize_with = "crate::extract::nullable")]
     #[schema(value_type = Option<i64>)]
     pub tokens_per_minute: Option<Option<i64>>,
+    /// Money per UTC month, a decimal string (`"10.00"`), at most the tenant's.
+    #[serde(default, deserialize_with = "crate::extract::nullable")]
+    #[schema(value_type = Option<String>)]
+    pub monthly_spend: Option<Option<String>>,
 }
 
 impl From<KeyLimitsBody> for KeyLimitsRequest {
@@ -62,6 +68,7 @@ impl From<KeyLimitsBody> for KeyLimitsRequest {
         Self {
             requests_per_minute: b.requests_per_minute,
             tokens_per_minute: b.tokens_per_minute,
+            monthly_spend: b.monthly_spend,
         }
     }
 }
@@ -80,6 +87,7 @@ impl From<&ApiKey> for ApiKeyView {
             limits: KeyLimitsView {
                 requests_per_minute: k.limits.requests_per_minute,
                 tokens_per_minute: k.limits.tokens_per_minute,
+                monthly_spend: k.limits.monthly_spend.map(gc_domain::prices::format_money),
             },
         }
     }

@@ -82,10 +82,14 @@ pub struct UsageLineView {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// What the runs cost at the price table's prices, a decimal string (decision 0038).
+    pub cost: String,
+    /// The deployment's currency (`GC_PRICES`), e.g. `USD`.
+    pub currency: String,
 }
 
 impl UsageLineView {
-    fn new(group: UsageGroup, line: UsageLine) -> Self {
+    fn new(group: UsageGroup, line: UsageLine, currency: &str) -> Self {
         let g = line.group;
         let mut view = Self {
             day: None,
@@ -97,6 +101,8 @@ impl UsageLineView {
             prompt_tokens: line.prompt_tokens,
             completion_tokens: line.completion_tokens,
             total_tokens: line.total_tokens,
+            cost: gc_domain::prices::format_money(line.cost),
+            currency: currency.to_owned(),
         };
         match group {
             UsageGroup::Day => view.day = Some(g),
@@ -116,12 +122,12 @@ pub struct UsageBody {
 }
 
 impl UsageBody {
-    pub(crate) fn new(group: UsageGroup, page: UsagePage) -> Self {
+    pub(crate) fn new(group: UsageGroup, page: UsagePage, currency: &str) -> Self {
         Self {
             data: page
                 .items
                 .into_iter()
-                .map(|l| UsageLineView::new(group, l))
+                .map(|l| UsageLineView::new(group, l, currency))
                 .collect(),
             next_cursor: page.next.map(|g| URL_SAFE_NO_PAD.encode(g.as_bytes())),
         }
@@ -157,5 +163,6 @@ pub async fn workspace_usage(
             usage::workspace_usage(store, &p, &q)
         })
         .await?;
-    Ok(HttpResponse::Ok().json(UsageBody::new(group, page)))
+    let currency = state.quotas().catalog().prices().currency();
+    Ok(HttpResponse::Ok().json(UsageBody::new(group, page, currency)))
 }

@@ -70,6 +70,8 @@ struct TenantChanges<'a> {
     requests_per_minute: Option<Option<i64>>,
     tokens_per_minute: Option<Option<i64>>,
     monthly_tokens: Option<Option<i64>>,
+    monthly_spend: Option<Option<i64>>,
+    allowed_models: Option<Option<String>>,
 }
 
 impl UserRepo for DbStore {
@@ -329,6 +331,11 @@ impl TenantRepo for DbStore {
             requests_per_minute: patch.requests_per_minute.map(crate::rows::limit_in),
             tokens_per_minute: patch.tokens_per_minute.map(crate::rows::limit_in),
             monthly_tokens: patch.monthly_tokens.map(crate::rows::limit_in),
+            monthly_spend: patch.monthly_spend.map(crate::rows::limit_in),
+            allowed_models: patch
+                .allowed_models
+                .as_ref()
+                .map(|l| crate::rows::models_in(l.as_ref())),
         };
         let empty = changes.name.is_none()
             && changes.status.is_none()
@@ -336,7 +343,9 @@ impl TenantRepo for DbStore {
             && changes.ai_enabled.is_none()
             && changes.requests_per_minute.is_none()
             && changes.tokens_per_minute.is_none()
-            && changes.monthly_tokens.is_none();
+            && changes.monthly_tokens.is_none()
+            && changes.monthly_spend.is_none()
+            && changes.allowed_models.is_none();
         self.write("update_tenant", |conn| {
             if !empty {
                 diesel::update(tenants::table.find(&id))

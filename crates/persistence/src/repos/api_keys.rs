@@ -22,6 +22,7 @@ struct KeyChanges<'a> {
     name: Option<&'a str>,
     requests_per_minute: Option<Option<i64>>,
     tokens_per_minute: Option<Option<i64>>,
+    monthly_spend: Option<Option<i64>>,
 }
 
 impl ApiKeyRepo for DbStore {
@@ -113,6 +114,7 @@ impl ApiKeyRepo for DbStore {
             name: patch.name.as_deref(),
             requests_per_minute: patch.requests_per_minute.map(limit_in),
             tokens_per_minute: patch.tokens_per_minute.map(limit_in),
+            monthly_spend: patch.monthly_spend.map(limit_in),
         };
         let row = self.write("update_api_key", |conn| {
             let target = api_keys::table
@@ -122,6 +124,7 @@ impl ApiKeyRepo for DbStore {
             let found = if changes.name.is_none()
                 && changes.requests_per_minute.is_none()
                 && changes.tokens_per_minute.is_none()
+                && changes.monthly_spend.is_none()
             {
                 target.count().get_result::<i64>(conn)
             } else {

@@ -313,10 +313,10 @@ impl QuotaRepo for DbStore {
             on_backend!(conn, |c| diesel::delete(
                 quota_windows::table.filter(
                     quota_windows::subject
-                        .like("m:%")
+                        .like("m%")
                         .and(quota_windows::window_start.lt(month_before))
                         .or(quota_windows::subject
-                            .not_like("m:%")
+                            .not_like("m%")
                             .and(quota_windows::window_start.lt(minute_before))),
                 )
             )
@@ -342,6 +342,7 @@ struct RunUsageRow {
     prompt_tokens: i64,
     completion_tokens: i64,
     total_tokens: i64,
+    cost: i64,
 }
 
 impl UsageRepo for DbStore {
@@ -395,6 +396,7 @@ impl DbStore {
                     prompt_tokens: limit(u.prompt_tokens),
                     completion_tokens: limit(u.completion_tokens),
                     total_tokens: limit(u.total_tokens),
+                    cost: limit(r.cost()),
                 }
             })
             .collect();
@@ -405,11 +407,13 @@ impl DbStore {
         // windows of its end (decision 0025).
         let mut tokens: BTreeMap<QuotaWindow, i64> = BTreeMap::new();
         for r in runs {
-            let (windows, change) = r.token_changes();
-            if change != 0 {
-                for w in windows {
-                    let sum = tokens.entry(w).or_default();
-                    *sum = sum.saturating_add(change);
+            // Spend windows (decision 0038) are counted in the same way, in nano-units.
+            for (windows, change) in [r.token_changes(), r.spend_changes()] {
+                if change != 0 {
+                    for w in windows {
+                        let sum = tokens.entry(w).or_default();
+                        *sum = sum.saturating_add(change);
+                    }
                 }
             }
         }

@@ -47,15 +47,16 @@ struct DailyAdd {
     day: String,
     model: String,
     key_id: String,
-    counts: [i64; 5],
+    counts: [i64; 6],
 }
 
-const DAILY_COUNTS: [&str; 5] = [
+const DAILY_COUNTS: [&str; 6] = [
     "requests",
     "errors",
     "prompt_tokens",
     "completion_tokens",
     "total_tokens",
+    "cost",
 ];
 
 impl QueryId for DailyAdd {
@@ -72,7 +73,7 @@ where
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         out.push_sql(
             "INSERT INTO usage_daily (tenant_id, day, model, key_id, requests, errors, \
-             prompt_tokens, completion_tokens, total_tokens) VALUES (",
+             prompt_tokens, completion_tokens, total_tokens, cost) VALUES (",
         );
         for (i, key) in [&self.tenant_id, &self.day, &self.model, &self.key_id]
             .into_iter()
@@ -119,7 +120,7 @@ pub(crate) fn add_daily(
     runs: &[RunLine],
     error: impl Fn(diesel::result::Error) -> DomainError,
 ) -> DomainResult<()> {
-    let mut sums: BTreeMap<DailyKey, [u64; 5]> = BTreeMap::new();
+    let mut sums: BTreeMap<DailyKey, [u64; 6]> = BTreeMap::new();
     for r in runs {
         let u = r.usage();
         let key = (
@@ -135,6 +136,7 @@ pub(crate) fn add_daily(
             u.prompt_tokens,
             u.completion_tokens,
             u.total_tokens,
+            r.cost(),
         ];
         for (s, n) in sum.iter_mut().zip(add) {
             *s = s.saturating_add(n);
@@ -167,6 +169,8 @@ struct UsageRow {
     completion: i64,
     #[diesel(sql_type = BigInt)]
     total: i64,
+    #[diesel(sql_type = BigInt)]
+    cost: i64,
 }
 
 /// `SUM(column)` saturating at `i64::MAX`, as a BIGINT. PostgreSQL sums BIGINT in NUMERIC
@@ -239,17 +243,19 @@ impl Shape {
             "prompt_tokens",
             "completion_tokens",
             "total_tokens",
+            "cost",
         ]
         .map(|c| saturating_sum(c, pg));
         format!(
             "SELECT {column} AS grp, {} AS requests, {} AS errors, {} AS prompt, \
-             {} AS completion, {} AS total FROM usage_daily WHERE {} \
+             {} AS completion, {} AS total, {} AS cost FROM usage_daily WHERE {} \
              GROUP BY {column} ORDER BY {column} DESC LIMIT {limit}",
             sums[0],
             sums[1],
             sums[2],
             sums[3],
             sums[4],
+            sums[5],
             filter.join(" AND ")
         )
     }
@@ -303,6 +309,7 @@ fn usage(store: &DbStore, tenant_id: Option<Uuid>, query: &UsageQuery) -> Domain
             prompt_tokens: count(r.prompt),
             completion_tokens: count(r.completion),
             total_tokens: count(r.total),
+            cost: count(r.cost),
         })
         .collect();
     Ok(UsagePage::finish(query, lines))
