@@ -17,8 +17,12 @@ enum Policy {
     PublicMaybeAuth,
     /// A signed-in session of any account, whatever its state (me, sessions, sign-out).
     Account,
-    /// A platform admin's session (not suspended).
-    AdminOnly,
+    /// A platform admin's session (not suspended) or, on `/admin/**`, admin token (an
+    /// `admin:read` token only when nothing is written).
+    AdminOnly { write: bool },
+    /// A platform admin's session only (`/auth/ip-admin`; `/admin/tokens/**`, where an admin
+    /// token is refused `session_required` rather than unknown).
+    AdminSession { admin_path: bool },
     /// A member's session or key with `workspace:read` (GET; `workspace:write` covers only
     /// POST, PATCH and DELETE); reads of another tenant's objects are 404.
     WorkspaceRead { item: bool },
@@ -44,7 +48,10 @@ fn policy(route: Route) -> Option<Policy> {
         ("POST", "/guard/scan") => PublicMaybeAuth,
         (_, "/auth/signup") | ("POST", "/auth/signin") => Public,
         (_, "/auth/signout" | "/auth/change-password" | "/auth/me" | "/auth/sessions") => Account,
-        ("POST", "/auth/ip-admin") => AdminOnly,
+        ("POST", "/auth/ip-admin") => AdminSession { admin_path: false },
+        ("GET" | "POST", "/admin/tokens") | ("DELETE", "/admin/tokens/{id}") => {
+            AdminSession { admin_path: true }
+        }
         (
             _,
             "/admin/tenants"
@@ -56,7 +63,7 @@ fn policy(route: Route) -> Option<Policy> {
             | "/admin/users/{id}"
             | "/admin/users/{id}/tenant"
             | "/admin/usage",
-        ) => AdminOnly,
+        ) => AdminOnly { write: !read },
         ("GET" | "POST", "/workspace/api-keys")
         | ("DELETE" | "PATCH", "/workspace/api-keys/{id}") => WorkspaceSession { write: !read },
         (
@@ -104,7 +111,8 @@ fn the_route_tables_access_class_agrees_with_the_policy() {
             Some(Policy::Public) => Some(Access::Public),
             Some(Policy::PublicMaybeAuth) => Some(Access::Guard),
             Some(Policy::Account) => Some(Access::Session),
-            Some(Policy::AdminOnly) => Some(Access::Admin),
+            Some(Policy::AdminOnly { .. }) => Some(Access::Admin),
+            Some(Policy::AdminSession { .. }) => Some(Access::AdminSession),
             Some(Policy::WorkspaceSession { .. }) => Some(Access::KeyManagement),
             Some(Policy::WorkspaceRead { .. }) => Some(Access::Workspace("workspace:read")),
             Some(Policy::WorkspaceWrite { .. }) => Some(Access::Workspace("workspace:write")),
@@ -138,9 +146,14 @@ enum Who {
     KeyGuard,
     KeyRun,
     RevokedKey,
+    /// The admin's `admin` token, the same admin's `admin:read` token, and an `admin` token of
+    /// the suspended admin (made before the suspension).
+    AdminToken,
+    AdminReadToken,
+    SuspendedAdminToken,
 }
 
-const EVERYONE: [Who; 14] = [
+const EVERYONE: [Who; 17] = [
     Who::Anonymous,
     Who::Unassigned,
     Who::SuspendedMember,
@@ -155,6 +168,9 @@ const EVERYONE: [Who; 14] = [
     Who::KeyGuard,
     Who::KeyRun,
     Who::RevokedKey,
+    Who::AdminToken,
+    Who::AdminReadToken,
+    Who::SuspendedAdminToken,
 ];
 
 /// What a caller should get.
@@ -174,9 +190,20 @@ fn want(policy: Policy, who: Who) -> Want {
     use Want::*;
     use Who::*;
     let key = matches!(who, KeyRead | KeyWrite | KeyGuard | KeyRun);
+    let token = matches!(who, AdminToken | AdminReadToken | SuspendedAdminToken);
     // Refusals that come with the credential itself, before any route rule.
     match (policy, who) {
         (Public, _) => return Allowed,
+        // An admin token is a credential on `/admin/**` only; there it acts as its admin.
+        (AdminOnly { write }, _) if token => {
+            return match who {
+                SuspendedAdminToken => Refused(403, "member_suspended"),
+                AdminReadToken if write => Refused(403, "insufficient_scope"),
+                _ => Allowed,
+            }
+        }
+        (AdminSession { admin_path: true }, _) if token => return Refused(403, "session_required"),
+        (_, _) if token => return Refused(401, "invalid_api_key"),
         (_, RevokedKey) => return Refused(401, "invalid_api_key"),
         // Anonymous scans are allowed (and throttled); a platform admin's scan is recorded
         // nowhere or in the Shadow tenant's feed.
@@ -190,8 +217,8 @@ fn want(policy: Policy, who: Who) -> Want {
         PublicMaybeAuth => member(who, false, false, Some("guard:scan")),
         Account if key => Refused(403, "session_required"),
         Account => Allowed,
-        AdminOnly if key => Refused(403, "session_required"),
-        AdminOnly => match who {
+        AdminOnly { .. } | AdminSession { .. } if key => Refused(403, "session_required"),
+        AdminOnly { .. } | AdminSession { .. } => match who {
             Admin | ShadowAdmin => Allowed,
             SuspendedAdmin => Refused(403, "member_suspended"),
             _ => Refused(403, "admin_required"),
@@ -230,7 +257,9 @@ fn member(who: Who, item: bool, write: bool, scope: Option<&'static str>) -> Wan
             }
         }
         Anonymous => Refused(401, "unauthenticated"),
-        RevokedKey => Refused(401, "invalid_api_key"),
+        RevokedKey | AdminToken | AdminReadToken | SuspendedAdminToken => {
+            Refused(401, "invalid_api_key")
+        }
     }
 }
 
@@ -330,6 +359,16 @@ async fn world(app: &TestApp) -> World {
     }
     let shadow = admins.pop().unwrap();
     let suspended_admin = admins.pop().unwrap();
+    let token = |session: Actor, scope: &'static str| async move {
+        let made = session
+            .post("/admin/tokens", json!({"name": scope, "scope": scope}))
+            .await;
+        assert_eq!(made.status, 201, "{}", made.text);
+        session.with_key(made.body["token"].as_str().unwrap())
+    };
+    let admin_token = token(admin.clone(), "admin").await;
+    let admin_read_token = token(admin.clone(), "admin:read").await;
+    let suspended_admin_token = token(suspended_admin.clone(), "admin").await;
     let enter = shadow
         .post("/auth/ip-admin", json!({"tenant_id": t["id"]}))
         .await;
@@ -372,6 +411,9 @@ async fn world(app: &TestApp) -> World {
             (Who::KeyGuard, key_guard),
             (Who::KeyRun, key_run),
             (Who::RevokedKey, revoked),
+            (Who::AdminToken, admin_token),
+            (Who::AdminReadToken, admin_read_token),
+            (Who::SuspendedAdminToken, suspended_admin_token),
         ],
         skill: skill.body["id"].as_str().unwrap().to_owned(),
         collection: cid,

@@ -17,11 +17,16 @@ pub struct ApiKeySecret(String);
 
 impl ApiKeySecret {
     pub fn generate() -> Self {
+        Self::generate_with_prefix(KEY_PREFIX)
+    }
+
+    /// A key of the same shape under another prefix (`gca_` for admin tokens, decision 0036).
+    pub fn generate_with_prefix(prefix: &str) -> Self {
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
         let body = base62_fixed(&bytes, BODY_LEN);
         let check = base62_fixed(&crc32fast::hash(body.as_bytes()).to_be_bytes(), CHECK_LEN);
-        Self(format!("{KEY_PREFIX}{body}{check}"))
+        Self(format!("{prefix}{body}{check}"))
     }
 
     pub fn expose(&self) -> &str {
@@ -58,10 +63,15 @@ pub fn secret_hint(secret: &str) -> String {
 
 /// True when `raw` is shaped like a key and its checksum matches. Costs no I/O.
 pub fn checksum_ok(raw: &str) -> bool {
-    if raw.len() != KEY_LEN || !raw.starts_with(KEY_PREFIX) {
+    checksum_ok_with(KEY_PREFIX, raw)
+}
+
+/// [`checksum_ok`] for keys made by [`ApiKeySecret::generate_with_prefix`].
+pub fn checksum_ok_with(prefix: &str, raw: &str) -> bool {
+    if raw.len() != KEY_LEN - KEY_PREFIX.len() + prefix.len() || !raw.starts_with(prefix) {
         return false;
     }
-    let rest = &raw[KEY_PREFIX.len()..];
+    let rest = &raw[prefix.len()..];
     if !rest.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return false;
     }
@@ -118,6 +128,17 @@ mod tests {
         assert!(!checksum_ok(&format!("xx_{}", &raw[3..])));
         assert!(!checksum_ok(""));
         assert!(!checksum_ok(&format!("{}é", &raw[..raw.len() - 2])));
+    }
+
+    #[test]
+    fn prefixed_keys_check_only_under_their_prefix() {
+        let token = ApiKeySecret::generate_with_prefix("gca_");
+        let raw = token.expose();
+        assert!(raw.starts_with("gca_") && raw.len() == KEY_LEN + 1);
+        assert!(checksum_ok_with("gca_", raw));
+        assert!(!checksum_ok(raw));
+        assert!(!checksum_ok_with("gca_", ApiKeySecret::generate().expose()));
+        assert!(!checksum_ok_with("gca_", &format!("gcb_{}", &raw[4..])));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use gc_domain::ports::{CredentialCodec, KeySealer};
 use gc_domain::secret::SecretString;
 use gc_domain::{DomainError, DomainResult};
 
-use crate::api_key::{checksum_ok, ApiKeySecret};
+use crate::api_key::{checksum_ok, checksum_ok_with, ApiKeySecret};
 use crate::seal::Sealer;
 use crate::token::{sha256_hex, SessionToken};
 
@@ -29,6 +29,15 @@ impl CredentialCodec for Credentials {
 
     fn api_key_hash(&self, raw: &str) -> Option<String> {
         checksum_ok(raw).then(|| sha256_hex(raw))
+    }
+
+    fn new_admin_token(&self) -> (SecretString, String) {
+        let token = ApiKeySecret::generate_with_prefix(gc_domain::admin_tokens::TOKEN_PREFIX);
+        (SecretString::new(token.expose()), token.hash())
+    }
+
+    fn admin_token_hash(&self, raw: &str) -> Option<String> {
+        checksum_ok_with(gc_domain::admin_tokens::TOKEN_PREFIX, raw).then(|| sha256_hex(raw))
     }
 }
 
@@ -59,6 +68,11 @@ mod tests {
         assert_eq!(c.api_key_hash(key.expose()), Some(hash));
         assert!(hint.starts_with("gc_"));
         assert_eq!(c.api_key_hash("gc_made_up"), None);
+        let (token, hash) = c.new_admin_token();
+        assert!(token.expose().starts_with("gca_"));
+        assert_eq!(c.admin_token_hash(token.expose()), Some(hash));
+        assert_eq!(c.api_key_hash(token.expose()), None);
+        assert_eq!(c.admin_token_hash(key.expose()), None);
         assert_eq!(c.session_hash("x"), None);
     }
 

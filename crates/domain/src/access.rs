@@ -28,6 +28,15 @@ pub enum Credential {
         /// The key's own quotas, as loaded for this request.
         limits: crate::quota::KeyLimits,
     },
+    /// A platform admin's `gca_` token, presented on an `/admin/**` route (decision 0036).
+    AdminToken {
+        token_id: Uuid,
+        name: String,
+        scope: crate::admin_tokens::AdminTokenScope,
+        /// The request may change something (any method but GET and HEAD): an `admin:read`
+        /// token is refused it.
+        writes: bool,
+    },
 }
 
 /// An authenticated caller: the account, its tenant as loaded for this request, and the
@@ -74,7 +83,7 @@ impl Principal {
     pub fn session_id(&self) -> Option<Uuid> {
         match &self.credential {
             Credential::Session { session_id, .. } => Some(*session_id),
-            Credential::ApiKey { .. } => None,
+            Credential::ApiKey { .. } | Credential::AdminToken { .. } => None,
         }
     }
 
@@ -94,24 +103,41 @@ impl Principal {
         self.session_id().ok_or(DomainError::SessionRequired)
     }
 
-    /// The proof for every administration port: an active platform admin's session. Refusals,
-    /// in order: an API key (`session_required`), not an admin (`admin_required`), a suspended
-    /// admin (`member_suspended`).
+    /// The proof for every administration port: an active platform admin's session or admin
+    /// token. Refusals, in order: an API key (`session_required`), not an admin
+    /// (`admin_required`), a suspended admin (`member_suspended`), an `admin:read` token on a
+    /// request that may change something (`insufficient_scope`).
     pub fn admin_scope(&self) -> DomainResult<AdminScope> {
-        self.require_session()?;
+        let read_only_token_writes = match &self.credential {
+            Credential::ApiKey { .. } => return Err(DomainError::SessionRequired),
+            Credential::Session { .. } => false,
+            Credential::AdminToken { scope, writes, .. } => *writes && !scope.allows_writes(),
+        };
         if !self.user.is_platform_admin() {
             return Err(DomainError::AdminRequired);
         }
         if self.user.status != Status::Active {
             return Err(DomainError::MemberSuspended);
         }
+        if read_only_token_writes {
+            return Err(DomainError::InsufficientScope("admin"));
+        }
         Ok(AdminScope {
-            actor: Actor {
-                kind: ActorKind::Admin,
-                id: self.user.id,
-                label: self.user.email.as_str().to_owned(),
-            },
+            actor: self.admin_actor(),
         })
+    }
+
+    /// The admin as an actor: the email, and the token's name when a token acts for them.
+    fn admin_actor(&self) -> Actor {
+        let email = self.user.email.as_str();
+        Actor {
+            kind: ActorKind::Admin,
+            id: self.user.id,
+            label: match &self.credential {
+                Credential::AdminToken { name, .. } => format!("{email} (admin token {name})"),
+                _ => email.to_owned(),
+            },
+        }
     }
 
     /// The activity-feed actor for this caller.
@@ -131,6 +157,7 @@ impl Principal {
                 id: self.user.id,
                 label: self.user.email.as_str().to_owned(),
             },
+            Credential::AdminToken { .. } => self.admin_actor(),
         }
     }
 
@@ -145,6 +172,10 @@ impl Principal {
 
     /// The active tenant of an active member; the member rules of the contract, in order.
     fn active_tenant(&self) -> DomainResult<&Tenant> {
+        // An admin token is a credential on `/admin/**` only, never for workspace data.
+        if let Credential::AdminToken { .. } = self.credential {
+            return Err(DomainError::InvalidApiKey);
+        }
         match self.user.member_status() {
             MemberStatus::Suspended => return Err(DomainError::MemberSuspended),
             MemberStatus::Unassigned => return Err(DomainError::MemberUnassigned),

@@ -290,6 +290,12 @@ pub struct CheckedCredential(Checked);
 enum Checked {
     Key(String),
     Session(String),
+    /// An admin token's hash, whether the request may change something, and its route.
+    AdminToken {
+        hash: String,
+        writes: bool,
+        route: String,
+    },
 }
 
 /// A credential as the client presented it.
@@ -297,6 +303,15 @@ enum Checked {
 pub enum Presented<'a> {
     Bearer(&'a str),
     SessionToken(&'a str),
+    /// A Bearer `gca_` admin token (decision 0036): `admin_route` when the request is for an
+    /// `/admin/**` route (the only place it is a credential), `writes` when its method may
+    /// change something, `route` the method and path for the audit line.
+    AdminToken {
+        raw: &'a str,
+        admin_route: bool,
+        writes: bool,
+        route: &'a str,
+    },
 }
 
 /// Checks a presented credential's shape without the database: a made-up key fails its
@@ -314,11 +329,27 @@ pub fn check_credential(
             .session_hash(raw)
             .map(|h| CheckedCredential(Checked::Session(h)))
             .ok_or(DomainError::Unauthenticated),
+        Presented::AdminToken {
+            raw,
+            admin_route,
+            writes,
+            route,
+        } => codec
+            .admin_token_hash(raw)
+            .filter(|_| admin_route)
+            .map(|hash| {
+                CheckedCredential(Checked::AdminToken {
+                    hash,
+                    writes,
+                    route: route.to_owned(),
+                })
+            })
+            .ok_or(DomainError::InvalidApiKey),
     }
 }
 
 /// Turns a checked credential into a `Principal`: the domain's one way to make one.
-pub fn authenticate<P: SessionRepo + ApiKeyRepo + ?Sized>(
+pub fn authenticate<P: SessionRepo + ApiKeyRepo + crate::admin_tokens::AdminTokenRepo + ?Sized>(
     store: &P,
     policy: &AccountPolicy,
     checked: &CheckedCredential,
@@ -327,6 +358,11 @@ pub fn authenticate<P: SessionRepo + ApiKeyRepo + ?Sized>(
     match &checked.0 {
         Checked::Key(hash) => authenticate_key(store, policy, hash, now),
         Checked::Session(hash) => authenticate_session(store, policy, hash, now),
+        Checked::AdminToken {
+            hash,
+            writes,
+            route,
+        } => crate::admin_tokens::authenticate(store, policy, hash, *writes, route, now),
     }
 }
 

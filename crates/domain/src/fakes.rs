@@ -707,6 +707,14 @@ impl CredentialCodec for FakeCodec {
     fn api_key_hash(&self, raw: &str) -> Option<String> {
         raw.starts_with("gc_").then(|| Self::hash_of(raw))
     }
+    fn new_admin_token(&self) -> (SecretString, String) {
+        let raw = format!("gca_test_{}", Uuid::now_v7().simple());
+        let hash = Self::hash_of(&raw);
+        (SecretString::new(raw), hash)
+    }
+    fn admin_token_hash(&self, raw: &str) -> Option<String> {
+        raw.starts_with("gca_").then(|| Self::hash_of(raw))
+    }
 }
 
 /// Runs a future whose every await is ready at once (the fakes never wait).

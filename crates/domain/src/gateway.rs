@@ -144,7 +144,7 @@ impl RunScope {
         }
         let key = match principal.credential() {
             crate::access::Credential::ApiKey { key_id, limits, .. } => Some((*key_id, *limits)),
-            crate::access::Credential::Session { .. } => None,
+            _ => None,
         };
         Ok(Self {
             tenant,

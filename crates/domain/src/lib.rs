@@ -7,6 +7,7 @@
 pub mod access;
 pub mod accounts;
 pub mod admin;
+pub mod admin_tokens;
 pub mod error;
 #[cfg(test)]
 pub(crate) mod fakes;

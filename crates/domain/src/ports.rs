@@ -404,6 +404,7 @@ pub trait Store:
     + SigninThrottleRepo
     + WorkspaceRepo
     + ApiKeyRepo
+    + crate::admin_tokens::AdminTokenRepo
     + AiKeyRepo
     + QuotaRepo
     + UsageRepo
@@ -422,6 +423,7 @@ impl<T> Store for T where
         + SigninThrottleRepo
         + WorkspaceRepo
         + ApiKeyRepo
+        + crate::admin_tokens::AdminTokenRepo
         + AiKeyRepo
         + QuotaRepo
         + UsageRepo
@@ -444,6 +446,10 @@ pub trait CredentialCodec: Send + Sync {
     fn session_hash(&self, raw: &str) -> Option<String>;
     /// The hash to look up for a presented API key, or `None` when its checksum fails.
     fn api_key_hash(&self, raw: &str) -> Option<String>;
+    /// A fresh `gca_` admin token for the client and its stored hash (decision 0036).
+    fn new_admin_token(&self) -> (crate::secret::SecretString, String);
+    /// The hash to look up for a presented admin token, or `None` when its checksum fails.
+    fn admin_token_hash(&self, raw: &str) -> Option<String>;
 }
 
 /// Seals upstream AI keys at rest. Implemented in `gc-auth` (AES-256-GCM under the master

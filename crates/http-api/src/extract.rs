@@ -8,7 +8,7 @@ use actix_web::http::{header, Method};
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use chrono::Utc;
 use futures_util::future::LocalBoxFuture;
-use gc_domain::access::Principal;
+use gc_domain::access::{Credential, Principal};
 use gc_domain::accounts::{self, check_credential, CheckedCredential, Presented as Shown};
 use gc_domain::DomainError;
 use gc_domain::ErrorCode;
@@ -73,6 +73,16 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
 fn check(req: &HttpRequest, state: &AppState) -> Result<Option<CheckedCredential>, ApiError> {
     match presented(req)? {
         Presented::Nothing => Ok(None),
+        Presented::Bearer(key) if key.starts_with(gc_domain::admin_tokens::TOKEN_PREFIX) => {
+            let route = format!("{} {}", req.method(), req.path());
+            let shown = Shown::AdminToken {
+                raw: &key,
+                admin_route: is_admin_route(req),
+                writes: !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS),
+                route: &route,
+            };
+            Ok(Some(check_credential(state.credentials.as_ref(), shown)?))
+        }
         Presented::Bearer(key) => Ok(Some(check_credential(
             state.credentials.as_ref(),
             Shown::Bearer(&key),
@@ -86,9 +96,28 @@ fn check(req: &HttpRequest, state: &AppState) -> Result<Option<CheckedCredential
     }
 }
 
+/// True for a request routed to `/admin/**`, the only routes where an admin token is a
+/// credential. The router's matched pattern is read, not the raw path, so no spelling of a path
+/// can pass as another route.
+fn is_admin_route(req: &HttpRequest) -> bool {
+    req.match_pattern()
+        .is_some_and(|pattern| pattern.starts_with("/api/v1/admin/"))
+}
+
 fn mark_shadow(req: &HttpRequest, principal: &Principal) {
     if let Some((tenant, _)) = principal.shadow() {
         req.extensions_mut().insert(ShadowTenant(tenant.id));
+    }
+    if let Credential::AdminToken { token_id, name, .. } = principal.credential() {
+        // The audit line is in the database already; this puts the use in the log too.
+        tracing::info!(
+            admin_id = %principal.user().id,
+            token_id = %token_id,
+            token_name = %name,
+            method = %req.method(),
+            path = req.path(),
+            "admin token used"
+        );
     }
 }
 

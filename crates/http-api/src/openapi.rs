@@ -50,6 +50,7 @@ const ERROR: &str = "Error";
 const OPENAI_ERROR: &str = "OpenAiError";
 const SESSION: &str = "session";
 const KEY: &str = "workspace_key";
+const ADMIN_TOKEN: &str = "admin_token";
 
 /// The route the table declares for an operation of the document (`method` in lowercase,
 /// `path` under `/api/v1`, parameter names as the annotation spells them). `None` for an
@@ -140,7 +141,11 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
             s.codes(&[C::OriginMismatch, C::InsufficientScope]);
             s.codes(&MEMBER);
         }
-        Access::Session | Access::Admin | Access::KeyManagement | Access::Workspace(_) => {
+        Access::Session
+        | Access::Admin
+        | Access::AdminSession
+        | Access::KeyManagement
+        | Access::Workspace(_) => {
             s.codes(&credentials);
             s.codes(&[C::ServiceUnavailable]);
             if unsafe_method {
@@ -148,7 +153,13 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
             }
             match route.access {
                 Access::Session => s.codes(&[C::SessionRequired]),
-                Access::Admin => {
+                Access::Admin => s.codes(&[
+                    C::SessionRequired,
+                    C::AdminRequired,
+                    C::MemberSuspended,
+                    C::InsufficientScope,
+                ]),
+                Access::AdminSession => {
                     s.codes(&[C::SessionRequired, C::AdminRequired, C::MemberSuspended])
                 }
                 Access::KeyManagement => {
@@ -204,7 +215,8 @@ fn security(access: Access) -> Value {
     match access {
         Access::Public => json!([]),
         Access::Guard => json!([{}, {SESSION: []}, {KEY: ["guard:scan"]}]),
-        Access::Session | Access::Admin | Access::KeyManagement => json!([{SESSION: []}]),
+        Access::Admin => json!([{SESSION: []}, {ADMIN_TOKEN: ["admin"]}]),
+        Access::Session | Access::AdminSession | Access::KeyManagement => json!([{SESSION: []}]),
         Access::Workspace(scope) => json!([{SESSION: []}, {KEY: [scope]}]),
         Access::Run | Access::Models => json!([{SESSION: []}, {KEY: ["run"]}]),
     }
@@ -653,6 +665,12 @@ fn security_schemes() -> Value {
             "scheme": "bearer",
             "bearerFormat": "gc_<base62><crc32>",
             "description": "A workspace key, `Authorization: Bearer gc_...`, created with `POST /workspace/api-keys`. Scopes: `workspace:read` (GET on /workspace/**), `workspace:write` (POST/PATCH/DELETE on /workspace/**), `guard:scan` (POST /guard/scan), `run` (/run, /chat/completions and /models); a missing scope is 403 `insufficient_scope`. Not accepted on /auth/**, /admin/** or /workspace/api-keys/** (403 `session_required`). Exempt from the Origin rule. A revoked or expired key is 401 `invalid_api_key`."
+        },
+        ADMIN_TOKEN: {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "gca_<base62><crc32>",
+            "description": "A platform admin's token, `Authorization: Bearer gca_...`, created with `POST /admin/tokens` (a session only). Accepted on /admin/** only (anywhere else 401 `invalid_api_key`), never on /admin/tokens/** (403 `session_required`); exempt from the Origin rule. Scopes: `admin` (every such route) or `admin:read` (GET only, else 403 `insufficient_scope`). It acts as its admin, judged on every request: a suspended admin's token is 403 `member_suspended`, a demoted admin's 403 `admin_required`, a deleted admin's, revoked or expired token 401 `invalid_api_key`. Every use is recorded (admin, token, route)."
         }
     })
 }

@@ -31,8 +31,11 @@ pub enum Access {
     /// A session of any account, whatever its state (`/auth/**` but sign-in, sign-up and
     /// ip-admin).
     Session,
-    /// A platform admin's session (`/admin/**`, `/auth/ip-admin`).
+    /// A platform admin's session or admin token (`/admin/**`; an `admin:read` token on GET
+    /// only).
     Admin,
+    /// A platform admin's session only (`/auth/ip-admin`, `/admin/tokens/**`).
+    AdminSession,
     /// A member's session only (`/workspace/api-keys/**`).
     KeyManagement,
     /// A member's session or a key with the scope.
@@ -146,7 +149,7 @@ route_table! { ROUTES, mount_api, ApiPaths;
         POST [Session] auth::change_password::change_password
             errors(TooManyAttempts, RateLimited, Busy),
     },
-    "/auth/ip-admin" => { POST [Admin] auth::ip_admin::ip_admin errors(NotFound) },
+    "/auth/ip-admin" => { POST [AdminSession] auth::ip_admin::ip_admin errors(NotFound) },
     "/auth/me" => { GET [Session] auth::me::get_me, PATCH [Session] auth::me::patch_me },
     "/auth/sessions" => {
         GET [Session] auth::sessions::list_sessions,
@@ -176,6 +179,11 @@ route_table! { ROUTES, mount_api, ApiPaths;
     "/admin/users/{id}" => { PATCH [Admin] admin::users::patch_user },
     "/admin/users/{id}/tenant" => { PATCH [Admin] admin::users::assign_tenant },
     "/admin/usage" => { GET [Admin] admin::usage::admin_usage },
+    "/admin/tokens" => {
+        GET [AdminSession] admin::tokens::list_tokens,
+        POST [AdminSession] admin::tokens::create_token,
+    },
+    "/admin/tokens/{id}" => { DELETE [AdminSession] admin::tokens::revoke_token errors(NotFound) },
 
     "/workspace" => { GET [Workspace(READ)] workspace::overview::overview },
     "/workspace/settings" => {

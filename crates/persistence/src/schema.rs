@@ -161,8 +161,33 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    admin_tokens (id) {
+        id -> Text,
+        user_id -> Text,
+        name -> Text,
+        scope -> Text,
+        token_hash -> Text,
+        created_at -> BigInt,
+        expires_at -> Nullable<BigInt>,
+        last_used_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    admin_token_uses (id) {
+        id -> Text,
+        at -> BigInt,
+        admin_id -> Text,
+        token_id -> Text,
+        token_name -> Text,
+        route -> Text,
+    }
+}
+
 diesel::joinable!(sessions -> users (user_id));
 diesel::joinable!(api_keys -> users (user_id));
+diesel::joinable!(admin_tokens -> users (user_id));
 diesel::joinable!(users -> tenants (tenant_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
@@ -175,6 +200,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     settings,
     activity,
     api_keys,
+    admin_tokens,
+    admin_token_uses,
     tenant_ai_keys,
     quota_windows,
     run_usage,

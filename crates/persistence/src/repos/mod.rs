@@ -1,6 +1,7 @@
 //! The port implementations, one module per area.
 
 mod accounts;
+mod admin_tokens;
 pub(crate) mod ai_keys;
 mod api_keys;
 mod quota;

@@ -1,0 +1,173 @@
+//! Admin API tokens (decision 0036): stored as SHA-256 only, always filtered by their admin;
+//! every use is one line in `admin_token_uses`.
+
+use diesel::prelude::*;
+use gc_domain::admin_tokens::{
+    AdminToken, AdminTokenContext, AdminTokenRepo, AdminTokenScope, AdminTokenUse, NewAdminToken,
+};
+use gc_domain::page::{Page, PageRequest};
+use gc_domain::DomainResult;
+use uuid::Uuid;
+
+use super::fetch_limit;
+use crate::error::{corrupt, db_error};
+use crate::rows::{id, ms, opt_ms, text, time, TenantRow, UserRow};
+use crate::schema::{admin_token_uses, admin_tokens, tenants, users};
+use crate::store::DbStore;
+
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
+#[diesel(table_name = admin_tokens)]
+struct AdminTokenRow {
+    id: String,
+    user_id: String,
+    name: String,
+    scope: String,
+    token_hash: String,
+    created_at: i64,
+    expires_at: Option<i64>,
+    last_used_at: Option<i64>,
+}
+
+impl AdminTokenRow {
+    fn from_domain(new: &NewAdminToken) -> Self {
+        let t = &new.token;
+        Self {
+            id: text(t.id),
+            user_id: text(t.user_id),
+            name: t.name.clone(),
+            scope: t.scope.as_str().to_owned(),
+            token_hash: new.token_hash.clone(),
+            created_at: ms(t.created_at),
+            expires_at: opt_ms(t.expires_at),
+            last_used_at: opt_ms(t.last_used_at),
+        }
+    }
+
+    fn into_domain(self) -> DomainResult<AdminToken> {
+        Ok(AdminToken {
+            id: id(&self.id)?,
+            user_id: id(&self.user_id)?,
+            name: self.name,
+            scope: AdminTokenScope::parse("scope", &self.scope)
+                .map_err(|_| corrupt("admin token scope"))?,
+            created_at: time(self.created_at)?,
+            expires_at: self.expires_at.map(time).transpose()?,
+            last_used_at: self.last_used_at.map(time).transpose()?,
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = admin_token_uses)]
+struct AdminTokenUseRow<'a> {
+    id: String,
+    at: i64,
+    admin_id: String,
+    token_id: String,
+    token_name: &'a str,
+    route: &'a str,
+}
+
+impl AdminTokenRepo for DbStore {
+    fn insert_admin_token(&self, token: &NewAdminToken) -> DomainResult<AdminToken> {
+        let row = AdminTokenRow::from_domain(token);
+        self.write_one(|conn| {
+            diesel::insert_into(admin_tokens::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| db_error("insert_admin_token", e))
+        })?;
+        row.into_domain()
+    }
+
+    fn list_admin_tokens(
+        &self,
+        user_id: Uuid,
+        page: &PageRequest,
+    ) -> DomainResult<Page<AdminToken>> {
+        let user_id = text(user_id);
+        let rows = self.read(|conn| {
+            let mut query = admin_tokens::table
+                .filter(admin_tokens::user_id.eq(&user_id))
+                .select(AdminTokenRow::as_select())
+                .order(admin_tokens::id.desc())
+                .limit(fetch_limit(page))
+                .into_boxed();
+            if let Some(before) = page.before() {
+                query = query.filter(admin_tokens::id.lt(text(before)));
+            }
+            query
+                .load(conn)
+                .map_err(|e| db_error("list_admin_tokens", e))
+        })?;
+        let tokens = rows
+            .into_iter()
+            .map(AdminTokenRow::into_domain)
+            .collect::<DomainResult<Vec<_>>>()?;
+        Ok(page.finish(tokens, |t| t.id))
+    }
+
+    fn delete_admin_token(&self, user_id: Uuid, token_id: Uuid) -> DomainResult<bool> {
+        let (user_id, token_id) = (text(user_id), text(token_id));
+        let n = self.write_one(|conn| {
+            diesel::delete(
+                admin_tokens::table
+                    .filter(admin_tokens::id.eq(&token_id))
+                    .filter(admin_tokens::user_id.eq(&user_id)),
+            )
+            .execute(conn)
+            .map_err(|e| db_error("delete_admin_token", e))
+        })?;
+        Ok(n > 0)
+    }
+
+    fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>> {
+        let found = self.read(|conn| {
+            // One query: the token, its admin and the admin's tenant.
+            crate::store::on_backend!(conn, |c| admin_tokens::table
+                .inner_join(users::table)
+                .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
+                .filter(admin_tokens::token_hash.eq(token_hash))
+                .select((
+                    AdminTokenRow::as_select(),
+                    UserRow::as_select(),
+                    Option::<TenantRow>::as_select(),
+                ))
+                .first::<(AdminTokenRow, UserRow, Option<TenantRow>)>(c))
+            .optional()
+            .map_err(|e| db_error("admin_token_context", e))
+        })?;
+        let Some((token, user, tenant)) = found else {
+            return Ok(None);
+        };
+        Ok(Some(AdminTokenContext {
+            token: token.into_domain()?,
+            user: user.into_domain()?,
+            tenant: tenant.map(TenantRow::into_domain).transpose()?,
+        }))
+    }
+
+    fn record_admin_token_use(&self, used: &AdminTokenUse, touch: bool) -> DomainResult<()> {
+        let row = AdminTokenUseRow {
+            id: text(used.id),
+            at: ms(used.at),
+            admin_id: text(used.admin_id),
+            token_id: text(used.token_id),
+            token_name: &used.token_name,
+            route: &used.route,
+        };
+        self.write("record_admin_token_use", |conn| {
+            diesel::insert_into(admin_token_uses::table)
+                .values(&row)
+                .execute(conn)
+                .map_err(|e| db_error("record_admin_token_use", e))?;
+            if touch {
+                diesel::update(admin_tokens::table.find(&row.token_id))
+                    .set(admin_tokens::last_used_at.eq(Some(row.at)))
+                    .execute(conn)
+                    .map_err(|e| db_error("record_admin_token_use", e))?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,2 @@
+DROP TABLE admin_token_uses;
+DROP TABLE admin_tokens;
