@@ -92,7 +92,34 @@ def budget_429():
         assert e.type == "insufficient_quota", e.type
 
 
+def allow_list():
+    # Issue 32 (decision 0038): a model outside the caller's allow-list is refused before any
+    # upstream call with 403 `model_not_allowed`, which the SDK raises as
+    # PermissionDeniedError (never retried: a 4xx other than 408/409/429).
+    c = client()
+    try:
+        c.chat.completions.create(model="claude-3-5-sonnet", messages=CHAT)
+        raise AssertionError("a model outside the allow-list was admitted")
+    except openai.PermissionDeniedError as e:
+        assert e.status_code == 403, e
+        assert e.code == "model_not_allowed", e.code
+
+
+def spend_429():
+    # A spent monthly spend limit: 429 `budget_exhausted` with `x-should-retry: false`, so
+    # the SDK does not retry it even with its default retries (the test counts refusals).
+    c = client()
+    try:
+        c.chat.completions.create(model="auto", messages=CHAT, max_tokens=16)
+        raise AssertionError("a request over the monthly spend limit was admitted")
+    except openai.RateLimitError as e:
+        assert e.code == "budget_exhausted", e.code
+        assert e.response.headers.get("x-should-retry") == "false", e.response.headers
+
+
 PHASES = {
+    "allow-list": allow_list,
+    "spend-429": spend_429,
     "models-and-stream": models_and_stream,
     "upstream-429": upstream_429,
     "quota-429": quota_429,

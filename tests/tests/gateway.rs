@@ -1252,4 +1252,15 @@ async fn the_official_openai_python_sdk_lists_models_streams_and_sees_rate_limit
     openai_sdk_phase(&python, &base, &key, "budget-429").await;
     assert_eq!(refusals().await, before + 1, "the SDK did not retry");
     assert_eq!(s.hk.chat_requests().len(), calls);
+
+    // Issue 32: a model outside the region's list is PermissionDeniedError, before the
+    // upstream; a spent money limit is refused once and not retried.
+    openai_sdk_phase(&python, &base, &key, "allow-list").await;
+    assert_eq!(s.hk.chat_requests().len(), calls);
+    s.limit_tenant(json!({"monthly_tokens": null, "monthly_spend": "0.000000001"}))
+        .await;
+    let before = refusals().await;
+    openai_sdk_phase(&python, &base, &key, "spend-429").await;
+    assert_eq!(refusals().await, before + 1, "the SDK did not retry");
+    assert_eq!(s.hk.chat_requests().len(), calls);
 }
