@@ -223,3 +223,48 @@ both_backends! {
         }
     }
 }
+
+/// The console shows each skill's verdict (stale or not) in the list, its findings in the
+/// editor, and scans again from the row. SQLite only, like the other browser tests.
+#[actix_web::test]
+async fn the_console_shows_the_verdict_and_scans_again() {
+    let Some(browser) = gc_tests::browser::Browser::start("skill_verdicts_console").await else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let Some(app) = TestApp::start_with(Backend::Sqlite, "skill_verdicts_console", |c| {
+        c.bind = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        c.public_origin = format!("http://127.0.0.1:{port}");
+    })
+    .await
+    else {
+        return;
+    };
+    let admin = app.admin().await;
+    let acme = app.tenant(&admin, "Acme", "AIHK").await;
+    let m = app.member_of(&admin, &acme).await;
+    let bad = m
+        .post(
+            "/workspace/skills",
+            json!({"name": "setup", "content": PIPE}),
+        )
+        .await;
+    assert_eq!(bad.status, 201);
+    let b = &browser;
+    b.goto(&format!("{}/signin", app.base)).await;
+    b.fill_labelled("Email", &m.email).await;
+    b.fill_labelled("Password", PASSWORD).await;
+    b.click_button("Sign in").await;
+    b.wait_for("a.me").await;
+    b.goto(&format!("{}/skills", app.base)).await;
+    b.wait_text("main table", "FAIL").await;
+    b.click("[aria-label='Scan setup again']").await;
+    b.wait_text("#page-status", "Scanned “setup”: FAIL").await;
+    b.click("[aria-label='Edit setup']").await;
+    b.wait_text("#skill-guard", "line 6").await;
+    b.assert_no_console_errors("skills").await;
+}
