@@ -1031,6 +1031,7 @@ pub(crate) fn code_facts(
     text: &str,
     excerpt: &dyn Fn(&str) -> String,
     out: &mut Vec<Fact>,
+    spent: &mut std::time::Duration,
 ) -> crate::code::Outcome {
     let (runs, why) = role(path);
     let lower_name = path
@@ -1039,7 +1040,10 @@ pub(crate) fn code_facts(
     let install = is_install_file(&lower_name);
     let before = out.len();
     let mut facts = Vec::new();
-    let outcome = crate::code::analyze(path, text, runs, why, install, excerpt, &mut facts);
+    let left = crate::code::MAX_SCAN_CODE_TIME.saturating_sub(*spent);
+    let started = std::time::Instant::now();
+    let outcome = crate::code::analyze(path, text, runs, why, install, excerpt, &mut facts, left);
+    *spent += started.elapsed();
     let room = MAX_FACTS
         .saturating_sub(out.len())
         .min(MAX_FACTS_PER_FILE.saturating_sub(out.len() - before));
@@ -1577,6 +1581,9 @@ pub(crate) struct Collector {
     pub facts: Vec<Fact>,
     /// Script paths that SKILL.md or an install hook invokes (`true`: from an install hook).
     pub referenced: HashSet<(String, bool)>,
+    /// Time spent reading code as code in this scan (bounded by
+    /// [`crate::code::MAX_SCAN_CODE_TIME`]).
+    pub code_time: std::time::Duration,
 }
 
 impl Collector {

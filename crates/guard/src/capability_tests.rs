@@ -282,6 +282,7 @@ fn capability_cost() {
         // The code pass (grammars, decision 0034) alone; it is part of the capability pass.
         let t = std::time::Instant::now();
         let mut facts = Vec::new();
+        let mut spent = std::time::Duration::ZERO;
         for (p, text) in &texts {
             facts.clear();
             std::hint::black_box(crate::capabilities::code_facts(
@@ -289,6 +290,7 @@ fn capability_cost() {
                 text,
                 &|l: &str| l.to_string(),
                 &mut facts,
+                &mut spent,
             ));
         }
         best_code = best_code.min(t.elapsed().as_secs_f64());

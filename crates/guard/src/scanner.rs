@@ -220,7 +220,7 @@ impl Scanner {
             s
         };
         capabilities::extract(path, text, &shorten, &mut into.facts, &mut into.referenced);
-        capabilities::code_facts(path, text, &shorten, &mut into.facts);
+        capabilities::code_facts(path, text, &shorten, &mut into.facts, &mut into.code_time);
     }
 
     /// Text as a result shows it: invisible characters made visible, secrets redacted.

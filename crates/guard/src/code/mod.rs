@@ -48,6 +48,9 @@ pub(crate) const MAX_VALUE: usize = 8 * 1024;
 pub(crate) const MAX_DEPTH: usize = 48;
 /// A known list keeps at most this many items, of at most [`MAX_VALUE`] bytes together.
 pub(crate) const MAX_ITEMS: usize = 1024;
+/// At most this much time reading code as code in one scan; past it, files keep the text
+/// passes.
+pub(crate) const MAX_SCAN_CODE_TIME: Duration = Duration::from_secs(4);
 /// At most this many variables remembered per file.
 const MAX_VARS: usize = 4096;
 /// At most this many facts from the code pass of one file.
@@ -361,6 +364,7 @@ thread_local! {
 
 /// Parses `text` within [`PARSE_BUDGET`]; `None` when the budget ran out or the grammar
 /// could not be loaded.
+#[cfg(test)]
 fn parse(lang: Lang, text: &str) -> Option<Tree> {
     parse_within(lang, text, PARSE_BUDGET)
 }
@@ -407,6 +411,8 @@ pub(crate) enum Outcome {
     TimedOut,
     /// No sink that a followed value could change the meaning of: not parsed.
     NothingToFollow,
+    /// The scan's time for code ([`MAX_SCAN_CODE_TIME`]) is spent: the text passes only.
+    OutOfBudget,
     Parsed,
 }
 
@@ -420,6 +426,7 @@ pub(crate) fn analyze(
     install: bool,
     excerpt: &dyn Fn(&str) -> String,
     out: &mut Vec<Fact>,
+    budget: Duration,
 ) -> Outcome {
     let Some(lang) = lang_of(path, text) else {
         return Outcome::NotCode;
@@ -439,8 +446,10 @@ pub(crate) fn analyze(
         Outcome::TooLarge
     } else if !worth_parsing(lang, text) {
         Outcome::NothingToFollow
+    } else if budget.is_zero() {
+        Outcome::OutOfBudget
     } else {
-        match parse(lang, text) {
+        match parse_within(lang, text, budget.min(PARSE_BUDGET)) {
             None => Outcome::TimedOut,
             Some(tree) => {
                 walk(&mut cx, lang, tree.root_node());

