@@ -513,7 +513,8 @@ fn guard_schemas(schemas: &mut Map<String, Value>) {
                         "sends": capabilities.clone(),
                         "downloads": capabilities.clone(),
                         "persists": capabilities.clone(),
-                        "supply_chain": capabilities,
+                        "supply_chain": capabilities.clone(),
+                        "obfuscation": capabilities,
                         "truncated": {"type": "boolean"}
                     }},
                 "stats": {"type": "object", "required": ["files_scanned", "files_skipped", "bytes_scanned", "duration_ms"],
