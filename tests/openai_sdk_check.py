@@ -23,7 +23,7 @@ def client(**options):
 def models_and_stream():
     c = client()
     ids = [m.id for m in c.models.list()]
-    assert ids == ["auto", "gpt-4o-mini", "gpt-4o"], ids
+    assert ids == ["auto", "gpt-4o-mini", "gpt-4o", "text-embedding-3-small"], ids
     assert c.models.retrieve("gpt-4o").id == "gpt-4o"
     try:
         c.models.retrieve("no-such-model")
@@ -92,6 +92,43 @@ def budget_429():
         assert e.type == "insufficient_quota", e.type
 
 
+def responses_and_embeddings():
+    # Issue 32: the Responses API, plain and streamed, and embeddings, as the SDK calls them
+    # (the mock answers: "Hello from the mock." with usage 5/7, a 3-chunk stream, and
+    # 3-dimension embeddings, base64 being the SDK's default encoding).
+    c = client()
+    r = c.responses.create(model="auto", input="hello", max_output_tokens=16)
+    assert r.output_text == "Hello from the mock.", r
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (5, 7), r.usage
+    events = list(c.responses.create(model="auto", input="hello", stream=True))
+    types = [e.type for e in events]
+    assert types[0] == "response.created" and types[-1] == "response.completed", types
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "chunk-0 chunk-1 chunk-2 ", text
+    assert events[-1].response.usage.output_tokens == 3, events[-1]
+    # The SDK's stream helper rebuilds the response from the events.
+    with c.responses.stream(model="auto", input=[{"role": "user", "content": "hello"}]) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "chunk-0 chunk-1 chunk-2 ", final
+    e = c.embeddings.create(model="text-embedding-3-small", input=["hello", "world"])
+    assert len(e.data) == 2 and len(e.data[1].embedding) == 3, e
+    assert abs(e.data[0].embedding[1] - 0.2) < 1e-6, e.data[0].embedding
+    assert e.usage.prompt_tokens == 5, e.usage
+    e = c.embeddings.create(model="text-embedding-3-small", input="hello", encoding_format="float")
+    assert e.data[0].embedding == [0.1, 0.2, 0.3] or len(e.data[0].embedding) == 3, e
+    # gc's refusals in OpenAI's shape: `auto` names no embeddings model.
+    try:
+        c.embeddings.create(model="auto", input="hello")
+        raise AssertionError("embeddings with model auto were admitted")
+    except openai.UnprocessableEntityError as err:
+        assert err.code == "validation_failed", err.code
+    try:
+        c.responses.create(model="auto", input=[])
+        raise AssertionError("a response without input was admitted")
+    except openai.UnprocessableEntityError as err:
+        assert err.code == "validation_failed", err.code
+
+
 def allow_list():
     # Issue 32 (decision 0038): a model outside the caller's allow-list is refused before any
     # upstream call with 403 `model_not_allowed`, which the SDK raises as
@@ -120,6 +157,7 @@ def spend_429():
 PHASES = {
     "allow-list": allow_list,
     "spend-429": spend_429,
+    "responses-and-embeddings": responses_and_embeddings,
     "models-and-stream": models_and_stream,
     "upstream-429": upstream_429,
     "quota-429": quota_429,

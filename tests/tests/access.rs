@@ -91,7 +91,7 @@ fn policy(route: Route) -> Option<Policy> {
             "GET" => WorkspaceRead { item },
             _ => WorkspaceWrite { item },
         },
-        ("POST", "/run" | "/chat/completions") => Run,
+        ("POST", "/run" | "/chat/completions" | "/responses" | "/embeddings") => Run,
         ("GET", "/models" | "/models/{id}") => ModelList,
         _ => return None,
     })

@@ -1044,7 +1044,10 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
     );
     let models = client.models().list().await.expect("models.list()");
     let ids: Vec<_> = models.data.iter().map(|m| m.id.as_str()).collect();
-    assert_eq!(ids, ["auto", "gpt-4o-mini", "gpt-4o"]);
+    assert_eq!(
+        ids,
+        ["auto", "gpt-4o-mini", "gpt-4o", "text-embedding-3-small"]
+    );
     assert_eq!(
         client.models().retrieve("gpt-4o").await.unwrap().id,
         "gpt-4o"
@@ -1105,11 +1108,11 @@ async fn an_openai_client_library_lists_models_and_sees_rate_limits() {
 }
 
 /// What the OpenAI client tests run against: `/chat/completions` mounted, AIHK configured with
-/// `gpt-4o` beside its default model, and a ready AIHK key.
+/// `gpt-4o` and an embeddings model beside its default model, and a ready AIHK key.
 async fn openai_client_setup(label: &str) -> Option<Setup> {
     let s = setup(Backend::Sqlite, label, |c| {
         c.chat_completions = true;
-        c.gateway_aihk_models = vec!["gpt-4o".into()];
+        c.gateway_aihk_models = vec!["gpt-4o".into(), "text-embedding-3-small".into()];
     })
     .await?;
     s.add_key("AIHK", SECRET, true).await;
@@ -1204,6 +1207,11 @@ async fn the_official_openai_python_sdk_lists_models_streams_and_sees_rate_limit
     let key = s.member.new_key(&["run"]).await;
     let base = s.app.base.clone();
     openai_sdk_phase(&python, &base, &key, "models-and-stream").await;
+    // Issue 32: `responses.create` (plain, `stream=True`, the stream helper) and
+    // `embeddings.create`, each reaching its own upstream path.
+    openai_sdk_phase(&python, &base, &key, "responses-and-embeddings").await;
+    assert_eq!(s.hk.requests_to("/responses").len(), 3);
+    assert_eq!(s.hk.requests_to("/embeddings").len(), 2);
 
     // An upstream 429: the SDK tries three times (its default two retries, after the
     // upstream's Retry-After of 1 s); gc adds no attempt of its own.

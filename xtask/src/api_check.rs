@@ -82,7 +82,7 @@ include-name = "PATCH /api/v1/admin/users/{id}/tenant"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]
 
 [[operations]]
-include-name-regex = "^POST /api/v1/(admin/ai-gateways/diagnostics|admin/tenants/\\{id\\}/ai-keys|workspace/api-keys|guard/scan|run|chat/completions)$"
+include-name-regex = "^POST /api/v1/(admin/ai-gateways/diagnostics|admin/tenants/\\{id\\}/ai-keys|workspace/api-keys|guard/scan|run|chat/completions|responses|embeddings)$"
 checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 "#;
 
@@ -218,7 +218,7 @@ fn check(tools: &Path, work: &Path, line: &str) -> anyhow::Result<()> {
         }
     };
     let public = "^/api/v1/(health|openapi\\.json|guard/scan|auth/signup|auth/signin)$";
-    let tenant_routes = "^/api/v1/(workspace|guard|run|chat|models)";
+    let tenant_routes = "^/api/v1/(workspace|guard|run|chat|responses|embeddings|models)";
     attempt(
         "an anonymous caller",
         st("an anonymous caller", None, public, None),

@@ -1,4 +1,5 @@
-//! Runs: a chat request through the tenant's region gateway.
+//! Runs: a chat, Responses or embeddings request ([`RunKind`]) through the tenant's region
+//! gateway.
 //!
 //! [`prepare`] (synchronous, on the blocking pool) applies every refusal and opens the keys:
 //! the member rules and the `run` scope, then the body, then AI access, through
@@ -33,6 +34,204 @@ use crate::workspace::NewActivity;
 /// Fields that would let a caller pick where the request goes: never accepted.
 pub const PROVIDER_FIELDS: [&str; 5] = ["provider", "base_url", "api_key", "region", "gateway"];
 const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
+
+/// Which OpenAI endpoint a run calls: chat completions (`/run`, `/chat/completions`), the
+/// Responses API (`/responses`) or embeddings (`/embeddings`). Every kind goes through the
+/// same preparation ([`prepare_for`]) and orchestration ([`Runs::execute`]) under the same
+/// policy; only the body's checks, the token estimate and the upstream path differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunKind {
+    #[default]
+    Chat,
+    Responses,
+    Embeddings,
+}
+
+impl RunKind {
+    /// The path appended to the region's base URL.
+    pub fn upstream_path(self) -> &'static str {
+        match self {
+            Self::Chat => "/chat/completions",
+            Self::Responses => "/responses",
+            Self::Embeddings => "/embeddings",
+        }
+    }
+
+    /// Checks a body of this kind (see [`validate_body`], [`validate_responses_body`],
+    /// [`validate_embeddings_body`]).
+    pub fn validate(self, body: &Value) -> DomainResult<&Map<String, Value>> {
+        match self {
+            Self::Chat => validate_body(body),
+            Self::Responses => validate_responses_body(body),
+            Self::Embeddings => validate_embeddings_body(body),
+        }
+    }
+
+    /// What a checked body of this kind is expected to cost (decision 0025).
+    pub fn estimate(
+        self,
+        body: &Map<String, Value>,
+        default_completion: u64,
+        count: &impl Fn(&str, &str) -> u64,
+    ) -> crate::quota::RunEstimate {
+        match self {
+            Self::Chat => estimate(body, default_completion, count),
+            Self::Responses => estimate_responses(body, default_completion, count),
+            Self::Embeddings => estimate_embeddings(body, count),
+        }
+    }
+}
+
+/// The checks every run body shares: a JSON object, no provider choice, a model name (or
+/// `auto`) of at most 200 bytes, a boolean `stream`.
+fn checked_object(body: &Value) -> DomainResult<&Map<String, Value>> {
+    let Value::Object(map) = body else {
+        return Err(DomainError::invalid("body", "must be a JSON object"));
+    };
+    if let Some(field) = PROVIDER_FIELDS.iter().find(|f| map.contains_key(**f)) {
+        return Err(DomainError::ProviderNotAllowed((*field).to_owned()));
+    }
+    match map.get("model") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {}
+        Some(_) => {
+            return Err(DomainError::invalid(
+                "model",
+                "must be a model name or \"auto\"",
+            ))
+        }
+    }
+    if map
+        .get("stream")
+        .is_some_and(|s| !s.is_boolean() && !s.is_null())
+    {
+        return Err(DomainError::invalid("stream", "must be a boolean"));
+    }
+    Ok(map)
+}
+
+/// A whole number of at least 1 (`5.0` counts: JSON Schema and OpenAI's clients say so).
+fn positive_integer(v: &Value) -> bool {
+    v.as_u64().is_some_and(|n| n >= 1)
+        || v.as_f64()
+            .is_some_and(|f| f.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&f))
+}
+
+/// The most items an `input` array may hold (OpenAI's own limit for embeddings).
+pub const MAX_INPUT_ITEMS: usize = 2048;
+
+/// Checks a Responses API body (`POST /responses`): the shared checks, `input` a non-empty
+/// string or a non-empty array (at most [`MAX_INPUT_ITEMS`]) of items, each an object (a
+/// message `{role, content}` or a typed item) or a string, `instructions` a string,
+/// `max_output_tokens` a positive integer. Unknown OpenAI parameters pass.
+pub fn validate_responses_body(body: &Value) -> DomainResult<&Map<String, Value>> {
+    let map = checked_object(body)?;
+    match map.get("input") {
+        Some(Value::String(s)) if !s.is_empty() => {}
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_INPUT_ITEMS => {
+            for (i, item) in items.iter().enumerate() {
+                let Value::Object(item) = item else {
+                    return Err(DomainError::invalid(
+                        format!("input[{i}]"),
+                        "must be an object (a message or an item)",
+                    ));
+                };
+                if let Some(role) = item.get("role") {
+                    if !role.as_str().is_some_and(|r| ROLES.contains(&r)) {
+                        return Err(DomainError::invalid(
+                            format!("input[{i}].role"),
+                            "must be one of system, developer, user, assistant",
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {
+            return Err(DomainError::invalid(
+                "input",
+                format!("must be a non-empty string or an array of 1 to {MAX_INPUT_ITEMS} items"),
+            ))
+        }
+    }
+    if map
+        .get("instructions")
+        .is_some_and(|s| !s.is_string() && !s.is_null())
+    {
+        return Err(DomainError::invalid("instructions", "must be a string"));
+    }
+    if map
+        .get("max_output_tokens")
+        .is_some_and(|t| !t.is_null() && !positive_integer(t))
+    {
+        return Err(DomainError::invalid(
+            "max_output_tokens",
+            "must be a positive integer",
+        ));
+    }
+    Ok(map)
+}
+
+/// Checks an embeddings body (`POST /embeddings`): the shared checks, a `model` named (not
+/// `auto`, which names the region's chat model), `input` a non-empty string, or an array of
+/// 1 to [`MAX_INPUT_ITEMS`] non-empty strings, token arrays (integers) or arrays of token
+/// arrays; `encoding_format` `float` or `base64`; `dimensions` a positive integer; no
+/// `stream: true` (embeddings do not stream). Unknown OpenAI parameters pass.
+pub fn validate_embeddings_body(body: &Value) -> DomainResult<&Map<String, Value>> {
+    let map = checked_object(body)?;
+    if map
+        .get("model")
+        .and_then(Value::as_str)
+        .is_none_or(|m| m == "auto")
+    {
+        return Err(DomainError::invalid(
+            "model",
+            "embeddings need a model name (auto names the region's chat model)",
+        ));
+    }
+    if map.get("stream").and_then(Value::as_bool) == Some(true) {
+        return Err(DomainError::invalid("stream", "embeddings do not stream"));
+    }
+    let token = |v: &Value| v.as_u64().is_some_and(|t| t <= u64::from(u32::MAX));
+    let fine = match map.get("input") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_INPUT_ITEMS => {
+            items.iter().all(|v| match v {
+                Value::String(s) => !s.is_empty(),
+                Value::Number(_) => token(v),
+                Value::Array(tokens) => !tokens.is_empty() && tokens.iter().all(token),
+                _ => false,
+            })
+        }
+        _ => false,
+    };
+    if !fine {
+        return Err(DomainError::invalid(
+            "input",
+            format!(
+                "must be a non-empty string or an array of 1 to {MAX_INPUT_ITEMS} non-empty strings or token arrays"
+            ),
+        ));
+    }
+    if map
+        .get("encoding_format")
+        .is_some_and(|f| !f.is_null() && !matches!(f.as_str(), Some("float" | "base64")))
+    {
+        return Err(DomainError::invalid(
+            "encoding_format",
+            "must be float or base64",
+        ));
+    }
+    if map
+        .get("dimensions")
+        .is_some_and(|d| !d.is_null() && !positive_integer(d))
+    {
+        return Err(DomainError::invalid(
+            "dimensions",
+            "must be a positive integer",
+        ));
+    }
+    Ok(map)
+}
 
 /// Checks a chat body: OpenAI's shape, no provider choice. Unknown OpenAI parameters pass.
 pub fn validate_body(body: &Value) -> DomainResult<&Map<String, Value>> {
@@ -182,6 +381,28 @@ pub trait ChatUpstream: Send + Sync + 'static {
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl Future<Output = Result<ChatAnswer<Self::Body, Self::Stream>, UpstreamFailure>> + Send;
+    /// Sends a run of `kind` to the region's gateway (`{base}` + [`RunKind::upstream_path`]),
+    /// answered as [`ChatUpstream::chat`] answers. A port that implements only `chat` serves
+    /// chat runs and fails the others without calling anything.
+    fn call(
+        &self,
+        kind: RunKind,
+        region: Region,
+        key: &SecretString,
+        body: Map<String, Value>,
+    ) -> impl Future<Output = Result<ChatAnswer<Self::Body, Self::Stream>, UpstreamFailure>> + Send
+    {
+        let chat = (kind == RunKind::Chat).then(|| self.chat(region, key, body));
+        async move {
+            match chat {
+                Some(chat) => chat.await,
+                None => Err(UpstreamFailure::Failed {
+                    message: format!("{} is not served by this gateway", kind.upstream_path()),
+                    retryable: false,
+                }),
+            }
+        }
+    }
     /// The models configured for the region (its default model first), without `auto`.
     fn models(&self, region: Region) -> Vec<String>;
     /// Waits a short, jittered while before a retry.
@@ -367,6 +588,7 @@ impl RunLine {
 /// A run that may go ahead: its scope, the opened keys, the checked body.
 #[derive(Debug)]
 pub struct RunPlan {
+    kind: RunKind,
     scope: RunScope,
     keys: Vec<(TenantAiKey, SecretString)>,
     body: Map<String, Value>,
@@ -381,6 +603,11 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// The endpoint the run calls.
+    pub fn kind(&self) -> RunKind {
+        self.kind
+    }
+
     pub fn scope(&self) -> &RunScope {
         &self.scope
     }
@@ -413,9 +640,37 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     gateway_configured: impl Fn(Region) -> bool,
     count_tokens: impl Fn(&str, &str) -> u64,
 ) -> DomainResult<Result<RunPlan, E>> {
+    prepare_for(
+        RunKind::Chat,
+        store,
+        sealer,
+        quotas,
+        slots,
+        principal,
+        body,
+        gateway_configured,
+        count_tokens,
+    )
+}
+
+/// [`prepare`] for a run of `kind`: the same refusals in the same order, the body checked and
+/// its cost estimated as that kind's.
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
+    kind: RunKind,
+    store: &P,
+    sealer: &dyn KeySealer,
+    quotas: &NodeQuotas,
+    slots: &dyn RunSink,
+    principal: &Principal,
+    body: &mut Option<Result<Value, E>>,
+    gateway_configured: impl Fn(Region) -> bool,
+    count_tokens: impl Fn(&str, &str) -> u64,
+) -> DomainResult<Result<RunPlan, E>> {
     let tenant = RunScope::caller_tenant(principal)?;
     let stream = match body {
-        Some(Ok(value)) => validate_body(value)?
+        Some(Ok(value)) => kind
+            .validate(value)?
             .get("stream")
             .and_then(Value::as_bool)
             .unwrap_or(false),
@@ -465,7 +720,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
             ));
         };
         crate::quota::admit_run(store, quotas, &scope, Utc::now(), model.price, || {
-            let e = estimate(map, quotas.completion_default(), &count_tokens);
+            let e = kind.estimate(map, quotas.completion_default(), &count_tokens);
             prompt = e.prompt_tokens;
             e
         })?
@@ -477,6 +732,7 @@ pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     };
     model.apply(&mut body);
     Ok(Ok(RunPlan {
+        kind,
         scope,
         keys,
         body,
@@ -577,6 +833,108 @@ pub fn estimate(
     }
 }
 
+/// What a Responses body is expected to cost (decision 0025): `instructions`, then each
+/// `input` item as a chat message (3 tokens, its text: a string content, the `text` of each
+/// part, images and files at [`TOKENS_PER_IMAGE`] without reading their data; a typed item's
+/// other string fields, such as a function call's name and arguments or a tool's output),
+/// the `tools` as their JSON text, 3 for the reply; the completion allowance is
+/// `max_output_tokens`, else `default_completion`. Sums saturate.
+pub fn estimate_responses(
+    body: &Map<String, Value>,
+    default_completion: u64,
+    count: &impl Fn(&str, &str) -> u64,
+) -> crate::quota::RunEstimate {
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
+    let text = |t: &str| count(model, t);
+    let mut prompt = REPLY_PRIMING;
+    let mut add = |n: u64| prompt = prompt.saturating_add(n);
+    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
+        add(TOKENS_PER_MESSAGE.saturating_add(text(i)));
+    }
+    /// Parts and items whose data is not text: priced as a low-detail image.
+    fn opaque(v: &Value) -> bool {
+        matches!(
+            v.get("type").and_then(Value::as_str),
+            Some("input_image" | "input_file" | "input_audio" | "image_url")
+        )
+    }
+    match body.get("input") {
+        Some(Value::String(s)) => add(TOKENS_PER_MESSAGE.saturating_add(text(s))),
+        Some(Value::Array(items)) => {
+            for item in items {
+                add(TOKENS_PER_MESSAGE);
+                let Value::Object(item) = item else {
+                    continue;
+                };
+                for (field, value) in item {
+                    match (field.as_str(), value) {
+                        ("type" | "role" | "id" | "call_id" | "status", _) => {}
+                        (_, Value::String(s)) => add(text(s)),
+                        ("content", Value::Array(parts)) => {
+                            for p in parts {
+                                match p.get("text").and_then(Value::as_str) {
+                                    Some(t) => add(text(t)),
+                                    None if opaque(p) => add(TOKENS_PER_IMAGE),
+                                    None => add(text(&p.to_string())),
+                                }
+                            }
+                        }
+                        (_, Value::Null | Value::Bool(_) | Value::Number(_)) => {}
+                        (_, other) => add(text(&other.to_string())),
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(v) = body.get("tools").filter(|v| !v.is_null()) {
+        add(text(&v.to_string()));
+    }
+    let completion = body
+        .get("max_output_tokens")
+        .and_then(whole_tokens)
+        .unwrap_or(default_completion);
+    crate::quota::RunEstimate {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+    }
+}
+
+/// What an embeddings body is expected to cost: the tokens of its `input` (a string's or each
+/// string's tokens, a token array's length); no completion.
+pub fn estimate_embeddings(
+    body: &Map<String, Value>,
+    count: &impl Fn(&str, &str) -> u64,
+) -> crate::quota::RunEstimate {
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
+    let len = |a: &Vec<Value>| u64::try_from(a.len()).unwrap_or(u64::MAX);
+    let prompt = match body.get("input") {
+        Some(Value::String(s)) => count(model, s),
+        Some(Value::Array(items)) if items.iter().all(Value::is_number) => len(items),
+        Some(Value::Array(items)) => items.iter().fold(0u64, |n, v| {
+            n.saturating_add(match v {
+                Value::String(s) => count(model, s),
+                Value::Array(tokens) => len(tokens),
+                _ => 1,
+            })
+        }),
+        _ => 0,
+    };
+    crate::quota::RunEstimate {
+        prompt_tokens: prompt,
+        completion_tokens: 0,
+    }
+}
+
+/// A token count given as a whole JSON number (`5.0` too), huge values saturating.
+fn whole_tokens(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 1.0)
+            .map(|f| if f >= 1.8e19 { u64::MAX } else { f as u64 })
+    })
+}
+
 /// The models a caller may name on a run: `auto` first, then the region's configured ones.
 /// The same caller rules as a run (the `run` scope for keys, active member and tenant, no
 /// Shadow view).
@@ -641,6 +999,7 @@ impl<U: ChatUpstream> Runs<U> {
         route: &'static str,
     ) -> Result<ChatAnswer<U::Body, U::Stream>, RunError> {
         let RunPlan {
+            kind,
             scope,
             keys,
             body,
@@ -681,7 +1040,7 @@ impl<U: ChatUpstream> Runs<U> {
             };
             match self
                 .upstream
-                .chat(scope.region(), secret, body.clone())
+                .call(kind, scope.region(), secret, body.clone())
                 .await
             {
                 Ok(ChatAnswer::Complete { body, report }) => {
@@ -794,9 +1153,10 @@ impl RunRecord {
             usage,
             latency_ms,
             reservation: self.reserved.map(|(r, _)| r),
-            cost: self.cost.price.map_or(0, |p| {
-                p.cost(usage.prompt_tokens, usage.completion_tokens)
-            }),
+            cost: self
+                .cost
+                .price
+                .map_or(0, |p| p.cost(usage.prompt_tokens, usage.completion_tokens)),
             spend: self.cost.spend,
         })
     }
@@ -1426,6 +1786,160 @@ mod tests {
         let (windows, change) = line.token_changes();
         assert_eq!(change, -50);
         assert_eq!(windows.len(), 2);
+    }
+
+    #[test]
+    fn responses_reserve_input_and_max_output_tokens_and_embeddings_input_only() {
+        let mut t = crate::access::tests::tenant(Status::Active);
+        t.limits.monthly_tokens = Some(1000);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        let store = Fake::with_keys(vec![k]);
+        let sink = Sink::default();
+        let plan = |kind: RunKind, body: Value| {
+            prepare_for(
+                kind,
+                &store,
+                &FakeSealer,
+                &NodeQuotas::default(),
+                &sink,
+                &member(&t, session()),
+                &mut Some(Ok::<_, ()>(body)),
+                |_| true,
+                |_, text| words(text),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        // 3 for the reply, instructions 3 + 2, the input 3 + 3; 40 allowance.
+        let p = plan(
+            RunKind::Responses,
+            json!({"input": "one two three", "instructions": "be brief", "max_output_tokens": 40}),
+        );
+        assert_eq!(p.kind(), RunKind::Responses);
+        assert_eq!(p.reserved.unwrap(), (p.reserved.unwrap().0, 14));
+        assert_eq!(p.reserved.unwrap().0.tokens, 54);
+        // Items: each 3, its text; an image part at 85 without reading its data.
+        let p = plan(
+            RunKind::Responses,
+            json!({"input": [{"role": "user", "content": [{"type": "input_text", "text": "a b"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA AAAA AAAA"}]},
+                {"type": "function_call_output", "call_id": "c1", "output": "x y z"}],
+                "max_output_tokens": 10}),
+        );
+        assert_eq!(p.reserved.unwrap().1, 3 + (3 + 2 + 85) + (3 + 3));
+        // Embeddings: the input's tokens (strings' words, token arrays' lengths), nothing more.
+        let p = plan(
+            RunKind::Embeddings,
+            json!({"model": "e", "input": ["one two", "three"]}),
+        );
+        assert_eq!(p.kind(), RunKind::Embeddings);
+        assert_eq!(p.reserved.unwrap().0.tokens, 3);
+        let p = plan(
+            RunKind::Embeddings,
+            json!({"model": "e", "input": [[1, 2, 3, 4], [5]]}),
+        );
+        assert_eq!(p.reserved.unwrap().0.tokens, 5);
+        let p = plan(RunKind::Embeddings, json!({"model": "e", "input": [7, 8]}));
+        assert_eq!(p.reserved.unwrap().0.tokens, 2);
+        // A chat plan is a chat plan.
+        let p = plan(
+            RunKind::Chat,
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+        );
+        assert_eq!(p.kind(), RunKind::Chat);
+    }
+
+    #[test]
+    fn responses_and_embeddings_bodies_are_checked() {
+        for fine in [
+            json!({"input": "hi"}),
+            json!({"input": "hi", "model": "auto", "stream": true, "max_output_tokens": 5.0}),
+            json!({"input": [{"role": "developer", "content": "x"}, {"type": "function_call_output", "call_id": "c", "output": "o"}]}),
+            json!({"input": "hi", "instructions": null, "tools": [{"type": "web_search"}]}),
+        ] {
+            assert!(validate_responses_body(&fine).is_ok(), "{fine}");
+        }
+        for fine in [
+            json!({"model": "e", "input": "hi"}),
+            json!({"model": "e", "input": ["a", "b"], "encoding_format": "base64", "dimensions": 256}),
+            json!({"model": "e", "input": [1, 2, 3]}),
+            json!({"model": "e", "input": [[1], [2, 3]], "stream": false}),
+        ] {
+            assert!(validate_embeddings_body(&fine).is_ok(), "{fine}");
+        }
+        let many: Vec<Value> = (0..=MAX_INPUT_ITEMS).map(|_| json!("x")).collect();
+        for bad in [
+            json!({}),
+            json!({"input": ""}),
+            json!({"input": []}),
+            json!({"input": [3]}),
+            json!({"input": many.clone()}),
+            json!({"input": [{"role": "robot", "content": "x"}]}),
+            json!({"input": "x", "max_output_tokens": 0}),
+            json!({"input": "x", "instructions": ["x"]}),
+            json!({"input": "x", "stream": 1}),
+            json!("input"),
+        ] {
+            assert_eq!(
+                validate_responses_body(&bad).unwrap_err().code(),
+                "validation_failed",
+                "{bad}"
+            );
+        }
+        for bad in [
+            json!({"input": "x"}),
+            json!({"model": "auto", "input": "x"}),
+            json!({"model": "e"}),
+            json!({"model": "e", "input": [""]}),
+            json!({"model": "e", "input": [[]]}),
+            json!({"model": "e", "input": [1.5]}),
+            json!({"model": "e", "input": [null]}),
+            json!({"model": "e", "input": many}),
+            json!({"model": "e", "input": "x", "stream": true}),
+            json!({"model": "e", "input": "x", "encoding_format": "hex"}),
+            json!({"model": "e", "input": "x", "dimensions": -1}),
+        ] {
+            assert_eq!(
+                validate_embeddings_body(&bad).unwrap_err().code(),
+                "validation_failed",
+                "{bad}"
+            );
+        }
+        for field in PROVIDER_FIELDS {
+            let b = json!({"model": "e", "input": "x", field: "y"});
+            assert_eq!(
+                RunKind::Embeddings.validate(&b).unwrap_err().code(),
+                "provider_not_allowed"
+            );
+            assert_eq!(
+                RunKind::Responses.validate(&b).unwrap_err().code(),
+                "provider_not_allowed"
+            );
+        }
+        assert_eq!(RunKind::Responses.upstream_path(), "/responses");
+        assert_eq!(RunKind::Embeddings.upstream_path(), "/embeddings");
+        assert_eq!(RunKind::Chat.upstream_path(), "/chat/completions");
+    }
+
+    #[test]
+    fn a_port_without_the_kind_fails_it_without_a_call() {
+        let (runs, sink, mut plan, _) = setup(vec![Ok(())]);
+        plan.kind = RunKind::Embeddings;
+        let e = ready(runs.execute(plan, "/embeddings"));
+        assert!(matches!(
+            e,
+            Err(RunError::Upstream(UpstreamFailure::Failed { .. }))
+        ));
+        assert!(
+            runs.upstream().used.lock().unwrap().is_empty(),
+            "nothing was sent"
+        );
+        let events = sink.0.lock().unwrap();
+        let Some(RunEvent::Run(activity, _)) = events.first() else {
+            panic!("{events:?}")
+        };
+        assert_eq!(activity.detail()["route"], "/embeddings");
     }
 
     #[test]

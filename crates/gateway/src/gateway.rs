@@ -18,13 +18,19 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use gc_domain::runs::RunKind;
+
 use crate::error::{describe_chain, retry_after, ErrorDetails, GatewayError, UpstreamError};
 use crate::report::{RunReport, RunStatus, Usage};
 use crate::secret::{contains_key, redact_verbatim, sanitize_upstream, Secret};
 use crate::sse::RunStream;
 
-/// The largest non-streamed completion accepted from an upstream.
+/// The largest non-streamed completion (or Responses answer) accepted from an upstream.
 const MAX_COMPLETION_BYTES: usize = 16 * 1024 * 1024;
+/// The largest embeddings answer accepted from an upstream: 2048 inputs of 3072 floats are
+/// about 130 MB as JSON, so a batch that large needs `encoding_format: base64` (a quarter of
+/// that) or smaller batches.
+const MAX_EMBEDDINGS_BYTES: usize = 64 * 1024 * 1024;
 /// The largest error body read to extract the upstream's message.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Upstream messages kept in errors are cut to this many characters.
@@ -104,13 +110,17 @@ pub enum ChatOutcome {
     Stream(RunStream),
 }
 
-/// A non-streamed completion.
+/// A non-streamed answer: a chat completion, a Responses API response or an embeddings list.
 #[derive(Debug, Clone)]
 pub struct Completion {
-    /// The upstream's body, byte for byte (a JSON object with `choices`), except that the
-    /// key, should it appear verbatim (any letter case), is replaced by `[redacted]`.
+    /// The endpoint that answered.
+    pub kind: RunKind,
+    /// The upstream's body, byte for byte (a JSON object with `choices`, `output` or `data`
+    /// for its kind), except that the key, should it appear verbatim (any letter case), is
+    /// replaced by `[redacted]`.
     pub body: Bytes,
-    /// The completion's `usage`, when present.
+    /// The answer's `usage` (for a Responses answer `input_tokens` / `output_tokens` read as
+    /// prompt and completion tokens), when present.
     pub usage: Option<Usage>,
     /// The model the upstream reported (sanitised), else the model that was requested.
     pub model: String,
@@ -120,9 +130,14 @@ pub struct Completion {
     pub latency_ms: u64,
 }
 
-/// The tokens of a completion body's output: each choice's message `content`, `refusal`,
-/// `reasoning_content` and tool calls' function name and arguments.
-fn completion_tokens(model: &str, body: &[u8]) -> u64 {
+/// The tokens of an answer's output: for a chat completion each choice's message `content`,
+/// `refusal`, `reasoning_content` and tool calls' function name and arguments; for a
+/// Responses answer each output item's text parts, refusals, reasoning summaries and
+/// function calls' name and arguments; embeddings have none.
+fn completion_tokens(kind: RunKind, model: &str, body: &[u8]) -> u64 {
+    if kind == RunKind::Embeddings {
+        return 0;
+    }
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return 0;
     };
@@ -132,6 +147,18 @@ fn completion_tokens(model: &str, body: &[u8]) -> u64 {
             n = n.saturating_add(crate::tokens::count(model, t));
         }
     };
+    for item in v["output"].as_array().into_iter().flatten() {
+        add(item.get("name"));
+        add(item.get("arguments"));
+        for part in ["content", "summary"]
+            .iter()
+            .filter_map(|f| item[*f].as_array())
+            .flatten()
+        {
+            add(part.get("text"));
+            add(part.get("refusal"));
+        }
+    }
     for choice in v["choices"].as_array().into_iter().flatten() {
         let m = &choice["message"];
         for field in ["content", "refusal", "reasoning_content"] {
@@ -161,7 +188,7 @@ impl Completion {
             relayed_tokens: self
                 .usage
                 .is_none()
-                .then(|| completion_tokens(&self.model, &self.body)),
+                .then(|| completion_tokens(self.kind, &self.model, &self.body)),
         }
     }
 }
@@ -178,6 +205,8 @@ struct Inner {
     base_url: String,
     models_uri: Uri,
     chat_uri: Uri,
+    responses_uri: Uri,
+    embeddings_uri: Uri,
     default_model: String,
     models: Vec<String>,
     timeout: Duration,
@@ -340,15 +369,39 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, UpstreamError>
     }
 }
 
+/// What is read of a non-streamed answer: a JSON object with the array of its kind
+/// (`choices`, `output` or `data`), its model and its usage.
 #[derive(Deserialize)]
-struct CompletionPeek {
-    // Required: a completion is a JSON object with a `choices` array.
-    #[allow(dead_code)]
-    choices: Vec<serde::de::IgnoredAny>,
+struct AnswerPeek {
+    #[serde(default)]
+    choices: Option<Vec<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    output: Option<Vec<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    data: Option<Vec<serde::de::IgnoredAny>>,
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     usage: Option<Value>,
+}
+
+impl AnswerPeek {
+    fn is(&self, kind: RunKind) -> bool {
+        match kind {
+            RunKind::Chat => self.choices.is_some(),
+            RunKind::Responses => self.output.is_some(),
+            RunKind::Embeddings => self.data.is_some(),
+        }
+    }
+}
+
+/// What an answer of `kind` is called in errors.
+fn answer_name(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Chat => "a chat completion",
+        RunKind::Responses => "a Responses API response",
+        RunKind::Embeddings => "an embeddings list",
+    }
 }
 
 impl RegionGateway {
@@ -357,7 +410,9 @@ impl RegionGateway {
     pub fn new(cfg: GatewayConfig) -> Result<Self, GatewayError> {
         let base = cfg.base_url.trim().trim_end_matches('/').to_owned();
         let models_uri = endpoint(&base, "/models")?;
-        let chat_uri = endpoint(&base, "/chat/completions")?;
+        let chat_uri = endpoint(&base, RunKind::Chat.upstream_path())?;
+        let responses_uri = endpoint(&base, RunKind::Responses.upstream_path())?;
+        let embeddings_uri = endpoint(&base, RunKind::Embeddings.upstream_path())?;
         if cfg.default_model.trim().is_empty() {
             return Err(GatewayError::EmptyDefaultModel);
         }
@@ -390,6 +445,8 @@ impl RegionGateway {
                 base_url: base,
                 models_uri,
                 chat_uri,
+                responses_uri,
+                embeddings_uri,
                 default_model,
                 models,
                 timeout: cfg.timeout,
@@ -555,8 +612,18 @@ impl RegionGateway {
     /// that is not a completion (or not an event stream when streaming) →
     /// [`UpstreamError::InvalidResponse`], no response in time →
     /// [`UpstreamError::Timeout`], connection failures → [`UpstreamError::Transport`].
-    pub async fn chat(
+    pub async fn chat(&self, secret: &Secret, body: Value) -> Result<ChatOutcome, UpstreamError> {
+        self.call(RunKind::Chat, secret, body).await
+    }
+
+    /// Sends a run of `kind`: [`RegionGateway::chat`] for chat completions; for the Responses
+    /// API `POST {base}/responses` (a missing or `auto` model is the default model; a stream is
+    /// OpenAI's Responses event stream, passed through with its `event:` names, see
+    /// [`RunStream`]); for embeddings `POST {base}/embeddings` (never streamed, the model as
+    /// the caller named it). The same errors as `chat`.
+    pub async fn call(
         &self,
+        kind: RunKind,
         secret: &Secret,
         mut body: Value,
     ) -> Result<ChatOutcome, UpstreamError> {
@@ -566,13 +633,18 @@ impl RegionGateway {
                 message: "the key contains characters not allowed in an HTTP header".into(),
             });
         };
-        let (model, stream, client_wants_usage) = self.prepare_body(&mut body);
+        let (model, stream, client_wants_usage) = self.prepare_body(kind, &mut body);
+        let uri = match kind {
+            RunKind::Chat => &self.inner.chat_uri,
+            RunKind::Responses => &self.inner.responses_uri,
+            RunKind::Embeddings => &self.inner.embeddings_uri,
+        };
         let payload = serde_json::to_vec(&body).map_err(|e| {
             UpstreamError::InvalidResponse(format!("request not serialisable: {e}"))
         })?;
         let req = Request::builder()
             .method(Method::POST)
-            .uri(self.inner.chat_uri.clone())
+            .uri(uri.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(
                 ACCEPT,
@@ -632,12 +704,20 @@ impl RegionGateway {
                 model,
                 secret.clone(),
                 client_wants_usage,
+                kind,
             )));
         }
 
         let bytes = match tokio::time::timeout_at(
             deadline,
-            read_body(resp.into_body(), MAX_COMPLETION_BYTES),
+            read_body(
+                resp.into_body(),
+                if kind == RunKind::Embeddings {
+                    MAX_EMBEDDINGS_BYTES
+                } else {
+                    MAX_COMPLETION_BYTES
+                },
+            ),
         )
         .await
         {
@@ -652,14 +732,15 @@ impl RegionGateway {
             Ok(Err(e)) => return Err(e),
             Ok(Ok(bytes)) => bytes,
         };
-        let peek: CompletionPeek = serde_json::from_slice(&bytes).map_err(|_| {
-            let head = &bytes[..bytes.len().min(4096)];
-            let snippet = sanitize_upstream(&String::from_utf8_lossy(head), Some(secret), 80);
-            UpstreamError::InvalidResponse(format!("not a chat completion: {snippet:?}"))
-        })?;
-        let usage = peek
-            .usage
-            .and_then(|u| serde_json::from_value::<Usage>(u).ok());
+        let peek = serde_json::from_slice::<AnswerPeek>(&bytes)
+            .ok()
+            .filter(|p| p.is(kind))
+            .ok_or_else(|| {
+                let head = &bytes[..bytes.len().min(4096)];
+                let snippet = sanitize_upstream(&String::from_utf8_lossy(head), Some(secret), 80);
+                UpstreamError::InvalidResponse(format!("not {}: {snippet:?}", answer_name(kind)))
+            })?;
+        let usage = peek.usage.and_then(|u| Usage::of(kind, u));
         // The completion is the model's output and goes out as it is, but never with the key.
         let bytes = if contains_key(&bytes, secret.expose()) {
             Bytes::from(redact_verbatim(&bytes, secret.expose()))
@@ -671,6 +752,7 @@ impl RegionGateway {
             .map(|m| sanitize_upstream(&m, Some(secret), MAX_MODEL_CHARS))
             .filter(|m| !m.is_empty());
         Ok(ChatOutcome::Complete(Completion {
+            kind,
             body: bytes,
             usage,
             model: upstream_model.unwrap_or(model),
@@ -682,10 +764,19 @@ impl RegionGateway {
     /// Resolves the model and adds `stream_options.include_usage` for streams (gc needs the
     /// usage for its records and quotas). Returns the model sent, whether the call streams and
     /// whether the client asked for the usage chunk itself (when not, the stream drops it).
-    fn prepare_body(&self, body: &mut Value) -> (String, bool, bool) {
+    ///
+    /// For embeddings the model is the caller's (a chat default would be the wrong model) and
+    /// nothing streams; for the Responses API no `stream_options` are added (its stream
+    /// always ends with the usage, in `response.completed`).
+    fn prepare_body(&self, kind: RunKind, body: &mut Value) -> (String, bool, bool) {
         let Some(obj) = body.as_object_mut() else {
             return (self.inner.default_model.clone(), false, false);
         };
+        if kind == RunKind::Embeddings {
+            let model = obj.get("model").and_then(Value::as_str);
+            let model = model.unwrap_or(&self.inner.default_model).to_owned();
+            return (model, false, false);
+        }
         let model = match obj.get("model") {
             Some(Value::String(m)) if !m.trim().is_empty() && m != "auto" => m.clone(),
             _ => {
@@ -702,7 +793,7 @@ impl RegionGateway {
                 .and_then(|o| o.get("include_usage")),
             Some(Value::Bool(true))
         );
-        if stream {
+        if stream && kind == RunKind::Chat {
             match obj.get_mut("stream_options") {
                 Some(Value::Object(opts)) => {
                     opts.insert("include_usage".into(), Value::Bool(true));
@@ -823,7 +914,7 @@ mod tests {
             serde_json::json!({"model": null, "messages": []}),
         ] {
             let mut b = input;
-            let (m, s, _) = gw.prepare_body(&mut b);
+            let (m, s, _) = gw.prepare_body(RunKind::Chat, &mut b);
             assert_eq!(m, "m-default");
             assert!(!s);
             assert_eq!(b["model"], "m-default");
@@ -831,7 +922,7 @@ mod tests {
         }
         let mut b = serde_json::json!({"model": "gpt-x", "stream": true, "temperature": 0.5,
             "stream_options": {"other": 1}});
-        let (m, s, wants) = gw.prepare_body(&mut b);
+        let (m, s, wants) = gw.prepare_body(RunKind::Chat, &mut b);
         assert_eq!((m.as_str(), s, wants), ("gpt-x", true, false));
         assert_eq!(
             b["stream_options"],
@@ -840,7 +931,7 @@ mod tests {
         assert_eq!(b["temperature"], 0.5);
         let mut b = serde_json::json!({"stream": true, "stream_options": {"include_usage": true}});
         assert!(
-            gw.prepare_body(&mut b).2,
+            gw.prepare_body(RunKind::Chat, &mut b).2,
             "the client asked for the usage chunk"
         );
         assert_eq!(gw.models(), ["m-default", "m-large"]);

@@ -24,6 +24,16 @@
 //!   [`MockHandle::set_models_status`] (default 200 with a model list).
 //! - `POST /v1/chat/completions`: 401 for a rejected key (its body echoes the key, as some
 //!   upstreams do, to test redaction); else the next pushed [`Behavior`], or the default one.
+//! - `POST /v1/responses`: the same, in the Responses API's shapes: a `response` object
+//!   (usage 5/7/12 as `input_tokens` / `output_tokens`), or for `stream: true` its event
+//!   stream (`event:` names; `response.created`, `response.output_item.added`,
+//!   `response.content_part.added`, one `response.output_text.delta` per chunk, the three
+//!   `*.done` events, then `response.completed` carrying the output and the usage, and no
+//!   `[DONE]`; `StreamWithoutDone` leaves out the `*.done` events and `response.completed`).
+//! - `POST /v1/embeddings`: the same behaviours (a stream behaviour answers the embeddings
+//!   list): one 3-dimension embedding per input, as floats or, for `encoding_format:
+//!   base64`, as little-endian `f32` bytes in base64 (the official Python SDK's default);
+//!   usage `prompt_tokens` 5 / `total_tokens` 5.
 //! - Anything else: 404.
 //!
 //! # Behaviours ([`Behavior`])
@@ -62,6 +72,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use gc_domain::runs::RunKind;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -447,6 +458,15 @@ impl MockHandle {
         lock(&self.shared.requests).clone()
     }
 
+    /// The recorded requests to `path` (e.g. `/responses`, `/embeddings`), oldest first.
+    pub fn requests_to(&self, path: &str) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.path.ends_with(path))
+            .cloned()
+            .collect()
+    }
+
     /// The recorded chat completion requests, oldest first.
     pub fn chat_requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests)
@@ -620,6 +640,10 @@ struct RequestPeek {
     model: Option<String>,
     #[serde(default)]
     stream: Option<bool>,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    encoding_format: Option<String>,
 }
 
 /// Writes the answer; false when the connection must end.
@@ -653,14 +677,23 @@ async fn respond(
         };
         return wr.write_all(&response).await.is_ok();
     }
-    if req.method != "POST" || !path.ends_with("/chat/completions") {
+    let kind = if path.ends_with("/chat/completions") {
+        Some(RunKind::Chat)
+    } else if path.ends_with("/responses") {
+        Some(RunKind::Responses)
+    } else if path.ends_with("/embeddings") {
+        Some(RunKind::Embeddings)
+    } else {
+        None
+    };
+    let Some(kind) = kind.filter(|_| req.method == "POST") else {
         let response = simple_response(
             404,
             "application/json",
             br#"{"error":{"message":"not found"}}"#,
         );
         return wr.write_all(&response).await.is_ok();
-    }
+    };
     if rejected {
         let message = format!("Incorrect API key provided: {}", key.unwrap_or(""));
         let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}});
@@ -676,8 +709,25 @@ async fn respond(
         .unwrap_or_else(|| lock(&shared.default).clone());
 
     let key = key.unwrap_or("");
-    let plan = match behavior {
-        Behavior::Auto if wants_stream => StreamPlan::new(3, Duration::ZERO, false, Ending::Done),
+    // Embeddings never stream: every behaviour that would is the embeddings list.
+    let behavior = match behavior {
+        Behavior::Stream { .. }
+        | Behavior::StreamGated { .. }
+        | Behavior::StreamWithoutDone { .. }
+        | Behavior::BreakMidStream { .. }
+        | Behavior::StreamThenHang { .. }
+        | Behavior::StreamError { .. }
+        | Behavior::StreamEchoKey { .. }
+            if kind == RunKind::Embeddings =>
+        {
+            Behavior::Complete
+        }
+        other => other,
+    };
+    let mut plan = match behavior {
+        Behavior::Auto if wants_stream && kind != RunKind::Embeddings => {
+            StreamPlan::new(3, Duration::ZERO, false, Ending::Done)
+        }
         Behavior::Answer {
             status,
             headers,
@@ -709,7 +759,16 @@ async fn respond(
             plan
         }
         Behavior::Auto | Behavior::Complete => {
-            let response = simple_response(200, "application/json", completion(&model).as_bytes());
+            let body = match kind {
+                RunKind::Chat => completion(&model),
+                RunKind::Responses => responses_answer(&model),
+                RunKind::Embeddings => embeddings_answer(
+                    &model,
+                    peek.input.as_ref(),
+                    peek.encoding_format.as_deref() == Some("base64"),
+                ),
+            };
+            let response = simple_response(200, "application/json", body.as_bytes());
             return wr.write_all(&response).await.is_ok();
         }
         Behavior::Stream { chunks, delay } => StreamPlan::new(chunks, delay, false, Ending::Done),
@@ -744,6 +803,7 @@ async fn respond(
         }
     };
 
+    plan.kind = kind;
     // Send the stream while watching for the client closing the connection.
     let send = send_stream(plan, &model, shared, wr);
     tokio::pin!(send);
@@ -796,6 +856,67 @@ fn completion(model: &str) -> String {
     .to_string()
 }
 
+/// A Responses API answer (`object: "response"`) with one message, usage 5/7/12.
+fn responses_answer(model: &str) -> String {
+    responses_object(model, "completed", "Hello from the mock.", Some((5, 7))).to_string()
+}
+
+/// A `response` object with `text` as its one message's output text.
+fn responses_object(model: &str, status: &str, text: &str, usage: Option<(u64, u64)>) -> Value {
+    let output = if status == "in_progress" {
+        json!([])
+    } else {
+        json!([{
+            "type": "message", "id": "msg_mock", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]
+        }])
+    };
+    json!({
+        "id": "resp_mock",
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage.map(|(input, output)| json!({
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input + output
+        })),
+    })
+}
+
+/// An embeddings list: one 3-dimension embedding per input (a string, a token array, or each
+/// entry of an array of those), as floats or base64 of little-endian `f32`s.
+fn embeddings_answer(model: &str, input: Option<&Value>, base64: bool) -> String {
+    let n = match input {
+        Some(Value::Array(items)) if !items.iter().all(Value::is_number) => items.len(),
+        _ => 1,
+    };
+    let vector = [0.1f32, 0.2, 0.3];
+    let embedding = if base64 {
+        let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+        Value::String(crate::secret::base64_encode(&bytes, false))
+    } else {
+        json!(vector)
+    };
+    let data: Vec<Value> = (0..n)
+        .map(|i| json!({"object": "embedding", "index": i, "embedding": embedding}))
+        .collect();
+    json!({
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": 5, "total_tokens": 5}
+    })
+    .to_string()
+}
+
 enum Ending {
     Done,
     NoDone,
@@ -815,6 +936,8 @@ struct StreamPlan {
     ending: Ending,
     /// The (JSON-escaped) content of the first chunk instead of `chunk-0 `.
     first_content: Option<String>,
+    /// Chat completion chunks or Responses API events.
+    kind: RunKind,
 }
 
 impl StreamPlan {
@@ -825,6 +948,7 @@ impl StreamPlan {
             gated,
             ending,
             first_content: None,
+            kind: RunKind::Chat,
         }
     }
 }
@@ -837,7 +961,15 @@ enum StreamEnd {
 }
 
 fn chunk_frame(out: &mut Vec<u8>, event: &str) {
-    let data = format!("data: {event}\n\n");
+    named_frame(out, None, event);
+}
+
+/// One chunk of the chunked body holding one event, with an `event:` name when given.
+fn named_frame(out: &mut Vec<u8>, name: Option<&str>, event: &str) {
+    let data = match name {
+        Some(name) => format!("event: {name}\ndata: {event}\n\n"),
+        None => format!("data: {event}\n\n"),
+    };
     out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
     out.extend_from_slice(data.as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -853,6 +985,27 @@ async fn send_stream(
     let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
     // Zero-delay, ungated streams go out in one write; otherwise chunk by chunk.
     let batch = plan.delay.is_zero() && !plan.gated;
+    let responses = plan.kind == RunKind::Responses;
+    if responses {
+        let created = json!({"type": "response.created", "sequence_number": 0,
+            "response": responses_object(model, "in_progress", "", None)});
+        named_frame(&mut out, Some("response.created"), &created.to_string());
+        let item = json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+            "item": {"type": "message", "id": "msg_mock", "status": "in_progress", "role": "assistant", "content": []}});
+        named_frame(
+            &mut out,
+            Some("response.output_item.added"),
+            &item.to_string(),
+        );
+        let part = json!({"type": "response.content_part.added", "sequence_number": 2, "item_id": "msg_mock",
+            "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}});
+        named_frame(
+            &mut out,
+            Some("response.content_part.added"),
+            &part.to_string(),
+        );
+    }
+    let mut text = String::new();
     for i in 0..plan.chunks {
         if !batch {
             if i > 0 && !plan.delay.is_zero() {
@@ -869,10 +1022,22 @@ async fn send_stream(
             (Some(c), 0) => c.clone(),
             _ => format!("chunk-{i} "),
         };
-        let event = format!(
-            r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}],"usage":null}}"#
-        );
-        chunk_frame(&mut out, &event);
+        if responses {
+            // `content` is JSON-escaped already.
+            let event = format!(
+                r#"{{"type":"response.output_text.delta","sequence_number":{},"item_id":"msg_mock","output_index":0,"content_index":0,"delta":"{content}","logprobs":[]}}"#,
+                i + 3
+            );
+            named_frame(&mut out, Some("response.output_text.delta"), &event);
+            text.push_str(
+                &serde_json::from_str::<String>(&format!("\"{content}\"")).unwrap_or_default(),
+            );
+        } else {
+            let event = format!(
+                r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}],"usage":null}}"#
+            );
+            chunk_frame(&mut out, &event);
+        }
         if !batch {
             if wr.write_all(&out).await.is_err() {
                 return StreamEnd::WriteFailed;
@@ -911,6 +1076,43 @@ async fn send_stream(
             return StreamEnd::Hang;
         }
         Ending::Done | Ending::NoDone => {}
+    }
+    if responses {
+        if matches!(plan.ending, Ending::Done) {
+            let chunks = u64::try_from(plan.chunks).unwrap_or(u64::MAX);
+            let seq = plan.chunks + 3;
+            let part = json!({"type": "output_text", "text": text, "annotations": []});
+            let done = [
+                (
+                    "response.output_text.done",
+                    json!({"type": "response.output_text.done", "sequence_number": seq,
+                    "item_id": "msg_mock", "output_index": 0, "content_index": 0, "text": text, "logprobs": []}),
+                ),
+                (
+                    "response.content_part.done",
+                    json!({"type": "response.content_part.done", "sequence_number": seq + 1,
+                    "item_id": "msg_mock", "output_index": 0, "content_index": 0, "part": part}),
+                ),
+                (
+                    "response.output_item.done",
+                    json!({"type": "response.output_item.done", "sequence_number": seq + 2,
+                    "output_index": 0, "item": {"type": "message", "id": "msg_mock", "status": "completed",
+                    "role": "assistant", "content": [part]}}),
+                ),
+            ];
+            for (name, event) in done {
+                named_frame(&mut out, Some(name), &event.to_string());
+            }
+            let completed = json!({"type": "response.completed",
+                "sequence_number": seq + 3,
+                "response": responses_object(model, "completed", &text, Some((5, chunks)))});
+            named_frame(&mut out, Some("response.completed"), &completed.to_string());
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        if wr.write_all(&out).await.is_err() {
+            return StreamEnd::WriteFailed;
+        }
+        return StreamEnd::Finished;
     }
     let usage = format!(
         r#"{{"id":"chatcmpl-mock","object":"chat.completion.chunk","created":0,"model":{model_json},"choices":[],"usage":{{"prompt_tokens":5,"completion_tokens":{},"total_tokens":{}}}}}"#,

@@ -6,7 +6,8 @@ use std::future::Future;
 
 use bytes::Bytes;
 use gc_domain::runs::{
-    ChatAnswer, ChatUpstream, RunEnd, RunReport as DomainReport, TokenUsage, UpstreamFailure,
+    ChatAnswer, ChatUpstream, RunEnd, RunKind, RunReport as DomainReport, TokenUsage,
+    UpstreamFailure,
 };
 use gc_domain::secret::SecretString;
 use gc_domain::values::Region;
@@ -85,6 +86,16 @@ impl ChatUpstream for Gateways {
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl Future<Output = Result<ChatAnswer<Bytes, RunStream>, UpstreamFailure>> + Send {
+        self.call(RunKind::Chat, region, key, body)
+    }
+
+    fn call(
+        &self,
+        kind: RunKind,
+        region: Region,
+        key: &SecretString,
+        body: Map<String, Value>,
+    ) -> impl Future<Output = Result<ChatAnswer<Bytes, RunStream>, UpstreamFailure>> + Send {
         let gateway = self.regions.get(&region).cloned();
         let secret = Secret::new(key.expose());
         async move {
@@ -94,7 +105,7 @@ impl ChatUpstream for Gateways {
                     retryable: false,
                 });
             };
-            match gateway.chat(&secret, Value::Object(body)).await {
+            match gateway.call(kind, &secret, Value::Object(body)).await {
                 Ok(ChatOutcome::Complete(done)) => {
                     let report = domain_report(&done.report());
                     Ok(ChatAnswer::Complete {

@@ -13,6 +13,35 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+impl Usage {
+    /// The usage of an answer of `kind`: chat completions' and embeddings' `prompt_tokens`,
+    /// `completion_tokens` (none for embeddings) and `total_tokens`; the Responses API's
+    /// `input_tokens` and `output_tokens` as prompt and completion tokens. `None` when it is
+    /// not such an object (a number where a count should be, a count of another kind).
+    pub fn of(kind: gc_domain::runs::RunKind, usage: serde_json::Value) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct ResponsesUsage {
+            input_tokens: u64,
+            output_tokens: u64,
+            #[serde(default)]
+            total_tokens: Option<u64>,
+        }
+        match kind {
+            gc_domain::runs::RunKind::Responses => {
+                let u = serde_json::from_value::<ResponsesUsage>(usage).ok()?;
+                Some(Self {
+                    prompt_tokens: u.input_tokens,
+                    completion_tokens: u.output_tokens,
+                    total_tokens: u
+                        .total_tokens
+                        .unwrap_or(u.input_tokens.saturating_add(u.output_tokens)),
+                })
+            }
+            _ => serde_json::from_value::<Self>(usage).ok(),
+        }
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

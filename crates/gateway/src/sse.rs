@@ -22,6 +22,17 @@
 //!   body (status `error`);
 //! - the stream is dropped first (the client went away) → the upstream body is dropped, which
 //!   closes that upstream connection and so cancels the request (status `cancelled`).
+//!
+//! # Responses API streams
+//!
+//! A stream of OpenAI's Responses API ([`RunKind::Responses`]) is passed through the same
+//! way, with three differences: each event keeps its `event:` name (a short identifier, as
+//! OpenAI's clients may dispatch on it); it ends after its terminal event
+//! (`response.completed` or `response.incomplete`, which carries the usage and the model),
+//! without a `[DONE]` of gc's (OpenAI's Responses streams have none; an upstream `[DONE]`
+//! ends it too and is passed on); and `response.failed` is an upstream error event like
+//! `error`: gc's own frame, then `data: [DONE]`. A body that breaks, goes idle or ends
+//! before a terminal event gets gc's error frame and `data: [DONE]`, as a chat stream does.
 
 use std::fmt;
 use std::future::Future;
@@ -31,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
+use gc_domain::runs::RunKind;
 use gc_domain::ErrorCode;
 use hyper::body::{Body, Incoming};
 use serde::Deserialize;
@@ -98,6 +110,10 @@ struct RunState {
     /// ([`RunStream::count_relayed`]: a run under a token limit, whose reservation settles to
     /// them when the stream ends without a usage).
     relayed: Option<u64>,
+    /// A chat completions stream or a Responses API stream (see the module docs).
+    kind: RunKind,
+    /// The upstream ended the stream with `[DONE]` (always so for chat), which is passed on.
+    done_marker: bool,
 }
 
 /// How feeding a piece of the upstream body left the run.
@@ -127,6 +143,7 @@ impl RunStream {
         model: String,
         secret: Secret,
         client_wants_usage: bool,
+        kind: RunKind,
     ) -> Self {
         Self {
             body: Some(body),
@@ -142,8 +159,10 @@ impl RunStream {
                 upstream_error: None,
                 done: false,
                 secret,
-                strip_usage_chunk: !client_wants_usage,
+                strip_usage_chunk: !client_wants_usage && kind == RunKind::Chat,
                 relayed: None,
+                kind,
+                done_marker: false,
             },
             out: BytesMut::with_capacity(4096),
             phase: Phase::Streaming,
@@ -251,9 +270,12 @@ impl RunStream {
         self.out.split().freeze()
     }
 
-    /// Produces the `[DONE]` frame (after any events already in `out`) and ends.
+    /// Produces the `[DONE]` frame (after any events already in `out`; not after a Responses
+    /// stream's terminal event) and ends.
     fn complete(&mut self) -> Bytes {
-        self.out.put_slice(DONE_FRAME);
+        if self.run.done_marker || self.run.kind != RunKind::Responses {
+            self.out.put_slice(DONE_FRAME);
+        }
         self.phase = Phase::Ended;
         let grace = tokio::time::Instant::now() + DRAIN_GRACE.min(self.idle_timeout);
         self.idle.as_mut().reset(grace);
@@ -300,10 +322,17 @@ impl RunState {
         }
         if data == b"[DONE]" {
             self.done = true;
+            self.done_marker = true;
             return;
         }
-        match self.inspect(data) {
-            Inspected::Pass => {}
+        let responses = self.kind == RunKind::Responses;
+        let inspected = if responses {
+            self.inspect_responses(data)
+        } else {
+            self.inspect(data)
+        };
+        match inspected {
+            Inspected::Pass | Inspected::Terminal => {}
             Inspected::UpstreamError => return,
             Inspected::UsageOnly if self.strip_usage_chunk => return,
             Inspected::UsageOnly => {}
@@ -313,7 +342,23 @@ impl RunState {
                 Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
         }
         if let Some(relayed) = self.relayed {
-            self.relayed = Some(relayed.saturating_add(output_tokens(&self.model, data)));
+            let n = if responses {
+                responses_output_tokens(&self.model, data)
+            } else {
+                output_tokens(&self.model, data)
+            };
+            self.relayed = Some(relayed.saturating_add(n));
+        }
+        // A Responses event keeps its name when it is a short identifier.
+        if responses
+            && !kind.is_empty()
+            && kind
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            out.put_slice(b"event: ");
+            out.put_slice(kind);
+            out.put_u8(b'\n');
         }
         let redacted;
         let data = if contains_key(data, self.secret.expose()) {
@@ -328,6 +373,79 @@ impl RunState {
             out.put_u8(b'\n');
         }
         out.put_u8(b'\n');
+        if inspected == Inspected::Terminal {
+            self.done = true;
+        }
+    }
+
+    /// [`RunState::inspect`] for a Responses API event, parsing JSON only when the event can
+    /// carry a model, a usage or an error (it names a `response` object or an `error`): an
+    /// `error` event or `response.failed` is an upstream error (kept, not passed on);
+    /// `response.completed` and `response.incomplete` are terminal and carry the usage.
+    fn inspect_responses(&mut self, data: &[u8]) -> Inspected {
+        if find(data, b"\"response\"").is_none() && find(data, b"\"error\"").is_none() {
+            return Inspected::Pass;
+        }
+        #[derive(Deserialize)]
+        struct ResponsePeek {
+            #[serde(default)]
+            model: Option<String>,
+            #[serde(default)]
+            usage: Option<Value>,
+            #[serde(default)]
+            error: Option<Value>,
+        }
+        #[derive(Deserialize)]
+        struct EventPeek {
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+            #[serde(default)]
+            response: Option<ResponsePeek>,
+        }
+        let Ok(peek) = serde_json::from_slice::<EventPeek>(data) else {
+            return Inspected::Pass;
+        };
+        let kind = peek.kind.unwrap_or_default();
+        if kind == "error" {
+            self.upstream_error = Some(ErrorDetails::parse(
+                data,
+                Some(&self.secret),
+                MAX_MESSAGE_CHARS,
+            ));
+            return Inspected::UpstreamError;
+        }
+        let Some(response) = peek.response else {
+            return Inspected::Pass;
+        };
+        if kind == "response.failed" {
+            let error = serde_json::json!({ "error": response.error });
+            self.upstream_error = Some(ErrorDetails::parse(
+                error.to_string().as_bytes(),
+                Some(&self.secret),
+                MAX_MESSAGE_CHARS,
+            ));
+            return Inspected::UpstreamError;
+        }
+        if let Some(model) = response.model.filter(|m| !m.is_empty()) {
+            if !self.model_from_upstream {
+                let model = sanitize_upstream(&model, Some(&self.secret), MAX_MODEL_CHARS);
+                if !model.is_empty() {
+                    self.model = model;
+                    self.model_from_upstream = true;
+                }
+            }
+        }
+        if let Some(usage) = response
+            .usage
+            .and_then(|u| Usage::of(RunKind::Responses, u))
+        {
+            self.usage = Some(usage);
+        }
+        if matches!(kind.as_str(), "response.completed" | "response.incomplete") {
+            Inspected::Terminal
+        } else {
+            Inspected::Pass
+        }
     }
 
     /// Reads the model, usage and errors out of a chunk, parsing JSON only when the chunk can
@@ -450,7 +568,35 @@ fn output_tokens(model: &str, data: &[u8]) -> u64 {
     n
 }
 
+/// The tokens of the output text in one Responses API event: the `delta` of a text,
+/// refusal, reasoning or function-call arguments delta event (`response.*.delta`, audio
+/// excepted). Any other event counts nothing.
+fn responses_output_tokens(model: &str, data: &[u8]) -> u64 {
+    if find(data, b"\"delta\"").is_none() {
+        return 0;
+    }
+    #[derive(Deserialize)]
+    struct Delta {
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        delta: Option<Value>,
+    }
+    let Ok(event) = serde_json::from_slice::<Delta>(data) else {
+        return 0;
+    };
+    match event.delta {
+        Some(Value::String(text))
+            if event.kind.ends_with(".delta") && !event.kind.contains("audio") =>
+        {
+            crate::tokens::count(model, &text)
+        }
+        _ => 0,
+    }
+}
+
 /// What [`RunState::inspect`] made of a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Inspected {
     /// Content to pass on.
     Pass,
@@ -458,6 +604,8 @@ enum Inspected {
     UpstreamError,
     /// The usage-only chunk at the end of a stream.
     UsageOnly,
+    /// A Responses stream's terminal event: passed on, then the stream ends.
+    Terminal,
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -545,7 +693,11 @@ impl Stream for RunStream {
                         }
                         Fed::More => {}
                     }
-                    let message = "upstream stream ended without [DONE]".to_owned();
+                    let message = match this.run.kind {
+                        RunKind::Responses => "upstream stream ended before its terminal event",
+                        _ => "upstream stream ended without [DONE]",
+                    }
+                    .to_owned();
                     return Poll::Ready(Some(Ok(this.fail(ErrorCode::UpstreamError, message))));
                 }
                 Poll::Pending => {
@@ -735,6 +887,8 @@ mod tests {
             secret: Secret::new(secret),
             strip_usage_chunk: false,
             relayed: None,
+            kind: RunKind::Chat,
+            done_marker: false,
         }
     }
 

@@ -972,3 +972,214 @@ async fn the_key_in_streamed_or_completed_content_is_redacted() {
     let body: Value = serde_json::from_slice(&c.body).unwrap();
     assert_eq!(body["choices"][0]["message"]["content"], "k=[redacted]");
 }
+
+// ---- The Responses API and embeddings (issue 32) ---------------------------------------------
+
+use gc_domain::runs::RunKind;
+
+async fn call(
+    gw: &RegionGateway,
+    kind: RunKind,
+    body: Value,
+) -> Result<ChatOutcome, UpstreamError> {
+    tokio::time::timeout(LIMIT, gw.call(kind, &secret(), body))
+        .await
+        .unwrap()
+}
+
+async fn open_responses_stream(
+    gw: &RegionGateway,
+    body: Value,
+) -> (RunStream, oneshot::Receiver<RunReport>) {
+    match call(gw, RunKind::Responses, body).await {
+        Ok(ChatOutcome::Stream(mut s)) => {
+            let (tx, rx) = oneshot::channel();
+            s.on_finish(move |r| {
+                let _ = tx.send(r);
+            });
+            (s, rx)
+        }
+        other => panic!("expected a stream, got {other:?}"),
+    }
+}
+
+/// An SSE text's events as (`event:` name or "", data).
+fn named_events(text: &str) -> Vec<(String, String)> {
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (mut name, mut data) = (String::new(), String::new());
+            for line in e.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.to_owned();
+                } else {
+                    data = line.strip_prefix("data: ").unwrap().to_owned();
+                }
+            }
+            (name, data)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_response_goes_to_responses_with_the_default_model_and_its_usage_read() {
+    let (mock, gw) = setup().await;
+    let body = json!({"model": "auto", "input": "hi", "max_output_tokens": 9});
+    let Ok(ChatOutcome::Complete(done)) = call(&gw, RunKind::Responses, body).await else {
+        panic!("a complete answer")
+    };
+    let answer: Value = serde_json::from_slice(&done.body).unwrap();
+    assert_eq!(answer["object"], "response");
+    assert_eq!(
+        done.usage,
+        Some(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 7,
+            total_tokens: 12
+        })
+    );
+    assert_eq!(done.model, "region-default");
+    let sent = mock.requests_to("/responses");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].path, "/v1/responses");
+    assert_eq!(sent[0].json().unwrap()["model"], "region-default");
+    assert_eq!(sent[0].json().unwrap()["max_output_tokens"], 9);
+    assert!(mock.chat_requests().is_empty());
+    // A chat completion is not a Responses answer.
+    mock.push_behavior(Behavior::Garbage);
+    let e = call(&gw, RunKind::Responses, json!({"input": "x"})).await;
+    assert!(matches!(e, Err(UpstreamError::InvalidResponse(_))), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_responses_stream_keeps_its_event_names_and_ends_after_response_completed() {
+    let (mock, gw) = setup().await;
+    mock.push_behavior(Behavior::Stream {
+        chunks: 2,
+        delay: Duration::from_millis(2),
+    });
+    let body = json!({"input": "hi", "stream": true});
+    let (mut s, report) = open_responses_stream(&gw, body).await;
+    s.count_relayed();
+    let text = collect(s).await;
+    let events = named_events(&text);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ],
+        "{text}"
+    );
+    assert!(
+        !text.contains("[DONE]"),
+        "OpenAI's Responses streams have none"
+    );
+    let sent = mock.requests_to("/responses")[0].json().unwrap();
+    assert!(sent.get("stream_options").is_none(), "{sent}");
+    let report = report.await.unwrap();
+    assert_eq!(report.status, RunStatus::Ok);
+    assert_eq!(
+        report.usage,
+        Some(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 2,
+            total_tokens: 7
+        })
+    );
+    assert_eq!(report.model, "region-default");
+    // "chunk-0 " and "chunk-1 ": 3 tokens each in both encodings.
+    assert!(report.relayed_tokens.is_some_and(|n| n > 0), "{report:?}");
+}
+
+#[tokio::test]
+async fn a_responses_stream_that_ends_early_or_fails_gets_gc_s_error_frame() {
+    let (mock, gw) = setup().await;
+    let failed = r#"{"type":"response.failed","response":{"id":"r","status":"failed","model":"m","error":{"code":"server_error","message":"melted, key {key}"}}}"#;
+    for behavior in [
+        Behavior::StreamWithoutDone { chunks: 2 },
+        Behavior::BreakMidStream { after: 1 },
+        Behavior::StreamError {
+            after: 1,
+            data: failed.into(),
+            named: false,
+            echo: KeyForm::Exact,
+        },
+        Behavior::StreamError {
+            after: 1,
+            data: r#"{"type":"error","code":"oops","message":"bad {key}"}"#.into(),
+            named: true,
+            echo: KeyForm::Upper,
+        },
+    ] {
+        mock.push_behavior(behavior.clone());
+        let (s, report) = open_responses_stream(&gw, json!({"input": "hi", "stream": true})).await;
+        let text = collect(s).await;
+        assert_no_key_in_any_form(&text);
+        let events = named_events(&text);
+        let n = events.len();
+        assert_eq!(events[0].0, "response.created", "{behavior:?}: {text}");
+        assert_eq!(events[n - 1].1, "[DONE]", "{behavior:?}: {text}");
+        let err = error_frame(&events[n - 2].1);
+        assert_eq!(
+            err["error"]["code"], "upstream_error",
+            "{behavior:?}: {err}"
+        );
+        assert!(!text.contains("after the error"), "{text}");
+        let report = report.await.unwrap();
+        assert_eq!(report.status, RunStatus::Error, "{behavior:?}");
+        if let Behavior::StreamError { named, .. } = behavior {
+            let code = if named { "oops" } else { "server_error" };
+            assert_eq!(err["error"]["upstream_code"], code, "{err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn embeddings_go_to_embeddings_with_the_caller_s_model() {
+    let (mock, gw) = setup().await;
+    let body = json!({"model": "text-embedding-3-small", "input": ["a", "b", "c"]});
+    let Ok(ChatOutcome::Complete(done)) = call(&gw, RunKind::Embeddings, body).await else {
+        panic!("a complete answer")
+    };
+    let answer: Value = serde_json::from_slice(&done.body).unwrap();
+    assert_eq!(answer["data"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        done.usage,
+        Some(Usage {
+            prompt_tokens: 5,
+            completion_tokens: 0,
+            total_tokens: 5
+        })
+    );
+    assert_eq!(done.model, "text-embedding-3-small");
+    assert_eq!(done.report().relayed_tokens, None);
+    let sent = mock.requests_to("/embeddings");
+    assert_eq!(sent[0].path, "/v1/embeddings");
+    assert_eq!(sent[0].json().unwrap()["model"], "text-embedding-3-small");
+    // `stream: true` is not streamed (the domain refuses it before; the adapter never opens one).
+    mock.push_behavior(Behavior::Garbage);
+    let e = call(
+        &gw,
+        RunKind::Embeddings,
+        json!({"model": "e", "input": "x"}),
+    )
+    .await;
+    assert!(matches!(e, Err(UpstreamError::InvalidResponse(_))), "{e:?}");
+    mock.push_behavior(Behavior::status(400, "bad input"));
+    let e = call(
+        &gw,
+        RunKind::Embeddings,
+        json!({"model": "e", "input": "x"}),
+    )
+    .await;
+    assert_eq!(e.unwrap_err().client_status(), Some(400));
+}

@@ -257,11 +257,16 @@ route_table! { ROUTES, mount_api, ApiPaths;
     "/models/{id}" [openai_errors] => { GET [Models] gateway::models::get_model },
 }
 
+// The OpenAI-compatible surface, mounted together when `chat_completions` is on
+// (`GC_CHAT_COMPLETIONS`): one flag for every route an OpenAI SDK calls besides `/models`.
 route_table! { CHAT_ROUTES, mount_chat, ChatPaths;
     "/chat/completions" [openai_errors] => { POST [Run] gateway::run::chat_completions },
+    "/responses" [openai_errors] => { POST [Run] gateway::run::responses },
+    "/embeddings" [openai_errors] => { POST [Run] gateway::run::embeddings },
 }
 
-/// Mounts every route; `/chat/completions` only when `chat_completions` is on.
+/// Mounts every route; `/chat/completions`, `/responses` and `/embeddings` only when
+/// `chat_completions` is on.
 pub fn mount(cfg: &mut web::ServiceConfig, chat_completions: bool) {
     mount_api(cfg);
     if chat_completions {

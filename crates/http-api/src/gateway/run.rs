@@ -1,9 +1,10 @@
-//! `POST /run` and `POST /chat/completions`: one domain preparation (every refusal, the keys
-//! loaded and opened by `RunScope`), then the domain's run orchestration.
+//! `POST /run`, `POST /chat/completions`, `POST /responses` and `POST /embeddings`: one
+//! domain preparation for the run's kind (every refusal, the keys loaded and opened by
+//! `RunScope`), then the domain's run orchestration.
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use actix_web::{web, HttpResponse};
-use gc_domain::runs::{prepare, ChatAnswer, RunError, UpstreamFailure};
+use gc_domain::runs::{prepare_for, ChatAnswer, RunError, RunKind, UpstreamFailure};
 use gc_domain::ErrorCode;
 use serde_json::Value;
 
@@ -66,7 +67,7 @@ pub async fn run(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(state, caller, body.into_inner(), "/run").await
+    pipeline(state, caller, body.into_inner(), "/run", RunKind::Chat).await
 }
 
 /// `POST /chat/completions`: the same pipeline for OpenAI SDKs (mounted when enabled).
@@ -80,7 +81,58 @@ pub async fn chat_completions(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(state, caller, body.into_inner(), "/chat/completions").await
+    pipeline(
+        state,
+        caller,
+        body.into_inner(),
+        "/chat/completions",
+        RunKind::Chat,
+    )
+    .await
+}
+
+/// `POST /responses`: OpenAI's Responses API through the same pipeline (mounted with
+/// `/chat/completions`).
+#[utoipa::path(post, path = "/api/v1/responses", tag = "gateway",
+    request_body(content = Object, description = "OpenAI Responses API body: input (a string or an array of items, required), model (default auto), instructions, max_output_tokens, stream, tools, ..."),
+    responses((status = 200, description = "The upstream's response object, or with stream: true its text/event-stream (event names kept, ending after response.completed; gc's error frame and data: [DONE] if it breaks)"),
+        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
+        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
+pub async fn responses(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: Body<Value>,
+) -> Result<HttpResponse, ApiError> {
+    pipeline(
+        state,
+        caller,
+        body.into_inner(),
+        "/responses",
+        RunKind::Responses,
+    )
+    .await
+}
+
+/// `POST /embeddings`: OpenAI's embeddings through the same pipeline (mounted with
+/// `/chat/completions`).
+#[utoipa::path(post, path = "/api/v1/embeddings", tag = "gateway",
+    request_body(content = Object, description = "OpenAI embeddings body: model (required, a model name), input (a string, or 1 to 2048 strings or token arrays), encoding_format, dimensions, ..."),
+    responses((status = 200, description = "The upstream's embeddings list ({object: list, data, model, usage})"),
+        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
+        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
+pub async fn embeddings(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: Body<Value>,
+) -> Result<HttpResponse, ApiError> {
+    pipeline(
+        state,
+        caller,
+        body.into_inner(),
+        "/embeddings",
+        RunKind::Embeddings,
+    )
+    .await
 }
 
 /// Starts the quota refiller on the blocking pool when this request left a lease to refill
@@ -113,6 +165,7 @@ async fn pipeline(
     caller: Caller,
     body: Result<Value, ApiError>,
     route: &'static str,
+    kind: RunKind,
 ) -> Result<HttpResponse, ApiError> {
     use gc_domain::runs::ChatUpstream;
     let started = Instant::now();
@@ -131,7 +184,8 @@ async fn pipeline(
             let mut body = body
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            prepare(
+            prepare_for(
+                kind,
                 ports,
                 sealer.as_ref(),
                 runs.quotas(),
