@@ -204,62 +204,6 @@ function tokensSection() {
     submitLabel: 'Create token',
     write: false,
     fields: [
-      { name: 'name', label: 'Name', required: true, max: 100, help: 'What the token is for, e.g. "provisioning".' },
-      { name: 'scope', label: 'Scope', type: 'select', options: [['admin', 'admin (full administration)'], ['admin:read', 'admin:read (GET only)']] },
-      { name: 'expires', label: 'Expires on (optional)', type: 'date', help: 'The token stops working at the end of this day (UTC).', validate: (v) => (v && new Date(`${v}T23:59:59Z`) <= new Date() ? 'must be in the future' : null) },
-    ],
-    onSubmit: async (v) => {
-      const body = { name: v.name, scope: v.scope };
-      if (v.expires) body.expires_at = `${v.expires}T23:59:59Z`;
-      const t = (await post('/admin/tokens', body)).data;
-      f.reset();
-      const out = h('output', { class: 'secret', id: 'new-admin-token', 'aria-label': 'The new admin token' }, t.token);
-      const done = h('button', { type: 'button', onclick: () => secretBox.replaceChildren(notice('info', `Token “${t.name}” is ready. It is no longer shown.`)) }, 'I have stored it');
-      fill(secretBox, h('div', { class: 'notice notice-ok', role: 'status' },
-        h('p', {}, h('strong', {}, `Token “${t.name}” created. `), 'Copy it now: this is the only time it is shown. Send it as “Authorization: Bearer …” on /api/v1/admin/**.'),
-        h('p', { class: 'secret-row' }, out, ' ', copyButton(() => out.textContent, 'Copy token')),
-        h('p', {}, done)));
-      done.focus();
-      await reload();
-    },
-  });
-  function reload() {
-    const list = pagedTable(
-      [
-        ['Name', (t) => h('strong', {}, t.name)],
-        ['Scope', (t) => h('span', { class: 'tag' }, t.scope)],
-        ['Created', (t) => time(t.created_at)],
-        ['Last used', (t) => time(t.last_used_at)],
-        ['Expires', (t) => time(t.expires_at)],
-        ['', (t) => confirmButton('Revoke', `Revoke “${t.name}”? Scripts using it stop working at once.`, async () => {
-          await del(`/admin/tokens/${t.id}`);
-          status.replaceChildren(notice('ok', `Revoked “${t.name}”.`));
-          await reload();
-        }, { ...W, ariaLabel: `Revoke admin token ${t.name}`, onError: (e) => status.replaceChildren(errorNotice(e)) })],
-      ],
-      async (cursor) => (await get(withQuery('/admin/tokens', { limit: 50, cursor }))).data,
-      { empty: 'No admin tokens yet.', caption: 'Your admin tokens' },
-    );
-    fill(listBox, list);
-    return list.ready;
-  }
-  const el = section('Admin tokens',
-    h('p', {}, 'Tokens let scripts administer without a browser. A token acts as you: suspending or demoting you stops all of them. Last use is updated at most once a minute.'),
-    status, secretBox, f.el, listBox);
-  return { el, ready: reload() };
-}
-
-// The signed-in admin's API tokens for scripts (`/admin/tokens`, decision 0036): make one (the
-// token is shown once, in the page only), list them with their last use, revoke one.
-function tokensSection() {
-  const secretBox = h('div', { 'aria-live': 'polite' });
-  const status = h('div', { role: 'status' });
-  const listBox = h('div');
-  const f = form({
-    legend: 'New admin token',
-    submitLabel: 'Create token',
-    write: false,
-    fields: [
       { name: 'name', label: 'Token name', required: true, max: 100, help: 'What the token is for, e.g. "provisioning".' },
       { name: 'scope', label: 'Scope', type: 'select', options: [['admin', 'admin (full administration)'], ['admin:read', 'admin:read (GET only)']] },
       { name: 'expires', label: 'Expires on (optional)', type: 'date', help: 'The token stops working at the end of this day (UTC).', validate: (v) => (v && new Date(`${v}T23:59:59Z`) <= new Date() ? 'must be in the future' : null) },
