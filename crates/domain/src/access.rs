@@ -360,6 +360,19 @@ impl AdminAuthority for LocalOperator {
 }
 
 impl AdminScope {
+    /// The server itself, re-checking AI keys at start-up after its gateway configuration
+    /// changed (`services::ai_keys::recheck_after_configuration`, which is all it may do).
+    /// Crate-private: no other crate can make one.
+    pub(crate) fn server_start_up() -> Self {
+        Self {
+            actor: Actor {
+                kind: ActorKind::Admin,
+                id: Uuid::nil(),
+                label: "gc-server start-up (gateway configuration)".to_owned(),
+            },
+        }
+    }
+
     pub fn actor(&self) -> &Actor {
         &self.actor
     }

@@ -255,7 +255,7 @@ impl NewAiKeyPlan {
 pub fn plan_ai_key<P: TenantRepo + ?Sized>(
     store: &P,
     sealer: &dyn KeySealer,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     tenant_id: Uuid,
     region: &str,
     secret: &str,
@@ -316,7 +316,7 @@ pub fn store_ai_key<P: AiKeyRepo + ?Sized>(
 
 pub fn list_ai_keys<P: TenantRepo + AiKeyRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     tenant_id: Uuid,
 ) -> DomainResult<Vec<TenantAiKey>> {
     let scope = admin.admin_scope()?;
@@ -328,7 +328,7 @@ pub fn list_ai_keys<P: TenantRepo + AiKeyRepo + ?Sized>(
 
 pub fn delete_ai_key<P: AiKeyRepo + ?Sized>(
     store: &P,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     tenant_id: Uuid,
     key_id: Uuid,
 ) -> DomainResult<()> {
@@ -351,7 +351,7 @@ pub struct KeyToCheck {
 pub fn keys_to_diagnose<P: AiKeyRepo + ?Sized>(
     store: &P,
     sealer: &dyn KeySealer,
-    admin: &Principal,
+    admin: &impl AdminAuthority,
     tenant_id: Option<Uuid>,
     regions: &[Region],
 ) -> DomainResult<(AdminScope, Vec<KeyToCheck>)> {

@@ -163,7 +163,7 @@ pub fn workspace_usage<P: UsageRepo + ?Sized>(
 /// Every tenant's usage, grouped by tenant (platform admins).
 pub fn admin_usage<P: UsageRepo + ?Sized>(
     store: &P,
-    principal: &Principal,
+    principal: &impl crate::access::AdminAuthority,
     tenant_id: Option<Uuid>,
     query: &UsageQuery,
 ) -> DomainResult<UsagePage> {

@@ -6,6 +6,9 @@
 //! it needs the database URL, and whoever has that could change any row directly: the command
 //! line adds no power, only the rules. Errors (an unknown email, a refused value) are returned
 //! as messages; `main` prints them and exits with code 1.
+//!
+//! Every command takes `--json` (the API's shapes where the API has one). The commands for AI
+//! keys, limits, workspace keys, diagnostics and usage live in [`crate::cli`].
 
 use std::io::{Read, Write};
 
@@ -13,49 +16,120 @@ use anyhow::{anyhow, bail, Context};
 use chrono::{SecondsFormat, Utc};
 use gc_domain::access::LocalOperator;
 use gc_domain::accounts::{PasswordHasher, Signup};
-use gc_domain::admin;
+use gc_domain::admin::{self, tenant_name};
 use gc_domain::gateway::AiAccess;
 use gc_domain::model::{Role, Status, TenantPatch, User, UserPatch};
 use gc_domain::page::PageRequest;
 use gc_domain::values::Region;
 use gc_domain::DomainError;
+use gc_http_api::views::{TenantView, UserView};
 use uuid::Uuid;
 
-use crate::config::{AdminCommand, TenantCommand, UserCommand};
+use crate::config::{AdminCommand, TenantCommand, UserCommand, UsersCommand};
 use crate::Config;
 
-/// Runs one admin command, writing its report to `out`.
-pub fn run(config: &Config, command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Runs one admin command, writing its report to `out` (JSON with `json`).
+pub fn run(
+    config: &Config,
+    command: AdminCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let store = crate::open_store(config)?;
     let operator = LocalOperator::at_the_console(&login_name());
     match command {
         AdminCommand::Create { email, name } => {
-            let hasher = crate::hasher(config)?;
-            let password = read_password()?;
-            let signup = Signup::parse(&email, password, &name).map_err(domain)?;
-            let user = admin::create_user(
+            let user = create_user(config, &store, &operator, &email, &name, None, true)?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(
+                    out,
+                    "created platform admin {} ({})",
+                    shown(user.email.as_str()),
+                    user.id
+                )?;
+            }
+        }
+        AdminCommand::Users {
+            command:
+                UsersCommand::Create {
+                    email,
+                    name,
+                    tenant,
+                    admin: platform_admin,
+                },
+        } => {
+            let tenant = tenant.as_deref().map(tenant_id).transpose()?;
+            let user = create_user(
+                config,
                 &store,
-                &hasher,
                 &operator,
-                &signup,
-                Role::PlatformAdmin,
-                None,
-                Utc::now(),
-            )
-            .map_err(domain)?;
-            writeln!(
-                out,
-                "created platform admin {} ({})",
-                shown(user.email.as_str()),
-                user.id
+                &email,
+                &name,
+                tenant,
+                platform_admin,
             )?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(out, "{}", user.id)?;
+            }
         }
-        AdminCommand::User(command) | AdminCommand::Users { command } => {
-            user_command(config, &store, &operator, command, out)?;
+        AdminCommand::User(command)
+        | AdminCommand::Users {
+            command: UsersCommand::Other(command),
+        } => {
+            user_command(config, &store, &operator, command, json, out)?;
         }
-        AdminCommand::Tenants { command } => tenant_command(&store, &operator, command, out)?,
+        AdminCommand::Tenants { command } => {
+            tenant_command(&store, &operator, command, json, out)?;
+        }
+        AdminCommand::AiKeys { command } => {
+            crate::cli::ai_keys(config, &store, &operator, command, json, out)?;
+        }
+        AdminCommand::Limits { command } => {
+            crate::cli::limits(&store, &operator, command, json, out)?;
+        }
+        AdminCommand::Keys { command } => {
+            crate::cli::keys(&store, &operator, command, json, out)?;
+        }
+        AdminCommand::Diagnostics(args) => {
+            crate::cli::diagnostics(config, &store, &operator, args, json, out)?;
+        }
+        AdminCommand::Usage(args) => crate::cli::usage(&store, &operator, args, json, out)?,
     }
     Ok(())
+}
+
+fn print_json(
+    out: &mut dyn Write,
+    value: serde_json::Result<serde_json::Value>,
+) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &value?)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Creates an account through the domain (the password from `GC_ADMIN_PASSWORD` or stdin).
+fn create_user(
+    config: &Config,
+    store: &gc_persistence::DbStore,
+    operator: &LocalOperator,
+    email: &str,
+    name: &str,
+    tenant: Option<Uuid>,
+    platform_admin: bool,
+) -> anyhow::Result<User> {
+    let hasher = crate::hasher(config)?;
+    let password = read_password()?;
+    let signup = Signup::parse(email, password, name).map_err(domain)?;
+    let role = if platform_admin {
+        Role::PlatformAdmin
+    } else {
+        Role::Member
+    };
+    admin::create_user(store, &hasher, operator, &signup, role, tenant, Utc::now()).map_err(domain)
 }
 
 fn user_command(
@@ -63,6 +137,7 @@ fn user_command(
     store: &gc_persistence::DbStore,
     operator: &LocalOperator,
     command: UserCommand,
+    json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let by_email = |email: &str| admin::find_user_by_email(store, operator, email).map_err(domain);
@@ -73,12 +148,23 @@ fn user_command(
     match command {
         UserCommand::List { tenant } => {
             let tenant = tenant.as_deref().map(tenant_id).transpose()?;
-            writeln!(out, "email\tname\trole\tstatus\ttenant_id\tcreated_at")?;
+            if !json {
+                writeln!(out, "email\tname\trole\tstatus\ttenant_id\tcreated_at")?;
+            }
+            let mut all = Vec::new();
             let mut cursor = None;
             loop {
                 let page =
                     PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
                 let page = admin::list_users(store, operator, tenant, &page).map_err(domain)?;
+                if json {
+                    all.extend(page.items.iter().cloned().map(UserView::from));
+                    match page.next {
+                        Some(next) => cursor = Some(next),
+                        None => break,
+                    }
+                    continue;
+                }
                 for u in &page.items {
                     writeln!(
                         out,
@@ -97,6 +183,12 @@ fn user_command(
                     None => break,
                 }
             }
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(serde_json::json!({ "data": all })),
+                )?;
+            }
         }
         UserCommand::Suspend { email } => {
             let user = patch(
@@ -106,7 +198,11 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "suspended {}", shown(user.email.as_str()))?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(out, "suspended {}", shown(user.email.as_str()))?;
+            }
         }
         UserCommand::Activate { email } => {
             let user = patch(
@@ -116,7 +212,11 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "activated {}", shown(user.email.as_str()))?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(out, "activated {}", shown(user.email.as_str()))?;
+            }
         }
         UserCommand::Promote { email } => {
             let user = patch(
@@ -126,7 +226,11 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "{} is a platform admin", shown(user.email.as_str()))?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(out, "{} is a platform admin", shown(user.email.as_str()))?;
+            }
         }
         UserCommand::Demote { email } => {
             let user = patch(
@@ -136,7 +240,11 @@ fn user_command(
                     ..UserPatch::default()
                 },
             )?;
-            writeln!(out, "{} is a member", shown(user.email.as_str()))?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(out, "{} is a member", shown(user.email.as_str()))?;
+            }
         }
         UserCommand::ResetPassword { email } => {
             let user = by_email(&email)?;
@@ -144,11 +252,15 @@ fn user_command(
             let password = read_password()?;
             let hasher: &dyn PasswordHasher = &hasher;
             admin::reset_password(store, hasher, operator, user.id, password).map_err(domain)?;
-            writeln!(
-                out,
-                "reset the password of {}; its sessions are revoked",
-                shown(user.email.as_str())
-            )?;
+            if json {
+                print_json(out, serde_json::to_value(UserView::from(user)))?;
+            } else {
+                writeln!(
+                    out,
+                    "reset the password of {}; its sessions are revoked",
+                    shown(user.email.as_str())
+                )?;
+            }
         }
         UserCommand::Assign { email, tenant } => {
             let target = if tenant.eq_ignore_ascii_case("none") {
@@ -160,6 +272,7 @@ fn user_command(
             let user = admin::assign_tenant(store, operator, user.id, target, Utc::now())
                 .map_err(domain)?;
             match user.tenant_id {
+                _ if json => print_json(out, serde_json::to_value(UserView::from(user)))?,
                 Some(t) => writeln!(out, "{} is in tenant {t}", shown(user.email.as_str()))?,
                 None => writeln!(out, "{} is unassigned", shown(user.email.as_str()))?,
             }
@@ -172,6 +285,7 @@ fn tenant_command(
     store: &gc_persistence::DbStore,
     operator: &LocalOperator,
     command: TenantCommand,
+    json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let set_status = |id: &str, status: Status| {
@@ -184,12 +298,23 @@ fn tenant_command(
     };
     match command {
         TenantCommand::List => {
-            writeln!(out, "id\tname\tregion\tstatus\tai_access\tcreated_at")?;
+            if !json {
+                writeln!(out, "id\tname\tregion\tstatus\tai_access\tcreated_at")?;
+            }
+            let mut all = Vec::new();
             let mut cursor = None;
             loop {
                 let page =
                     PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
                 let page = admin::list_tenants(store, operator, &page).map_err(domain)?;
+                if json {
+                    all.extend(page.items.iter().map(|(t, a)| TenantView::new(t, *a)));
+                    match page.next {
+                        Some(next) => cursor = Some(next),
+                        None => break,
+                    }
+                    continue;
+                }
                 for (t, access) in &page.items {
                     writeln!(
                         out,
@@ -207,6 +332,12 @@ fn tenant_command(
                     None => break,
                 }
             }
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(serde_json::json!({ "data": all })),
+                )?;
+            }
         }
         TenantCommand::Create {
             name,
@@ -214,18 +345,65 @@ fn tenant_command(
             ai_enabled,
         } => {
             let region = Region::parse("region", &region).map_err(domain)?;
-            let (t, _) =
+            let (t, access) =
                 admin::create_tenant(store, operator, &name, region, ai_enabled, Utc::now())
                     .map_err(domain)?;
-            writeln!(out, "{}", t.id)?;
+            if json {
+                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
+            } else {
+                writeln!(out, "{}", t.id)?;
+            }
+        }
+        TenantCommand::Update {
+            id,
+            name,
+            region,
+            ai_enabled,
+        } => {
+            let id = tenant_id(&id)?;
+            let patch = TenantPatch {
+                name: name
+                    .as_deref()
+                    .map(tenant_name)
+                    .transpose()
+                    .map_err(domain)?,
+                region: region
+                    .as_deref()
+                    .map(|r| Region::parse("region", r))
+                    .transpose()
+                    .map_err(domain)?,
+                ai_enabled,
+                ..TenantPatch::default()
+            };
+            let (t, access) = admin::update_tenant(store, operator, id, &patch).map_err(domain)?;
+            if json {
+                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
+            } else {
+                writeln!(
+                    out,
+                    "tenant {} ({}): region {}, ai_access {}",
+                    shown(&t.name),
+                    t.id,
+                    t.region.as_str(),
+                    ai_access(access)
+                )?;
+            }
         }
         TenantCommand::Suspend { id } => {
-            let (t, _) = set_status(&id, Status::Suspended)?;
-            writeln!(out, "suspended tenant {} ({})", shown(&t.name), t.id)?;
+            let (t, access) = set_status(&id, Status::Suspended)?;
+            if json {
+                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
+            } else {
+                writeln!(out, "suspended tenant {} ({})", shown(&t.name), t.id)?;
+            }
         }
         TenantCommand::Activate { id } => {
-            let (t, _) = set_status(&id, Status::Active)?;
-            writeln!(out, "activated tenant {} ({})", shown(&t.name), t.id)?;
+            let (t, access) = set_status(&id, Status::Active)?;
+            if json {
+                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
+            } else {
+                writeln!(out, "activated tenant {} ({})", shown(&t.name), t.id)?;
+            }
         }
     }
     Ok(())
@@ -271,14 +449,14 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A domain refusal as a one-line message (`not_found: user not found`).
-fn domain(e: DomainError) -> anyhow::Error {
+pub(crate) fn domain(e: DomainError) -> anyhow::Error {
     match e {
         DomainError::NotFound(what) => anyhow!("no such {what}"),
         other => anyhow!("{} ({})", other, other.code()),
     }
 }
 
-fn tenant_id(raw: &str) -> anyhow::Result<Uuid> {
+pub(crate) fn tenant_id(raw: &str) -> anyhow::Result<Uuid> {
     Uuid::parse_str(raw.trim()).map_err(|_| anyhow!("{raw:?} is not a tenant id (a UUID)"))
 }
 

@@ -78,6 +78,119 @@ pub fn load_dotenv(path: &Path) -> anyhow::Result<bool> {
     }
 }
 
+/// Variables `gc-server` reads that are not flags of [`Config`]: `GC_ADMIN_PASSWORD` (admin
+/// commands) and the test harness's own.
+const OTHER_VARIABLES: &[&str] = &[
+    "GC_ADMIN_PASSWORD",
+    "GC_TEST_POSTGRES_URL",
+    "GC_REQUIRE_POSTGRES",
+    "GC_REQUIRE_OPENAI_SDK",
+];
+
+/// Every `GC_*` variable gc-server knows: each flag's variable, and [`OTHER_VARIABLES`].
+pub fn known_variables() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut names: Vec<String> = Cli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    names.extend(OTHER_VARIABLES.iter().map(|s| (*s).to_owned()));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// An unknown `GC_*` variable: its name, where it was set, and the known name closest to it
+/// (when one is close enough to be a typo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVariable {
+    pub name: String,
+    /// `.env` or `the environment`.
+    pub source: &'static str,
+    pub closest: Option<String>,
+}
+
+/// The `GC_*` names in `names` that gc-server does not know, each with the closest known name
+/// (edit distance at most a third of the name, so `GC_GATWAY_AIHK_URL` finds
+/// `GC_GATEWAY_AIHK_URL` but `GC_FOO` finds nothing). `in_dotenv` tells which came from the
+/// `.env` file.
+pub fn unknown_variables<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    in_dotenv: &[String],
+) -> Vec<UnknownVariable> {
+    let known = known_variables();
+    let mut out: Vec<UnknownVariable> = names
+        .into_iter()
+        .filter(|n| n.starts_with("GC_") && !known.iter().any(|k| k == n))
+        .map(|name| {
+            let closest = known
+                .iter()
+                .map(|k| (edit_distance(name, k), k))
+                .min()
+                .filter(|(d, _)| *d <= (name.len() / 3).max(1))
+                .map(|(_, k)| k.clone());
+            UnknownVariable {
+                name: name.to_owned(),
+                source: if in_dotenv.iter().any(|d| d == name) {
+                    ".env"
+                } else {
+                    "the environment"
+                },
+                closest,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup();
+    out
+}
+
+/// Logs a warning for every unknown `GC_*` variable in the environment (which holds `.env`'s
+/// too once [`load_dotenv`] ran), naming the closest known one. Call after tracing is set up.
+pub fn warn_unknown_variables(dotenv: &Path) {
+    let in_dotenv: Vec<String> = dotenvy::from_path_iter(dotenv)
+        .map(|iter| iter.filter_map(Result::ok).map(|(k, _)| k).collect())
+        .unwrap_or_default();
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for v in unknown_variables(names.iter().map(String::as_str), &in_dotenv) {
+        match &v.closest {
+            Some(closest) => tracing::warn!(
+                variable = %v.name,
+                source = v.source,
+                "unknown variable {} (in {}) is ignored; did you mean {}?",
+                v.name,
+                v.source,
+                closest
+            ),
+            None => tracing::warn!(
+                variable = %v.name,
+                source = v.source,
+                "unknown variable {} (in {}) is ignored",
+                v.name,
+                v.source
+            ),
+        }
+    }
+}
+
+/// The Levenshtein distance between two ASCII-ish names (by characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 const AFTER_HELP: &str = "\
 Every option can also be set by its environment variable (shown as [env: ...]); a .env file in
 the working directory is read at start (variables already set win). See .env.sample.
@@ -112,6 +225,9 @@ pub enum Command {
     /// recorded with the operator as the actor. An unknown email or tenant exits with code 1
     /// and a message.
     Admin {
+        /// Print the result as JSON (the API's shapes where the API has one) instead of text.
+        #[arg(long, global = true)]
+        json: bool,
         #[command(subcommand)]
         command: AdminCommand,
     },
@@ -176,16 +292,62 @@ pub enum AdminCommand {
     },
     #[command(flatten)]
     User(UserCommand),
-    /// The same user commands, grouped: `admin users list`, `admin users suspend EMAIL` ...
+    /// The same user commands, grouped (`admin users list`, `admin users suspend EMAIL` ...),
+    /// and `admin users create`.
     Users {
         #[command(subcommand)]
-        command: UserCommand,
+        command: UsersCommand,
     },
-    /// Tenants: list, create, suspend, activate.
+    /// Tenants: list, create, update, suspend, activate.
     Tenants {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// A tenant's upstream AI keys: add (the secret from standard input or a file), list,
+    /// remove.
+    AiKeys {
+        #[command(subcommand)]
+        command: crate::cli::AiKeyCommand,
+    },
+    /// Quotas: a tenant's limits (a workspace key's own limits are set when it is made).
+    Limits {
+        #[command(subcommand)]
+        command: crate::cli::LimitsCommand,
+    },
+    /// Workspace keys made for a member (the secret is shown once).
+    Keys {
+        #[command(subcommand)]
+        command: crate::cli::KeyCommand,
+    },
+    /// Check the region gateways and re-check the AI keys (stores their statuses).
+    Diagnostics(crate::cli::DiagnosticsArgs),
+    /// Usage per tenant (requests, errors, tokens) over a range of days.
+    Usage(crate::cli::UsageArgs),
+}
+
+/// `admin users ...`: the user commands, and creating any account.
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create a member (or with --admin a platform admin), in a tenant when --tenant is given.
+    ///
+    /// The password (12 to 72 bytes) comes from GC_ADMIN_PASSWORD or, when that is unset, from
+    /// standard input.
+    Create {
+        /// The account's email (case-insensitive, unique).
+        #[arg(long)]
+        email: String,
+        /// The display name.
+        #[arg(long)]
+        name: String,
+        /// The tenant id the member belongs to.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Make a platform admin instead of a member.
+        #[arg(long, default_value_t = false)]
+        admin: bool,
+    },
+    #[command(flatten)]
+    Other(UserCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -251,6 +413,19 @@ pub enum TenantCommand {
         /// Allow AI access (it is ready once the tenant has a usable AI key).
         #[arg(long, default_value_t = false)]
         ai_enabled: bool,
+    },
+    /// Change a tenant's name, region or AI switch (limits: `admin limits tenant`).
+    Update {
+        /// The tenant id.
+        id: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// AIHK or AICA.
+        #[arg(long)]
+        region: Option<String>,
+        /// true or false.
+        #[arg(long)]
+        ai_enabled: Option<bool>,
     },
     /// Suspend a tenant: every member's request is refused with tenant_suspended.
     Suspend {
@@ -600,5 +775,47 @@ impl Config {
             .and_then(|p| p.parent().map(PathBuf::from))
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("data"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mistyped_variable_is_named_with_the_closest_known_one() {
+        let dotenv = vec!["GC_GATWAY_AIHK_URL".to_owned()];
+        let got = unknown_variables(
+            [
+                "GC_GATWAY_AIHK_URL",
+                "GC_BCRYPT_COTS",
+                "GC_BIND",
+                "GC_SOMETHING_ELSE_ENTIRELY",
+                "PATH",
+            ],
+            &dotenv,
+        );
+        assert_eq!(
+            got,
+            vec![
+                UnknownVariable {
+                    name: "GC_BCRYPT_COTS".into(),
+                    source: "the environment",
+                    closest: Some("GC_BCRYPT_COST".into()),
+                },
+                UnknownVariable {
+                    name: "GC_GATWAY_AIHK_URL".into(),
+                    source: ".env",
+                    closest: Some("GC_GATEWAY_AIHK_URL".into()),
+                },
+                UnknownVariable {
+                    name: "GC_SOMETHING_ELSE_ENTIRELY".into(),
+                    source: "the environment",
+                    closest: None,
+                },
+            ]
+        );
+        assert!(known_variables().contains(&"GC_CHAT_COMPLETIONS".to_owned()));
+        assert!(known_variables().contains(&"GC_ADMIN_PASSWORD".to_owned()));
     }
 }

@@ -2,7 +2,9 @@
 //! hands them to the HTTP layer and starts actix-web.
 
 pub mod admin_cli;
+pub mod cli;
 pub mod config;
+pub mod key_recheck;
 pub mod protocol;
 
 use std::collections::HashMap;
@@ -486,6 +488,8 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
         std::time::Duration::from_millis(config.run_writer_test_hold_ms),
     ));
     let data = web::Data::new(state);
+    // Keys judged under another gateway configuration are probed again, in the background.
+    key_recheck::spawn(config, data.clone())?;
     let workers = config
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -656,8 +660,13 @@ fn start_metrics(
 
 /// Sets up tracing as configured. Request logs carry method, path, status and request id;
 /// never bodies, cookies or authorization headers.
+///
+/// Text lines carry colour codes only when standard error is a terminal (and `NO_COLOR` is
+/// unset): a log written to a file or a pipe is plain text.
 pub fn init_tracing(config: &Config) {
-    init_tracing_to(config, std::io::stderr);
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    init_tracing_with(config, std::io::stderr, ansi);
 }
 
 /// [`init_tracing`] writing to `writer` (tests capture the lines).
@@ -668,6 +677,14 @@ pub fn init_tracing(config: &Config) {
 /// are written again at DEBUG under the target `gc_server::client_protocol` instead, so no client
 /// can flood the error log.
 pub fn init_tracing_to<W>(config: &Config, writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    init_tracing_with(config, writer, false);
+}
+
+/// [`init_tracing_to`], with colour codes in text lines when `ansi`.
+fn init_tracing_with<W>(config: &Config, writer: W, ansi: bool)
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -683,7 +700,10 @@ where
             .with_writer(writer)
             .boxed()
     } else {
-        tracing_subscriber::fmt::layer().with_writer(writer).boxed()
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(writer)
+            .boxed()
     };
     let not_client_protocol =
         tracing_subscriber::filter::filter_fn(|meta| !is_client_protocol_error(meta));

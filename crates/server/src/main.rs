@@ -22,6 +22,8 @@ fn main() -> anyhow::Result<()> {
     gc_server::config::load_dotenv(Path::new(".env"))?;
     let cli = Cli::parse();
     gc_server::init_tracing(&cli.config);
+    // Mistyped variables (in .env or the environment) would otherwise be silently ignored.
+    gc_server::config::warn_unknown_variables(Path::new(".env"));
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
         Command::Guard {
@@ -37,8 +39,8 @@ fn main() -> anyhow::Result<()> {
             writeln!(out, "{}", gc_server::openapi_document())?;
             Ok(())
         }
-        Command::Admin { command } => {
-            gc_server::admin_cli::run(&cli.config, command, &mut std::io::stdout().lock())
+        Command::Admin { json, command } => {
+            gc_server::admin_cli::run(&cli.config, command, json, &mut std::io::stdout().lock())
         }
     }
 }

@@ -1,20 +1,26 @@
 //! Tenant AI keys (administration): add a key, checked at once against its region's gateway;
-//! list; delete. The probe-to-status decision ([`key_status`]) is shared with the diagnostics.
+//! list; delete; and the start-up re-check of keys whose region's gateway was not usable when
+//! they were last checked ([`recheck_after_configuration`]). The probe-to-status decision
+//! ([`key_status`]) is shared with the diagnostics.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use chrono::{DateTime, Utc};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::Storage;
-use crate::access::Principal;
+use crate::access::{AdminAuthority, AdminScope};
 use crate::admin;
 use crate::error::DomainResult;
-use crate::gateway::{AiKeyStatus, TenantAiKey};
-use crate::ports::{AiKeyRepo, KeySealer, TenantRepo};
+use crate::gateway::{ai_key_binding, AiKeyStatus, KeyVerdict, TenantAiKey};
+use crate::ports::{AiKeyRepo, KeySealer, TenantRepo, WorkspaceRepo};
 use crate::secret::SecretString;
 use crate::values::Region;
+use crate::workspace::{ActivityTarget, NewActivity};
 
 /// What a region's gateway answered to a key probe (`GET {base}/models` with the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,11 +97,11 @@ pub struct NewAiKey {
 /// Adds an upstream key to a tenant: validated and sealed (one storage trip, which checks the
 /// admin and the tenant), probed against its region's gateway, and stored with the status the
 /// probe means (a second trip). Nothing is stored when the first trip refuses.
-pub async fn create<D, K>(
+pub async fn create<D, K, A>(
     db: &D,
     probe: &K,
     sealer: Arc<dyn KeySealer>,
-    admin: Principal,
+    admin: A,
     tenant_id: Uuid,
     key: NewAiKey,
     now: DateTime<Utc>,
@@ -104,6 +110,7 @@ where
     D: Storage,
     D::Store: TenantRepo + AiKeyRepo,
     K: KeyProbe + ?Sized,
+    A: AdminAuthority + Send + 'static,
 {
     let plan = db
         .run(move |store| {
@@ -126,9 +133,10 @@ where
 }
 
 /// The tenant's upstream keys (never their secrets).
-pub async fn list<D>(db: &D, admin: Principal, tenant_id: Uuid) -> DomainResult<Vec<TenantAiKey>>
+pub async fn list<D, A>(db: &D, admin: A, tenant_id: Uuid) -> DomainResult<Vec<TenantAiKey>>
 where
     D: Storage,
+    A: AdminAuthority + Send + 'static,
     D::Store: TenantRepo + AiKeyRepo,
 {
     db.run(move |store| admin::list_ai_keys(store, &admin, tenant_id))
@@ -136,19 +144,179 @@ where
 }
 
 /// Deletes one of the tenant's upstream keys; `not_found` when there is none.
-pub async fn delete<D>(db: &D, admin: Principal, tenant_id: Uuid, key_id: Uuid) -> DomainResult<()>
+pub async fn delete<D, A>(db: &D, admin: A, tenant_id: Uuid, key_id: Uuid) -> DomainResult<()>
 where
     D: Storage,
+    A: AdminAuthority + Send + 'static,
     D::Store: AiKeyRepo,
 {
     db.run(move |store| admin::delete_ai_key(store, &admin, tenant_id, key_id))
         .await
 }
 
+/// How far a start-up re-check goes: probes at once, and keys at most (the rest wait for the
+/// next start or an admin's diagnosis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecheckBounds {
+    pub concurrency: usize,
+    pub max_keys: usize,
+}
+
+impl Default for RecheckBounds {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            max_keys: 1_000,
+        }
+    }
+}
+
+/// One key as re-checked (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecheckedKey {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub region: Region,
+    pub status: AiKeyStatus,
+    pub status_reason: Option<String>,
+}
+
+/// The activity action of a start-up re-check, one line per key in its tenant's feed.
+pub const RECHECKED_ACTION: &str = "ai_key.rechecked";
+
+/// Re-checks, once the server starts, the `not_ready` keys of the regions whose gateway is
+/// configured now (`configured`): a key added while its region had no URL, or judged against
+/// a URL that was wrong or down, gets the status its probe means under the current
+/// configuration (`docs/gateway.md`, "Key status follows configuration": no URL fingerprint
+/// is stored; a `not_ready` key is probed again whenever its region has a gateway). `ready`
+/// keys are left alone: probing every key at every start would cost one upstream call per key,
+/// and a run that gets a 401 marks a bad one at once.
+///
+/// Each key is probed (at most `bounds.concurrency` at once, `bounds.max_keys` in all, oldest
+/// first) and its verdict stored as soon as it is known, with an [`RECHECKED_ACTION`] line in
+/// its tenant's feed, so a caller that stops waiting keeps every verdict already found. A key
+/// that does not open with the current master key is left as it is.
+pub async fn recheck_after_configuration<D, K>(
+    db: &D,
+    probe: &K,
+    sealer: Arc<dyn KeySealer>,
+    configured: Vec<Region>,
+    bounds: RecheckBounds,
+    now: DateTime<Utc>,
+) -> DomainResult<Vec<RecheckedKey>>
+where
+    D: Storage,
+    D::Store: AiKeyRepo + WorkspaceRepo,
+    K: KeyProbe + ?Sized,
+{
+    if configured.is_empty() || bounds.max_keys == 0 {
+        return Ok(Vec::new());
+    }
+    let scope = AdminScope::server_start_up();
+    let listed = scope.clone();
+    let max_keys = bounds.max_keys;
+    let keys = db
+        .run(move |store| {
+            let mut keys: Vec<_> = store
+                .list_ai_keys(&listed, None)?
+                .into_iter()
+                .filter(|k| k.status == AiKeyStatus::NotReady && configured.contains(&k.region))
+                .collect();
+            keys.sort_by_key(|k| k.created_at);
+            keys.truncate(max_keys);
+            Ok(keys
+                .into_iter()
+                .filter_map(|key| {
+                    let secret =
+                        sealer.open(&key.sealed_secret, &ai_key_binding(key.tenant_id, key.id))?;
+                    Some((key, secret))
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    let checks = keys.into_iter().map(|(key, secret)| {
+        let scope = scope.clone();
+        async move {
+            let (status, reason) = check_key(probe, key.region, &secret).await;
+            let checked = RecheckedKey {
+                id: key.id,
+                tenant_id: key.tenant_id,
+                region: key.region,
+                status,
+                status_reason: reason.clone(),
+            };
+            db.run(move |store| {
+                let verdict = KeyVerdict::diagnosed(&scope, &key, status, reason.clone(), now);
+                store.set_ai_key_status(&verdict)?;
+                store.append_activity(&NewActivity::admin(
+                    &scope,
+                    key.tenant_id,
+                    now,
+                    RECHECKED_ACTION,
+                    Some(ActivityTarget {
+                        kind: "ai_key".into(),
+                        id: key.id,
+                    }),
+                    json!({
+                        "region": key.region.as_str(),
+                        "label": key.label,
+                        "hint": key.hint,
+                        "status": status.as_str(),
+                        "status_reason": reason,
+                        "trigger": "gateway_configuration",
+                    }),
+                ))
+            })
+            .await
+            .map(|()| checked)
+        }
+    });
+    at_most(bounds.concurrency, checks)
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// Runs `futures` with at most `limit` of them in flight at once; their outputs in the order
+/// they finished. (The domain has no executor: this polls the few in flight on every wake.)
+async fn at_most<F: Future>(limit: usize, futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut waiting = futures.into_iter();
+    let mut running: Vec<Pin<Box<F>>> = Vec::new();
+    let mut out = Vec::new();
+    std::future::poll_fn(|cx| loop {
+        while running.len() < limit.max(1) {
+            match waiting.next() {
+                Some(f) => running.push(Box::pin(f)),
+                None => break,
+            }
+        }
+        if running.is_empty() {
+            return Poll::Ready(());
+        }
+        let before = running.len();
+        let mut i = 0;
+        while i < running.len() {
+            match running[i].as_mut().poll(cx) {
+                Poll::Ready(v) => {
+                    out.push(v);
+                    drop(running.swap_remove(i));
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        if running.len() == before {
+            return Poll::Pending;
+        }
+    })
+    .await;
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::access::tests::{session, tenant, user};
+    use crate::access::Principal;
     use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
     use crate::model::{Role, Status};
 
@@ -390,5 +558,153 @@ mod tests {
                 .as_str(),
             "not_found"
         );
+    }
+
+    fn sealed(mut k: TenantAiKey, secret: &str) -> TenantAiKey {
+        k.sealed_secret = format!("sealed:{secret}");
+        k
+    }
+
+    #[test]
+    fn at_start_up_not_ready_keys_of_configured_regions_are_probed_again_and_recorded() {
+        use crate::gateway::tests::key;
+        let t = tenant(Status::Active);
+        // Added while AIHK had no URL: the case of issue 31.
+        let mut unconfigured = sealed(
+            key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
+            "sk-good",
+        );
+        unconfigured.status_reason = Some("the AIHK gateway is not configured".into());
+        let refused = sealed(key(&t, Region::Aihk, true, AiKeyStatus::NotReady), "sk-bad");
+        let ready_key = sealed(key(&t, Region::Aihk, true, AiKeyStatus::Ready), "sk-good");
+        // AICA is still not configured: its key is not probed.
+        let elsewhere = sealed(
+            key(&t, Region::Aica, true, AiKeyStatus::NotReady),
+            "sk-good",
+        );
+        // Sealed under another master key: left as it is.
+        let lost = key(&t, Region::Aihk, true, AiKeyStatus::NotReady);
+        let store = Fake::with_keys(vec![
+            unconfigured.clone(),
+            refused.clone(),
+            ready_key,
+            elsewhere,
+            lost,
+        ]);
+        let probe = gateways();
+        let mut got = ready(recheck_after_configuration(
+            &store,
+            &probe,
+            Arc::new(FakeSealer),
+            vec![Region::Aihk],
+            RecheckBounds::default(),
+            Utc::now(),
+        ))
+        .unwrap();
+        got.sort_by_key(|k| k.id);
+        assert_eq!(
+            got.iter()
+                .map(|k| (k.id, k.status, k.status_reason.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![
+                (unconfigured.id, AiKeyStatus::Ready, None),
+                (
+                    refused.id,
+                    AiKeyStatus::NotReady,
+                    Some("401 from the gateway")
+                ),
+            ]
+        );
+        assert_eq!(probe.probed.lock().unwrap().len(), 2);
+        let verdicts = store.verdicts.lock().unwrap();
+        assert_eq!(verdicts.len(), 2);
+        assert!(verdicts
+            .iter()
+            .any(|v| v.key_id() == unconfigured.id && v.status() == AiKeyStatus::Ready));
+        let activity = store.workspace.activity.lock().unwrap();
+        assert_eq!(activity.len(), 2);
+        for line in activity.iter() {
+            assert_eq!(line.action(), RECHECKED_ACTION);
+            assert_eq!(line.tenant_id(), t.id);
+            assert!(!format!("{line:?}").contains("sk-good"), "{line:?}");
+        }
+        // Nothing configured: nothing probed, nothing read.
+        let none = ready(recheck_after_configuration(
+            &store,
+            &probe,
+            Arc::new(FakeSealer),
+            vec![],
+            RecheckBounds::default(),
+            Utc::now(),
+        ))
+        .unwrap();
+        assert!(none.is_empty());
+        assert_eq!(probe.probed.lock().unwrap().len(), 2);
+    }
+
+    /// A probe that stays pending once per call and counts the probes in flight.
+    #[derive(Default)]
+    struct SlowProbe {
+        in_flight: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl KeyProbe for SlowProbe {
+        async fn probe_key(&self, _: Region, _: &SecretString) -> Option<KeyProbeAnswer> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.calls.fetch_add(1, SeqCst);
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if yielded {
+                    Poll::Ready(())
+                } else {
+                    yielded = true;
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            })
+            .await;
+            self.in_flight.fetch_sub(1, SeqCst);
+            Some(answer(true, None))
+        }
+        async fn check_gateway(&self, _: Region) -> Option<GatewayCheck> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_start_up_recheck_probes_at_most_its_bound_at_once_and_in_all() {
+        use crate::gateway::tests::key;
+        use std::sync::atomic::Ordering::SeqCst;
+        let t = tenant(Status::Active);
+        let keys: Vec<_> = (0..7)
+            .map(|_| {
+                sealed(
+                    key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
+                    "sk-good",
+                )
+            })
+            .collect();
+        let store = Fake::with_keys(keys);
+        let probe = SlowProbe::default();
+        let got = ready(recheck_after_configuration(
+            &store,
+            &probe,
+            Arc::new(FakeSealer),
+            vec![Region::Aihk],
+            RecheckBounds {
+                concurrency: 2,
+                max_keys: 5,
+            },
+            Utc::now(),
+        ))
+        .unwrap();
+        assert_eq!(got.len(), 5);
+        assert!(got.iter().all(|k| k.status == AiKeyStatus::Ready));
+        assert_eq!(probe.calls.load(SeqCst), 5);
+        assert_eq!(probe.most.load(SeqCst), 2);
     }
 }

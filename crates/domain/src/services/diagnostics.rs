@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::ai_keys::{check_key, KeyProbe};
 use super::Storage;
-use crate::access::Principal;
+use crate::access::AdminAuthority;
 use crate::admin::{self, KeyToCheck};
 use crate::error::DomainResult;
 use crate::gateway::AiKeyStatus;
@@ -56,11 +56,11 @@ pub struct Diagnosis {
 /// Checks each wanted region's gateway, then re-checks the wanted keys (one storage trip reads
 /// and opens them, checking the admin), and stores every key's new status (a second trip). A
 /// key that does not open with the current master key is `not_ready` without a probe.
-pub async fn diagnose<D, K>(
+pub async fn diagnose<D, K, A>(
     db: &D,
     probe: &K,
     sealer: Arc<dyn KeySealer>,
-    admin: Principal,
+    admin: A,
     request: DiagnosisRequest,
     now: DateTime<Utc>,
 ) -> DomainResult<Diagnosis>
@@ -68,6 +68,7 @@ where
     D: Storage,
     D::Store: AiKeyRepo,
     K: KeyProbe + ?Sized,
+    A: AdminAuthority + Send + 'static,
 {
     // No gateway is probed for a caller who may not see the answer.
     admin.admin_scope()?;
@@ -137,6 +138,7 @@ where
 mod tests {
     use super::*;
     use crate::access::tests::{session, tenant, user};
+    use crate::access::Principal;
     use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
     use crate::gateway::tests::key;
     use crate::model::{Role, Status};

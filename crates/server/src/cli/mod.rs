@@ -1,0 +1,568 @@
+//! The administration commands beyond accounts and tenants (`gc-server admin ai-keys | limits
+//! | keys | diagnostics | usage`), run by [`crate::admin_cli`].
+//!
+//! Like the rest of `gc-server admin`, they open the database directly and go through the
+//! domain's services with the [`LocalOperator`] as the admin: the same validation, sealing,
+//! probes and activity lines as the API, and no server needs to be running (see
+//! `docs/operations.md`, "Administration from the command line"). Secrets are never taken as
+//! arguments (they would land in shell history and `ps`): an AI key's secret comes from
+//! standard input or a file.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use chrono::Utc;
+use clap::{Args, Subcommand};
+use gc_domain::access::LocalOperator;
+use gc_domain::admin;
+use gc_domain::model::TenantPatch;
+use gc_domain::quota::limit_change;
+use gc_domain::services::ai_keys::{self, NewAiKey};
+use gc_domain::services::diagnostics::{self, DiagnosisRequest};
+use gc_domain::services::provisioning;
+use gc_domain::services::Storage;
+use gc_domain::usage::{self, UsageGroup, UsageQuery, UsageRange};
+use gc_domain::workspace_keys::{KeyLimitsRequest, NewKeyRequest};
+use gc_domain::DomainResult;
+use gc_gateway::Gateways;
+use gc_http_api::adapters::GatewayProbes;
+use gc_http_api::admin::ai_keys::AiKeyView;
+use gc_http_api::admin::diagnostics as diag_view;
+use gc_http_api::views::TenantView;
+use gc_http_api::workspace::api_keys::{ApiKeyView, CreatedApiKey};
+use gc_persistence::DbStore;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::admin_cli::{domain, shown, tenant_id};
+use crate::Config;
+
+#[derive(Debug, Subcommand)]
+pub enum AiKeyCommand {
+    /// Add an upstream key to a tenant; it is probed against its region's gateway at once.
+    ///
+    /// The secret is read from --secret-file, or else from standard input (one line); never
+    /// from an argument.
+    Add {
+        /// The tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// AIHK or AICA: the only region the key is used in.
+        #[arg(long)]
+        region: String,
+        #[arg(long)]
+        label: Option<String>,
+        /// A file holding the secret (its first line).
+        #[arg(long)]
+        secret_file: Option<PathBuf>,
+        /// Keep the key out of runs (it is stored and probed, not used).
+        #[arg(long, default_value_t = false)]
+        no_chat: bool,
+    },
+    /// List a tenant's upstream keys (never their secrets).
+    List {
+        /// The tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Remove an upstream key; it is unusable from the next request on.
+    Remove {
+        /// The tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// The key id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LimitsCommand {
+    /// Set a tenant's quotas: each a positive integer, or `none` to remove that limit; a limit
+    /// not named stays as it is.
+    Tenant {
+        /// The tenant id.
+        id: String,
+        #[arg(long, value_name = "N|none")]
+        requests_per_minute: Option<String>,
+        #[arg(long, value_name = "N|none")]
+        tokens_per_minute: Option<String>,
+        #[arg(long, value_name = "N|none")]
+        monthly_tokens: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Make a workspace key for a member, in the member's tenant, as the member would in the
+    /// console (same rules). The secret is printed once.
+    Create {
+        /// The member's email.
+        #[arg(long)]
+        member: String,
+        /// The key's name.
+        #[arg(long)]
+        name: String,
+        /// Scopes: workspace:read, workspace:write, guard:scan, run (repeat or comma-separate).
+        #[arg(long = "scope", value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        /// An RFC 3339 time in the future; default: no expiry.
+        #[arg(long)]
+        expires_at: Option<String>,
+        /// The key's own limit, at most the tenant's.
+        #[arg(long)]
+        requests_per_minute: Option<i64>,
+        /// The key's own limit, at most the tenant's.
+        #[arg(long)]
+        tokens_per_minute: Option<i64>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnosticsArgs {
+    /// Only this region (AIHK or AICA).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Only this tenant's keys.
+    #[arg(long)]
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// First day, YYYY-MM-DD (UTC); default the first of the current month.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last day, inclusive; default the last of the current month.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Only this tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+}
+
+/// Storage work run at once on this thread: the command line has nothing else to do.
+struct Direct<'a>(&'a DbStore);
+
+impl Storage for Direct<'_> {
+    type Store = DbStore;
+
+    async fn run<T, F>(&self, work: F) -> DomainResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&DbStore) -> DomainResult<T> + Send + 'static,
+    {
+        work(self.0)
+    }
+}
+
+/// Runs `work` (which may call the region gateways) to completion on a small runtime.
+fn block_on<T>(work: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime for the gateway probes")?;
+    Ok(rt.block_on(work))
+}
+
+fn print_json(
+    out: &mut dyn Write,
+    value: serde_json::Result<serde_json::Value>,
+) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &value?)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub fn ai_keys(
+    config: &Config,
+    store: &DbStore,
+    operator: &LocalOperator,
+    command: AiKeyCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match command {
+        AiKeyCommand::Add {
+            tenant,
+            region,
+            label,
+            secret_file,
+            no_chat,
+        } => {
+            let tenant = tenant_id(&tenant)?;
+            let secret = read_secret(secret_file.as_deref())?;
+            let gateways = Gateways::new(crate::gateways(config)?);
+            let sealer = Arc::new(crate::sealer(config)?);
+            let key = block_on(ai_keys::create(
+                &Direct(store),
+                &GatewayProbes(&gateways),
+                sealer,
+                operator.clone(),
+                tenant,
+                NewAiKey {
+                    region,
+                    secret,
+                    label,
+                    chat_enabled: Some(!no_chat),
+                },
+                Utc::now(),
+            ))?
+            .map_err(domain)?;
+            if json {
+                print_json(out, serde_json::to_value(AiKeyView::from(key)))?;
+            } else {
+                writeln!(
+                    out,
+                    "{}\t{}\t{}",
+                    key.id,
+                    key.status.as_str(),
+                    shown(key.status_reason.as_deref().unwrap_or("-"))
+                )?;
+            }
+        }
+        AiKeyCommand::List { tenant } => {
+            let tenant = tenant_id(&tenant)?;
+            let keys = block_on(ai_keys::list(&Direct(store), operator.clone(), tenant))?
+                .map_err(domain)?;
+            if json {
+                let data: Vec<AiKeyView> = keys.into_iter().map(AiKeyView::from).collect();
+                print_json(out, serde_json::to_value(json!({ "data": data })))?;
+            } else {
+                writeln!(out, "id\tregion\tlabel\thint\tchat\tstatus\treason")?;
+                for k in keys {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t…{}\t{}\t{}\t{}",
+                        k.id,
+                        k.region.as_str(),
+                        shown(&k.label),
+                        shown(&k.hint),
+                        k.chat_enabled,
+                        k.status.as_str(),
+                        shown(k.status_reason.as_deref().unwrap_or("-"))
+                    )?;
+                }
+            }
+        }
+        AiKeyCommand::Remove { tenant, id } => {
+            let tenant = tenant_id(&tenant)?;
+            let id = Uuid::parse_str(id.trim())
+                .map_err(|_| anyhow::anyhow!("{id:?} is not a key id (a UUID)"))?;
+            block_on(ai_keys::delete(
+                &Direct(store),
+                operator.clone(),
+                tenant,
+                id,
+            ))?
+            .map_err(domain)?;
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(json!({ "id": id, "deleted": true })),
+                )?;
+            } else {
+                writeln!(out, "removed AI key {id}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `N` or `none` (remove the limit), as the API's `limits` field takes a number or null.
+fn limit_arg(field: &str, raw: Option<&str>) -> anyhow::Result<Option<Option<i64>>> {
+    raw.map(|raw| {
+        let raw = raw.trim();
+        if raw.eq_ignore_ascii_case("none") {
+            Ok(None)
+        } else {
+            raw.parse::<i64>()
+                .map(Some)
+                .map_err(|_| anyhow::anyhow!("--{field}: {raw:?} is neither a number nor none"))
+        }
+    })
+    .transpose()
+}
+
+pub fn limits(
+    store: &DbStore,
+    operator: &LocalOperator,
+    command: LimitsCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match command {
+        LimitsCommand::Tenant {
+            id,
+            requests_per_minute,
+            tokens_per_minute,
+            monthly_tokens,
+        } => {
+            let id = tenant_id(&id)?;
+            let change = |field: &str, arg: &str, raw: Option<&str>| -> anyhow::Result<_> {
+                limit_change(field, limit_arg(arg, raw)?).map_err(domain)
+            };
+            let patch = TenantPatch {
+                requests_per_minute: change(
+                    "limits.requests_per_minute",
+                    "requests-per-minute",
+                    requests_per_minute.as_deref(),
+                )?,
+                tokens_per_minute: change(
+                    "limits.tokens_per_minute",
+                    "tokens-per-minute",
+                    tokens_per_minute.as_deref(),
+                )?,
+                monthly_tokens: change(
+                    "limits.monthly_tokens",
+                    "monthly-tokens",
+                    monthly_tokens.as_deref(),
+                )?,
+                ..TenantPatch::default()
+            };
+            let (t, access) = admin::update_tenant(store, operator, id, &patch).map_err(domain)?;
+            if json {
+                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
+            } else {
+                let show = |v: Option<u64>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+                writeln!(
+                    out,
+                    "tenant {}: requests_per_minute={} tokens_per_minute={} monthly_tokens={}",
+                    t.id,
+                    show(t.limits.requests_per_minute),
+                    show(t.limits.tokens_per_minute),
+                    show(t.limits.monthly_tokens)
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn keys(
+    store: &DbStore,
+    operator: &LocalOperator,
+    command: KeyCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match command {
+        KeyCommand::Create {
+            member,
+            name,
+            scopes,
+            expires_at,
+            requests_per_minute,
+            tokens_per_minute,
+        } => {
+            let limits =
+                (requests_per_minute.is_some() || tokens_per_minute.is_some()).then(|| {
+                    KeyLimitsRequest {
+                        requests_per_minute: requests_per_minute.map(Some),
+                        tokens_per_minute: tokens_per_minute.map(Some),
+                        ..KeyLimitsRequest::default()
+                    }
+                });
+            let req = NewKeyRequest {
+                name,
+                scopes: scopes.iter().map(|s| s.trim().to_owned()).collect(),
+                expires_at,
+                limits,
+            };
+            let created = provisioning::member_key(
+                store,
+                &gc_auth::Credentials,
+                operator,
+                &member,
+                &req,
+                Utc::now(),
+            )
+            .map_err(domain)?;
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(CreatedApiKey {
+                        view: ApiKeyView::from(&created.key),
+                        key: created.secret.expose().to_owned(),
+                    }),
+                )?;
+            } else {
+                // The secret alone on standard output, so `KEY=$(gc-server admin keys create ...)`
+                // works; what it is goes to standard error.
+                eprintln!(
+                    "workspace key {} for {} (shown once; store it now):",
+                    created.key.id,
+                    shown(&member)
+                );
+                writeln!(out, "{}", created.secret.expose())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn diagnostics(
+    config: &Config,
+    store: &DbStore,
+    operator: &LocalOperator,
+    args: DiagnosticsArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let request = DiagnosisRequest {
+        region: args.region,
+        tenant_id: args.tenant.as_deref().map(tenant_id).transpose()?,
+    };
+    let gateways = Gateways::new(crate::gateways(config)?);
+    let sealer = Arc::new(crate::sealer(config)?);
+    let d = block_on(diagnostics::diagnose(
+        &Direct(store),
+        &GatewayProbes(&gateways),
+        sealer,
+        operator.clone(),
+        request,
+        Utc::now(),
+    ))?
+    .map_err(domain)?;
+    if json {
+        let view = diag_view::Diagnostics {
+            gateways: d
+                .gateways
+                .iter()
+                .map(|g| diag_view::GatewayDiagnosis {
+                    region: g.region.as_str(),
+                    configured: g.configured,
+                    reachable: g.reachable,
+                    status_code: g.status_code,
+                    latency_ms: g.latency_ms,
+                    error: g.error.clone(),
+                })
+                .collect(),
+            keys: d
+                .keys
+                .iter()
+                .map(|k| diag_view::KeyDiagnosis {
+                    id: k.id,
+                    tenant_id: k.tenant_id,
+                    region: k.region.as_str(),
+                    status: k.status.as_str(),
+                    status_reason: k.status_reason.clone(),
+                })
+                .collect(),
+        };
+        print_json(out, serde_json::to_value(view))?;
+    } else {
+        writeln!(
+            out,
+            "region\tconfigured\treachable\tstatus\tlatency_ms\terror"
+        )?;
+        for g in &d.gateways {
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                g.region.as_str(),
+                g.configured,
+                g.reachable,
+                g.status_code.map_or_else(|| "-".into(), |c| c.to_string()),
+                g.latency_ms.map_or_else(|| "-".into(), |c| c.to_string()),
+                shown(g.error.as_deref().unwrap_or("-"))
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "key\ttenant\tregion\tstatus\treason")?;
+        for k in &d.keys {
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}",
+                k.id,
+                k.tenant_id,
+                k.region.as_str(),
+                k.status.as_str(),
+                shown(k.status_reason.as_deref().unwrap_or("-"))
+            )?;
+        }
+    }
+    Ok(())
+}
+
+pub fn usage(
+    store: &DbStore,
+    operator: &LocalOperator,
+    args: UsageArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let tenant = args.tenant.as_deref().map(tenant_id).transpose()?;
+    let range = UsageRange::parse(
+        args.from.as_deref(),
+        args.to.as_deref(),
+        Utc::now().date_naive(),
+    )
+    .map_err(domain)?;
+    let mut lines = Vec::new();
+    let mut before = None;
+    loop {
+        let q = UsageQuery::new(range, UsageGroup::Tenant, Some(200), before).map_err(domain)?;
+        let page = usage::admin_usage(store, operator, tenant, &q).map_err(domain)?;
+        lines.extend(page.items);
+        match page.next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    if json {
+        let data: Vec<_> = lines
+            .iter()
+            .map(|l| {
+                json!({
+                    "tenant_id": l.group,
+                    "requests": l.requests,
+                    "errors": l.errors,
+                    "prompt_tokens": l.prompt_tokens,
+                    "completion_tokens": l.completion_tokens,
+                    "total_tokens": l.total_tokens,
+                })
+            })
+            .collect();
+        print_json(out, serde_json::to_value(json!({ "data": data })))?;
+    } else {
+        writeln!(
+            out,
+            "tenant_id\trequests\terrors\tprompt_tokens\tcompletion_tokens\ttotal_tokens"
+        )?;
+        for l in &lines {
+            writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                shown(&l.group),
+                l.requests,
+                l.errors,
+                l.prompt_tokens,
+                l.completion_tokens,
+                l.total_tokens
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// An AI key's secret: the first line of `file`, else of standard input.
+fn read_secret(file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let raw = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the secret from {}", path.display()))?,
+        None => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the secret from standard input")?;
+            s
+        }
+    };
+    let secret = raw.lines().next().unwrap_or_default().trim().to_owned();
+    if secret.is_empty() {
+        bail!("no secret: pipe it on standard input or name a file with --secret-file");
+    }
+    Ok(secret)
+}
