@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::access::{AdminScope, TenantScope, WriteScope};
+pub use crate::admin_tokens::AdminTokenRepo;
 use crate::error::DomainResult;
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
