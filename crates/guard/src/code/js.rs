@@ -357,7 +357,11 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                 if let Some(t) = &v.text {
                     super::push_item(&mut items, t);
                 }
+                // Each item is its own argument: the list is as assembled as its most
+                // assembled item, not the sum of its items.
+                let most = flags.pieces.max(v.pieces);
                 flags = flags.concat(Val { text: None, ..v });
+                flags.pieces = most;
             }
             Val {
                 items: Some(items),

@@ -555,6 +555,11 @@ const INDICATORS: &[&str] = &[
     "frombase64string",
     "xxd",
     "openssl",
+    // Two literals joined: `"cu" + "rl"`.
+    "\"+\"",
+    "\" + \"",
+    "'+'",
+    "' + '",
 ];
 /// Shell: quoting tricks and decoders that assemble a command word.
 const SHELL: &[&str] = &[

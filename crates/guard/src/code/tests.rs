@@ -568,6 +568,16 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
         super::MAX_SCAN_CODE_TIME,
     );
     assert_eq!(o, Outcome::Parsed);
+    // A process started from a list whose command word is spelled from pieces.
+    let r = scan(&[(
+        "x.py",
+        "import subprocess\nsubprocess.run(['cu' + 'rl', '-s', URL])\n",
+    )]);
+    assert!(
+        has(&r, "combo.assembled-command", Severity::High),
+        "{:#?}",
+        r.findings
+    );
     let o = analyze(
         Some("x.js"),
         "const m = require('child_' + 'process');\n",
@@ -579,4 +589,25 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
         super::MAX_SCAN_CODE_TIME,
     );
     assert_eq!(o, Outcome::Parsed);
+}
+
+#[test]
+fn a_list_of_literal_arguments_is_not_an_assembled_command() {
+    // An honest setup.py next to a string concatenation: its argument lists are not
+    // assembled values, so nothing in them becomes dynamic install-time code.
+    let setup = "import subprocess\nfrom setuptools import setup\nNAME = 'geo' + '-tools'\nsubprocess.check_call(['bash', 'scripts/build.sh'])\nsubprocess.check_call(['git', 'submodule', 'update', '--init'])\nsetup(name=NAME)\n";
+    let r = scan(&[
+        ("setup.py", setup),
+        ("scripts/build.sh", "#!/bin/sh\nmake -C native\n"),
+    ]);
+    assert!(
+        worst(&r).is_none_or(|s| s < Severity::High),
+        "{:#?}",
+        r.findings
+    );
+    assert!(r
+        .inventory
+        .executes
+        .iter()
+        .all(|c| !c.detail.contains("assembled at run time")));
 }
