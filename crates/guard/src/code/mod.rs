@@ -342,7 +342,10 @@ impl<'a> Ctx<'a> {
             }
             f.line = line;
             f.detail = format!("{} (assembled at run time, run by `{name}`)", f.detail);
-            f.dynamic = f.dynamic || f.kind == Kind::Executes;
+            // A value assembled from literals of the file is as fixed as a literal; decoded or
+            // downloaded, it is not.
+            f.dynamic =
+                f.dynamic || (f.kind == Kind::Executes && (v.decoded.is_some() || v.fetched));
             f.runs = self.runs;
             f.why = self.why;
             f.install = self.install;
