@@ -94,6 +94,9 @@ pub fn run(
         AdminCommand::Keys { command } => {
             crate::cli::keys(&store, &operator, command, json, out)?;
         }
+        AdminCommand::Tokens { command } => {
+            crate::cli::tokens(&store, &operator, command, json, out)?;
+        }
         AdminCommand::Diagnostics(args) => {
             crate::cli::diagnostics(config, &store, &operator, args, json, out)?;
         }

@@ -319,6 +319,12 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::cli::KeyCommand,
     },
+    /// A platform admin's API tokens (`gca_...`, for scripts on /admin/**): create (shown
+    /// once), list, revoke.
+    Tokens {
+        #[command(subcommand)]
+        command: crate::cli::TokenCommand,
+    },
     /// Check the region gateways and re-check the AI keys (stores their statuses).
     Diagnostics(crate::cli::DiagnosticsArgs),
     /// Usage per tenant (requests, errors, tokens) over a range of days.

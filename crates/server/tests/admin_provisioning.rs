@@ -219,6 +219,77 @@ async fn provision_with_the_cli_then_run(url: &str) {
     assert_eq!(diag["gateways"][0]["configured"], true, "{diag}");
     assert_eq!(diag["keys"][0]["status"], "ready", "{diag}");
 
+    // An admin token made by the CLI works on /admin/** without a cookie; a member gets none.
+    json_ok(admin(
+        url,
+        &up,
+        &[
+            "users",
+            "create",
+            "--email",
+            "ops@acme.test",
+            "--name",
+            "Ops",
+            "--admin",
+        ],
+        "",
+        &[("GC_ADMIN_PASSWORD", "amber-falcon-tundra-31")],
+    ));
+    let token = json_ok(cli(
+        &[
+            "tokens",
+            "create",
+            "--admin",
+            "ops@acme.test",
+            "--name",
+            "terraform",
+            "--scope",
+            "admin:read",
+        ],
+        "",
+    ));
+    let secret = token["token"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("gca_"), "{token}");
+    let tenants = client
+        .get(format!("{base}/admin/tenants"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tenants.status(), 200);
+    let listed = json_ok(cli(&["tokens", "list", "--admin", "ops@acme.test"], ""));
+    assert_eq!(listed["data"][0]["name"], "terraform", "{listed}");
+    assert!(!listed.to_string().contains(&secret));
+    let (code, _, err) = cli(
+        &[
+            "tokens",
+            "create",
+            "--admin",
+            "dev@acme.test",
+            "--name",
+            "x",
+        ],
+        "",
+    );
+    assert_eq!(code, 1, "{err}");
+    json_ok(cli(
+        &[
+            "tokens",
+            "revoke",
+            "--admin",
+            "ops@acme.test",
+            token["id"].as_str().unwrap(),
+        ],
+        "",
+    ));
+    let refused = client
+        .get(format!("{base}/admin/tenants"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
     // A suspended member gets no key: the member's own rules hold.
     json_ok(cli(&["users", "suspend", "dev@acme.test"], ""));
     let (code, _, err) = cli(

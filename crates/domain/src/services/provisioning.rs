@@ -1,5 +1,6 @@
-//! Provisioning that only the operator at the machine does (`gc-server admin keys create`):
-//! a workspace key made for a member, as the member would make it in a session.
+//! Provisioning that only the operator at the machine does (`gc-server admin keys create`,
+//! `admin tokens ...`): a workspace key made for a member, as the member would make it in a
+//! session, and a platform admin's API tokens, as the admin would manage them in a session.
 //!
 //! Workspace keys stay session-only on the API (the seed: a member makes their own keys). The
 //! command line may make one for a member because whoever runs it can open the database and
@@ -14,7 +15,10 @@ use uuid::Uuid;
 
 use crate::access::{AdminAuthority, Credential, Principal};
 use crate::admin;
+use crate::admin_tokens::{self, AdminToken, AdminTokenRepo, AdminTokenRequest, CreatedAdminToken};
 use crate::error::{DomainError, DomainResult};
+use crate::model::Role;
+use crate::page::{Page, PageRequest};
 use crate::ports::{ApiKeyRepo, CredentialCodec, TenantRepo, UserRepo, WorkspaceRepo};
 use crate::workspace::{ActivityTarget, NewActivity};
 use crate::workspace_keys::{create_api_key, CreatedKey, NewKeyRequest};
@@ -70,4 +74,60 @@ where
         json!({"member_email": member_email, "name": created.key.name}),
     ))?;
     Ok(created)
+}
+
+/// The platform admin with this email, as a session of theirs that no token names: the token
+/// functions then judge them as they would in the console (active, still an admin).
+fn admin_session<P: UserRepo + ?Sized>(
+    store: &P,
+    operator: &impl AdminAuthority,
+    email: &str,
+) -> DomainResult<Principal> {
+    let user = admin::find_user_by_email(store, operator, email)?;
+    if user.role != Role::PlatformAdmin {
+        return Err(DomainError::invalid("admin", "is not a platform admin"));
+    }
+    Ok(Principal::new(
+        user,
+        None,
+        Credential::Session {
+            session_id: Uuid::nil(),
+            shadow: None,
+        },
+    ))
+}
+
+/// Makes an API token for the platform admin with this email ([`admin_tokens::create`]).
+pub fn admin_token<P: UserRepo + AdminTokenRepo + ?Sized>(
+    store: &P,
+    codec: &dyn CredentialCodec,
+    operator: &impl AdminAuthority,
+    email: &str,
+    request: &AdminTokenRequest,
+    now: DateTime<Utc>,
+) -> DomainResult<CreatedAdminToken> {
+    let admin = admin_session(store, operator, email)?;
+    admin_tokens::create(store, codec, &admin, request, now)
+}
+
+/// The tokens of the platform admin with this email, newest first.
+pub fn admin_token_list<P: UserRepo + AdminTokenRepo + ?Sized>(
+    store: &P,
+    operator: &impl AdminAuthority,
+    email: &str,
+    page: &PageRequest,
+) -> DomainResult<Page<AdminToken>> {
+    let admin = admin_session(store, operator, email)?;
+    admin_tokens::list(store, &admin, page)
+}
+
+/// Revokes one of that admin's tokens.
+pub fn admin_token_revoke<P: UserRepo + AdminTokenRepo + ?Sized>(
+    store: &P,
+    operator: &impl AdminAuthority,
+    email: &str,
+    id: Uuid,
+) -> DomainResult<()> {
+    let admin = admin_session(store, operator, email)?;
+    admin_tokens::revoke(store, &admin, id)
 }

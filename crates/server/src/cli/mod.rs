@@ -1,5 +1,5 @@
 //! The administration commands beyond accounts and tenants (`gc-server admin ai-keys | limits
-//! | keys | diagnostics | usage`), run by [`crate::admin_cli`].
+//! | keys | tokens | diagnostics | usage`), run by [`crate::admin_cli`].
 //!
 //! Like the rest of `gc-server admin`, they open the database directly and go through the
 //! domain's services with the [`LocalOperator`] as the admin: the same validation, sealing,
@@ -17,6 +17,7 @@ use chrono::Utc;
 use clap::{Args, Subcommand};
 use gc_domain::access::LocalOperator;
 use gc_domain::admin;
+use gc_domain::admin_tokens::AdminTokenRequest;
 use gc_domain::model::TenantPatch;
 use gc_domain::quota::limit_change;
 use gc_domain::services::ai_keys::{self, NewAiKey};
@@ -30,6 +31,7 @@ use gc_gateway::Gateways;
 use gc_http_api::adapters::GatewayProbes;
 use gc_http_api::admin::ai_keys::AiKeyView;
 use gc_http_api::admin::diagnostics as diag_view;
+use gc_http_api::admin::tokens as token_view;
 use gc_http_api::views::TenantView;
 use gc_http_api::workspace::api_keys::{ApiKeyView, CreatedApiKey};
 use gc_persistence::DbStore;
@@ -116,6 +118,40 @@ pub enum KeyCommand {
         /// The key's own limit, at most the tenant's.
         #[arg(long)]
         tokens_per_minute: Option<i64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make an API token for a platform admin (printed once): `Authorization: Bearer gca_...`
+    /// on /admin/**, with that admin's rights.
+    Create {
+        /// The platform admin's email.
+        #[arg(long)]
+        admin: String,
+        /// The token's name.
+        #[arg(long)]
+        name: String,
+        /// admin (every administration route) or admin:read (reads only).
+        #[arg(long, default_value = "admin")]
+        scope: String,
+        /// An RFC 3339 time in the future; default: no expiry.
+        #[arg(long)]
+        expires_at: Option<String>,
+    },
+    /// List a platform admin's tokens (never the tokens themselves).
+    List {
+        /// The platform admin's email.
+        #[arg(long)]
+        admin: String,
+    },
+    /// Revoke a token: refused from the next request on.
+    Revoke {
+        /// The platform admin's email.
+        #[arg(long)]
+        admin: String,
+        /// The token id.
+        id: String,
     },
 }
 
@@ -396,6 +432,105 @@ pub fn keys(
                     shown(&member)
                 );
                 writeln!(out, "{}", created.secret.expose())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn tokens(
+    store: &DbStore,
+    operator: &LocalOperator,
+    command: TokenCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create {
+            admin,
+            name,
+            scope,
+            expires_at,
+        } => {
+            let request = AdminTokenRequest {
+                name,
+                scope,
+                expires_at,
+            };
+            let created = provisioning::admin_token(
+                store,
+                &gc_auth::Credentials,
+                operator,
+                &admin,
+                &request,
+                Utc::now(),
+            )
+            .map_err(domain)?;
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(token_view::CreatedAdminToken {
+                        view: token_view::AdminTokenView::from(&created.token),
+                        token: created.secret.expose().to_owned(),
+                    }),
+                )?;
+            } else {
+                eprintln!(
+                    "admin token {} for {} (shown once; store it now):",
+                    created.token.id,
+                    shown(&admin)
+                );
+                writeln!(out, "{}", created.secret.expose())?;
+            }
+        }
+        TokenCommand::List { admin } => {
+            let mut all = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = gc_domain::page::PageRequest::new(
+                    Some(gc_domain::page::PageRequest::MAX_LIMIT),
+                    cursor,
+                )
+                .map_err(domain)?;
+                let page = provisioning::admin_token_list(store, operator, &admin, &page)
+                    .map_err(domain)?;
+                all.extend(page.items);
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            if json {
+                let data: Vec<_> = all.iter().map(token_view::AdminTokenView::from).collect();
+                print_json(out, serde_json::to_value(json!({ "data": data })))?;
+            } else {
+                writeln!(out, "id\tname\tscope\texpires_at\tlast_used_at")?;
+                for t in &all {
+                    let v = token_view::AdminTokenView::from(t);
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{}",
+                        v.id,
+                        shown(&v.name),
+                        v.scope,
+                        v.expires_at.map_or_else(|| "-".into(), |t| t.to_rfc3339()),
+                        v.last_used_at
+                            .map_or_else(|| "-".into(), |t| t.to_rfc3339())
+                    )?;
+                }
+            }
+        }
+        TokenCommand::Revoke { admin, id } => {
+            let id = Uuid::parse_str(id.trim())
+                .map_err(|_| anyhow::anyhow!("{id:?} is not a token id (a UUID)"))?;
+            provisioning::admin_token_revoke(store, operator, &admin, id).map_err(domain)?;
+            if json {
+                print_json(
+                    out,
+                    serde_json::to_value(json!({ "id": id, "revoked": true })),
+                )?;
+            } else {
+                writeln!(out, "revoked admin token {id}")?;
             }
         }
     }
