@@ -788,12 +788,14 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     b.fill_labelled("Requests per minute", "120").await;
     b.fill_labelled("Tokens per minute", "50000").await;
     b.fill_labelled("Monthly token budget", "1000000").await;
+    b.fill_labelled("Monthly spend limit", "25.50").await;
     b.click_button("Save quotas").await;
     b.wait_text("#tenant-quotas", "Quotas saved").await;
     let saved = c.admin.get(&tenant_path).await;
     assert_eq!(
         saved.body["limits"],
-        json!({"requests_per_minute": 120, "tokens_per_minute": 50000, "monthly_tokens": 1000000})
+        json!({"requests_per_minute": 120, "tokens_per_minute": 50000, "monthly_tokens": 1000000,
+            "monthly_spend": "25.50"})
     );
     // After a reload the page shows what is stored.
     c.open(&tenant_path).await;
@@ -905,7 +907,7 @@ async fn quotas_are_edited_checked_and_refused_next_to_the_field() {
     let keys = c.member.get("/workspace/api-keys").await;
     assert_eq!(
         keys.body["data"][0]["limits"],
-        json!({"requests_per_minute": 25, "tokens_per_minute": 2000})
+        json!({"requests_per_minute": 25, "tokens_per_minute": 2000, "monthly_spend": null})
     );
     b.assert_no_console_errors("key limits").await;
 }

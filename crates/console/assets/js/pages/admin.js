@@ -104,6 +104,7 @@ export async function tenant(ctx) {
       limitField('requests_per_minute', { help: 'Runs per minute for the whole workspace. Empty for no limit.' }),
       limitField('tokens_per_minute', { help: 'Prompt and completion tokens per minute. Empty for no limit.' }),
       limitField('monthly_tokens', { help: 'Tokens per calendar month (UTC); runs are refused once it is used. Empty for no limit.' }),
+      limitField('monthly_spend', { help: 'Money per calendar month (UTC) at the price table\'s prices, such as 25.00; runs are refused once it is spent. Empty for no limit.' }),
     ],
     onSubmit: async (v) => {
       const saved = (await patch(`/admin/tenants/${id}`, { limits: limitsBody(v, TENANT_LIMITS) })).data;

@@ -2,7 +2,7 @@
 
 import { get, patch, withQuery } from '../api.js';
 import { h, fill, form, section, pageHead, notice, errorNotice, pagedTable, time, codeBlock, table, loading } from '../ui.js';
-import { count, limitLabel, limitText, TENANT_LIMITS } from '../limits.js';
+import { count, limitLabel, limitText, moneyText, nanos, TENANT_LIMITS } from '../limits.js';
 
 const AI_WORDS = {
   ready: 'Ready: Composer runs and /run calls with a key will work.',
@@ -144,7 +144,7 @@ export async function usage(ctx) {
     try {
       const [rows, names] = await Promise.all([all(v), v.group_by === 'key' ? keyNames() : {}]);
       const label = { day: ['Day', (r) => r.day], model: ['Model', (r) => r.model], key: ['Key', (r) => (r.key_id ? names[r.key_id] || r.key_id : 'session (Composer)')] }[v.group_by];
-      fill(out, table([label, ['Requests', (r) => count(r.requests)], ['Errors', (r) => count(r.errors)], ['Prompt tokens', (r) => count(r.prompt_tokens)], ['Completion tokens', (r) => count(r.completion_tokens)], ['Total tokens', (r) => count(r.total_tokens)]], rows, { caption: `${v.from} to ${v.to}` }), rows.length ? null : h('p', {}, 'No runs in this period.'));
+      fill(out, table([label, ['Requests', (r) => count(r.requests)], ['Errors', (r) => count(r.errors)], ['Prompt tokens', (r) => count(r.prompt_tokens)], ['Completion tokens', (r) => count(r.completion_tokens)], ['Total tokens', (r) => count(r.total_tokens)], ['Cost', (r) => `${r.cost} ${r.currency}`]], rows, { caption: `${v.from} to ${v.to}` }), rows.length ? null : h('p', {}, 'No runs in this period.'));
     } catch (e) {
       fill(out, errorNotice(e));
     }
@@ -154,9 +154,16 @@ export async function usage(ctx) {
       const rows = await all({ group_by: 'day' });
       const used = rows.reduce((n, r) => n + r.total_tokens, 0);
       const budget = limits.monthly_tokens;
+      // Spend summed exactly, in nano-units (decision 0038).
+      const spent = rows.reduce((n, r) => n + (nanos(r.cost) ?? 0n), 0n);
+      const currency = rows.length ? rows[0].currency : '';
+      const cap = nanos(limits.monthly_spend);
       fill(month, h('p', {}, budget === null || budget === undefined
         ? `${count(used)} tokens used this month (no monthly budget).`
-        : `${count(used)} of ${count(budget)} tokens used this month (${Math.min(100, Math.floor((used * 100) / budget))}%).`));
+        : `${count(used)} of ${count(budget)} tokens used this month (${Math.min(100, Math.floor((used * 100) / budget))}%).`),
+      h('p', { id: 'usage-spend' }, cap === null
+        ? `${moneyText(spent)} ${currency} spent this month (no spend limit).`.replace('  ', ' ')
+        : `${moneyText(spent)} of ${limits.monthly_spend} ${currency} spent this month.`.replace('  ', ' ')));
     } catch (e) {
       fill(month, errorNotice(e));
     }
