@@ -1048,3 +1048,77 @@ async fn a_visitor_scans_a_repository_and_finds_sign_up_closed() {
     assert!(b.text("main form").await.is_empty(), "no form is offered");
     b.assert_no_console_errors("sign-up closed").await;
 }
+
+/// Issue 31's console items: the navigation marks only the current page; Diagnostics says what
+/// a status means; the Guard's repository scan shows the time so far and can be cancelled; the
+/// Composer says the AI provider failed (not "refused") after an upstream 500.
+#[actix_web::test]
+async fn nav_diagnostics_guard_progress_and_upstream_failures_are_explained() {
+    // A "GitHub" that accepts connections and never answers: the scan waits until cancelled.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let Some(c) = Console::start_with("console_issue31", |cfg| {
+        cfg.github_api_url = silent_url.clone();
+        cfg.github_codeload_url = silent_url;
+    })
+    .await
+    else {
+        return;
+    };
+    let b = &c.browser;
+    c.add_ai_key().await;
+
+    c.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
+    for (path, label) in [
+        ("/admin/users", "Users"),
+        ("/admin/diagnostics", "Diagnostics"),
+        ("/admin", "Tenants"),
+    ] {
+        c.open(path).await;
+        let marked = b
+            .exec(
+                "return [...document.querySelectorAll('nav a[aria-current=\"page\"]')].map(a => a.innerText.trim())",
+                json!([]),
+            )
+            .await;
+        assert_eq!(marked, json!([label]), "on {path}");
+    }
+
+    // The upstream now rejects the key: Diagnostics explains the 401.
+    c.hk.reject_key(AI_SECRET);
+    c.open("/admin/diagnostics").await;
+    b.click_button("Run diagnostics").await;
+    b.wait_text("#diagnostics", "401: the upstream rejected the key")
+        .await;
+    assert!(
+        b.text("#diagnostics").await.contains(": the gateway"),
+        "the gateway's status is explained too"
+    );
+    c.hk.accept_key(AI_SECRET);
+    c.add_ai_key().await;
+
+    // The Guard: elapsed seconds, then Cancel.
+    c.open("/guard").await;
+    b.click("input[value='repo']").await;
+    b.fill_labelled("Repository address", "https://github.com/acme/skill")
+        .await;
+    b.click_button("Scan").await;
+    b.wait_text("#guard-progress", "Fetching and scanning").await;
+    b.wait_text("#guard-elapsed", "1 s").await;
+    b.click("#guard-cancel").await;
+    b.wait_text("#guard-result", "Scan cancelled.").await;
+    b.assert_no_console_errors("guard cancel").await;
+
+    // The Composer after an upstream 500 (each attempt): the provider failed, gc refused nothing.
+    c.open("/admin").await;
+    c.sign_out().await;
+    c.sign_in(&c.member.email, PASSWORD).await;
+    c.hk.push_behavior(Behavior::status(500, "boom"));
+    c.hk.push_behavior(Behavior::status(500, "boom"));
+    c.open("/composer").await;
+    b.fill("#prompt", "hello").await;
+    b.click("#send").await;
+    b.wait_text("#composer-status", "The AI provider failed").await;
+    assert!(!b.text("#composer-status").await.contains("refused"));
+    drop(silent);
+}

@@ -91,15 +91,18 @@ function refusalView(me, why) {
   return h('div', { class: 'refusal', id: 'refusal', 'data-code': why.code }, h('h1', {}, 'You cannot use the workspace right now'), notice('warn', text + extra), h('p', {}, 'You can still ', h('a', { href: '/account' }, 'see your account and sessions'), ', change your password, sign out, or use the ', h('a', { href: '/guard' }, 'Guard'), '.'));
 }
 
-function link(path, label, current) {
-  const active = current === path || (path !== '/' && current.startsWith(`${path}/`));
-  return h('a', { href: path, 'aria-current': active ? 'page' : null }, label);
+// The entry whose path is the current page's, or the longest that contains it: on
+// /admin/users that is "Users", not "Tenants" (/admin) as well.
+function currentEntry(paths, current) {
+  const within = (path) => current === path || (path !== '/' && current.startsWith(`${path}/`));
+  return paths.filter(within).sort((a, b) => b.length - a.length)[0] ?? null;
 }
 
 function header(current) {
   const me = state.me;
   const nav = h('ul', { class: 'nav' });
-  const add = (path, label) => nav.append(h('li', {}, link(path, label, current)));
+  const entries = [];
+  const add = (path, label) => entries.push([path, label]);
   const usable = me && !refusal(me);
   if (usable) {
     add('/', 'Overview');
@@ -119,6 +122,8 @@ function header(current) {
     add('/admin/diagnostics', 'Diagnostics');
   }
   add('/guard', 'Guard');
+  const here = currentEntry(entries.map(([path]) => path), current);
+  for (const [path, label] of entries) nav.append(h('li', {}, h('a', { href: path, 'aria-current': path === here ? 'page' : null }, label)));
   const who = h('div', { class: 'who' });
   if (me) {
     who.append(h('a', { href: '/account', class: 'me', 'aria-label': `Your account: ${me.email}` }, me.name || me.email), ' ', actionButton('Sign out', signout, { write: false, class: 'link' }));

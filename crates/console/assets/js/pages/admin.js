@@ -319,6 +319,33 @@ export async function users(ctx) {
   await Promise.all([reload(), tokens.ready]);
 }
 
+// What a gateway's answer to the keyless reachability check means.
+function gatewayStatus(code) {
+  const meaning = {
+    200: 'the gateway answered',
+    401: 'the gateway answered and asks for a key (expected: this check sends none)',
+    403: 'the gateway answered but refuses access without a key',
+    404: 'the gateway has no /models here: check that the URL ends in /v1',
+    429: 'the gateway is throttling requests',
+  }[code] || (code >= 500 ? 'the gateway itself failed' : code >= 400 ? 'the gateway refused the check' : 'the gateway answered');
+  return `${code}: ${meaning}`;
+}
+
+// A key's status reason, with what an upstream status in it means.
+function keyReason(reason) {
+  if (!reason) return '—';
+  const m = /status (\d{3})/.exec(reason);
+  if (!m) return reason;
+  const code = Number(m[1]);
+  const meaning = {
+    401: 'the upstream rejected the key',
+    403: 'the upstream accepted the key but refused it this access',
+    404: 'the upstream has no /models here: check the region URL',
+    429: 'the upstream is throttling this key',
+  }[code] || (code >= 500 ? 'the upstream failed; the key may be fine' : null);
+  return meaning ? `${reason} — ${code}: ${meaning}` : reason;
+}
+
 export async function diagnostics(ctx) {
   const all = await allTenants();
   const names = Object.fromEntries(all.map((t) => [t.id, t.name]));
@@ -342,7 +369,7 @@ export async function diagnostics(ctx) {
           ['Region', (g) => g.region],
           ['Configured', (g) => (g.configured ? 'yes' : 'no')],
           ['Reachable', (g) => (g.reachable ? 'yes' : 'no')],
-          ['Status', (g) => (g.status_code ?? '—')],
+          ['Status', (g) => (g.status_code === null || g.status_code === undefined ? '—' : gatewayStatus(g.status_code))],
           ['Latency', (g) => (g.latency_ms === null || g.latency_ms === undefined ? '—' : `${g.latency_ms} ms`)],
           ['Error', (g) => g.error || '—'],
         ], d.gateways),
@@ -351,7 +378,7 @@ export async function diagnostics(ctx) {
           ['Tenant', (k) => h('a', { href: `/admin/tenants/${k.tenant_id}` }, names[k.tenant_id] || k.tenant_id)],
           ['Region', (k) => k.region],
           ['Status', (k) => h('span', { class: `tag status-${k.status}` }, k.status)],
-          ['Reason', (k) => k.status_reason || '—'],
+          ['Reason', (k) => keyReason(k.status_reason)],
         ], d.keys) : h('p', {}, 'No keys to check.'));
     },
   });

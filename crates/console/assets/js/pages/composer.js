@@ -6,6 +6,14 @@ import { BASE, errorOf } from '../api.js';
 import { h, fill, pageHead, notice } from '../ui.js';
 import { plain } from '../messages.js';
 
+// Status lines for runs the AI provider failed: not a refusal by gc.
+const UPSTREAM_FAILED = {
+  upstream_error: 'The AI provider failed; nothing was answered.',
+  upstream_timeout: 'The AI provider did not answer in time.',
+  upstream_rejected: 'The AI provider rejected the request.',
+  upstream_rate_limited: 'The AI provider is throttling requests.',
+};
+
 export async function page(ctx) {
   const messages = [];
   const log = h('ol', { class: 'conversation', id: 'conversation', 'aria-label': 'Conversation' });
@@ -75,7 +83,8 @@ export async function page(ctx) {
         messages.pop();
         prompt.value = text;
         fail(err);
-        statusLine.textContent = 'The run was refused.';
+        // gc refused the run (before any upstream call), or the AI provider failed it: say which.
+        statusLine.textContent = UPSTREAM_FAILED[err.code] || 'The run was refused.';
         return;
       }
       statusLine.textContent = 'Answering…';

@@ -53,13 +53,14 @@ export async function page(ctx) {
   const out = h('div', { id: 'guard-result', 'aria-live': 'polite' });
   let last = null;
 
-  async function scan(body, format) {
+  async function scan(body, format, signal) {
     const res = await fetch(`${BASE}/guard/scan${format ? `?format=${format}` : ''}`, {
       method: 'POST',
       credentials: signedScan ? 'same-origin' : 'omit',
       cache: 'no-store',
       headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
       body: JSON.stringify(body),
+      signal,
     });
     if (!res.ok) throw await errorOf(res);
     return format === 'sarif' ? res.blob() : res.json();
@@ -79,14 +80,28 @@ export async function page(ctx) {
     ],
     onSubmit: async (v) => {
       const body = { target: kind() === 'repo' ? v.target.trim() : v.target, mode: 'skill' };
-      fill(out, h('p', { class: 'loading', role: 'status' }, kind() === 'repo' ? 'Fetching and scanning the repository…' : 'Scanning…'));
+      // The time so far, and a way out: a repository scan may take up to the server's limit.
+      const what = kind() === 'repo' ? 'Fetching and scanning the repository…' : 'Scanning…';
+      const started = Date.now();
+      const elapsed = h('span', { id: 'guard-elapsed' }, '0 s');
+      const controller = new AbortController();
+      const cancel = h('button', { type: 'button', id: 'guard-cancel', class: 'link' }, 'Cancel');
+      cancel.addEventListener('click', () => controller.abort());
+      const tick = setInterval(() => { elapsed.textContent = `${Math.floor((Date.now() - started) / 1000)} s`; }, 1000);
+      fill(out, h('p', { class: 'loading', role: 'status', id: 'guard-progress' }, what, ' ', elapsed, ' ', cancel));
       try {
-        const result = await scan(body);
+        const result = await scan(body, undefined, controller.signal);
         last = body;
         show(result);
       } catch (e) {
+        if (e && e.name === 'AbortError') {
+          fill(out, notice('warn', 'Scan cancelled.'));
+          return;
+        }
         fill(out);
         throw e;
+      } finally {
+        clearInterval(tick);
       }
     },
   });
