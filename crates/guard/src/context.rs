@@ -378,9 +378,117 @@ fn example_blocks(text: &str) -> Vec<(usize, usize, &'static str, &'static str)>
     out
 }
 
-/// Lowers detections inside fenced examples of security documents to `low`.
+/// Words in a code comment that make what it quotes an example, not code.
+const COMMENT_MARKERS: &[&str] = &[
+    "e.g.",
+    "eg:",
+    "example",
+    "such as",
+    "like:",
+    "attack",
+    "malicious",
+    "vulnerable",
+    "insecure",
+    "exploit",
+    "payload",
+    "detect",
+    "matches",
+    "never",
+    "do not",
+    "don't",
+    "avoid",
+    "instead of",
+    "bad:",
+];
+
+/// The comment text of a code line (`# …`, `// …`, `/* …`, ` * …`, `rem …`), or `None` when
+/// the line is code (a shebang is code; `--` and `;` are left out: a shell continuation line
+/// starts with `--data …`).
+fn comment_of(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    if t.starts_with("#!") {
+        return None;
+    }
+    for p in ["#", "//", "/*", "* "] {
+        if let Some(rest) = t.strip_prefix(p) {
+            return Some(rest);
+        }
+    }
+    let lower = t.get(..4).map(str::to_ascii_lowercase);
+    (lower.as_deref() == Some("rem ")).then(|| t.get(4..).unwrap_or(""))
+}
+
+/// In code files, detections of running code (downloads piped into shells, reverse shells,
+/// destructive commands …) on a comment line that presents them as an example are kept as
+/// `low` with the reason: a comment does not run. Words aimed at the model (injection,
+/// concealment, tool poisoning) keep their weight: the agent reads comments too.
+fn adjust_comments(text: &str, hits: &mut [Hit]) {
+    for h in hits.iter_mut() {
+        if h.severity <= Severity::Low {
+            continue;
+        }
+        let Some(def) = RULES.get(h.rule) else {
+            continue;
+        };
+        if !matches!(
+            def.category,
+            Category::FetchExecute
+                | Category::DecodeExecute
+                | Category::CodeExecution
+                | Category::Destructive
+                | Category::ReverseShell
+                | Category::Persistence
+                | Category::Exfiltration
+                | Category::Miner
+                | Category::SuspiciousUrl
+                | Category::ResourceAbuse
+        ) {
+            continue;
+        }
+        let ls = text
+            .get(..h.start)
+            .and_then(|b| b.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let le = text
+            .get(h.start..)
+            .and_then(|r| r.find('\n'))
+            .map_or(text.len(), |i| h.start + i);
+        let Some(comment) = text.get(ls..le).and_then(comment_of) else {
+            continue;
+        };
+        let lower = comment.to_lowercase();
+        let Some(marker) = COMMENT_MARKERS.iter().copied().find(|m| lower.contains(m)) else {
+            continue;
+        };
+        let base = h
+            .message
+            .take()
+            .unwrap_or_else(|| def.description.to_string());
+        h.message = Some(format!(
+            "{base} Lowered from {} to low: inside a code comment that quotes it as an example (\"{marker}\"); a comment does not run.",
+            h.severity
+        ));
+        h.severity = Severity::Low;
+    }
+}
+
+/// Lowers detections inside fenced examples of security documents to `low`, and examples
+/// quoted in code comments.
 pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
     if !is_markdown(path) {
+        let code = path.is_some_and(|p| {
+            let p = p.to_ascii_lowercase();
+            [
+                ".sh", ".bash", ".zsh", ".py", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".ps1",
+                ".go", ".rs", ".java", ".c", ".h", ".cpp", ".lua", ".sql", ".yml", ".yaml",
+                ".toml", ".bat", ".cmd",
+            ]
+            .iter()
+            .any(|e| p.ends_with(e))
+        });
+        if code && !hits.is_empty() {
+            adjust_comments(text, hits);
+        }
         return;
     }
     let lowerable = |rule: usize| {

@@ -21,9 +21,8 @@
 use regex::Regex;
 
 /// Words that hand a line of the normalised view to this pass (through the keyword pass of
-/// `intent::GATE_WORDS`): every match of a family holds one of them.
+/// `intent::GATE_WORDS`): every match of a family in a Latin-script language holds one.
 pub(crate) const GATE_WORDS: &[&str] = &[
-    // objects
     "instrucciones",
     "instruccion",
     "indicaciones",
@@ -45,6 +44,42 @@ pub(crate) const GATE_WORDS: &[&str] = &[
     "istruzioni",
     "regole",
     "direttive",
+    "usuario",
+    "usuaria",
+    "utilisat",
+    "benutzer",
+    "nutzer",
+    "anwender",
+    "utilizador",
+    "utente",
+    "sin restric",
+    "sin limit",
+    "sin filtro",
+    "sin censura",
+    "sans restric",
+    "sans limit",
+    "sans filtre",
+    "sans censure",
+    "aucune restric",
+    "ohne einschrank",
+    "ohne grenzen",
+    "ohne filter",
+    "ohne zensur",
+    "keine einschrank",
+    "sem restric",
+    "sem limit",
+    "sem filtro",
+    "sem censura",
+    "senza restrizion",
+    "senza limit",
+    "senza filtr",
+    "senza censura",
+];
+
+/// Words of the Chinese, Japanese and Korean families: one is in every match. They are looked
+/// for in a separate pass over texts that are not ASCII (`checks.rs`), which keeps the
+/// keyword automaton of every text small.
+pub(crate) const CJK_GATE_WORDS: &[&str] = &[
     "指令",
     "指示",
     "规则",
@@ -70,15 +105,6 @@ pub(crate) const GATE_WORDS: &[&str] = &[
     "프롬프트",
     "제한",
     "제약",
-    // users
-    "usuario",
-    "usuaria",
-    "utilisat",
-    "benutzer",
-    "nutzer",
-    "anwender",
-    "utilizador",
-    "utente",
     "用户",
     "用戶",
     "使用者",
@@ -87,7 +113,6 @@ pub(crate) const GATE_WORDS: &[&str] = &[
     "사용자",
     "유저",
     "이용자",
-    // concealment without the user's word
     "秘密地",
     "悄悄",
     "偷偷",
@@ -97,29 +122,6 @@ pub(crate) const GATE_WORDS: &[&str] = &[
     "こっそり",
     "몰래",
     "비밀로",
-    // persona / no limits
-    "sin restric",
-    "sin limit",
-    "sin filtro",
-    "sin censura",
-    "sans restric",
-    "sans limit",
-    "sans filtre",
-    "sans censure",
-    "aucune restric",
-    "ohne einschrank",
-    "ohne grenzen",
-    "ohne filter",
-    "ohne zensur",
-    "keine einschrank",
-    "sem restric",
-    "sem limit",
-    "sem filtro",
-    "sem censura",
-    "senza restrizion",
-    "senza limit",
-    "senza filtr",
-    "senza censura",
 ];
 
 /// One language's families.
@@ -142,8 +144,13 @@ struct Lang {
 pub(crate) struct Langs {
     /// The ASCII gate words, for lines the English gate words handed over.
     pub(crate) ascii_gate: aho_corasick::AhoCorasick,
+    /// [`CJK_GATE_WORDS`].
+    pub(crate) cjk_gate: aho_corasick::AhoCorasick,
     latin_cjk: Vec<Lang>,
     russian: Lang,
+    /// The lead bytes of the Cyrillic letters Russian uses (U+0400..U+047F), found with a
+    /// vectorised two-byte search: the text is not walked character by character.
+    pub(crate) cyrillic: aho_corasick::AhoCorasick,
     discussion: Regex,
     source: Regex,
 }
@@ -314,8 +321,11 @@ impl Langs {
             .ascii_case_insensitive(true)
             .build(GATE_WORDS.iter().filter(|w| w.is_ascii()))
             .map_err(|e| regex::Error::Syntax(e.to_string()))?;
+        let cjk_gate = aho_corasick::AhoCorasick::new(CJK_GATE_WORDS)
+            .map_err(|e| regex::Error::Syntax(e.to_string()))?;
         Ok(Langs {
             ascii_gate,
+            cjk_gate,
             latin_cjk: [
                 SPANISH, FRENCH, GERMAN, PORTUGUESE, ITALIAN, CHINESE, JAPANESE, KOREAN,
             ]
@@ -323,6 +333,8 @@ impl Langs {
             .map(lang)
             .collect::<Result<_, _>>()?,
             russian: lang(RUSSIAN)?,
+            cyrillic: aho_corasick::AhoCorasick::new([[0xD0u8], [0xD1u8]])
+                .map_err(|e| regex::Error::Syntax(e.to_string()))?,
             discussion: Regex::new(DISCUSSION)?,
             source: Regex::new(SOURCE)?,
         })

@@ -639,7 +639,7 @@ pub static RULES: &[RuleDef] = &[
         description: "A literal credential in an Authorization header (Bearer, Basic, token, Bot, SSWS ...) or an API-key header (X-API-Key, PRIVATE-TOKEN, X-Auth-Token ...), in curl -H, code or configuration; a variable, a command substitution or a placeholder is not reported.",
         remediation: REMEDY_SECRET,
         detector: secret(
-            &["authorization", "api-key", "api_key", "apikey", "private-token", "auth-token", "access-token", "x-jfrog-art-api", "x-vault-token", "x-figma-token"],
+            &["authorization", "api-key", "apikey", "private-token", "auth-token", "access-token", "x-jfrog-art-api", "x-vault-token", "x-figma-token"],
             r#"(?i)\b(?:(?:proxy-)?authorization["']?\s*[:=]\s*["']?\s*(?:bearer|basic|token|bot|ssws|apikey|api-key|key|genie-?key)\s+|(?:x-api-key|x-apikey|api-key|apikey|x-auth-token|x-access-token|private-token|x-jfrog-art-api|x-vault-token|x-figma-token)["']?\s*:\s*["']?\s*)([A-Za-z0-9._~+/=-]{16,})"#,
             filters::secret_auth_header,
         ),
@@ -649,11 +649,11 @@ pub static RULES: &[RuleDef] = &[
         category: C::Secret,
         severity: S::High,
         title: "Discord bot token",
-        description: "A Discord bot token (user id in base64, a timestamp and an HMAC, dot-separated) in a file that names Discord or a bot.",
+        description: "A Discord bot token (user id in base64, a timestamp and an HMAC, dot-separated) in a file that names Discord.",
         remediation: REMEDY_SECRET,
         detector: Detector::Regex(RegexDetector {
             scope: Scope::Text,
-            keywords: &["discord", "bot"],
+            keywords: &["discord"],
             pattern: r"(?:^|[^A-Za-z0-9_.-])([MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40})(?:[^A-Za-z0-9_.-]|$)",
             filter: Some(filters::secret_token),
             secret: true,
