@@ -1794,12 +1794,12 @@ mod tests {
         t.limits.monthly_tokens = Some(1000);
         let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
         k.sealed_secret = "sealed:k".into();
-        let store = Fake::with_keys(vec![k]);
         let sink = Sink::default();
+        // Each plan on a fresh store: its reservation alone in the month.
         let plan = |kind: RunKind, body: Value| {
             prepare_for(
                 kind,
-                &store,
+                &Fake::with_keys(vec![k.clone()]),
                 &FakeSealer,
                 &NodeQuotas::default(),
                 &sink,
