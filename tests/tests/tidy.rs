@@ -543,7 +543,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// What `gc-http-api` may depend on among gc's crates.
-const HTTP_API_DEPS: &[&str] = &["gc-domain", "gc-gateway", "gc-guard"];
+const HTTP_API_DEPS: &[&str] = &["gc-domain", "gc-gateway"];
 
 /// The adapter crates, as Rust paths: no module of http-api's handler folders names one.
 const ADAPTER_CRATES: [&str; 4] = ["gc_persistence", "gc_auth", "gc_gateway", "gc_guard"];
@@ -897,20 +897,7 @@ const RUN_LEFT: &str = "runs::prepare_for, then the orchestration's execute, and
 /// Handler modules that still name an adapter crate (file under `crates/http-api/src`, the
 /// crate, why): each is work left (issue 30); a file listed here that no longer names the
 /// crate fails [`layering_the_adapter_exceptions_are_still_needed`], so the list only shrinks.
-const ADAPTER_PATHS_LEFT: &[(&str, &str, &str)] = &[
-    (
-        "guard/mod.rs",
-        "gc_guard",
-        "GuardService, the Guard's adapter (executor, target checks, error mapping): to move \
-         into gc-server behind a port with domain-owned report types",
-    ),
-    (
-        "workspace/skills.rs",
-        "gc_guard",
-        "the skills' SkillScanner port over the Guard's executor (issue 29): moves with \
-         GuardService",
-    ),
-];
+const ADAPTER_PATHS_LEFT: &[(&str, &str, &str)] = &[];
 
 /// Layering, handlers: no module in http-api's handler folders names an adapter crate
 /// (`gc_persistence`, `gc_auth`, `gc_gateway`, `gc_guard`) or the domain's ports, in a `use`

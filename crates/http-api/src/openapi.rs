@@ -377,7 +377,7 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
                    "pattern": "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$",
                    "description": "An RFC 3339 time in the future (the server takes any such time; the pattern describes a safe subset); absent or null: never expires."}),
         ),
-        ("ScanBody", "mode", one_of(&[gc_guard::MODE_SKILL])),
+        ("ScanBody", "mode", one_of(&[crate::guard::MODE_SKILL])),
         (
             "ScanBody",
             "target",
@@ -484,7 +484,7 @@ fn guard_schemas(schemas: &mut Map<String, Value>) {
             "required": ["verdict", "mode", "target", "findings", "stats", "inventory"],
             "properties": {
                 "verdict": one_of(&["pass", "warn", "fail"]),
-                "mode": one_of(&[gc_guard::MODE_SKILL]),
+                "mode": one_of(&[crate::guard::MODE_SKILL]),
                 "target": {"type": "object", "required": ["kind"], "properties": {
                     "kind": one_of(&["content", "repository"]),
                     "owner": {"type": "string"},

@@ -4,6 +4,7 @@
 pub mod admin_cli;
 pub mod cli;
 pub mod config;
+pub mod guard;
 pub mod key_recheck;
 pub mod protocol;
 
@@ -280,7 +281,7 @@ pub fn fetch_config(config: &Config) -> FetchConfig {
 
 /// The Guard: its bounded executor with the GitHub fetcher, and the anonymous throttle
 /// (rules compile on the first scan).
-pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
+pub fn guard(config: &Config) -> anyhow::Result<guard::GuardAdapter> {
     let fetcher = GitHubFetcher::new(fetch_config(config))
         .context("GC_GITHUB_API_URL / GC_GITHUB_CODELOAD_URL")?;
     let defaults = ExecutorConfig::default();
@@ -300,7 +301,7 @@ pub fn guard(config: &Config) -> anyhow::Result<GuardService> {
         },
     )
     .context("starting the Guard's executor")?;
-    Ok(GuardService::new(
+    Ok(guard::GuardAdapter::new(
         executor,
         config.guard_anon_per_min,
         config.per_ip_clients_max.max(1),
@@ -375,7 +376,8 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         sealer: Arc::new(sealer),
         gateways: Arc::new(gateways),
     };
-    let state = AppState::new(adapters, policy, http, recorder, Arc::new(guard(config)?));
+    let guard = Arc::new(GuardService::new(Arc::new(guard(config)?)));
+    let state = AppState::new(adapters, policy, http, recorder, guard);
     state
         .quotas()
         .set_completion_default(config.reserve_completion_tokens);

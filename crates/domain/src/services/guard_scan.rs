@@ -48,8 +48,9 @@ pub struct ScanSummary {
 }
 
 /// The Guard: its scanner (own bounded threads, shares per caller, the GitHub fetcher) and the
-/// allowance of anonymous scans. The HTTP layer's `GuardService` implements it over
-/// `gc-guard`. Its reports and errors are its own types: the service passes them through.
+/// allowance of anonymous scans. The HTTP layer's `GuardService` implements it over the
+/// binary's Guard adapter (`gc-guard`). Its reports and errors are its own types: the service
+/// passes them through.
 pub trait GuardScanner {
     /// A scan's full report, as the caller receives it.
     type Report;

@@ -107,7 +107,8 @@ pub enum SkillScan {
 }
 
 /// The port of the Guard for skills: its rules version and a bounded scan of a text in a
-/// tenant's share. The HTTP layer's `GuardService` implements it over `gc-guard`'s executor.
+/// tenant's share. The HTTP layer's `GuardService` implements it over the binary's Guard
+/// adapter (`gc-guard`'s executor).
 pub trait SkillScanner {
     /// The version of the rules scans are made under now (`gc_guard::rules_version`).
     fn rules_version(&self) -> &str;

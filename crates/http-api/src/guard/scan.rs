@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 
+use actix_web::http::header::ContentType;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use gc_domain::services::guard_scan::{self, ScanRequest};
@@ -9,7 +10,6 @@ use gc_domain::ErrorCode;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::GuardService;
 use crate::error::ApiError;
 use crate::extract::{client_ip, Body, MaybeAuth};
 use crate::state::AppState;
@@ -18,7 +18,10 @@ use crate::state::AppState;
 #[utoipa::path(get, path = "/api/v1/guard/scan", tag = "guard",
     responses((status = 200, description = "{modes: [\"skill\"], limits: {...}, rules: [{id, severity, title}]}")))]
 pub async fn describe(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(guard_scan::describe(state.guard.as_ref()))
+    let info = guard_scan::describe(state.guard.as_ref());
+    HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(info.0)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -83,7 +86,9 @@ pub async fn scan(
     if sarif_out {
         return Ok(HttpResponse::Ok()
             .content_type("application/sarif+json")
-            .json(GuardService::sarif(outcome.report)));
+            .body(outcome.report.into_sarif()));
     }
-    Ok(HttpResponse::Ok().json(outcome.report))
+    Ok(HttpResponse::Ok()
+        .content_type(ContentType::json())
+        .body(outcome.report.to_json()))
 }

@@ -1,19 +1,13 @@
 //! `/workspace/skills`: SKILL.md texts, stored and returned, never executed. Each carries the
 //! Guard's verdict on its content (`guard`, issue 29): scanned on create and update, again on
-//! `POST /workspace/skills/{id}/scan`. [`GuardService`] is the domain's `SkillScanner` port here.
+//! `POST /workspace/skills/{id}/scan`. [`crate::guard::GuardService`] is the domain's `SkillScanner`
+//! port (over the Guard adapter the binary wires).
 
-use gc_domain::services::skill_scan::{
-    FindingSummary, GuardVerdict, NotScanned, SkillScan, SkillScanner,
-};
 use gc_domain::workspace::RecordKind;
-use gc_guard::executor::{Caller, ScanError};
-use gc_guard::fetch::FetchError;
-use gc_guard::Verdict;
 use uuid::Uuid;
 
 use super::records::{record_routes, TopLevel};
 use crate::cursor::ListQuery;
-use crate::guard::GuardService;
 
 /// The skill routes' resource.
 pub struct Skills;
@@ -95,49 +89,4 @@ pub async fn scan_skill(
     auth: crate::extract::Auth,
 ) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
     super::records::rescan(state, id, auth).await
-}
-
-impl SkillScanner for GuardService {
-    fn rules_version(&self) -> &str {
-        gc_guard::rules_version()
-    }
-
-    /// On the Guard's executor, in the tenant's share (the one its members' scans use), within
-    /// its bounds and time-out.
-    async fn scan_skill(&self, tenant: Uuid, content: String) -> SkillScan {
-        let caller = Caller::Account(format!("tenant:{tenant}"));
-        match self.executor.scan_content(&caller, content).await {
-            Ok(report) => SkillScan::Done {
-                verdict: match report.verdict() {
-                    Verdict::Pass => GuardVerdict::Pass,
-                    Verdict::Warn => GuardVerdict::Warn,
-                    Verdict::Fail => GuardVerdict::Fail,
-                },
-                truncated: report.stats.findings_truncated,
-                findings: report
-                    .findings
-                    .into_iter()
-                    .map(|f| FindingSummary {
-                        rule_id: f.rule_id,
-                        severity: f.severity.as_str().to_owned(),
-                        title: f.title,
-                        message: f.message,
-                        path: f.path,
-                        line: f.line,
-                    })
-                    .collect(),
-            },
-            Err(ScanError::Busy { .. } | ScanError::Fetch(FetchError::Busy)) => {
-                SkillScan::NotScanned(NotScanned::Busy)
-            }
-            Err(ScanError::OverShare { .. }) => SkillScan::NotScanned(NotScanned::OverShare),
-            Err(ScanError::Fetch(FetchError::Timeout | FetchError::Cancelled)) => {
-                SkillScan::NotScanned(NotScanned::Timeout)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "skill scan failed");
-                SkillScan::NotScanned(NotScanned::Failed)
-            }
-        }
-    }
 }
