@@ -195,7 +195,8 @@ pub const RECHECKED_ACTION: &str = "ai_key.rechecked";
 /// Each key is probed (at most `bounds.concurrency` at once, `bounds.max_keys` in all, oldest
 /// first) and its verdict stored as soon as it is known, with an [`RECHECKED_ACTION`] line in
 /// its tenant's feed, so a caller that stops waiting keeps every verdict already found. A key
-/// that does not open with the current master key is left as it is.
+/// that does not open with the current master key is left as it is, and so is a key added or
+/// checked at or after `now` (the start).
 pub async fn recheck_after_configuration<D, K>(
     db: &D,
     probe: &K,
@@ -221,6 +222,9 @@ where
                 .list_ai_keys(&listed, None)?
                 .into_iter()
                 .filter(|k| k.status == AiKeyStatus::NotReady && configured.contains(&k.region))
+                // Judged before this start only: a key added or checked since has a fresh
+                // verdict (and a test's new key is never probed twice).
+                .filter(|k| k.checked_at.unwrap_or(k.created_at) < now)
                 .collect();
             keys.sort_by_key(|k| k.created_at);
             keys.truncate(max_keys);
@@ -584,12 +588,19 @@ mod tests {
         );
         // Sealed under another master key: left as it is.
         let lost = key(&t, Region::Aihk, true, AiKeyStatus::NotReady);
+        // Checked after the start: its verdict is fresh.
+        let mut fresh = sealed(
+            key(&t, Region::Aihk, true, AiKeyStatus::NotReady),
+            "sk-good",
+        );
+        fresh.checked_at = Some(Utc::now() + chrono::Duration::hours(1));
         let store = Fake::with_keys(vec![
             unconfigured.clone(),
             refused.clone(),
             ready_key,
             elsewhere,
             lost,
+            fresh,
         ]);
         let probe = gateways();
         let mut got = ready(recheck_after_configuration(
