@@ -30,7 +30,6 @@ pub(crate) fn run(scanner: &Scanner, path: Option<&str>, text: &str, hits: &mut 
         if scanner.aux.intent.i18n.cyrillic.is_match(text) {
             russian(scanner, text, &mut emit);
         }
-        cjk(scanner, text, &mut emit);
     }
     if is_skill_md(path, text) {
         frontmatter(text, &mut emit);
@@ -59,56 +58,6 @@ const RUSSIAN_GATE: &[&str] = &[
     "незаметно",
     "скрытно",
 ];
-
-/// The injection families in Chinese, Japanese and Korean (`intent_i18n`), on the lines that
-/// hold one of `CJK_GATE_WORDS` (one multi-pattern pass over the text; at most 4,096 lines).
-fn cjk(scanner: &Scanner, text: &str, emit: &mut Emit<'_>) {
-    let langs = &scanner.aux.intent.i18n;
-    let mut last_line = usize::MAX;
-    let mut lines = 0;
-    for m in langs.cjk_gate.find_iter(text) {
-        let (ls, le) = line_bounds(text, m.start());
-        if ls == last_line {
-            continue;
-        }
-        last_line = ls;
-        lines += 1;
-        if lines > 4096 {
-            break;
-        }
-        let Some(line) = text.get(ls..le) else {
-            continue;
-        };
-        let lower = line.to_lowercase();
-        let same_len = lower.len() == line.len();
-        for (ss, se) in crate::intent::i18n::sentences(&lower) {
-            let Some(s) = lower.get(ss..se) else { continue };
-            if crate::intent::i18n::quoted(&lower, ss) {
-                continue;
-            }
-            for (id, lang) in langs.judge(s) {
-                let (a, b) = if same_len {
-                    (ls + ss, ls + se)
-                } else {
-                    (ls, le)
-                };
-                let description = crate::rules::RULES
-                    .iter()
-                    .find(|r| r.id == id)
-                    .map_or("", |r| r.description);
-                emit(
-                    id,
-                    a,
-                    b.max(a),
-                    None,
-                    Some(format!(
-                        "{description} Recognised in {lang}: instructions to the model are judged by what they ask in every major language, not only in English."
-                    )),
-                );
-            }
-        }
-    }
-}
 
 /// The injection families in Russian (`intent_i18n`), one sentence at a time, on lines that
 /// hold Cyrillic and one of [`RUSSIAN_GATE`] (at most 4,096 lines per text).

@@ -75,6 +75,7 @@ pub(crate) const GATE_WORDS: &[&[&str]] = &[
     ],
     &["system prompt", "system_prompt", "system instructions"],
     i18n::GATE_WORDS,
+    i18n::CJK_GATE_WORDS,
 ];
 
 /// The compiled patterns of this pass.

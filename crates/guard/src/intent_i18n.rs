@@ -76,9 +76,8 @@ pub(crate) const GATE_WORDS: &[&str] = &[
     "senza censura",
 ];
 
-/// Words of the Chinese, Japanese and Korean families: one is in every match. They are looked
-/// for in a separate pass over texts that are not ASCII (`checks.rs`), which keeps the
-/// keyword automaton of every text small.
+/// Words of the Chinese, Japanese and Korean families: one is in every match. They ride in the
+/// shared keyword automaton (a separate pass over every non-ASCII text cost more).
 pub(crate) const CJK_GATE_WORDS: &[&str] = &[
     "指令",
     "指示",
@@ -144,8 +143,6 @@ struct Lang {
 pub(crate) struct Langs {
     /// The ASCII gate words, for lines the English gate words handed over.
     pub(crate) ascii_gate: aho_corasick::AhoCorasick,
-    /// [`CJK_GATE_WORDS`].
-    pub(crate) cjk_gate: aho_corasick::AhoCorasick,
     latin_cjk: Vec<Lang>,
     russian: Lang,
     /// The lead bytes of the Cyrillic letters Russian uses (U+0400..U+047F), found with a
@@ -321,11 +318,8 @@ impl Langs {
             .ascii_case_insensitive(true)
             .build(GATE_WORDS.iter().filter(|w| w.is_ascii()))
             .map_err(|e| regex::Error::Syntax(e.to_string()))?;
-        let cjk_gate = aho_corasick::AhoCorasick::new(CJK_GATE_WORDS)
-            .map_err(|e| regex::Error::Syntax(e.to_string()))?;
         Ok(Langs {
             ascii_gate,
-            cjk_gate,
             latin_cjk: [
                 SPANISH, FRENCH, GERMAN, PORTUGUESE, ITALIAN, CHINESE, JAPANESE, KOREAN,
             ]
