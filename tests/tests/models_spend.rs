@@ -270,7 +270,8 @@ both_backends! {
         s.runs_recorded(admitted as u64).await;
         // Then, one after another until refused, each settled before the next (a run's whole
         // reservation counts until the writer settles it): what was spent never passes 0.2.
-        loop {
+        for n in 0.. {
+            assert!(n < 20, "the limit never refused a run");
             let r = s.member.post("/run", Setup::chat("m-default")).await;
             if r.status != 200 {
                 assert_error(&r, 429, "budget_exhausted");
