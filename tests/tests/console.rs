@@ -1103,7 +1103,8 @@ async fn nav_diagnostics_guard_progress_and_upstream_failures_are_explained() {
     b.fill_labelled("Repository address", "https://github.com/acme/skill")
         .await;
     b.click_button("Scan").await;
-    b.wait_text("#guard-progress", "Fetching and scanning").await;
+    b.wait_text("#guard-progress", "Fetching and scanning")
+        .await;
     b.wait_text("#guard-elapsed", "1 s").await;
     b.click("#guard-cancel").await;
     b.wait_text("#guard-result", "Scan cancelled.").await;
@@ -1118,7 +1119,8 @@ async fn nav_diagnostics_guard_progress_and_upstream_failures_are_explained() {
     c.open("/composer").await;
     b.fill("#prompt", "hello").await;
     b.click("#send").await;
-    b.wait_text("#composer-status", "The AI provider failed").await;
+    b.wait_text("#composer-status", "The AI provider failed")
+        .await;
     assert!(!b.text("#composer-status").await.contains("refused"));
     drop(silent);
 }

@@ -26,8 +26,6 @@ const DOMAIN_FILES: &[&str] = &[
     "crates/domain/src/admin.rs",
     // Admin tokens (decision 0036): shape, expiry, audit line, token management by session.
     "crates/domain/src/admin_tokens.rs",
-    // Admin tokens (decision 0036): shape, expiry, audit line, token management by session.
-    "crates/domain/src/admin_tokens.rs",
     "crates/domain/src/gateway.rs",
     "crates/domain/src/quota.rs",
     "crates/domain/src/runs.rs",

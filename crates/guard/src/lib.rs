@@ -22,8 +22,8 @@
 
 mod capabilities;
 mod checks;
-mod code;
 pub mod cli;
+mod code;
 mod context;
 pub mod coverage;
 mod decode;

@@ -66,6 +66,23 @@ pub(crate) fn db_error(op: &'static str, e: diesel::result::Error) -> DomainErro
         Error::DatabaseError(_, info) => info.message().contains("database is locked"),
         _ => false,
     };
+    // Anything that is not the statement's own fault (a constraint, a conflict, no row) may be
+    // a connection the server dropped: test connections before use for a while.
+    let statements_fault = matches!(
+        &e,
+        Error::NotFound
+            | Error::DatabaseError(
+                DatabaseErrorKind::UniqueViolation
+                    | DatabaseErrorKind::ForeignKeyViolation
+                    | DatabaseErrorKind::NotNullViolation
+                    | DatabaseErrorKind::CheckViolation
+                    | DatabaseErrorKind::SerializationFailure,
+                _
+            )
+    );
+    if !statements_fault {
+        crate::store::doubt_connections();
+    }
     if overloaded {
         tracing::warn!(operation = op, error = %e, "database busy or gone");
         return DomainError::Unavailable {

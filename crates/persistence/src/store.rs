@@ -129,6 +129,38 @@ pub(crate) fn establish_postgres(url: &str) -> ConnectionResult<PgConnection> {
     PgConnection::establish(url)
 }
 
+/// How long after a statement failed the way a lost connection fails every checkout tests
+/// its connection (`SELECT 1`) before use.
+pub(crate) const DOUBT_WINDOW: Duration = Duration::from_secs(60);
+
+/// When connections were last put in doubt, in milliseconds since [`doubt_clock`]'s start;
+/// 0 = never. One value per process: a doubt raised by one store's failure costs the other
+/// stores of the process (tests hold several) a few `SELECT 1`s, nothing more.
+static DOUBT_SINCE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn doubt_clock() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    // +1: a doubt raised in the first millisecond is still not "never".
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX - 1)
+        + 1
+}
+
+/// Puts every pooled connection in doubt: for [`DOUBT_WINDOW`] each checkout tests its
+/// connection first. Called when a statement failed the way a lost connection fails.
+pub(crate) fn doubt_connections() {
+    DOUBT_SINCE_MS.store(doubt_clock(), std::sync::atomic::Ordering::Relaxed);
+}
+
+fn connections_in_doubt() -> bool {
+    let since = DOUBT_SINCE_MS.load(std::sync::atomic::Ordering::Relaxed);
+    since != 0 && doubt_clock().saturating_sub(since) < DOUBT_WINDOW.as_millis() as u64
+}
+
 /// The r2d2 manager: establishes connections of the backend chosen by the URL scheme.
 #[derive(Debug)]
 pub(crate) struct DbConnectionManager {
@@ -145,7 +177,17 @@ impl ManageConnection for DbConnectionManager {
             .map_err(diesel::r2d2::Error::ConnectionError)
     }
 
+    /// Called on every checkout. A `SELECT 1` there was half of PostgreSQL's round trips on
+    /// the run path (issue 33), so a connection is only tested while connections are in
+    /// doubt: for [`DOUBT_WINDOW`] after a statement failed the way a lost connection fails
+    /// ([`doubt_connections`]). The first request on a connection the server dropped fails
+    /// (503, retryable) and puts the pool in doubt; from then on every checkout tests, and a
+    /// dead connection is discarded there and replaced instead of failing another request.
+    /// Idle connections are closed by the pool after its idle timeout anyway.
     fn is_valid(&self, conn: &mut DbConnection) -> Result<(), Self::Error> {
+        if !connections_in_doubt() {
+            return Ok(());
+        }
         conn.batch_execute("SELECT 1")
             .map_err(diesel::r2d2::Error::QueryError)
     }
@@ -407,7 +449,8 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
     let manager = DbConnectionManager { target };
     let mut builder = Pool::builder()
         // A SQLite file cannot drop a connection the way a server can: skip the `SELECT 1`
-        // on every checkout there; PostgreSQL connections are still tested.
+        // on every checkout there; PostgreSQL connections are tested while in doubt
+        // (`DbConnectionManager::is_valid`).
         .test_on_check_out(backend == "postgres")
         .max_size(if memory { 1 } else { opts.max_size.max(1) })
         .min_idle(Some(if memory { 1 } else { 0 }))
@@ -763,5 +806,48 @@ mod tests {
         for wanted in ["ENABLE_QPSG", "DEFAULT_MEMSTATUS=0", "THREADSAFE=2"] {
             assert!(opts.iter().any(|o| o == wanted), "{wanted} not in {opts:?}");
         }
+    }
+}
+
+/// Issue 33: checkouts do not test connections (`SELECT 1`) unless connections are in doubt;
+/// a connection the server dropped must still cost at most one failed request.
+#[cfg(test)]
+mod doubt_tests {
+    use super::*;
+    use gc_domain::ports::ApiKeyRepo;
+
+    #[test]
+    fn a_dropped_postgres_connection_fails_one_request_then_is_replaced() {
+        let Some(db) = crate::testing::postgres_or_skip("dropped connection") else {
+            return;
+        };
+        let store = open(
+            db.url(),
+            PoolOptions {
+                max_size: 2,
+                ..PoolOptions::default()
+            },
+        )
+        .unwrap();
+        store.migrate().unwrap();
+        // Both pooled connections open, then idle.
+        let (a, b) = (store.conn().unwrap(), store.conn().unwrap());
+        drop((a, b));
+        let mut admin = establish_postgres(&crate::testing::postgres_admin_url()).unwrap();
+        admin
+            .batch_execute(&format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+                db.name()
+            ))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let outcomes: Vec<bool> = (0..6).map(|_| store.key_context("none").is_ok()).collect();
+        // The first read may meet a dead connection (unless another test of this process put
+        // connections in doubt already); every later one is served.
+        assert!(
+            outcomes[1..].iter().all(|ok| *ok),
+            "after one failure the dead connections are tested and replaced: {outcomes:?}"
+        );
+        assert!(connections_in_doubt() || outcomes[0]);
     }
 }

@@ -311,6 +311,8 @@ fn tenants_insert_list_update(db: &Db) {
                 requests_per_minute: Some(Some(60)),
                 tokens_per_minute: None,
                 monthly_tokens: Some(None),
+                monthly_spend: Some(Some(25_500_000_000)),
+                allowed_models: Some(Some(vec!["gpt-4o-mini".into()])),
             },
         )
         .unwrap()
@@ -321,6 +323,8 @@ fn tenants_insert_list_update(db: &Db) {
     assert!(!patched.ai_enabled);
     assert_eq!(patched.limits.requests_per_minute, Some(60));
     assert_eq!(patched.limits.monthly_tokens, None);
+    assert_eq!(patched.limits.monthly_spend, Some(25_500_000_000));
+    assert_eq!(patched.allowed_models, Some(vec!["gpt-4o-mini".to_owned()]));
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(patched));
     assert_eq!(
         db.store

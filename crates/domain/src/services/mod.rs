@@ -20,8 +20,8 @@ pub mod ai_keys;
 pub mod diagnostics;
 pub mod guard_scan;
 pub mod provisioning;
-pub mod skill_scan;
 pub mod run_records;
+pub mod skill_scan;
 
 /// Runs synchronous storage work (diesel is synchronous) where it may block: the HTTP layer
 /// runs it on its blocking pool, the tests' fakes at once. One call is one trip; the work gets

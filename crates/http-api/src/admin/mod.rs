@@ -2,7 +2,7 @@
 
 pub mod ai_keys;
 pub mod diagnostics;
-pub mod tokens;
 pub mod tenants;
+pub mod tokens;
 pub mod usage;
 pub mod users;

@@ -405,11 +405,13 @@ mod tests {
         completion_tokens: i64,
         #[diesel(sql_type = BigInt)]
         total_tokens: i64,
+        #[diesel(sql_type = BigInt)]
+        cost: i64,
     }
 
     /// Two adds to one row: counts add up, and saturate at `i64::MAX` instead of failing.
     fn adds_saturate(store: &DbStore) {
-        let add = |counts: [i64; 5]| DailyAdd {
+        let add = |counts: [i64; 6]| DailyAdd {
             tenant_id: "t".into(),
             day: "2026-02-03".into(),
             model: "m".into(),
@@ -424,16 +426,16 @@ mod tests {
                 ))
                 .map_err(|e| db_error("test", e))?;
                 for counts in [
-                    [1, 0, i64::MAX, i64::MAX - 1, 5],
-                    [2, 1, 1, 1, i64::MAX],
-                    [1, 1, 1, 1, 1],
+                    [1, 0, i64::MAX, i64::MAX - 1, 5, 7],
+                    [2, 1, 1, 1, i64::MAX, i64::MAX],
+                    [1, 1, 1, 1, 1, 1],
                 ] {
                     let add = add(counts);
                     on_backend!(conn, |c| add.execute(c)).map_err(|e| db_error("test", e))?;
                 }
                 let rows: Vec<Counts> = on_backend!(conn, |c| diesel::sql_query(
-                    "SELECT requests, errors, prompt_tokens, completion_tokens, total_tokens \
-                     FROM usage_daily"
+                    "SELECT requests, errors, prompt_tokens, completion_tokens, total_tokens, \
+                     cost FROM usage_daily"
                 )
                 .load(c))
                 .map_err(|e| db_error("test", e))?;
@@ -449,9 +451,10 @@ mod tests {
                 r.errors,
                 r.prompt_tokens,
                 r.completion_tokens,
-                r.total_tokens
+                r.total_tokens,
+                r.cost
             ],
-            [4, 2, i64::MAX, i64::MAX, i64::MAX]
+            [4, 2, i64::MAX, i64::MAX, i64::MAX, i64::MAX]
         );
     }
 

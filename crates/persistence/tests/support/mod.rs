@@ -93,6 +93,7 @@ pub fn tenant(store: &DbStore, name: &str) -> Tenant {
                 created_at: now(),
                 limits: Default::default(),
                 ai_keys_version: 0,
+                allowed_models: None,
             },
         )
         .unwrap()

@@ -15,6 +15,7 @@
 mod hostile;
 mod nginx;
 mod profile;
+mod scale;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -41,7 +42,7 @@ impl Stats {
         let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
         self.latencies_us[i] as f64 / 1000.0
     }
-    fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.latencies_us.len() as f64 / self.elapsed.as_secs_f64()
     }
 }
@@ -101,7 +102,7 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -114,7 +115,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// CPU time the process has used, user and system, in clock ticks (`/proc/<pid>/stat`; 100 a
 /// second on Linux); 0 when unreadable.
-fn cpu_ticks(pid: u32) -> u64 {
+pub(crate) fn cpu_ticks(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
@@ -139,7 +140,7 @@ impl Drop for Server {
     }
 }
 
-fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server {
+pub(crate) fn spawn_server(bin: &str, db: &str, port: u16, gateway: Option<&str>) -> Server {
     spawn_wrapped(&[], bin, db, port, gateway)
 }
 
@@ -159,7 +160,13 @@ fn spawn_wrapped(
         }
         None => Command::new(bin),
     };
-    cmd.env("GC_DATABASE_URL", format!("sqlite://{db}"))
+    // A path is a SQLite file; a URL (`postgres://…`) is used as it is.
+    let url = if db.contains("://") {
+        db.to_owned()
+    } else {
+        format!("sqlite://{db}")
+    };
+    cmd.env("GC_DATABASE_URL", url)
         .env("GC_BIND", format!("127.0.0.1:{port}"))
         .env("GC_LOG", "warn")
         .env("GC_BOOTSTRAP_ADMIN_EMAIL", ADMIN)
@@ -269,11 +276,11 @@ mod bytes_body {
 
 /// What the set-up made: the admin's and the member's sessions, the tenant and a key with
 /// `workspace:read` and `run`.
-struct Fixture {
-    admin: String,
-    tid: String,
-    member: String,
-    key: String,
+pub(crate) struct Fixture {
+    pub(crate) admin: String,
+    pub(crate) tid: String,
+    pub(crate) member: String,
+    pub(crate) key: String,
 }
 
 /// A tenant with an AIHK key, a member with a workspace key, and 50 skills, made through the
@@ -344,6 +351,10 @@ async fn main() {
         .unwrap_or(4.0);
     if args.iter().any(|a| a == "--hostile") {
         hostile::run(&bin, secs).await;
+        return;
+    }
+    if args.iter().any(|a| a == "--scale") {
+        scale::run(&bin, secs).await;
         return;
     }
     if let Some(n) = args
