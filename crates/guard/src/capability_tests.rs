@@ -356,3 +356,20 @@ fn a_command_word_spelled_from_pieces_is_flagged() {
     )]);
     assert!(combos(&honest).is_empty(), "{:?}", combos(&honest));
 }
+
+/// The console's Guard page names every list of the inventory (its list is written out in
+/// `pages/guard.js`): a list added here and not there would never be shown.
+#[test]
+fn the_console_shows_every_inventory_list() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../console/assets/js/pages/guard.js"),
+    )
+    .expect("the console's Guard page");
+    for (name, _) in crate::model::Inventory::default().lists() {
+        assert!(
+            page.contains(&format!("['{name}', '")),
+            "pages/guard.js does not show the inventory list `{name}`"
+        );
+    }
+}

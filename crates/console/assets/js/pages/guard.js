@@ -19,6 +19,7 @@ const CAPABILITIES = [
   ['downloads', 'Downloads'],
   ['persists', 'Persists'],
   ['supply_chain', 'Changes the supply chain'],
+  ['obfuscation', 'Hides what it runs'],
 ];
 
 const ROLE = {
@@ -31,7 +32,7 @@ const ROLE = {
 function inventory(inv) {
   if (!inv) return null;
   const lists = CAPABILITIES.filter(([key]) => (inv[key] || []).length);
-  if (!lists.length) return h('section', { id: 'guard-inventory' }, h('h2', {}, 'Capabilities'), h('p', { class: 'sub' }, 'Nothing that executes, reads sensitive data, sends, downloads, persists or changes the supply chain was found.'));
+  if (!lists.length) return h('section', { id: 'guard-inventory' }, h('h2', {}, 'Capabilities'), h('p', { class: 'sub' }, 'Nothing that executes, reads sensitive data, sends, downloads, persists, changes the supply chain or hides what it runs was found.'));
   return h('section', { id: 'guard-inventory' },
     h('h2', {}, 'Capabilities'),
     h('p', { class: 'sub' }, 'What the skill can do, from every file. “Carried only” is in tests, documentation, CI or locale files that nothing runs.'),
