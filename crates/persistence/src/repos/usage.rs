@@ -488,7 +488,7 @@ mod tests {
             m.run(&mut c).unwrap();
         }
         let rows: Vec<Counts> = diesel::sql_query(
-            "SELECT requests, errors, prompt_tokens, completion_tokens, total_tokens \
+            "SELECT requests, errors, prompt_tokens, completion_tokens, total_tokens, cost \
              FROM usage_daily ORDER BY key_id",
         )
         .load(&mut c)
