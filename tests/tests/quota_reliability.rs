@@ -286,7 +286,10 @@ quota_tests! {
             // Read a few content chunks, then hang up.
             let mut seen = String::new();
             while seen.matches("chunk-").count() < 3 {
-                let chunk = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await.unwrap().unwrap().unwrap();
+                let chunk = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await.unwrap().unwrap();
+                let Some(chunk) = chunk else {
+                    panic!("run {admitted} ended after {seen:?} (upstream: {} chunks sent, {} requests, {} connections, {} aborts in all)", s.mock.chunks_sent(), s.mock.request_count(), s.mock.connections(), s.mock.client_aborts())
+                };
                 seen.push_str(&String::from_utf8_lossy(&chunk));
             }
             drop(res);
