@@ -41,13 +41,29 @@ fn python_with_openai() -> Option<String> {
         Some(format!("{target}/openai-sdk-venv/bin/python")),
         Some("python3".to_owned()),
     ];
-    candidates.into_iter().flatten().find(|python| {
+    let has_openai = |python: &String| {
         Command::new(python)
             .args(["-c", "import openai"])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
-    })
+    };
+    if let Some(found) = candidates.into_iter().flatten().find(has_openai) {
+        return Some(found);
+    }
+    // None yet (this test may run before tests/tests/gateway.rs made the virtualenv): make it
+    // the same way, with the same pinned SDK (`OPENAI_SDK` there).
+    let venv = format!("{target}/openai-sdk-venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv", &venv])
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(format!("{venv}/bin/pip"))
+            .args(["install", "--quiet", "openai==3.57.0"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let python = format!("{venv}/bin/python");
+    (made && has_openai(&python)).then_some(python)
 }
 
 /// Kills the server the script left running (its pid), when dropped.
