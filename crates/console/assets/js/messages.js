@@ -28,6 +28,7 @@ const PLAIN = {
   ai_access_disabled: 'AI is switched off for your workspace. An administrator can turn it on for your tenant.',
   ai_access_not_ready:
     "AI access is not ready: your workspace has no working AI key for its region yet (or the region's gateway is not configured). An administrator can add one.",
+  model_not_allowed: 'That model is not allowed for your workspace. Pick one from the list (or "auto"), or ask an administrator.',
   not_found: 'It is not there any more (or never was).',
   method_not_allowed: 'That action is not allowed here.',
   not_acceptable: 'The server cannot answer in the form the console asked for. Reload the page.',
