@@ -8,6 +8,8 @@
 //! - `--profile N`: only the instruction-count profile: N key-authenticated reads and N `/run`
 //!   calls, one at a time, with the server under the command in `GC_BENCH_WRAP`, e.g.
 //!   `GC_BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p"`.
+//! - `--scale`: only issue 33's phases: PostgreSQL against SQLite in one run, two nodes on one
+//!   PostgreSQL, and streams on a raw socket (`GC_BENCH_ONLY=postgres|streams` for one).
 //!
 //! The HTTP benchmarks start Debian's nginx (`/usr/sbin/nginx`) as the bare forwarding-proxy
 //! baseline; without it that row is skipped with a note.
@@ -28,7 +30,7 @@ fn release_dir(root: &Path) -> PathBuf {
 pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let only_http = args
         .iter()
-        .any(|a| a == "--http" || a == "--hostile" || a == "--profile");
+        .any(|a| a == "--http" || a == "--hostile" || a == "--profile" || a == "--scale");
     if !only_http {
         let mut guard = cargo();
         guard.args(["bench", "-p", "gc-guard"]);
