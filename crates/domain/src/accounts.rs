@@ -703,13 +703,12 @@ mod tests {
         assert_eq!(session_code(&store, s.expires_at), "unauthenticated");
     }
 
-    #[test]
-    fn a_session_is_refused_from_its_absolute_expiry_on() {
+    /// A session seen at `seen` and expiring at `expires` is refused at `now` and an hour
+    /// later, and works a second before `now`.
+    fn assert_refused_from(now: DateTime<Utc>, seen: DateTime<Utc>, expires: DateTime<Utc>) {
         let store = Fake::default();
         let user = ann(&store);
-        let now = Utc::now();
-        // Seen a minute ago, so only the absolute expiry decides.
-        stored_session(&store, &user, now - Duration::minutes(1), now);
+        stored_session(&store, &user, seen, expires);
         assert_eq!(session_code(&store, now), "unauthenticated");
         assert_eq!(
             session_code(&store, now + Duration::hours(1)),
@@ -719,19 +718,17 @@ mod tests {
     }
 
     #[test]
-    fn a_session_is_refused_from_its_idle_limit_on() {
-        let store = Fake::default();
-        let user = ann(&store);
+    fn a_session_is_refused_from_its_absolute_expiry_on() {
         let now = Utc::now();
-        let seen = now - Duration::hours(24);
+        // Seen a minute ago, so only the absolute expiry decides.
+        assert_refused_from(now, now - Duration::minutes(1), now);
+    }
+
+    #[test]
+    fn a_session_is_refused_from_its_idle_limit_on() {
+        let now = Utc::now();
         // Far from its absolute expiry, so only the idle limit decides.
-        stored_session(&store, &user, seen, now + Duration::days(20));
-        assert_eq!(session_code(&store, now), "unauthenticated");
-        assert_eq!(
-            session_code(&store, now + Duration::hours(1)),
-            "unauthenticated"
-        );
-        assert_eq!(session_code(&store, now - Duration::seconds(1)), "ok");
+        assert_refused_from(now, now - Duration::hours(24), now + Duration::days(20));
     }
 
     #[test]
@@ -825,19 +822,20 @@ mod tests {
         }
     }
 
-    fn member_in(store: &Fake) -> (User, crate::model::Tenant) {
+    /// A store holding a member of a tenant and one key of theirs.
+    fn member_with_key() -> (Fake, User, crate::model::Tenant, crate::workspace::ApiKey) {
+        let store = Fake::default();
         let t = crate::access::tests::tenant(crate::model::Status::Active);
         store.tenants.lock().unwrap().push(t.clone());
         let user = crate::access::tests::user(Role::Member, crate::model::Status::Active, Some(&t));
         store.users.lock().unwrap().push(user.clone());
-        (user, t)
+        let key = stored_key(&store, &user, t.id);
+        (store, user, t, key)
     }
 
     #[test]
     fn a_members_usable_key_of_their_tenant_authenticates() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
-        stored_key(&store, &user, t.id);
+        let (store, user, t, _) = member_with_key();
         let p = authenticate_key(&store, &policy(), "kh", Utc::now()).unwrap();
         assert_eq!(p.user().id, user.id);
         assert_eq!(p.tenant().map(|t| t.id), Some(t.id));
@@ -848,10 +846,8 @@ mod tests {
 
     #[test]
     fn a_revoked_key_is_refused() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
+        let (store, ..) = member_with_key();
         let now = Utc::now();
-        stored_key(&store, &user, t.id);
         store.api_keys.lock().unwrap()[0].revoked_at = Some(now - Duration::seconds(1));
         assert_eq!(key_code(&store, now), "invalid_api_key");
         assert!(store.touched.lock().unwrap().is_empty());
@@ -859,10 +855,8 @@ mod tests {
 
     #[test]
     fn a_key_is_refused_from_its_expiry_on() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
+        let (store, ..) = member_with_key();
         let now = Utc::now();
-        stored_key(&store, &user, t.id);
         store.api_keys.lock().unwrap()[0].expires_at = Some(now);
         assert_eq!(key_code(&store, now), "invalid_api_key");
         assert_eq!(key_code(&store, now - Duration::seconds(1)), "ok");
@@ -870,9 +864,7 @@ mod tests {
 
     #[test]
     fn a_member_moved_to_another_tenant_loses_the_key() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
-        stored_key(&store, &user, t.id);
+        let (store, ..) = member_with_key();
         let other = crate::access::tests::tenant(crate::model::Status::Active);
         store.tenants.lock().unwrap().push(other.clone());
         store.users.lock().unwrap()[0].tenant_id = Some(other.id);
@@ -881,9 +873,7 @@ mod tests {
 
     #[test]
     fn an_unassigned_member_keeps_a_valid_key_that_the_scopes_refuse() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
-        stored_key(&store, &user, t.id);
+        let (store, ..) = member_with_key();
         store.users.lock().unwrap()[0].tenant_id = None;
         let p = authenticate_key(&store, &policy(), "kh", Utc::now()).unwrap();
         assert_eq!(
@@ -896,9 +886,7 @@ mod tests {
 
     #[test]
     fn a_key_is_touched_when_never_used_then_once_per_touch_interval() {
-        let store = Fake::default();
-        let (user, t) = member_in(&store);
-        let key = stored_key(&store, &user, t.id);
+        let (store, _, _, key) = member_with_key();
         let t0 = Utc::now();
         assert_eq!(key_code(&store, t0), "ok");
         assert_eq!(*store.touched.lock().unwrap(), vec![(key.id, t0)]);

@@ -23,7 +23,7 @@ use crate::model::{new_id, Tenant, User};
 use crate::page::{Page, PageRequest};
 use crate::ports::CredentialCodec;
 use crate::secret::SecretString;
-use crate::values::text;
+use crate::values::{expiry, text};
 
 /// Every admin token starts with this, so scanners and the service recognise one.
 pub const TOKEN_PREFIX: &str = "gca_";
@@ -147,24 +147,6 @@ pub struct AdminTokenRequest {
     pub name: String,
     pub scope: String,
     pub expires_at: Option<String>,
-}
-
-fn expiry(raw: Option<&str>, now: DateTime<Utc>) -> DomainResult<Option<DateTime<Utc>>> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    let at = DateTime::parse_from_rfc3339(raw)
-        .map_err(|_| {
-            DomainError::invalid(
-                "expires_at",
-                "must be an RFC 3339 time such as 2030-01-01T00:00:00Z",
-            )
-        })?
-        .with_timezone(&Utc);
-    if at <= now {
-        return Err(DomainError::invalid("expires_at", "must be in the future"));
-    }
-    Ok(Some(at))
 }
 
 /// Makes a token for the calling admin (a session only).

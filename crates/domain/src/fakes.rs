@@ -60,6 +60,29 @@ pub struct Fake {
     pub refuse_takes: Mutex<u32>,
 }
 
+/// The first item of `list` that `pick` picks, cloned.
+fn first<T: Clone>(list: &Mutex<Vec<T>>, pick: impl Fn(&T) -> bool) -> Option<T> {
+    list.lock().unwrap().iter().find(|x| pick(x)).cloned()
+}
+
+/// The items of `list` that `pick` picks, cloned, in order.
+fn picked<T: Clone>(list: &Mutex<Vec<T>>, pick: impl Fn(&T) -> bool) -> Vec<T> {
+    list.lock()
+        .unwrap()
+        .iter()
+        .filter(|x| pick(x))
+        .cloned()
+        .collect()
+}
+
+/// Removes the items of `list` that `pick` picks; how many it removed.
+fn removed<T>(list: &Mutex<Vec<T>>, pick: impl Fn(&T) -> bool) -> usize {
+    let mut list = list.lock().unwrap();
+    let before = list.len();
+    list.retain(|x| !pick(x));
+    before - list.len()
+}
+
 impl Fake {
     pub fn with_keys(keys: Vec<TenantAiKey>) -> Self {
         let fake = Self::default();
@@ -203,22 +226,10 @@ impl UserRepo for Fake {
         Ok(user)
     }
     fn find_user(&self, id: Uuid) -> DomainResult<Option<User>> {
-        Ok(self
-            .users
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|u| u.id == id)
-            .cloned())
+        Ok(first(&self.users, |u| u.id == id))
     }
     fn find_user_by_email(&self, email: &Email) -> DomainResult<Option<User>> {
-        Ok(self
-            .users
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|u| u.email == *email)
-            .cloned())
+        Ok(first(&self.users, |u| u.email == *email))
     }
     fn list_users(
         &self,
@@ -269,20 +280,12 @@ impl AiKeyRepo for Fake {
         Ok(key.clone())
     }
     fn list_ai_keys(&self, _: &AdminScope, tenant: Option<Uuid>) -> DomainResult<Vec<TenantAiKey>> {
-        Ok(self
-            .keys
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|k| tenant.is_none_or(|t| t == k.tenant_id))
-            .cloned()
-            .collect())
+        Ok(picked(&self.keys, |k| {
+            tenant.is_none_or(|t| t == k.tenant_id)
+        }))
     }
     fn delete_ai_key(&self, _: &AdminScope, tenant: Uuid, id: Uuid) -> DomainResult<bool> {
-        let mut keys = self.keys.lock().unwrap();
-        let before = keys.len();
-        keys.retain(|k| !(k.tenant_id == tenant && k.id == id));
-        Ok(keys.len() != before)
+        Ok(removed(&self.keys, |k| k.tenant_id == tenant && k.id == id) > 0)
     }
     fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()> {
         self.verdicts.lock().unwrap().push(verdict.clone());
@@ -290,26 +293,14 @@ impl AiKeyRepo for Fake {
     }
     /// Answers every key of the tenant, whatever its state: the domain must filter.
     fn usable_ai_keys(&self, tenant: &Tenant) -> DomainResult<Vec<TenantAiKey>> {
-        Ok(self
-            .keys
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|k| k.tenant_id == tenant.id)
-            .cloned()
-            .collect())
+        Ok(picked(&self.keys, |k| k.tenant_id == tenant.id))
     }
 }
 
 impl Fake {
     fn tenant(&self, id: Option<Uuid>) -> Option<Tenant> {
         let id = id?;
-        self.tenants
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|t| t.id == id)
-            .cloned()
+        first(&self.tenants, |t| t.id == id)
     }
 }
 
@@ -341,14 +332,7 @@ impl SessionRepo for Fake {
     }
     /// Whatever the state of the session, its user and tenants: the domain must decide.
     fn session_context(&self, token_hash: &str) -> DomainResult<Option<SessionContext>> {
-        let Some(session) = self
-            .sessions
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|s| s.token_hash == token_hash)
-            .cloned()
-        else {
+        let Some(session) = first(&self.sessions, |s| s.token_hash == token_hash) else {
             return Ok(None);
         };
         let Some(user) = self.find_user(session.user_id)? else {
@@ -371,26 +355,13 @@ impl SessionRepo for Fake {
         Ok(())
     }
     fn list_sessions(&self, user_id: Uuid) -> DomainResult<Vec<Session>> {
-        Ok(self
-            .sessions
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.user_id == user_id)
-            .cloned()
-            .collect())
+        Ok(picked(&self.sessions, |s| s.user_id == user_id))
     }
     fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
-        let mut sessions = self.sessions.lock().unwrap();
-        let before = sessions.len();
-        sessions.retain(|s| !(s.user_id == user_id && s.id == id));
-        Ok(sessions.len() != before)
+        Ok(removed(&self.sessions, |s| s.user_id == user_id && s.id == id) > 0)
     }
     fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {
-        let mut sessions = self.sessions.lock().unwrap();
-        let before = sessions.len();
-        sessions.retain(|s| s.user_id != user_id || s.id == keep);
-        Ok((before - sessions.len()) as u64)
+        Ok(removed(&self.sessions, |s| s.user_id == user_id && s.id != keep) as u64)
     }
     fn delete_expired_sessions(&self, _: DateTime<Utc>, _: DateTime<Utc>) -> DomainResult<u64> {
         Err(DomainError::Internal("not faked".into()))
@@ -456,14 +427,7 @@ impl ApiKeyRepo for Fake {
     }
     /// The tenant's keys, newest first, in one page.
     fn list_api_keys(&self, scope: &TenantScope, _: &PageRequest) -> DomainResult<Page<ApiKey>> {
-        let mut items: Vec<ApiKey> = self
-            .api_keys
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|k| k.tenant_id == scope.tenant_id())
-            .cloned()
-            .collect();
+        let mut items = picked(&self.api_keys, |k| k.tenant_id == scope.tenant_id());
         items.reverse();
         Ok(Page { items, next: None })
     }
@@ -484,14 +448,7 @@ impl ApiKeyRepo for Fake {
     }
     /// Whatever the state of the key, its member and tenant: the domain must decide.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
-        let Some(key) = self
-            .api_keys
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|k| k.key_hash == key_hash)
-            .cloned()
-        else {
+        let Some(key) = first(&self.api_keys, |k| k.key_hash == key_hash) else {
             return Ok(None);
         };
         let Some(user) = self.find_user(key.user_id)? else {
@@ -535,136 +492,6 @@ impl ApiKeyRepo for Fake {
             }
         }
         Ok(())
-    }
-}
-
-/// The workspace ports of [`Fake`] are those of its [`FakeWorkspace`].
-impl WorkspaceRepo for Fake {
-    fn list_records(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        page: &PageRequest,
-    ) -> DomainResult<Page<Record>> {
-        self.workspace.list_records(scope, kind, parent_id, page)
-    }
-    fn find_record(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-    ) -> DomainResult<Option<Record>> {
-        self.workspace.find_record(scope, kind, parent_id, id)
-    }
-    fn insert_record(
-        &self,
-        scope: &WriteScope,
-        record: &Record,
-        activity: &NewActivity,
-    ) -> DomainResult<Record> {
-        self.workspace.insert_record(scope, record, activity)
-    }
-    fn update_record(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        self.workspace.update_record(
-            scope,
-            kind,
-            parent_id,
-            id,
-            expected_version,
-            fields,
-            at,
-            activity,
-        )
-    }
-    fn update_record_guarded(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        guard: &crate::services::skill_scan::SkillGuard,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        self.workspace.update_record_guarded(
-            scope,
-            kind,
-            id,
-            expected_version,
-            fields,
-            guard,
-            at,
-            activity,
-        )
-    }
-    fn set_record_guard(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        version: i64,
-        guard: &crate::services::skill_scan::SkillGuard,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        self.workspace
-            .set_record_guard(scope, kind, id, version, guard, activity)
-    }
-    fn delete_record(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        activity: &NewActivity,
-    ) -> DomainResult<bool> {
-        self.workspace
-            .delete_record(scope, kind, parent_id, id, activity)
-    }
-    fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
-        self.workspace.records_version(scope)
-    }
-    fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
-        self.workspace.record_counts(scope)
-    }
-    fn settings(&self, scope: &TenantScope) -> DomainResult<Settings> {
-        self.workspace.settings(scope)
-    }
-    fn update_settings(
-        &self,
-        scope: &WriteScope,
-        expected_version: Option<i64>,
-        fields: &Map<String, Value>,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Settings> {
-        self.workspace
-            .update_settings(scope, expected_version, fields, at, activity)
-    }
-    fn list_activity(
-        &self,
-        scope: &TenantScope,
-        page: &PageRequest,
-    ) -> DomainResult<Page<Activity>> {
-        self.workspace.list_activity(scope, page)
-    }
-    fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
-        self.workspace.append_activity(activity)
-    }
-    fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
-        self.workspace.append_activities(activities)
     }
 }
 
@@ -774,7 +601,24 @@ impl FakeWorkspace {
     }
 }
 
-impl WorkspaceRepo for FakeWorkspace {
+/// A fake holding a [`FakeWorkspace`]; its workspace ports are that workspace's.
+pub trait HoldsWorkspace {
+    fn fake_workspace(&self) -> &FakeWorkspace;
+}
+
+impl HoldsWorkspace for FakeWorkspace {
+    fn fake_workspace(&self) -> &FakeWorkspace {
+        self
+    }
+}
+
+impl HoldsWorkspace for Fake {
+    fn fake_workspace(&self) -> &FakeWorkspace {
+        &self.workspace
+    }
+}
+
+impl<T: HoldsWorkspace> WorkspaceRepo for T {
     fn list_records(
         &self,
         scope: &TenantScope,
@@ -782,8 +626,9 @@ impl WorkspaceRepo for FakeWorkspace {
         parent_id: Option<Uuid>,
         _page: &PageRequest,
     ) -> DomainResult<Page<Record>> {
-        self.call("list_records");
-        let items = self
+        let ws = self.fake_workspace();
+        ws.call("list_records");
+        let items = ws
             .records
             .lock()
             .unwrap()
@@ -801,8 +646,9 @@ impl WorkspaceRepo for FakeWorkspace {
         parent_id: Option<Uuid>,
         id: Uuid,
     ) -> DomainResult<Option<Record>> {
-        self.call("find_record");
-        Ok(self.find(scope.tenant_id(), kind, parent_id, id))
+        let ws = self.fake_workspace();
+        ws.call("find_record");
+        Ok(ws.find(scope.tenant_id(), kind, parent_id, id))
     }
 
     fn insert_record(
@@ -811,13 +657,14 @@ impl WorkspaceRepo for FakeWorkspace {
         record: &Record,
         activity: &NewActivity,
     ) -> DomainResult<Record> {
-        self.call("insert_record");
-        self.records
+        let ws = self.fake_workspace();
+        ws.call("insert_record");
+        ws.records
             .lock()
             .unwrap()
             .push((scope.tenant_id(), record.clone()));
-        self.bump(scope.tenant_id());
-        self.activity.lock().unwrap().push(activity.clone());
+        ws.bump(scope.tenant_id());
+        ws.activity.lock().unwrap().push(activity.clone());
         Ok(record.clone())
     }
 
@@ -832,9 +679,10 @@ impl WorkspaceRepo for FakeWorkspace {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
-        self.call("update_record");
+        let ws = self.fake_workspace();
+        ws.call("update_record");
         {
-            let mut races = self.lose_races.lock().unwrap();
+            let mut races = ws.lose_races.lock().unwrap();
             if *races > 0 {
                 *races -= 1;
                 return Err(DomainError::VersionConflict {
@@ -842,7 +690,7 @@ impl WorkspaceRepo for FakeWorkspace {
                 });
             }
         }
-        let mut records = self.records.lock().unwrap();
+        let mut records = ws.records.lock().unwrap();
         let Some((_, r)) = records.iter_mut().find(|(t, r)| {
             *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id
         }) else {
@@ -856,8 +704,8 @@ impl WorkspaceRepo for FakeWorkspace {
         r.fields = fields.clone();
         r.version += 1;
         r.updated_at = at;
-        self.bump(scope.tenant_id());
-        self.activity.lock().unwrap().push(activity.clone());
+        ws.bump(scope.tenant_id());
+        ws.activity.lock().unwrap().push(activity.clone());
         Ok(Some(r.clone()))
     }
 
@@ -872,6 +720,7 @@ impl WorkspaceRepo for FakeWorkspace {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
+        let ws = self.fake_workspace();
         let updated = self.update_record(
             scope,
             kind,
@@ -885,7 +734,7 @@ impl WorkspaceRepo for FakeWorkspace {
         let Some(mut updated) = updated else {
             return Ok(None);
         };
-        let mut records = self.records.lock().unwrap();
+        let mut records = ws.records.lock().unwrap();
         if let Some((_, r)) = records
             .iter_mut()
             .find(|(t, r)| *t == scope.tenant_id() && r.kind == kind && r.id == id)
@@ -905,8 +754,9 @@ impl WorkspaceRepo for FakeWorkspace {
         guard: &crate::services::skill_scan::SkillGuard,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
-        self.call("set_record_guard");
-        let mut records = self.records.lock().unwrap();
+        let ws = self.fake_workspace();
+        ws.call("set_record_guard");
+        let mut records = ws.records.lock().unwrap();
         let Some((_, r)) = records.iter_mut().find(|(t, r)| {
             *t == scope.tenant_id() && r.kind == kind && r.id == id && r.version == version
         }) else {
@@ -915,8 +765,8 @@ impl WorkspaceRepo for FakeWorkspace {
         r.guard = Some(guard.clone());
         let out = r.clone();
         drop(records);
-        self.bump(scope.tenant_id());
-        self.activity.lock().unwrap().push(activity.clone());
+        ws.bump(scope.tenant_id());
+        ws.activity.lock().unwrap().push(activity.clone());
         Ok(Some(out))
     }
 
@@ -928,23 +778,25 @@ impl WorkspaceRepo for FakeWorkspace {
         id: Uuid,
         activity: &NewActivity,
     ) -> DomainResult<bool> {
-        self.call("delete_record");
-        let mut records = self.records.lock().unwrap();
+        let ws = self.fake_workspace();
+        ws.call("delete_record");
+        let mut records = ws.records.lock().unwrap();
         let before = records.len();
         records.retain(|(t, r)| {
             !(*t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id)
         });
         let deleted = records.len() < before;
         if deleted {
-            self.bump(scope.tenant_id());
-            self.activity.lock().unwrap().push(activity.clone());
+            ws.bump(scope.tenant_id());
+            ws.activity.lock().unwrap().push(activity.clone());
         }
         Ok(deleted)
     }
 
     fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
-        self.call("records_version");
-        Ok(self
+        let ws = self.fake_workspace();
+        ws.call("records_version");
+        Ok(ws
             .record_versions
             .lock()
             .unwrap()
@@ -954,8 +806,9 @@ impl WorkspaceRepo for FakeWorkspace {
     }
 
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
-        self.call("record_counts");
-        let records = self.records.lock().unwrap();
+        let ws = self.fake_workspace();
+        ws.call("record_counts");
+        let records = ws.records.lock().unwrap();
         let count = |kind: RecordKind| {
             records
                 .iter()
@@ -973,8 +826,9 @@ impl WorkspaceRepo for FakeWorkspace {
     }
 
     fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {
-        self.call("settings");
-        Ok(self.settings.lock().unwrap().clone().unwrap_or(Settings {
+        let ws = self.fake_workspace();
+        ws.call("settings");
+        Ok(ws.settings.lock().unwrap().clone().unwrap_or(Settings {
             fields: Map::new(),
             version: 0,
             updated_at: None,
@@ -989,9 +843,10 @@ impl WorkspaceRepo for FakeWorkspace {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Settings> {
-        self.call("update_settings");
+        let ws = self.fake_workspace();
+        ws.call("update_settings");
         {
-            let mut races = self.lose_races.lock().unwrap();
+            let mut races = ws.lose_races.lock().unwrap();
             if *races > 0 {
                 *races -= 1;
                 return Err(DomainError::VersionConflict {
@@ -1010,8 +865,8 @@ impl WorkspaceRepo for FakeWorkspace {
             version: current.version + 1,
             updated_at: Some(at),
         };
-        *self.settings.lock().unwrap() = Some(next.clone());
-        self.activity.lock().unwrap().push(activity.clone());
+        *ws.settings.lock().unwrap() = Some(next.clone());
+        ws.activity.lock().unwrap().push(activity.clone());
         Ok(next)
     }
 
@@ -1020,7 +875,8 @@ impl WorkspaceRepo for FakeWorkspace {
         _scope: &TenantScope,
         _page: &PageRequest,
     ) -> DomainResult<Page<Activity>> {
-        self.call("list_activity");
+        let ws = self.fake_workspace();
+        ws.call("list_activity");
         Ok(Page {
             items: Vec::new(),
             next: None,
@@ -1028,12 +884,14 @@ impl WorkspaceRepo for FakeWorkspace {
     }
 
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
-        self.activity.lock().unwrap().push(activity.clone());
+        let ws = self.fake_workspace();
+        ws.activity.lock().unwrap().push(activity.clone());
         Ok(())
     }
 
     fn append_activities(&self, activities: &[NewActivity]) -> DomainResult<()> {
-        self.activity
+        let ws = self.fake_workspace();
+        ws.activity
             .lock()
             .unwrap()
             .extend(activities.iter().cloned());

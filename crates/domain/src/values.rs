@@ -1,5 +1,6 @@
 //! Validated value types. Each is checked once when built; inside the domain it is always valid.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DomainError, DomainResult};
@@ -201,6 +202,25 @@ mod password_policy {
         let reversed: String = s.iter().rev().collect();
         monotone(1) || monotone(-1) || KEYBOARD.contains(&text) || KEYBOARD.contains(&reversed)
     }
+}
+
+/// Validates an `expires_at`: `None`, or an RFC 3339 time after `now`.
+pub fn expiry(raw: Option<&str>, now: DateTime<Utc>) -> DomainResult<Option<DateTime<Utc>>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let at = DateTime::parse_from_rfc3339(raw)
+        .map_err(|_| {
+            DomainError::invalid(
+                "expires_at",
+                "must be an RFC 3339 time such as 2030-01-01T00:00:00Z",
+            )
+        })?
+        .with_timezone(&Utc);
+    if at <= now {
+        return Err(DomainError::invalid("expires_at", "must be in the future"));
+    }
+    Ok(Some(at))
 }
 
 /// Validates a free-text name: trimmed, `min..=max` characters, no control characters.

@@ -17,7 +17,7 @@ use crate::page::{Page, PageRequest};
 use crate::ports::{ApiKeyRepo, CredentialCodec};
 use crate::quota::{limit_change, KeyLimits};
 use crate::secret::SecretString;
-use crate::values::text;
+use crate::values::{expiry, text};
 use crate::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 
 /// A key's own per-minute limits as the client sent them: each left out (`None`), removed
@@ -188,25 +188,6 @@ fn scopes(raw: &[String]) -> DomainResult<Vec<KeyScope>> {
         }
     }
     Ok(scopes)
-}
-
-/// The key's expiry: `None`, or an RFC 3339 time after `now`.
-fn expiry(raw: Option<&str>, now: DateTime<Utc>) -> DomainResult<Option<DateTime<Utc>>> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    let at = DateTime::parse_from_rfc3339(raw)
-        .map_err(|_| {
-            DomainError::invalid(
-                "expires_at",
-                "must be an RFC 3339 time such as 2030-01-01T00:00:00Z",
-            )
-        })?
-        .with_timezone(&Utc);
-    if at <= now {
-        return Err(DomainError::invalid("expires_at", "must be in the future"));
-    }
-    Ok(Some(at))
 }
 
 /// One limit of a change: left out (`None`), removed (`Some(None)`) or set.

@@ -697,57 +697,49 @@ mod tests {
         assert_eq!(ws.activity.lock().unwrap().len(), 1);
     }
 
+    /// An empty workspace and a member of its active tenant, now.
+    fn member_workspace() -> (FakeWorkspace, Principal, DateTime<Utc>) {
+        let t = tenant(Status::Active);
+        (FakeWorkspace::default(), member_of(&t), Utc::now())
+    }
+
+    /// Updates the skill `r` as `p` at `now`, with `If-Match: if_match` when given.
+    fn update_skill(
+        ws: &FakeWorkspace,
+        p: &Principal,
+        r: &Record,
+        if_match: Option<i64>,
+        fields: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> DomainResult<Record> {
+        update_record(ws, p, RecordKind::Skill, None, r.id, if_match, fields, now)
+    }
+
     #[test]
     fn an_update_without_if_match_retries_a_lost_race_and_one_with_it_does_not() {
-        let ws = FakeWorkspace::default();
-        let t = tenant(Status::Active);
-        let p = member_of(&t);
-        let now = Utc::now();
+        let (ws, p, now) = member_workspace();
         let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
         *ws.lose_races.lock().unwrap() = 2;
-        let updated =
-            update_record(&ws, &p, RecordKind::Skill, None, r.id, None, &skill(), now).unwrap();
+        let updated = update_skill(&ws, &p, &r, None, &skill(), now).unwrap();
         assert_eq!(updated.version, 2);
         // Three lost races in a row: the caller hears about it.
         *ws.lose_races.lock().unwrap() = 3;
-        let e = update_record(&ws, &p, RecordKind::Skill, None, r.id, None, &skill(), now);
+        let e = update_skill(&ws, &p, &r, None, &skill(), now);
         assert_eq!(e.unwrap_err().code(), "version_conflict");
         *ws.lose_races.lock().unwrap() = 0;
         // A stale If-Match is a conflict at once, and writes nothing.
-        let e = update_record(
-            &ws,
-            &p,
-            RecordKind::Skill,
-            None,
-            r.id,
-            Some(1),
-            &skill(),
-            now,
-        );
+        let e = update_skill(&ws, &p, &r, Some(1), &skill(), now);
         assert_eq!(e.unwrap_err().code(), "version_conflict");
         assert_eq!(ws.activity.lock().unwrap().len(), 2);
     }
 
     #[test]
     fn a_matching_if_match_updates_and_the_activity_names_the_new_fields() {
-        let ws = FakeWorkspace::default();
-        let t = tenant(Status::Active);
-        let p = member_of(&t);
-        let now = Utc::now();
+        let (ws, p, now) = member_workspace();
         let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
         let mut rename = Map::new();
         rename.insert("name".into(), json!("renamed"));
-        let updated = update_record(
-            &ws,
-            &p,
-            RecordKind::Skill,
-            None,
-            r.id,
-            Some(1),
-            &rename,
-            now,
-        )
-        .unwrap();
+        let updated = update_skill(&ws, &p, &r, Some(1), &rename, now).unwrap();
         assert_eq!(updated.fields.map()["name"], "renamed");
         let lines = ws.activity.lock().unwrap();
         assert_eq!(lines[1].action(), "skill.update");
@@ -821,10 +813,7 @@ mod tests {
 
     #[test]
     fn settings_follow_the_record_rules_for_versions_and_races() {
-        let ws = FakeWorkspace::default();
-        let t = tenant(Status::Active);
-        let p = member_of(&t);
-        let now = Utc::now();
+        let (ws, p, now) = member_workspace();
         let mut input = Map::new();
         input.insert("default_model".into(), json!(""));
         // Never written: version 0; an empty default model means `auto`.
