@@ -10,7 +10,9 @@
 //! The stream ends exactly one way:
 //!
 //! - the upstream sends `data: [DONE]` → `data: [DONE]\n\n`, end (status `ok`);
-//! - the upstream body breaks, ends without `[DONE]` or is silent longer than the time-out →
+//! - the upstream body breaks, ends without `[DONE]` or is silent longer than the time-out
+//!   (counted while gc waits on it: not while gc handles its last bytes or the client has
+//!   not asked for more yet) →
 //!   one `data: {"error": {"code", "message", "type"}}\n\n` frame, `data: [DONE]\n\n`, end
 //!   (status `error`);
 //! - the upstream sends an error event (an `event: error`, or a `data:` event whose JSON has a
@@ -72,6 +74,9 @@ pub struct RunStream {
     body: Option<Incoming>,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
+    /// The idle deadline must start again at the next wait: the upstream sent something, or
+    /// a frame went out (the consumer may come back for the next one much later).
+    rearm: bool,
     parser: EventParser,
     run: RunState,
     out: BytesMut,
@@ -149,6 +154,8 @@ impl RunStream {
             body: Some(body),
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             idle_timeout,
+            // The first wait starts at the first poll, whatever came before it.
+            rearm: true,
             parser: EventParser::default(),
             run: RunState {
                 started,
@@ -426,15 +433,7 @@ impl RunState {
             ));
             return Inspected::UpstreamError;
         }
-        if let Some(model) = response.model.filter(|m| !m.is_empty()) {
-            if !self.model_from_upstream {
-                let model = sanitize_upstream(&model, Some(&self.secret), MAX_MODEL_CHARS);
-                if !model.is_empty() {
-                    self.model = model;
-                    self.model_from_upstream = true;
-                }
-            }
-        }
+        self.take_model(response.model);
         if let Some(usage) = response
             .usage
             .and_then(|u| Usage::of(RunKind::Responses, u))
@@ -445,6 +444,21 @@ impl RunState {
             Inspected::Terminal
         } else {
             Inspected::Pass
+        }
+    }
+
+    /// Keeps the first non-empty model the upstream names (sanitised) in place of the
+    /// requested one.
+    fn take_model(&mut self, model: Option<String>) {
+        if self.model_from_upstream {
+            return;
+        }
+        if let Some(model) = model.filter(|m| !m.is_empty()) {
+            let model = sanitize_upstream(&model, Some(&self.secret), MAX_MODEL_CHARS);
+            if !model.is_empty() {
+                self.model = model;
+                self.model_from_upstream = true;
+            }
         }
     }
 
@@ -481,15 +495,7 @@ impl RunState {
             ));
             return Inspected::UpstreamError;
         }
-        if let Some(model) = peek.model.filter(|m| !m.is_empty()) {
-            if !self.model_from_upstream {
-                let model = sanitize_upstream(&model, Some(&self.secret), MAX_MODEL_CHARS);
-                if !model.is_empty() {
-                    self.model = model;
-                    self.model_from_upstream = true;
-                }
-            }
-        }
+        self.take_model(peek.model);
         if let Some(usage) = peek
             .usage
             .and_then(|u| serde_json::from_value::<Usage>(u).ok())
@@ -652,8 +658,7 @@ impl Stream for RunStream {
             };
             match Pin::new(body).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
-                    let deadline = tokio::time::Instant::now() + this.idle_timeout;
-                    this.idle.as_mut().reset(deadline);
+                    this.rearm = true;
                     let Ok(data) = frame.into_data() else {
                         continue; // trailers
                     };
@@ -701,6 +706,14 @@ impl Stream for RunStream {
                     return Poll::Ready(Some(Ok(this.fail(ErrorCode::UpstreamError, message))));
                 }
                 Poll::Pending => {
+                    // The upstream's silence is the time gc waits on it from here: not time
+                    // spent handling its last bytes, nor time the consumer took to come back
+                    // for more (a slow client, or a worker busy elsewhere), during which the
+                    // upstream's next bytes may wait unread in the connection.
+                    if std::mem::take(&mut this.rearm) {
+                        let deadline = tokio::time::Instant::now() + this.idle_timeout;
+                        this.idle.as_mut().reset(deadline);
+                    }
                     if this.idle.as_mut().poll(cx).is_ready() {
                         let message = format!(
                             "upstream stream idle for more than {} ms",

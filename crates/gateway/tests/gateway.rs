@@ -54,7 +54,14 @@ async fn chat(gw: &RegionGateway, body: Value) -> Result<ChatOutcome, UpstreamEr
 }
 
 async fn open_stream(gw: &RegionGateway, body: Value) -> (RunStream, oneshot::Receiver<RunReport>) {
-    match chat(gw, body).await {
+    with_report(chat(gw, body).await)
+}
+
+/// The stream of a call's answer, and its report once it ends.
+fn with_report(
+    answer: Result<ChatOutcome, UpstreamError>,
+) -> (RunStream, oneshot::Receiver<RunReport>) {
+    match answer {
         Ok(ChatOutcome::Stream(mut s)) => {
             let (tx, rx) = oneshot::channel();
             s.on_finish(move |r| {
@@ -991,16 +998,7 @@ async fn open_responses_stream(
     gw: &RegionGateway,
     body: Value,
 ) -> (RunStream, oneshot::Receiver<RunReport>) {
-    match call(gw, RunKind::Responses, body).await {
-        Ok(ChatOutcome::Stream(mut s)) => {
-            let (tx, rx) = oneshot::channel();
-            s.on_finish(move |r| {
-                let _ = tx.send(r);
-            });
-            (s, rx)
-        }
-        other => panic!("expected a stream, got {other:?}"),
-    }
+    with_report(call(gw, RunKind::Responses, body).await)
 }
 
 /// An SSE text's events as (`event:` name or "", data).
@@ -1182,4 +1180,40 @@ async fn embeddings_go_to_embeddings_with_the_caller_s_model() {
     )
     .await;
     assert_eq!(e.unwrap_err().client_status(), Some(400));
+}
+
+/// The idle time-out is the upstream's silence while gc waits on it, not time gc spends
+/// elsewhere: here the worker thread is blocked longer than the time-out right after the
+/// first chunk (as the first run under a token limit blocked it loading the tokenizer),
+/// while the upstream's next chunks arrive and wait unread in the connection. Before, the
+/// deadline ran from the first chunk's arrival, and the stream ended `upstream_timeout` after
+/// it (the hung-up-streams quota test's flake).
+#[test]
+fn time_spent_away_from_the_stream_is_not_upstream_silence() {
+    // The mock runs on its own runtime, so it sends while the stream's thread is blocked.
+    let upstream = tokio::runtime::Runtime::new().unwrap();
+    let (_, mock) = upstream.block_on(MockUpstream::start()).unwrap();
+    let gc = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    gc.block_on(async {
+        let gw = gateway(mock.base_url(), Duration::from_millis(300));
+        mock.push_behavior(Behavior::StreamGated { chunks: 3 });
+        mock.release(1);
+        let (mut s, report) = open_stream(&gw, stream_body()).await;
+        let first = next_frame(&mut s).await.unwrap();
+        assert!(std::str::from_utf8(&first).unwrap().contains("chunk-0 "));
+        mock.release(2);
+        // Blocks this thread (the stream's and its connection's): the mock sends meanwhile.
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(mock.chunks_sent(), 3);
+        let rest = collect(s).await;
+        assert!(!rest.contains("error"), "{rest}");
+        assert!(
+            rest.contains("chunk-1 ") && rest.contains("chunk-2 "),
+            "{rest}"
+        );
+        assert_eq!(report.await.unwrap().status, RunStatus::Ok);
+    });
 }
