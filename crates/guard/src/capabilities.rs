@@ -1584,9 +1584,69 @@ pub(crate) struct Collector {
     /// Time spent reading code as code in this scan (bounded by
     /// [`crate::code::MAX_SCAN_CODE_TIME`]).
     pub code_time: std::time::Duration,
+    /// Code files kept for the joined reading across files ([`crate::code::link`]).
+    pub kept: crate::code::link::Kept,
+    /// Import edges between files (importer, module), from the joined reading.
+    pub edges: HashSet<(String, String)>,
 }
 
 impl Collector {
+    /// Values followed across files: each importing file read again with the values of the
+    /// skill's modules it imports (decision 0042), within what is left of the scan's code
+    /// time and the inventory's caps.
+    fn join(&mut self) {
+        let kept = std::mem::take(&mut self.kept);
+        let role = |p: &str| {
+            let (runs, why) = role(Some(p));
+            let name = p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase();
+            (runs, why, is_install_file(&name))
+        };
+        let keep_line = |l: &str| {
+            let t = l.trim();
+            match t.char_indices().nth(160) {
+                Some((end, _)) => format!("{}…", t.get(..end).unwrap_or("")),
+                None => t.to_string(),
+            }
+        };
+        let left = crate::code::MAX_SCAN_CODE_TIME.saturating_sub(self.code_time);
+        let started = std::time::Instant::now();
+        let joined = crate::code::link::join(&kept, &self.facts, &role, &keep_line, left);
+        self.code_time += started.elapsed();
+        let room = MAX_FACTS.saturating_sub(self.facts.len());
+        self.facts.extend(joined.facts.into_iter().take(room));
+        self.edges = joined.edges;
+    }
+
+    /// Whether a path is invoked by SKILL.md or an install hook (`Some(true)`: by an install
+    /// hook).
+    pub fn invoked(&self, path: &str) -> Option<bool> {
+        let mut found = None;
+        for (r, install) in &self.referenced {
+            if path == r || path.ends_with(&format!("/{r}")) {
+                found = Some(found.unwrap_or(false) || *install);
+            }
+        }
+        found
+    }
+
+    /// What invokes `path`, when something that runs does: SKILL.md or an install hook
+    /// naming it as a script, or a file of the skill that runs naming it (`true`: at install
+    /// time).
+    pub fn invoker(&self, path: &str) -> Option<(String, bool)> {
+        if let Some(install) = self.invoked(path) {
+            let by = if install {
+                "an install hook"
+            } else {
+                "SKILL.md"
+            };
+            return Some((by.to_string(), install));
+        }
+        let runs = |p: &str| role(Some(p)).0;
+        let by = self.kept.naming(path, &runs)?;
+        let name = by.rsplit('/').next().unwrap_or(by).to_ascii_lowercase();
+        Some((by.to_string(), is_install_file(&name)))
+    }
+
     /// Files that are invoked run (and at install time when an install hook invokes them).
     fn settle(&mut self) {
         if self.referenced.is_empty() {
@@ -1612,8 +1672,9 @@ impl Collector {
     /// The inventory and the combination findings; `shown` makes text fit to show (secrets
     /// redacted, invisible characters made visible), applied only to what is shown.
     pub fn finish(mut self, shown: &dyn Fn(&str) -> String) -> (Inventory, Vec<Finding>) {
+        self.join();
         self.settle();
-        let mut findings = combine(&self.facts);
+        let mut findings = combine(&self.facts, &self.edges);
         for f in &mut findings {
             f.message = shown(&f.message);
             f.excerpt = shown(&f.excerpt);
@@ -1674,7 +1735,7 @@ fn finding(id: &str, severity: Severity, title: &str, message: String, anchor: &
 }
 
 /// Findings from combinations of the facts of files that run.
-fn combine(facts: &[Fact]) -> Vec<Finding> {
+fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
     let run: Vec<&Fact> = facts.iter().filter(|f| f.runs).collect();
     let of = |k: Kind| run.iter().copied().filter(move |f| f.kind == k);
     let mut out = Vec::new();
@@ -1691,16 +1752,39 @@ fn combine(facts: &[Fact]) -> Vec<Finding> {
         let same = reads
             .iter()
             .find_map(|r| send_paths.get(&r.path.as_deref()).map(|s| (*r, *s)));
+        // A read in one module and a send in the file that imports it (or the other way
+        // round) are one flow (decision 0042).
+        let joined = || {
+            if edges.is_empty() {
+                return None;
+            }
+            reads.iter().find_map(|r| {
+                let rp = r.path.as_deref()?;
+                sends.iter().find_map(|s| {
+                    let sp = s.path.as_deref()?;
+                    let linked = edges.contains(&(rp.to_string(), sp.to_string()))
+                        || edges.contains(&(sp.to_string(), rp.to_string()));
+                    linked.then_some((*r, *s))
+                })
+            })
+        };
+        let mut via = "";
         let (r, s, severity) = match same {
             Some((r, s)) => (r, s, Severity::Critical),
-            None => (*r, sends[0], Severity::High),
+            None => match joined() {
+                Some((r, s)) => {
+                    via = " One file imports the other, so the data read is the data sent.";
+                    (r, s, Severity::Critical)
+                }
+                None => (*r, sends[0], Severity::High),
+            },
         };
         out.push(finding(
             "combo.exfiltration",
             severity,
             "Reads sensitive data and sends data out",
             format!(
-                "The skill {} ({}: `{}`) and {} ({}: `{}`); together they can carry the data off the machine.",
+                "The skill {} ({}: `{}`) and {} ({}: `{}`); together they can carry the data off the machine.{via}",
                 r.what,
                 at(r),
                 r.detail,

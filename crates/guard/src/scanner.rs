@@ -221,6 +221,9 @@ impl Scanner {
         };
         capabilities::extract(path, text, &shorten, &mut into.facts, &mut into.referenced);
         capabilities::code_facts(path, text, &shorten, &mut into.facts, &mut into.code_time);
+        if let Some(p) = path {
+            into.kept.keep(p, text);
+        }
     }
 
     /// Text as a result shows it: invisible characters made visible, secrets redacted.
@@ -339,6 +342,8 @@ impl Scanner {
             past_budget_other: PAST_COUNT_BUDGET_OTHER,
             windows_left: crate::partial::MAX_WINDOWS_PER_SCAN,
             capabilities: capabilities::Collector::default(),
+            lowered: Vec::new(),
+            binaries: Vec::new(),
         }
     }
 
@@ -703,7 +708,17 @@ pub struct FilesScan<'a> {
     windows_left: usize,
     /// Capability facts of the files read whole.
     capabilities: capabilities::Collector,
+    /// Findings of carried files before they were weighed down (path, rule, line, severity,
+    /// message): restored at the end when something that runs invokes the file.
+    lowered: Vec<(String, String, u32, Severity, String)>,
+    /// Native executables met, weighed at the end by whether anything invokes them.
+    binaries: Vec<(String, &'static str)>,
 }
+
+/// At most this many weighed-down findings remembered per scan.
+const MAX_LOWERED: usize = 4_096;
+/// At most this many executables weighed at the end of a scan (past it, reported at once).
+const MAX_BINARIES: usize = 256;
 
 impl FilesScan<'_> {
     /// Scans one file held in memory (over the size limit: in part; past the count limit: by
@@ -795,6 +810,19 @@ impl FilesScan<'_> {
         self.report.stats.files_scanned += 1;
         self.report.stats.bytes_scanned += bytes.len() as u64;
         let (mut findings, truncated) = self.scanner.scan_text_counted(Some(path), &text);
+        if capabilities::carried(Some(path)).is_some() {
+            for f in &findings {
+                if self.lowered.len() < MAX_LOWERED {
+                    self.lowered.push((
+                        path.to_string(),
+                        f.rule_id.clone(),
+                        f.line,
+                        f.severity,
+                        f.message.clone(),
+                    ));
+                }
+            }
+        }
         capabilities::weigh(Some(path), &mut findings);
         self.scanner
             .capabilities(Some(path), &text, &mut self.capabilities);
@@ -840,22 +868,123 @@ impl FilesScan<'_> {
         keep_within_scan_caps(&mut self.report, &mut self.per_rule, findings);
     }
 
-    fn executable_finding(&mut self, path: &str, kind: &str) {
-        let Some(rule) = self.scanner.rule_index("file.executable-binary") else {
+    /// A native executable: weighed at the end of the scan, when it is known whether anything
+    /// invokes it ([`FilesScan::weigh_binaries`]).
+    fn executable_finding(&mut self, path: &str, kind: &'static str) {
+        if self.binaries.len() < MAX_BINARIES {
+            self.binaries.push((path.to_string(), kind));
             return;
-        };
-        let Some(def) = RULES.get(rule) else { return };
-        let finding = Finding {
+        }
+        let finding = self.binary_finding(path, kind, None, "");
+        keep_within_scan_caps(
+            &mut self.report,
+            &mut self.per_rule,
+            finding.into_iter().collect(),
+        );
+    }
+
+    fn binary_finding(
+        &self,
+        path: &str,
+        kind: &str,
+        severity: Option<Severity>,
+        why: &str,
+    ) -> Option<Finding> {
+        let rule = self.scanner.rule_index("file.executable-binary")?;
+        let def = RULES.get(rule)?;
+        Some(Finding {
             rule_id: def.id.to_string(),
-            severity: def.severity,
+            severity: severity.unwrap_or(def.severity),
             title: def.title.to_string(),
-            message: format!("{kind} binary bundled with the skill"),
+            message: format!("{kind} binary bundled with the skill{why}"),
             path: Some(path.to_string()),
             line: 1,
             column: 1,
             excerpt: String::new(),
-        };
-        keep_within_scan_caps(&mut self.report, &mut self.per_rule, vec![finding]);
+        })
+    }
+
+    /// Know what runs and what is only carried: a bundled executable that something running
+    /// names (SKILL.md, a script of the skill, a manifest) keeps its weight, high when an
+    /// install hook runs it; one that nothing invokes is weighed as low, with the reason. It
+    /// is never hidden, and the scan stays incomplete for it (`scan.incomplete`).
+    fn weigh_binaries(&mut self) {
+        let binaries = std::mem::take(&mut self.binaries);
+        let mut out = Vec::new();
+        for (path, kind) in binaries {
+            let def = self
+                .scanner
+                .rule_index("file.executable-binary")
+                .map(|r| self.scanner.rule_severity(r))
+                .unwrap_or(Severity::Medium);
+            let (severity, why) = match self.capabilities.invoker(&path) {
+                Some((by, true)) => (
+                    def.max(Severity::High),
+                    format!(", and the install hook {by} runs it: it runs on the user's machine when the skill is installed."),
+                ),
+                Some((by, false)) => (
+                    def,
+                    format!(", and {by} names it: it runs when the skill is used."),
+                ),
+                None => {
+                    let sits = capabilities::carried(Some(&path))
+                        .map(|w| format!(" It sits among {w}."))
+                        .unwrap_or_default();
+                    (
+                        Severity::Low.min(def),
+                        format!(
+                            ". Weighed as low instead of {def}: nothing in the skill invokes it (no SKILL.md instruction, script, manifest or install hook names it), so it is carried rather than run.{sits} It still cannot be read (see scan.incomplete)."
+                        ),
+                    )
+                }
+            };
+            out.extend(self.binary_finding(&path, kind, Some(severity), &why));
+        }
+        keep_within_scan_caps(&mut self.report, &mut self.per_rule, out);
+    }
+
+    /// Context lowers, never hides, and never lowers what runs: a carried file (a test, a
+    /// fixture, documentation) that SKILL.md or an install hook invokes gets its findings'
+    /// weight back, with the reason.
+    fn restore_invoked(&mut self) {
+        if self.lowered.is_empty() {
+            return;
+        }
+        let lowered = std::mem::take(&mut self.lowered);
+        let mut by: HashMap<String, Option<&'static str>> = HashMap::new();
+        for f in &mut self.report.findings {
+            let Some(path) = f.path.as_deref() else {
+                continue;
+            };
+            let Some((_, _, _, severity, message)) = lowered
+                .iter()
+                .find(|l| l.0 == path && l.1 == f.rule_id && l.2 == f.line)
+            else {
+                continue;
+            };
+            if *severity <= f.severity {
+                continue;
+            }
+            let who = by
+                .entry(path.to_string())
+                .or_insert_with(|| {
+                    self.capabilities.invoked(path).map(|install| {
+                        if install {
+                            "an install hook"
+                        } else {
+                            "SKILL.md"
+                        }
+                    })
+                })
+                .to_owned();
+            let Some(who) = who else { continue };
+            let why = capabilities::carried(Some(path)).unwrap_or("carried material");
+            f.message = format!(
+                "{} Kept at {severity}: the file sits among {why}, but {who} runs it.",
+                message.trim_end()
+            );
+            f.severity = *severity;
+        }
     }
 
     fn oversized(
@@ -923,6 +1052,8 @@ impl FilesScan<'_> {
 
     /// The report, with the scan's duration; `scan.incomplete` findings come first.
     pub fn finish(mut self) -> ScanReport {
+        self.restore_invoked();
+        self.weigh_binaries();
         let scanner = self.scanner;
         let (inventory, combos) =
             std::mem::take(&mut self.capabilities).finish(&|t: &str| scanner.shown(t));

@@ -64,10 +64,10 @@ fn main() -> ExitCode {
         };
         println!("== {set}{label}: {dir}");
         print!("{}", eval.report_with(verbose, *per_sample));
-        let key = if set == "guard-corpus" {
-            "guard-corpus"
-        } else {
-            "own"
+        let key = match set.as_str() {
+            "guard-corpus" => "guard-corpus",
+            "cases" => "cases",
+            _ => "own",
         };
         for (what, v, ok) in check_targets(&eval, &targets_for(key)) {
             summary.push((format!("{set}: {what}"), format!("{:.1}%", v * 100.0), ok));

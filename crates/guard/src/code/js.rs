@@ -1,8 +1,15 @@
 //! JavaScript (and TypeScript, read with the JavaScript grammar): values followed into
 //! `eval`, `Function`, `child_process.*`, `vm.runIn*`, `require` (tree-sitter-javascript).
 
-use super::{from_code, has_op, has_xor, int_lit, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH};
+use super::{from_code, has_xor, int_lit, unbase64, unhex, Ctx, Lang, Sink, Val, MAX_DEPTH};
 use tree_sitter::Node;
+
+const GROW: super::Grow = super::Grow {
+    member: "member_expression",
+    name_field: "property",
+    methods: &["push", "unshift", "concat"],
+    codes: &["fromCharCode"],
+};
 
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
     match n.kind() {
@@ -38,45 +45,76 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             }
         }
         "call_expression" | "new_expression" => {
-            grow(cx, n);
+            super::grow(cx, n, &GROW);
             call_sink(cx, n);
         }
+        "import_statement" => import(cx, n),
         _ => {}
     }
 }
 
-/// `out.push(c ^ key)`: an array grown in a loop from XOR or character codes.
-fn grow(cx: &mut Ctx<'_>, n: Node<'_>) {
-    let Some(f) = n
-        .child_by_field_name("function")
-        .filter(|f| f.kind() == "member_expression")
-    else {
+/// `import { execSync } from 'child_process'` binds a module's name like `require` does;
+/// `import { cmd } from './cfg'`, `import cfg from './cfg'`, `import * as cfg from './cfg'`:
+/// a local module's values when the file is read joined with it.
+fn import(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let Some(source) = n.child_by_field_name("source") else {
         return;
     };
-    let method = f.child_by_field_name("property").map_or("", |p| cx.text(p));
-    if !matches!(method, "push" | "unshift" | "concat") {
-        return;
+    let spec = cx.text(source).trim_matches(|c| c == '\'' || c == '"');
+    let spec = spec.strip_prefix("node:").unwrap_or(spec).to_string();
+    let local_module = spec.starts_with('.');
+    let stem = super::link::stem(&spec, Lang::Js);
+    let mut stack = vec![n];
+    let mut budget = 256;
+    while let Some(x) = stack.pop() {
+        budget -= 1;
+        if budget == 0 {
+            return;
+        }
+        match x.kind() {
+            "import_specifier" => {
+                let name = x.child_by_field_name("name").map_or("", |k| cx.text(k));
+                let local = x
+                    .child_by_field_name("alias")
+                    .map_or(name, |k| cx.text(k))
+                    .to_string();
+                match cx.linked(Lang::Js, &stem, name).filter(|_| local_module) {
+                    Some(v) => cx.set(&local, v),
+                    // `import { execSync } from 'child_process'`.
+                    None => {
+                        cx.vars.insert(
+                            local,
+                            Val {
+                                module: Some(format!("{spec}.{name}")),
+                                ..Val::default()
+                            },
+                        );
+                    }
+                }
+            }
+            "namespace_import" | "import_clause" => {
+                let mut c = x.walk();
+                for ch in x.named_children(&mut c) {
+                    if ch.kind() == "identifier" {
+                        let local = cx.text(ch).to_string();
+                        cx.vars.insert(
+                            local,
+                            Val {
+                                module: Some(spec.clone()),
+                                ..Val::default()
+                            },
+                        );
+                    } else {
+                        stack.push(ch);
+                    }
+                }
+            }
+            _ => {
+                let mut c = x.walk();
+                stack.extend(x.named_children(&mut c));
+            }
+        }
     }
-    let Some(obj) = f
-        .child_by_field_name("object")
-        .filter(|o| o.kind() == "identifier")
-    else {
-        return;
-    };
-    let Some(arg) = n.child_by_field_name("arguments") else {
-        return;
-    };
-    let how = if has_xor(cx, arg) {
-        "XOR-decoded"
-    } else if has_op(cx, arg, &["fromCharCode"]) {
-        "built from character codes"
-    } else {
-        return;
-    };
-    let name = cx.text(obj).to_string();
-    let v = cx.get(&name).decoded(how, None);
-    super::note_codes(cx, n, &v);
-    cx.set(&name, v);
 }
 
 fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
@@ -116,6 +154,14 @@ fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
                     ),
                     _ => continue,
                 };
+                // `const { cmd } = require('./cfg')`, read joined with the skill's `cfg.js`.
+                if module.starts_with('.') {
+                    let stem = super::link::stem(&module, Lang::Js);
+                    if let Some(v) = cx.linked(Lang::Js, &stem, key) {
+                        cx.set(local, v);
+                        continue;
+                    }
+                }
                 let full = format!("{module}.{key}");
                 cx.vars.insert(
                     local.to_string(),
@@ -124,6 +170,36 @@ fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
                         ..Val::default()
                     },
                 );
+            }
+        }
+        // What a module exports: `exports.cmd = …`, `module.exports.cmd = …`,
+        // `module.exports = { cmd: … }` (read by the files that require it).
+        "member_expression" => {
+            let target = cx.text(name);
+            if target == "module.exports" && value.kind() == "object" {
+                let mut c = value.walk();
+                for p in value.named_children(&mut c).take(256) {
+                    if p.kind() == "pair" {
+                        let (Some(k), Some(v)) =
+                            (p.child_by_field_name("key"), p.child_by_field_name("value"))
+                        else {
+                            continue;
+                        };
+                        let k = cx
+                            .text(k)
+                            .trim_matches(|c| c == '\'' || c == '"')
+                            .to_string();
+                        let v = eval(cx, v, 0);
+                        cx.set(&k, v);
+                    }
+                }
+            } else if let Some(k) = target
+                .strip_prefix("module.exports.")
+                .or_else(|| target.strip_prefix("exports."))
+                .filter(|k| !k.contains('.'))
+            {
+                let v = eval(cx, value, 0);
+                cx.set(k, v);
             }
         }
         _ => {}
@@ -350,27 +426,24 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "array" => {
             let mut c = n.walk();
-            let mut items = Vec::new();
-            let mut flags = Val::unknown();
-            for e in n.named_children(&mut c).take(256) {
-                let v = eval(cx, e, depth + 1);
-                if let Some(t) = &v.text {
-                    super::push_item(&mut items, t);
-                }
-                // Each item is its own argument: the list is as assembled as its most
-                // assembled item, not the sum of its items.
-                let most = flags.pieces.max(v.pieces);
-                flags = flags.concat(Val { text: None, ..v });
-                flags.pieces = most;
-            }
-            Val {
-                items: Some(items),
-                text: None,
-                ..flags
-            }
+            let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
+            super::list_of(values.into_iter().map(|e| eval(cx, e, depth + 1)))
         }
         "member_expression" => {
             let prop = n.child_by_field_name("property").map_or("", |p| cx.text(p));
+            // `cfg.cmd` of a module of the skill, read joined.
+            if let Some(m) = n
+                .child_by_field_name("object")
+                .filter(|o| o.kind() == "identifier")
+                .and_then(|o| cx.vars.get(cx.text(o)))
+                .and_then(|v| v.module.as_deref())
+                .filter(|m| m.starts_with('.'))
+            {
+                let stem = super::link::stem(m, Lang::Js);
+                if let Some(v) = cx.linked(Lang::Js, &stem, prop) {
+                    return v;
+                }
+            }
             let obj = n
                 .child_by_field_name("object")
                 .map(|o| eval(cx, o, depth + 1))

@@ -24,6 +24,7 @@
 //! [`MAX_DEPTH`]. Parsing runs on the thread that scans the file (the executor's threads).
 
 mod js;
+pub(crate) mod link;
 mod powershell;
 mod pwsh;
 mod python;
@@ -57,7 +58,7 @@ const MAX_VARS: usize = 4096;
 const MAX_CODE_FACTS: usize = 24;
 
 /// A language with a grammar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Lang {
     Shell,
     Python,
@@ -174,6 +175,26 @@ impl Val {
     }
 }
 
+/// A list literal from its items' values: the known texts as items; the list is as assembled
+/// as its most assembled item (each item is its own argument), not the sum of its items.
+pub(crate) fn list_of(values: impl Iterator<Item = Val>) -> Val {
+    let mut items = Vec::new();
+    let mut flags = Val::unknown();
+    for v in values {
+        if let Some(t) = &v.text {
+            push_item(&mut items, t);
+        }
+        let most = flags.pieces.max(v.pieces);
+        flags = flags.concat(Val { text: None, ..v });
+        flags.pieces = most;
+    }
+    Val {
+        items: Some(items),
+        text: None,
+        ..flags
+    }
+}
+
 /// Adds an item to a known list within [`MAX_ITEMS`] and [`MAX_VALUE`] bytes.
 pub(crate) fn push_item(items: &mut Vec<String>, t: &str) {
     let total: usize = items.iter().map(String::len).sum();
@@ -217,9 +238,40 @@ pub(crate) struct Ctx<'a> {
     excerpt: &'a dyn Fn(&str) -> String,
     pub facts: Vec<Fact>,
     seen: HashSet<(u32, &'static str)>,
+    /// The values of the skill's other files, when the file is read joined with them
+    /// ([`link`]).
+    pub links: Option<&'a link::Links>,
 }
 
 impl<'a> Ctx<'a> {
+    pub(crate) fn new(
+        src: &'a str,
+        path: Option<&'a str>,
+        runs: bool,
+        why: &'static str,
+        install: bool,
+        excerpt: &'a dyn Fn(&str) -> String,
+        links: Option<&'a link::Links>,
+    ) -> Ctx<'a> {
+        Ctx {
+            src,
+            vars: HashMap::new(),
+            path,
+            runs,
+            why,
+            install,
+            excerpt,
+            facts: Vec::new(),
+            seen: HashSet::new(),
+            links,
+        }
+    }
+
+    /// The value `name` of the local module `stem`, when the file is read joined.
+    pub(crate) fn linked(&self, lang: Lang, stem: &str, name: &str) -> Option<Val> {
+        self.links?.get(lang, stem, name)
+    }
+
     /// The text of a node.
     pub(crate) fn text(&self, n: Node<'_>) -> &'a str {
         self.src.get(n.byte_range()).unwrap_or("")
@@ -434,17 +486,7 @@ pub(crate) fn analyze(
     let Some(lang) = lang_of(path, text) else {
         return Outcome::NotCode;
     };
-    let mut cx = Ctx {
-        src: text,
-        vars: HashMap::new(),
-        path,
-        runs,
-        why,
-        install,
-        excerpt,
-        facts: Vec::new(),
-        seen: HashSet::new(),
-    };
+    let mut cx = Ctx::new(text, path, runs, why, install, excerpt, None);
     let outcome = if text.len() > MAX_PARSE_BYTES {
         Outcome::TooLarge
     } else if !worth_parsing(lang, text) {
@@ -604,6 +646,13 @@ fn worth_parsing(lang: Lang, text: &str) -> bool {
     if g.weak.is_match(text) && g.indicators.is_match(text) {
         return true;
     }
+    // An HTTP request whose body may sit on another line than the call.
+    if lang == Lang::Python
+        && text.contains("data=")
+        && (text.contains("Request(") || text.contains("urlopen("))
+    {
+        return true;
+    }
     // `require('child_' + 'process')`, `require(name)`: a module named by a value.
     if text.match_indices("require(").take(512).any(|(i, _)| {
         let arg = text.get(i + 8..).unwrap_or("");
@@ -736,6 +785,55 @@ pub(crate) fn note_codes(cx: &mut Ctx<'_>, n: Node<'_>, v: &Val) {
     }
 }
 
+/// How a language spells a method call on a list, for [`grow`].
+pub(crate) struct Grow {
+    /// The node kind of `obj.method` (`attribute`, `member_expression`).
+    pub member: &'static str,
+    /// The field of the method's name (`attribute`, `property`).
+    pub name_field: &'static str,
+    /// Methods that add to the list (`append`, `push`).
+    pub methods: &'static [&'static str],
+    /// Calls that build a character from a code (`chr(`, `fromCharCode`).
+    pub codes: &'static [&'static str],
+}
+
+/// `out.append(b ^ key)`, `out.push(String.fromCharCode(c))`: a list grown in a loop from XOR
+/// or character codes is decoded data.
+pub(crate) fn grow(cx: &mut Ctx<'_>, n: Node<'_>, g: &Grow) {
+    let Some(f) = n
+        .child_by_field_name("function")
+        .filter(|f| f.kind() == g.member)
+    else {
+        return;
+    };
+    let method = f
+        .child_by_field_name(g.name_field)
+        .map_or("", |m| cx.text(m));
+    if !g.methods.contains(&method) {
+        return;
+    }
+    let Some(obj) = f
+        .child_by_field_name("object")
+        .filter(|o| o.kind() == "identifier")
+    else {
+        return;
+    };
+    let Some(arg) = n.child_by_field_name("arguments") else {
+        return;
+    };
+    let how = if has_xor(cx, arg) {
+        "XOR-decoded"
+    } else if has_op(cx, arg, g.codes) {
+        "built from character codes"
+    } else {
+        return;
+    };
+    let name = cx.text(obj).to_string();
+    let v = cx.get(&name).decoded(how, None);
+    note_codes(cx, n, &v);
+    cx.set(&name, v);
+}
+
 /// Base64 decoded leniently (standard or URL-safe, padding optional), as text.
 pub(crate) fn unbase64(s: &str) -> Option<String> {
     use base64::Engine;
@@ -831,5 +929,7 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
     false
 }
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod tests;

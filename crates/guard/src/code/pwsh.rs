@@ -217,24 +217,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             }
         }
         "array_literal_expression" if named.len() > 1 => {
-            let mut items = Vec::new();
-            let mut flags = Val::unknown();
-            for e in &named {
-                let v = eval(cx, *e, depth + 1);
-                if let Some(t) = &v.text {
-                    super::push_item(&mut items, t);
-                }
-                // Each item is its own argument: the list is as assembled as its most
-                // assembled item, not the sum of its items.
-                let most = flags.pieces.max(v.pieces);
-                flags = flags.concat(Val { text: None, ..v });
-                flags.pieces = most;
-            }
-            Val {
-                items: Some(items),
-                text: None,
-                ..flags
-            }
+            super::list_of(named.iter().map(|e| eval(cx, *e, depth + 1)))
         }
         "additive_expression" if named.len() >= 2 => {
             let op = n.child(1).map_or("", |o| cx.text(o));

@@ -2,9 +2,16 @@
 //! `__import__` (tree-sitter-python).
 
 use super::{
-    from_code, has_op, has_xor, int_lit, rot13, unbase64, unhex, Ctx, Sink, Val, MAX_DEPTH,
+    from_code, has_op, has_xor, int_lit, rot13, unbase64, unhex, Ctx, Lang, Sink, Val, MAX_DEPTH,
 };
 use tree_sitter::Node;
+
+const GROW: super::Grow = super::Grow {
+    member: "attribute",
+    name_field: "attribute",
+    methods: &["append", "extend", "write", "insert"],
+    codes: &["chr("],
+};
 
 /// Handles one node of the walk: imports and assignments bind names, calls may be sinks.
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
@@ -55,47 +62,50 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             }
         }
         "call" => {
-            grow(cx, n);
+            super::grow(cx, n, &GROW);
             call_sink(cx, n);
+            request_with_body(cx, n);
         }
         _ => {}
     }
 }
 
-/// `out.append(b ^ key)`, `parts.extend(...)`: a list grown in a loop from XOR or codes.
-fn grow(cx: &mut Ctx<'_>, n: Node<'_>) {
+/// `urllib.request.Request(url, data=...)`, `urlopen(url, data)`: an HTTP request with a
+/// body, which the line patterns miss when its arguments span lines.
+fn request_with_body(cx: &mut Ctx<'_>, n: Node<'_>) {
     let Some(f) = n.child_by_field_name("function") else {
         return;
     };
-    if f.kind() != "attribute" {
+    let name = cx.text(f);
+    let base = name.rsplit('.').next().unwrap_or(name);
+    if !matches!(base, "Request" | "urlopen") {
         return;
     }
-    let method = f
-        .child_by_field_name("attribute")
-        .map_or("", |a| cx.text(a));
-    if !matches!(method, "append" | "extend" | "write" | "insert") {
+    let Some(args) = n.child_by_field_name("arguments") else {
         return;
+    };
+    let mut c = args.walk();
+    let mut positional = 0;
+    let mut body = false;
+    for a in args.named_children(&mut c).take(16) {
+        if a.kind() == "keyword_argument" {
+            let k = a.child_by_field_name("name").map_or("", |k| cx.text(k));
+            body |= k == "data";
+        } else if a.kind() != "comment" {
+            positional += 1;
+        }
     }
-    let Some(obj) = f
-        .child_by_field_name("object")
-        .filter(|o| o.kind() == "identifier")
-    else {
-        return;
-    };
-    let Some(arg) = n.child_by_field_name("arguments") else {
-        return;
-    };
-    let how = if has_xor(cx, arg) {
-        "XOR-decoded"
-    } else if has_op(cx, arg, &["chr("]) {
-        "built from character codes"
-    } else {
-        return;
-    };
-    let name = cx.text(obj).to_string();
-    let v = cx.get(&name).decoded(how, None);
-    super::note_codes(cx, n, &v);
-    cx.set(&name, v);
+    if body || positional >= 2 {
+        let (line, text) = cx.line_of(n);
+        let d = (cx.excerpt)(text);
+        cx.push(
+            crate::capabilities::Kind::Sends,
+            "sends over HTTP",
+            d,
+            line,
+            false,
+        );
+    }
 }
 
 fn bind_import(cx: &mut Ctx<'_>, n: Node<'_>, from: &str) {
@@ -122,6 +132,14 @@ fn bind_import(cx: &mut Ctx<'_>, n: Node<'_>, from: &str) {
             name.clone()
         }
     });
+    // `from cfg import CMD`, read joined with the skill's `cfg.py`: the value itself.
+    if !from.trim_start_matches('.').is_empty() {
+        let module = super::link::stem(from, Lang::Python);
+        if let Some(v) = cx.linked(Lang::Python, &module, &name) {
+            cx.set(&bound, v);
+            return;
+        }
+    }
     let module = if from.is_empty() && !full.contains('.') {
         full
     } else if from.is_empty() {
@@ -358,23 +376,8 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "list" | "tuple" => {
             let mut c = n.walk();
-            let mut items = Vec::new();
-            let mut flags = Val::unknown();
-            for e in n.named_children(&mut c).take(256) {
-                let v = eval(cx, e, depth + 1);
-                if let Some(t) = &v.text {
-                    super::push_item(&mut items, t);
-                }
-                // Each item is its own argument: the list is as assembled as its most
-                // assembled item, not the sum of its items.
-                let most = flags.pieces.max(v.pieces);
-                flags = flags.concat(Val { text: None, ..v });
-                flags.pieces = most;
-            }
-            Val {
-                items: Some(items),
-                ..flags
-            }
+            let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
+            super::list_of(values.into_iter().map(|e| eval(cx, e, depth + 1)))
         }
         "subscript" => {
             // `s[::-1]`: reversed.
@@ -405,6 +408,18 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             let attr = n
                 .child_by_field_name("attribute")
                 .map_or("", |a| cx.text(a));
+            // `cfg.CMD` of a module of the skill, read joined.
+            if let Some(m) = n
+                .child_by_field_name("object")
+                .filter(|o| o.kind() == "identifier")
+                .and_then(|o| cx.vars.get(cx.text(o)))
+                .and_then(|v| v.module.as_deref())
+            {
+                let module = super::link::stem(m, Lang::Python);
+                if let Some(v) = cx.linked(Lang::Python, &module, attr) {
+                    return v;
+                }
+            }
             let obj = n
                 .child_by_field_name("object")
                 .map(|o| eval(cx, o, depth + 1))

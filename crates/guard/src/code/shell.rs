@@ -90,6 +90,16 @@ fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
             if let Some(a) = args.first() {
                 cx.sink(n, Sink::Shell, "source", a);
             }
+            // `source ./cfg.sh`, read joined with the skill's `cfg.sh`: its variables.
+            let text = cx.text(n);
+            let rest = text.split_once(char::is_whitespace).map_or("", |(_, r)| r);
+            if !rest.is_empty() {
+                let stem = super::link::sourced(rest);
+                let names = cx.links.map(|l| l.all(super::Lang::Shell, &stem));
+                for (k, v) in names.unwrap_or_default() {
+                    cx.set(&k, v);
+                }
+            }
         }
         w if INTERPRETERS.contains(&w) => {
             // `sh -c "$cmd"`, `python -c "$code"`.

