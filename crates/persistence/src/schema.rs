@@ -185,6 +185,14 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    gateway_urls (region) {
+        region -> Text,
+        fingerprint -> Text,
+        changed_at -> BigInt,
+    }
+}
+
 diesel::joinable!(sessions -> users (user_id));
 diesel::joinable!(api_keys -> users (user_id));
 diesel::joinable!(admin_tokens -> users (user_id));
@@ -203,6 +211,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     admin_tokens,
     admin_token_uses,
     tenant_ai_keys,
+    gateway_urls,
     quota_windows,
     run_usage,
 );

@@ -87,6 +87,30 @@ const OTHER_VARIABLES: &[&str] = &[
     "GC_REQUIRE_OPENAI_SDK",
 ];
 
+/// `GC_*` variables gc-server does not read but the project's own tools do (tests,
+/// benchmarks, the API check), or that the README and the console's snippets export for callers
+/// (`GC_KEY`, `GC_API_KEY`, `GC_BASE_URL`): they are set in the same shells, CI jobs and `.env`
+/// files as gc-server's, so they are never reported as unknown.
+const TOOL_VARIABLES: &[&str] = &[
+    "GC_API_CHECK_EXAMPLES",
+    "GC_API_KEY",
+    "GC_BASE_URL",
+    "GC_CONSOLE_SCREENSHOTS",
+    "GC_HEAD_CHECK_N",
+    "GC_KEY",
+];
+
+/// Families of the tools' variables: the test harness's requirements (`GC_REQUIRE_*`) and
+/// settings (`GC_TEST_*`), the benchmarks' (`GC_BENCH_*`) and a persistence test's child
+/// process (`GC_EXIT_RACE_*`). Never reported as unknown, whatever follows the prefix.
+const TOOL_PREFIXES: &[&str] = &["GC_REQUIRE_", "GC_TEST_", "GC_BENCH_", "GC_EXIT_RACE_"];
+
+/// A variable of the project's tools rather than gc-server's ([`TOOL_VARIABLES`],
+/// [`TOOL_PREFIXES`]).
+pub fn is_tool_variable(name: &str) -> bool {
+    TOOL_VARIABLES.contains(&name) || TOOL_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 /// Every `GC_*` variable gc-server knows: each flag's variable, and [`OTHER_VARIABLES`].
 pub fn known_variables() -> Vec<String> {
     use clap::CommandFactory;
@@ -122,7 +146,7 @@ pub fn unknown_variables<'a>(
     let known = known_variables();
     let mut out: Vec<UnknownVariable> = names
         .into_iter()
-        .filter(|n| n.starts_with("GC_") && !known.iter().any(|k| k == n))
+        .filter(|n| n.starts_with("GC_") && !known.iter().any(|k| k == n) && !is_tool_variable(n))
         .map(|name| {
             let closest = known
                 .iter()
@@ -823,5 +847,88 @@ mod tests {
         );
         assert!(known_variables().contains(&"GC_CHAT_COMPLETIONS".to_owned()));
         assert!(known_variables().contains(&"GC_ADMIN_PASSWORD".to_owned()));
+    }
+
+    #[test]
+    fn the_project_s_own_variables_are_never_reported() {
+        let got = unknown_variables(
+            [
+                "GC_REQUIRE_BROWSER",
+                "GC_REQUIRE_SOMETHING_NEW",
+                "GC_TEST_PYTHON",
+                "GC_BENCH_ONLY",
+                "GC_KEY",
+                "GC_API_KEY",
+                "GC_CONSOLE_SCREENSHOTS",
+                "GC_BIND",
+                "GC_BINDD",
+            ],
+            &[],
+        );
+        assert_eq!(
+            got.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            vec!["GC_BINDD"]
+        );
+    }
+
+    /// Every `GC_*` name written anywhere in the repository (code, tests, CI, docs, samples) is
+    /// one gc-server reads or one of the tools': none would be reported as unknown, except the
+    /// mistyped names the warning's own tests and docs use as examples. A new variable must be
+    /// a flag of [`Config`] or listed in [`OTHER_VARIABLES`] or [`TOOL_VARIABLES`].
+    #[test]
+    fn no_variable_the_project_uses_is_reported_as_unknown() {
+        const MISTYPED_EXAMPLES: &[&str] = &[
+            "GC_BCRYPT_COTS",
+            "GC_BINDD",
+            "GC_FOO",
+            "GC_GATWAY_AIHK_URL",
+            "GC_SOMETHING_ELSE_ENTIRELY",
+        ];
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut names = std::collections::BTreeSet::new();
+        let mut files = 0;
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    // Build output, history, and the Guard's evaluation corpus (third-party
+                    // samples, not the project's variables).
+                    if !matches!(name.as_str(), "target" | ".git" | "node_modules" | "eval") {
+                        dirs.push(path);
+                    }
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                files += 1;
+                let bytes = text.as_bytes();
+                for (at, _) in text.match_indices("GC_") {
+                    if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+                        continue;
+                    }
+                    let end = text[at..]
+                        .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                        .map_or(text.len(), |n| at + n);
+                    let name = &text[at..end];
+                    // `GC_GATEWAY_<REGION>_URL`-style families are written with a placeholder.
+                    if !name.ends_with('_') && !MISTYPED_EXAMPLES.contains(&name) {
+                        names.insert(name.to_owned());
+                    }
+                }
+            }
+        }
+        assert!(files > 100, "the repository was not found ({files} files)");
+        assert!(names.contains("GC_REQUIRE_POSTGRES"), "{names:?}");
+        let unknown = unknown_variables(names.iter().map(String::as_str), &[]);
+        assert!(
+            unknown.is_empty(),
+            "GC_* names used in the repository that gc-server would report as unknown: {unknown:?}"
+        );
     }
 }

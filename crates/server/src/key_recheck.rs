@@ -6,6 +6,11 @@
 //! probes at most [`CONCURRENCY`] keys at once and [`MAX_KEYS`] in all, and gives up after
 //! [`DEADLINE`] (every verdict found by then is kept). Each verdict is stored on the key and
 //! written as an `ai_key.rechecked` line in its tenant's activity feed; the totals are logged.
+//!
+//! Before serving, [`note_gateway_urls`] compares each configured region's gateway URL with the
+//! fingerprint kept from the last start (decision 0044); when it differs, every key of the
+//! region, `ready` ones too, is marked (its `checked_at` cleared) and so probed again by the
+//! re-check, which probes every marked key besides the `not_ready` ones.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +21,44 @@ use gc_domain::gateway::AiKeyStatus;
 use gc_domain::services::ai_keys::{recheck_after_configuration, RecheckBounds};
 use gc_domain::values::Region;
 use gc_gateway::Gateways;
-use gc_http_api::adapters::GatewayProbes;
 use gc_http_api::AppState;
 
+use crate::upstream::GatewayProbes;
 use crate::Config;
+
+/// A region gateway URL's fingerprint as kept in the database: SHA-256 of the URL without
+/// surrounding space or trailing `/` (the URL itself is not kept: it may carry credentials).
+pub fn url_fingerprint(url: &str) -> String {
+    gc_auth::sha256_hex(url.trim().trim_end_matches('/'))
+}
+
+/// Notes each configured region's gateway URL in `store` before the server serves: a region
+/// whose URL is new or differs from the last start's has its keys marked for the re-check
+/// ([`gc_persistence::DbStore::note_gateway_url`]). One short write per configured region; a
+/// failure is logged and start-up goes on (the `not_ready` keys are still re-checked).
+pub fn note_gateway_urls(config: &Config, store: &gc_persistence::DbStore) {
+    for (region, url) in [
+        (Region::Aihk, &config.gateway_aihk_url),
+        (Region::Aica, &config.gateway_aica_url),
+    ] {
+        let Some(url) = url.as_deref().filter(|u| !u.trim().is_empty()) else {
+            continue;
+        };
+        match store.note_gateway_url(region, &url_fingerprint(url), Utc::now()) {
+            Ok(None) => {}
+            Ok(Some(marked)) => tracing::info!(
+                region = region.as_str(),
+                keys = marked,
+                "the region's gateway URL is new or changed: its AI keys will be probed again"
+            ),
+            Err(e) => tracing::warn!(
+                region = region.as_str(),
+                error = %e,
+                "could not compare the region's gateway URL with the last start's"
+            ),
+        }
+    }
+}
 
 /// Key probes in flight at once.
 pub const CONCURRENCY: usize = 4;
@@ -75,7 +114,7 @@ pub fn spawn(config: &Config, state: web::Data<AppState>) -> anyhow::Result<()> 
                 tracing::info!(
                     checked = keys.len(),
                     ready,
-                    "re-checked the not-ready AI keys of the configured regions"
+                    "re-checked the AI keys not judged against the current gateway URLs"
                 );
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "the start-up AI key re-check failed"),

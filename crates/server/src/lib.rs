@@ -335,6 +335,7 @@ fn usage_reports_max(config: &Config) -> usize {
 pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepared> {
     let hasher = hasher(config)?;
     bootstrap_admin(config, &store, &hasher)?;
+    key_recheck::note_gateway_urls(config, &store);
     let gateways = Gateways::new(gateways(config)?);
     let sealer = sealer(config)?;
     let (recorder, runs) = RunRecorder::channel(config.run_queue_test_size.unwrap_or(RUN_QUEUE));

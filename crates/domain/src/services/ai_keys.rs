@@ -184,13 +184,17 @@ pub struct RecheckedKey {
 /// The activity action of a start-up re-check, one line per key in its tenant's feed.
 pub const RECHECKED_ACTION: &str = "ai_key.rechecked";
 
-/// Re-checks, once the server starts, the `not_ready` keys of the regions whose gateway is
-/// configured now (`configured`): a key added while its region had no URL, or judged against
-/// a URL that was wrong or down, gets the status its probe means under the current
-/// configuration (`docs/gateway.md`, "Key status follows configuration": no URL fingerprint
-/// is stored; a `not_ready` key is probed again whenever its region has a gateway). `ready`
-/// keys are left alone: probing every key at every start would cost one upstream call per key,
-/// and a run that gets a 401 marks a bad one at once.
+/// Re-checks, once the server starts, the keys of the regions whose gateway is configured now
+/// (`configured`) that were not judged against the current configuration:
+/// - every `not_ready` key: one added while its region had no URL, or judged against a URL
+///   that was wrong or down;
+/// - every key without a `checked_at`, `ready` ones too: the store clears it on each key of a
+///   region whose gateway URL differs from the one its keys were judged against (decision
+///   0044: a fingerprint of each region's URL is kept; `docs/gateway.md`, "Key status follows
+///   configuration").
+///
+/// Other `ready` keys are left alone: probing every key at every start would cost one upstream
+/// call per key, and a run that gets a 401 marks a bad one at once.
 ///
 /// Each key is probed (at most `bounds.concurrency` at once, `bounds.max_keys` in all, oldest
 /// first) and its verdict stored as soon as it is known, with an [`RECHECKED_ACTION`] line in
@@ -221,7 +225,10 @@ where
             let mut keys: Vec<_> = store
                 .list_ai_keys(&listed, None)?
                 .into_iter()
-                .filter(|k| k.status == AiKeyStatus::NotReady && configured.contains(&k.region))
+                .filter(|k| {
+                    (k.status == AiKeyStatus::NotReady || k.checked_at.is_none())
+                        && configured.contains(&k.region)
+                })
                 // Judged before this start only: a key added or checked since has a fresh
                 // verdict (and a test's new key is never probed twice).
                 .filter(|k| k.checked_at.unwrap_or(k.created_at) < now)
@@ -242,6 +249,7 @@ where
         let scope = scope.clone();
         async move {
             let (status, reason) = check_key(probe, key.region, &secret).await;
+            let (previous, url_changed) = (key.status, key.checked_at.is_none());
             let checked = RecheckedKey {
                 id: key.id,
                 tenant_id: key.tenant_id,
@@ -267,7 +275,8 @@ where
                         "hint": key.hint,
                         "status": status.as_str(),
                         "status_reason": reason,
-                        "trigger": "gateway_configuration",
+                        "previous_status": previous.as_str(),
+                        "trigger": if url_changed { "gateway_url_changed" } else { "gateway_configuration" },
                     }),
                 ))
             })
@@ -580,7 +589,11 @@ mod tests {
         );
         unconfigured.status_reason = Some("the AIHK gateway is not configured".into());
         let refused = sealed(key(&t, Region::Aihk, true, AiKeyStatus::NotReady), "sk-bad");
-        let ready_key = sealed(key(&t, Region::Aihk, true, AiKeyStatus::Ready), "sk-good");
+        let mut ready_key = sealed(key(&t, Region::Aihk, true, AiKeyStatus::Ready), "sk-good");
+        ready_key.checked_at = Some(Utc::now() - chrono::Duration::hours(1));
+        // Ready, but judged against another URL of its region (the store cleared its
+        // checked_at): probed again, and the new URL refuses it.
+        let moved = sealed(key(&t, Region::Aihk, true, AiKeyStatus::Ready), "sk-bad");
         // AICA is still not configured: its key is not probed.
         let elsewhere = sealed(
             key(&t, Region::Aica, true, AiKeyStatus::NotReady),
@@ -598,6 +611,7 @@ mod tests {
             unconfigured.clone(),
             refused.clone(),
             ready_key,
+            moved.clone(),
             elsewhere,
             lost,
             fresh,
@@ -624,16 +638,29 @@ mod tests {
                     AiKeyStatus::NotReady,
                     Some("401 from the gateway")
                 ),
+                (
+                    moved.id,
+                    AiKeyStatus::NotReady,
+                    Some("401 from the gateway")
+                ),
             ]
         );
-        assert_eq!(probe.probed.lock().unwrap().len(), 2);
+        assert_eq!(probe.probed.lock().unwrap().len(), 3);
         let verdicts = store.verdicts.lock().unwrap();
-        assert_eq!(verdicts.len(), 2);
+        assert_eq!(verdicts.len(), 3);
         assert!(verdicts
             .iter()
             .any(|v| v.key_id() == unconfigured.id && v.status() == AiKeyStatus::Ready));
         let activity = store.workspace.activity.lock().unwrap();
-        assert_eq!(activity.len(), 2);
+        assert_eq!(activity.len(), 3);
+        let moved_line = format!(
+            "{:?}",
+            activity
+                .iter()
+                .find(|a| format!("{a:?}").contains(&moved.id.to_string()))
+                .unwrap()
+        );
+        assert!(moved_line.contains("gateway_url_changed"), "{moved_line}");
         for line in activity.iter() {
             assert_eq!(line.action(), RECHECKED_ACTION);
             assert_eq!(line.tenant_id(), t.id);
@@ -650,7 +677,7 @@ mod tests {
         ))
         .unwrap();
         assert!(none.is_empty());
-        assert_eq!(probe.probed.lock().unwrap().len(), 2);
+        assert_eq!(probe.probed.lock().unwrap().len(), 3);
     }
 
     /// A probe that stays pending once per call and counts the probes in flight.

@@ -57,6 +57,13 @@ impl AdminTokenRow {
     }
 }
 
+/// How long a use's audit line is kept (`docs/operations.md`, "Admin tokens").
+pub(crate) const USE_RETENTION_DAYS: i64 = 90;
+
+/// The most audit lines kept per token: a script calling in a tight loop cannot grow the table
+/// past this within the retention (the newest are kept).
+pub(crate) const USES_PER_TOKEN_MAX: i64 = 10_000;
+
 #[derive(Insertable)]
 #[diesel(table_name = admin_token_uses)]
 struct AdminTokenUseRow<'a> {
@@ -166,8 +173,76 @@ impl AdminTokenRepo for DbStore {
                     .set(admin_tokens::last_used_at.eq(Some(row.at)))
                     .execute(conn)
                     .map_err(|e| db_error("record_admin_token_use", e))?;
+                prune_uses(conn, &row.token_id, row.at)?;
             }
             Ok(())
         })
     }
+}
+
+impl DbStore {
+    /// The audit lines of one token's uses, newest first, at most `limit` (the command line's
+    /// `admin tokens uses`; not a domain port). Lines are kept [`USE_RETENTION_DAYS`] days, at
+    /// most [`USES_PER_TOKEN_MAX`] per token.
+    pub fn admin_token_uses(&self, token_id: Uuid, limit: i64) -> DomainResult<Vec<AdminTokenUse>> {
+        let rows: Vec<(String, i64, String, String, String, String)> = self.read(|conn| {
+            admin_token_uses::table
+                .filter(admin_token_uses::token_id.eq(text(token_id)))
+                .select((
+                    admin_token_uses::id,
+                    admin_token_uses::at,
+                    admin_token_uses::admin_id,
+                    admin_token_uses::token_id,
+                    admin_token_uses::token_name,
+                    admin_token_uses::route,
+                ))
+                .order((admin_token_uses::at.desc(), admin_token_uses::id.desc()))
+                .limit(limit.max(0))
+                .load(conn)
+                .map_err(|e| db_error("admin_token_uses", e))
+        })?;
+        rows.into_iter()
+            .map(|(use_id, at, admin_id, token_id, token_name, route)| {
+                Ok(AdminTokenUse {
+                    id: id(&use_id)?,
+                    at: time(at)?,
+                    admin_id: id(&admin_id)?,
+                    token_id: id(&token_id)?,
+                    token_name,
+                    route,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Keeps `admin_token_uses` bounded, with a token's `last_used_at` write (at most once a
+/// minute per token): drops every line older than [`USE_RETENTION_DAYS`] (by the index on `at`,
+/// so revoked tokens' lines go too) and this token's lines beyond its newest
+/// [`USES_PER_TOKEN_MAX`] (by the index on `(token_id, at)`).
+fn prune_uses(conn: &mut crate::store::DbConnection, token_id: &str, now: i64) -> DomainResult<()> {
+    const DAY_MS: i64 = 86_400_000;
+    diesel::delete(
+        admin_token_uses::table.filter(admin_token_uses::at.lt(now - USE_RETENTION_DAYS * DAY_MS)),
+    )
+    .execute(conn)
+    .map_err(|e| db_error("prune_admin_token_uses", e))?;
+    let oldest_kept: Option<i64> = admin_token_uses::table
+        .filter(admin_token_uses::token_id.eq(token_id))
+        .select(admin_token_uses::at)
+        .order(admin_token_uses::at.desc())
+        .offset(USES_PER_TOKEN_MAX - 1)
+        .first(conn)
+        .optional()
+        .map_err(|e| db_error("prune_admin_token_uses", e))?;
+    if let Some(oldest_kept) = oldest_kept {
+        diesel::delete(
+            admin_token_uses::table
+                .filter(admin_token_uses::token_id.eq(token_id))
+                .filter(admin_token_uses::at.lt(oldest_kept)),
+        )
+        .execute(conn)
+        .map_err(|e| db_error("prune_admin_token_uses", e))?;
+    }
+    Ok(())
 }

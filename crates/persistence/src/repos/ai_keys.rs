@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use gc_domain::access::AdminScope;
 use gc_domain::gateway::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
@@ -14,7 +15,7 @@ use uuid::Uuid;
 
 use crate::error::db_error;
 use crate::rows::{ms, text, AiKeyRow};
-use crate::schema::tenant_ai_keys;
+use crate::schema::{gateway_urls, tenant_ai_keys};
 use crate::store::DbStore;
 
 fn to_domain(rows: Vec<AiKeyRow>) -> DomainResult<Vec<TenantAiKey>> {
@@ -181,6 +182,55 @@ impl DbStore {
         })?
         .map(AiKeyRow::into_domain)
         .transpose()
+    }
+
+    /// Notes, at start-up, the fingerprint of `region`'s gateway URL (decision 0044). When it
+    /// differs from the one kept for the region, or none was kept, the `checked_at` of every
+    /// key of the region is cleared and the new fingerprint kept, in one transaction: those
+    /// keys were judged against another URL (or none), and the start-up re-check probes every
+    /// key without a `checked_at`. A start that stops before probing them leaves them marked
+    /// for the next one. Returns how many keys were marked, `None` when the URL is unchanged.
+    pub fn note_gateway_url(
+        &self,
+        region: Region,
+        fingerprint: &str,
+        at: DateTime<Utc>,
+    ) -> DomainResult<Option<usize>> {
+        self.write("note_gateway_url", |conn| {
+            let kept: Option<String> = gateway_urls::table
+                .find(region.as_str())
+                .select(gateway_urls::fingerprint)
+                .first(conn)
+                .optional()
+                .map_err(|e| db_error("note_gateway_url", e))?;
+            if kept.as_deref() == Some(fingerprint) {
+                return Ok(None);
+            }
+            let marked = diesel::update(
+                tenant_ai_keys::table.filter(tenant_ai_keys::region.eq(region.as_str())),
+            )
+            .set(tenant_ai_keys::checked_at.eq(None::<i64>))
+            .execute(conn)
+            .map_err(|e| db_error("note_gateway_url", e))?;
+            if kept.is_some() {
+                diesel::update(gateway_urls::table.find(region.as_str()))
+                    .set((
+                        gateway_urls::fingerprint.eq(fingerprint),
+                        gateway_urls::changed_at.eq(ms(at)),
+                    ))
+                    .execute(conn)
+            } else {
+                diesel::insert_into(gateway_urls::table)
+                    .values((
+                        gateway_urls::region.eq(region.as_str()),
+                        gateway_urls::fingerprint.eq(fingerprint),
+                        gateway_urls::changed_at.eq(ms(at)),
+                    ))
+                    .execute(conn)
+            }
+            .map_err(|e| db_error("note_gateway_url", e))?;
+            Ok(Some(marked))
+        })
     }
 }
 

@@ -1,0 +1,2 @@
+DROP INDEX admin_token_uses_at;
+DROP TABLE gateway_urls;
