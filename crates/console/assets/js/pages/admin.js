@@ -247,6 +247,7 @@ function tokensSection() {
   const el = section('Admin tokens',
     h('p', {}, 'Tokens let scripts administer without a browser. A token acts as you: suspending or demoting you stops all of them. Last use is updated at most once a minute.'),
     status, secretBox, f.el, listBox);
+  el.id = 'admin-tokens';
   return { el, ready: reload() };
 }
 

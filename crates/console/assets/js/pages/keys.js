@@ -1,12 +1,13 @@
 // Workspace API keys: create (scopes by checkbox; the secret is shown once, in the page only,
-// with a copy button), list, revoke, and each key's own per-minute limits (at most the
-// workspace's; the API refuses more, and the console checks first with the limits it knows).
+// with a copy button), list, revoke, and each key's own limits: per minute, and a monthly
+// spend limit in money (each at most the workspace's; the API refuses more, and the console
+// checks first with the limits it knows).
 
 import { get, post, patch, del, withQuery } from '../api.js';
 import { h, fill, form, pageHead, notice, errorNotice, pagedTable, time, confirmButton, copyButton } from '../ui.js';
-import { limitField, limitsBody, limitsLine } from '../limits.js';
+import { limitField, limitsBody, limitsLine, nanos } from '../limits.js';
 
-const KEY_LIMITS = ['requests_per_minute', 'tokens_per_minute'];
+const KEY_LIMITS = ['requests_per_minute', 'tokens_per_minute', 'monthly_spend'];
 
 const SCOPES = [
   ['workspace:read', 'workspace:read — read workspace data'],
@@ -19,7 +20,18 @@ export async function page(ctx) {
   // The workspace's limits as of this page load; the API checks again on every write.
   const tenantLimits = (ctx.ws && ctx.ws.tenant && ctx.ws.tenant.limits) || {};
   const ceiling = (n) => tenantLimits[n] ?? null;
-  const keyLimitFields = () => KEY_LIMITS.map((n) => limitField(n, { ceiling: ceiling(n), placeholder: ceiling(n) === null ? 'none of its own' : 'the workspace\'s' }));
+  const keyLimitFields = () => KEY_LIMITS.map((n) => {
+    const field = limitField(n, { ceiling: ceiling(n), placeholder: ceiling(n) === null ? 'none of its own' : 'the workspace\'s' });
+    if (n !== 'monthly_spend') return field;
+    // Money: compared in BigInt nano-units, never as floats.
+    const cap = ceiling(n);
+    const own = field.validate;
+    return {
+      ...field,
+      help: cap === null ? 'An amount in the deployment\'s currency, such as 25.00, spent by this key per calendar month (UTC). Empty for none of its own.' : `At most the workspace's ${cap} a month. Empty: only the workspace's limit applies.`,
+      validate: (v) => own(v) || (v && cap !== null && nanos(v) > nanos(cap) ? `must be at most the workspace's limit (${cap})` : null),
+    };
+  });
   const secretBox = h('div', { id: 'new-key' });
   const editBox = h('div', { id: 'key-limits-panel' });
   const listBox = h('div');
