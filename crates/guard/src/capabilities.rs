@@ -1575,6 +1575,10 @@ fn line_of(text: &str, needle: &str) -> u32 {
     })
 }
 
+/// At most this many bundled files looked for by name in the kept text of a scan (each search
+/// reads up to the 4 MiB kept for joining).
+pub(crate) const MAX_NAMED_SEARCHES: usize = 32;
+
 /// Facts gathered over a scan, combined at its end.
 #[derive(Debug, Default)]
 pub(crate) struct Collector {
@@ -1632,7 +1636,9 @@ impl Collector {
     /// What invokes `path`, when something that runs does: SKILL.md or an install hook
     /// naming it as a script, or a file of the skill that runs naming it (`true`: at install
     /// time).
-    pub fn invoker(&self, path: &str) -> Option<(String, bool)> {
+    /// `search`: whether to look for the name in the kept files' text too (bounded by the
+    /// caller: a scan searches for at most [`MAX_NAMED_SEARCHES`] names).
+    pub fn invoker(&self, path: &str, search: bool) -> Option<(String, bool)> {
         if let Some(install) = self.invoked(path) {
             let by = if install {
                 "an install hook"
@@ -1640,6 +1646,9 @@ impl Collector {
                 "SKILL.md"
             };
             return Some((by.to_string(), install));
+        }
+        if !search {
+            return None;
         }
         let runs = |p: &str| role(Some(p)).0;
         let by = self.kept.naming(path, &runs)?;

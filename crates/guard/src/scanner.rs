@@ -911,13 +911,14 @@ impl FilesScan<'_> {
     fn weigh_binaries(&mut self) {
         let binaries = std::mem::take(&mut self.binaries);
         let mut out = Vec::new();
-        for (path, kind) in binaries {
+        for (i, (path, kind)) in binaries.into_iter().enumerate() {
             let def = self
                 .scanner
                 .rule_index("file.executable-binary")
                 .map(|r| self.scanner.rule_severity(r))
                 .unwrap_or(Severity::Medium);
-            let (severity, why) = match self.capabilities.invoker(&path) {
+            let search = i < capabilities::MAX_NAMED_SEARCHES;
+            let (severity, why) = match self.capabilities.invoker(&path, search) {
                 Some((by, true)) => (
                     def.max(Severity::High),
                     format!(", and the install hook {by} runs it: it runs on the user's machine when the skill is installed."),
