@@ -218,9 +218,29 @@ fn the_domain_reaches_no_io_crate_even_transitively() {
 fn the_http_api_reaches_neither_persistence_nor_auth() {
     let deps = reachable("gc-http-api");
     assert!(deps.contains("gc-domain"));
-    for banned in ["gc-persistence", "gc-auth", "diesel", "bcrypt", "aes-gcm"] {
+    for banned in [
+        "gc-persistence",
+        "gc-auth",
+        "gc-gateway",
+        "gc-guard",
+        "diesel",
+        "bcrypt",
+        "aes-gcm",
+        "hyper-rustls",
+    ] {
         assert!(!deps.contains(banned), "gc-http-api reaches {banned}");
     }
+}
+
+/// Issue 30, decision 0041: among gc's crates, `gc-http-api` depends on `gc-domain` only
+/// (`cargo metadata`); the region gateways and the Guard reach it through the domain's ports,
+/// which the binary wires.
+#[test]
+fn layering_the_http_api_depends_on_the_domain_only() {
+    let deps = workspace_deps();
+    let http: Vec<&str> = deps["gc-http-api"].iter().map(String::as_str).collect();
+    assert_eq!(http, ["gc-domain"], "gc-http-api's gc crates");
+    assert_eq!(HTTP_API_DEPS, ["gc-domain"]);
 }
 
 /// Handlers call domain functions only, never a port.
@@ -391,7 +411,12 @@ fn every_configuration_variable_is_documented() {
 
 /// The handler files converted to feature services (issue 30): the files
 /// `service_handlers_make_one_service_call_and_import_no_adapter` checks.
-const SERVICE_HANDLERS: [&str; 3] = ["guard/scan.rs", "admin/ai_keys.rs", "admin/diagnostics.rs"];
+const SERVICE_HANDLERS: [&str; 4] = [
+    "guard/scan.rs",
+    "admin/ai_keys.rs",
+    "admin/diagnostics.rs",
+    "gateway/run.rs",
+];
 
 /// The `pub async fn` handlers of a file, each with its text up to the closing brace at the
 /// start of a line.
@@ -543,7 +568,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// What `gc-http-api` may depend on among gc's crates.
-const HTTP_API_DEPS: &[&str] = &["gc-domain", "gc-gateway"];
+const HTTP_API_DEPS: &[&str] = &["gc-domain"];
 
 /// The adapter crates, as Rust paths: no module of http-api's handler folders names one.
 const ADAPTER_CRATES: [&str; 4] = ["gc_persistence", "gc_auth", "gc_gateway", "gc_guard"];
@@ -882,17 +907,7 @@ const VALUE_MODULES: &[&str] = &[
 /// Handlers that still make more than one service call, with the reason; each is work left
 /// (issue 30). A handler listed here that makes one call or none fails the check, so the
 /// list only shrinks.
-const MORE_THAN_ONE_CALL: &[(&str, &str)] = &[
-    ("gateway::run::run", RUN_LEFT),
-    ("gateway::run::chat_completions", RUN_LEFT),
-    ("gateway::run::responses", RUN_LEFT),
-    ("gateway::run::embeddings", RUN_LEFT),
-];
-
-/// Why the run handlers are in [`MORE_THAN_ONE_CALL`].
-const RUN_LEFT: &str = "runs::prepare_for, then the orchestration's execute, and the quota \
-    lease refills scheduled by the handler: the one async run service (authenticate, decide, \
-    admit, call the upstream port, record) is issue 30's work left";
+const MORE_THAN_ONE_CALL: &[(&str, &str)] = &[];
 
 /// Handler modules that still name an adapter crate (file under `crates/http-api/src`, the
 /// crate, why): each is work left (issue 30); a file listed here that no longer names the
@@ -1063,6 +1078,34 @@ fn the_import_based_call_counter_counts_service_calls_only() {
     assert_eq!(
         calls("one"),
         vec!["gc_domain::admin::list_users".to_owned()]
+    );
+    // A run handler as it was before decision 0041 (the domain's preparation, then the
+    // orchestration's execute) makes two calls; as it is now, one.
+    let m = module(
+        "use gc_domain::runs::prepare_for;\n\
+         use gc_domain::services::run::{self, RunRequest};\n\
+         async fn before() { let plan = caller.read(&state, |s, p| prepare_for(k, s, p)); \
+         refill(&state); state.runs.execute(plan, r).await; }\n\
+         fn refill(state: &S) { let _ = state.runs.quotas().refill_due(); }\n\
+         async fn after() { let ran = run::run(&state.run_ports(), RunRequest { kind }).await; \
+         answer(&caller, ran) }\n\
+         fn answer(c: &C, ran: R) { c.authenticated(ran.principal.as_ref()); }",
+    );
+    let calls = |name: &str| {
+        let f = m.fns().into_iter().find(|f| f.sig.ident == name).unwrap();
+        m.service_calls(&f.block)
+    };
+    assert_eq!(
+        calls("before"),
+        vec![
+            "gc_domain::runs::prepare_for".to_owned(),
+            "state.runs.execute".to_owned(),
+            "state.runs.refill_due".to_owned(),
+        ]
+    );
+    assert_eq!(
+        calls("after"),
+        vec!["gc_domain::services::run::run".to_owned()]
     );
     let paths =
         module("use gc_gateway::{self as gw, Gateways};\nfn f() { gw::x(); }").named_paths();

@@ -938,10 +938,14 @@ fn whole_tokens(v: &Value) -> Option<u64> {
 /// The models a caller may name on a run: `auto` first, then the region's configured ones.
 /// The same caller rules as a run (the `run` scope for keys, active member and tenant, no
 /// Shadow view).
-pub fn models<U: ChatUpstream>(upstream: &U, principal: &Principal) -> DomainResult<Vec<String>> {
+/// `configured` lists a region's models ([`ChatUpstream::models`]).
+pub fn models(
+    configured: impl FnOnce(Region) -> Vec<String>,
+    principal: &Principal,
+) -> DomainResult<Vec<String>> {
     let tenant = RunScope::caller_tenant(principal)?;
     let mut out = vec!["auto".to_owned()];
-    for m in upstream.models(tenant.region) {
+    for m in configured(tenant.region) {
         if !out.contains(&m) {
             out.push(m);
         }
@@ -1589,7 +1593,7 @@ mod tests {
             used: Mutex::new(Vec::new()),
             backoffs: Mutex::new(0),
         };
-        let list = models(&upstream, &member(&t, session())).unwrap();
+        let list = models(|r| upstream.models(r), &member(&t, session())).unwrap();
         assert_eq!(list, vec!["auto", "m-default", "m-large"]);
         let no_run = crate::access::Credential::ApiKey {
             key_id: uuid::Uuid::now_v7(),
@@ -1597,7 +1601,7 @@ mod tests {
             scopes: vec![crate::workspace::KeyScope::WorkspaceRead],
             limits: crate::quota::KeyLimits::default(),
         };
-        let e = models(&upstream, &member(&t, no_run)).unwrap_err();
+        let e = models(|r| upstream.models(r), &member(&t, no_run)).unwrap_err();
         assert_eq!(e.code(), "insufficient_scope");
     }
 

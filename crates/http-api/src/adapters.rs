@@ -1,17 +1,21 @@
 //! The ports of `gc_domain::services` that the HTTP layer provides: storage work on the
-//! blocking pool ([`AppState`] as `Storage`) and the region gateways' checks
-//! ([`GatewayProbes`] as `KeyProbe`). The Guard port is [`crate::guard::GuardService`]. The
-//! handlers hand these to one service call each; they never call a gateway or the Guard
-//! themselves.
+//! blocking pool ([`AppState`] as `Storage` and `RunStorage`, the latter on the serving thread
+//! when the store can answer at once), the run figures ([`Metrics`] as `RunMetrics`) and the
+//! region gateways' checks ([`KeyChecks`] as `KeyProbe`, over the `UpstreamChecks` the binary
+//! wires). The Guard port is [`crate::guard::GuardService`]. The handlers hand these to one
+//! service call each; they never call a gateway or the Guard themselves.
+
+use std::time::Duration;
 
 use gc_domain::ports::Store;
 use gc_domain::secret::SecretString;
 use gc_domain::services::ai_keys::{GatewayCheck, KeyProbe, KeyProbeAnswer};
+use gc_domain::services::run::{RunMetrics, RunStorage, UpstreamChecks};
 use gc_domain::services::Storage;
 use gc_domain::values::Region;
-use gc_domain::{DomainError, DomainResult};
-use gc_gateway::{Gateways, KeyStatus, Secret};
+use gc_domain::DomainResult;
 
+use crate::metrics::Metrics;
 use crate::state::AppState;
 
 impl Storage for AppState {
@@ -24,42 +28,80 @@ impl Storage for AppState {
         T: Send + 'static,
         F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
     {
-        match self.db(move |store| Ok(work(store))).await {
-            Ok(answer) => answer,
-            Err(_) => Err(DomainError::Unavailable {
-                retry_after_secs: 1,
-            }),
-        }
+        self.on_pool(work).await
     }
 }
 
-/// The region gateways as the services' `KeyProbe`.
-pub struct GatewayProbes<'a>(pub &'a Gateways);
+impl RunStorage for AppState {
+    type Store = dyn Store;
+
+    /// [`AppState::read`]: on the serving thread when the store can answer at once.
+    async fn read<T, F>(&self, work: F) -> DomainResult<T>
+    where
+        T: Send + 'static,
+        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
+    {
+        self.read_at_once(work).await
+    }
+
+    /// On the blocking pool, from a task of its own.
+    fn detach<F>(&self, what: &'static str, work: F)
+    where
+        F: FnOnce(&dyn Store) + Send + 'static,
+    {
+        let state = self.clone();
+        actix_web::rt::spawn(async move {
+            if let Err(e) = state
+                .on_pool(move |store| {
+                    work(store);
+                    Ok(())
+                })
+                .await
+            {
+                tracing::warn!(error = %e.code().as_str(), "{what} did not run");
+            }
+        });
+    }
+}
+
+impl RunMetrics for Metrics {
+    fn quota_refused(&self, reason: &'static str) {
+        Metrics::quota_refused(self, reason);
+    }
+
+    fn run_latency(
+        &self,
+        region: &'static str,
+        route: &'static str,
+        upstream: Duration,
+        added: Duration,
+    ) {
+        Metrics::run_latency(
+            self,
+            region,
+            route,
+            upstream.as_secs_f64(),
+            added.as_secs_f64(),
+        );
+    }
+}
+
+/// The region gateways' checks as the services' `KeyProbe`.
+pub struct KeyChecks<'a>(pub &'a dyn UpstreamChecks);
 
 impl AppState {
     /// This process's region gateways, as the key probe of the AI-key services.
-    pub(crate) fn probes(&self) -> GatewayProbes<'_> {
-        GatewayProbes(self.gateways())
+    pub(crate) fn probes(&self) -> KeyChecks<'_> {
+        KeyChecks(self.checks.as_ref())
     }
 }
 
-impl KeyProbe for GatewayProbes<'_> {
+impl KeyProbe for KeyChecks<'_> {
     async fn probe_key(&self, region: Region, secret: &SecretString) -> Option<KeyProbeAnswer> {
-        let gateway = self.0.region(region)?;
-        let probe = gateway.probe(&Secret::new(secret.expose())).await;
-        Some(KeyProbeAnswer {
-            accepted: probe.outcome == KeyStatus::Ready,
-            reason: probe.reason,
-        })
+        self.0.probe_key(region, secret).await
     }
 
     async fn check_gateway(&self, region: Region) -> Option<GatewayCheck> {
-        let probe = self.0.region(region)?.check_reachable().await;
-        Some(GatewayCheck {
-            reachable: probe.reachable,
-            status_code: probe.status_code,
-            latency_ms: probe.latency_ms,
-            reason: probe.reason,
-        })
+        self.0.check_gateway(region).await
     }
 }

@@ -158,6 +158,20 @@ impl FromRequest for Caller {
 }
 
 impl Caller {
+    /// The credential checked without the database, for a service that authenticates itself
+    /// (`gc_domain::services::run`).
+    pub fn credential(&self) -> CheckedCredential {
+        self.checked.clone()
+    }
+
+    /// Marks the answer to the caller the service authenticated (a Shadow view's header, an
+    /// admin token's log line); nothing when authentication failed.
+    pub fn authenticated(&self, principal: Option<&Principal>) {
+        if let Some(principal) = principal {
+            mark_shadow(&self.req, principal);
+        }
+    }
+
     /// Authenticates and runs `work` with the principal, in one blocking call.
     pub async fn db<T, F>(self, state: &AppState, work: F) -> Result<T, ApiError>
     where

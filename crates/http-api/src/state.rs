@@ -2,15 +2,16 @@
 //! and the HTTP settings. Handlers reach storage only through domain functions that take the
 //! ports (`AppState::db` hands them over), never by calling a port themselves.
 
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use gc_domain::accounts::{AccountPolicy, PasswordHasher};
 use gc_domain::ports::{CredentialCodec, KeySealer, Store};
-use gc_domain::runs::Runs;
-use gc_domain::{DomainResult, ErrorCode};
-use gc_gateway::Gateways;
+use gc_domain::runs::{ChatUpstream, Runs};
+use gc_domain::services::run::{RunPorts, RunUpstream, Served, UpstreamChecks};
+use gc_domain::{DomainError, DomainResult, ErrorCode};
 use ipnet::IpNet;
 use tokio::sync::Semaphore;
 
@@ -129,14 +130,31 @@ impl Default for HttpSettings {
     }
 }
 
-/// The adapters the domain's services need, built by the binary.
-#[derive(Clone)]
-pub struct Adapters {
+/// The adapters the domain's services need, built by the binary. `U` is the upstream of runs
+/// (the region gateways in the server): [`AppState::new`] puts it behind the domain's
+/// [`RunUpstream`], so the HTTP layer never names the adapter's types.
+pub struct Adapters<U> {
     pub store: Arc<dyn Store>,
     pub hasher: Arc<dyn PasswordHasher>,
     pub credentials: Arc<dyn CredentialCodec>,
     pub sealer: Arc<dyn KeySealer>,
-    pub gateways: Arc<Gateways>,
+    pub upstream: Arc<U>,
+    /// The region gateways' key and reachability checks.
+    pub checks: Arc<dyn UpstreamChecks>,
+}
+
+/// A streamed run's body as the HTTP layer serves it: ready-to-send frames.
+pub type AnswerStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, Infallible>> + Send>>;
+
+/// The run orchestration as the HTTP layer holds it.
+pub type Upstream = Arc<dyn RunUpstream<bytes::Bytes, AnswerStream>>;
+
+fn boxed<S>(stream: S) -> AnswerStream
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, Infallible>> + Send + 'static,
+{
+    Box::pin(stream)
 }
 
 /// Shared application state.
@@ -164,7 +182,9 @@ pub struct AppState {
     pub policy: AccountPolicy,
     pub http: HttpSettings,
     /// The run orchestration over the region gateways.
-    pub(crate) runs: Arc<Runs<Gateways>>,
+    pub(crate) runs: Upstream,
+    /// The region gateways' checks (the AI-key services' probe).
+    pub(crate) checks: Arc<dyn UpstreamChecks>,
     /// Queue of activity lines and key verdicts written off the request path (runs, scans).
     pub(crate) recorder: RunRecorder,
     pub guard: Arc<GuardService>,
@@ -179,24 +199,31 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(
-        adapters: Adapters,
+    pub fn new<U>(
+        adapters: Adapters<U>,
         policy: AccountPolicy,
         http: HttpSettings,
         recorder: RunRecorder,
         guard: Arc<GuardService>,
-    ) -> Self {
+    ) -> Self
+    where
+        U: ChatUpstream<Body = bytes::Bytes>,
+        U::Stream: futures_util::Stream<Item = Result<bytes::Bytes, Infallible>> + Send,
+    {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let metrics = Arc::new(Metrics::new());
         let queue = recorder.clone();
         metrics.set_queue_probe(move || queue.depth());
         recorder.count_drops_in(metrics.run_records_dropped());
-        let runs = Arc::new(Runs::new(
-            Arc::clone(&adapters.gateways),
-            Arc::new(MeteredSink {
-                recorder: recorder.clone(),
-                metrics: Arc::clone(&metrics),
-            }),
+        let runs: Upstream = Arc::new(Served::new(
+            Runs::new(
+                adapters.upstream,
+                Arc::new(MeteredSink {
+                    recorder: recorder.clone(),
+                    metrics: Arc::clone(&metrics),
+                }),
+            ),
+            boxed::<U::Stream>,
         ));
         let hashing = cores.saturating_sub(1).max(1);
         let usage_gate = Arc::new(crate::workspace::usage_gate::UsageGate::new(
@@ -233,6 +260,7 @@ impl AppState {
             policy,
             http,
             runs,
+            checks: adapters.checks,
             recorder,
             guard,
             metrics,
@@ -252,8 +280,15 @@ impl AppState {
         self.runs.quotas()
     }
 
-    pub(crate) fn gateways(&self) -> &Gateways {
-        self.runs.upstream()
+    /// The ports of a run (`gc_domain::services::run`).
+    pub(crate) fn run_ports(&self) -> RunPorts<'_, Self, bytes::Bytes, AnswerStream> {
+        RunPorts {
+            storage: self,
+            upstream: &self.runs,
+            sealer: &self.sealer,
+            metrics: self.metrics.as_ref(),
+            policy: self.policy,
+        }
     }
 
     /// Runs synchronous storage work on the blocking pool.
@@ -262,8 +297,22 @@ impl AppState {
         T: Send + 'static,
         F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
     {
+        Ok(self.on_pool(work).await?)
+    }
+
+    /// [`AppState::db`] answering the domain's error: a pool that is gone is `Unavailable`.
+    pub(crate) async fn on_pool<T, F>(&self, work: F) -> DomainResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
+    {
         let store = Arc::clone(&self.store);
-        Ok(actix_web::web::block(move || work(store.as_ref())).await??)
+        match actix_web::web::block(move || work(store.as_ref())).await {
+            Ok(done) => done,
+            Err(_) => Err(DomainError::Unavailable {
+                retry_after_secs: 1,
+            }),
+        }
     }
 
     /// Runs storage work that reads: on this thread when the store can answer it at once
@@ -276,6 +325,15 @@ impl AppState {
         T: Send + 'static,
         F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
     {
+        Ok(self.read_at_once(work).await?)
+    }
+
+    /// [`AppState::read`] answering the domain's error.
+    pub(crate) async fn read_at_once<T, F>(&self, work: F) -> DomainResult<T>
+    where
+        T: Send + 'static,
+        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
+    {
         if let Some(guard) = self.store.reserve_inline() {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 work(self.store.as_ref())
@@ -283,16 +341,12 @@ impl AppState {
             let deferred = guard.deferred();
             drop(guard);
             match out {
-                Ok(out) if !deferred => return Ok(out?),
+                Ok(out) if !deferred => return out,
                 Ok(_) => {}
-                Err(_) => {
-                    return Err(
-                        gc_domain::DomainError::Internal("read work panicked".into()).into(),
-                    )
-                }
+                Err(_) => return Err(DomainError::Internal("read work panicked".into())),
             }
         }
-        self.db(work).await
+        self.on_pool(work).await
     }
 
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at

@@ -7,6 +7,7 @@ pub mod config;
 pub mod guard;
 pub mod key_recheck;
 pub mod protocol;
+pub mod upstream;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -336,7 +337,7 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
     let hasher = hasher(config)?;
     bootstrap_admin(config, &store, &hasher)?;
     key_recheck::note_gateway_urls(config, &store);
-    let gateways = Gateways::new(gateways(config)?);
+    let gateways = Arc::new(Gateways::new(gateways(config)?));
     let sealer = sealer(config)?;
     let (recorder, runs) = RunRecorder::channel(config.run_queue_test_size.unwrap_or(RUN_QUEUE));
     let policy = AccountPolicy {
@@ -375,7 +376,8 @@ pub fn build_state_with(config: &Config, store: DbStore) -> anyhow::Result<Prepa
         hasher,
         credentials: Arc::new(Credentials),
         sealer: Arc::new(sealer),
-        gateways: Arc::new(gateways),
+        checks: Arc::new(upstream::GatewayChecks(Arc::clone(&gateways))),
+        upstream: gateways,
     };
     let guard = Arc::new(GuardService::new(Arc::new(guard(config)?)));
     let state = AppState::new(adapters, policy, http, recorder, guard);

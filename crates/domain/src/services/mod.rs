@@ -20,6 +20,7 @@ pub mod ai_keys;
 pub mod diagnostics;
 pub mod guard_scan;
 pub mod provisioning;
+pub mod run;
 pub mod run_records;
 pub mod skill_scan;
 

@@ -2,6 +2,7 @@
 //! `auto` first, on the same credentials as a run (`run`-scoped keys or sessions).
 
 use actix_web::{web, HttpResponse};
+use gc_domain::services::run;
 use gc_domain::ErrorCode;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -50,17 +51,7 @@ pub struct ModelList {
 async fn models_of(state: &web::Data<AppState>, caller: Caller) -> Result<Vec<String>, ApiError> {
     let runs = state.runs.clone();
     caller
-        .db(state, move |_, p| {
-            let all = gc_domain::runs::models(runs.upstream(), p)?;
-            // Only the caller's allowed models (decision 0038).
-            Ok(match p.tenant() {
-                Some(t) => runs
-                    .quotas()
-                    .catalog()
-                    .listed(t, all.into_iter().skip(1).collect()),
-                None => all,
-            })
-        })
+        .db(state, move |_, p| run::models(runs.as_ref(), p))
         .await
 }
 

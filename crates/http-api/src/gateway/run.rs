@@ -1,18 +1,18 @@
-//! `POST /run`, `POST /chat/completions`, `POST /responses` and `POST /embeddings`: one
-//! domain preparation for the run's kind (every refusal, the keys loaded and opened by
-//! `RunScope`), then the domain's run orchestration.
+//! `POST /run`, `POST /chat/completions`, `POST /responses` and `POST /embeddings`: each
+//! extracts the run's kind and body, makes the one call of `gc_domain::services::run` (which
+//! authenticates, decides, admits, calls the upstream and records) and maps its answer.
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use actix_web::{web, HttpResponse};
-use gc_domain::runs::{prepare_for, ChatAnswer, RunError, RunKind, UpstreamFailure};
+use gc_domain::services::run::{
+    self, ChatAnswer, Ran, RunAnswer, RunError, RunFailure, RunKind, RunRequest, UpstreamFailure,
+};
 use gc_domain::ErrorCode;
 use serde_json::Value;
 
-use std::time::Instant;
-
 use crate::error::{rate_limit_headers, ApiError};
 use crate::extract::{Body, Caller};
-use crate::state::AppState;
+use crate::state::{AnswerStream, AppState};
 
 /// The HTTP answer to a failed run: an upstream 4xx keeps its status (`upstream_rejected`, or
 /// `upstream_rate_limited` with the upstream's `Retry-After`); a 5xx or transport failure is
@@ -67,7 +67,14 @@ pub async fn run(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(state, caller, body.into_inner(), "/run", RunKind::Chat).await
+    let request = RunRequest {
+        kind: RunKind::Chat,
+        route: "/run",
+        credential: caller.credential(),
+        body: body.into_inner(),
+    };
+    let ran = run::run(&state.run_ports(), request).await;
+    answer(&caller, ran)
 }
 
 /// `POST /chat/completions`: the same pipeline for OpenAI SDKs (mounted when enabled).
@@ -81,14 +88,14 @@ pub async fn chat_completions(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(
-        state,
-        caller,
-        body.into_inner(),
-        "/chat/completions",
-        RunKind::Chat,
-    )
-    .await
+    let request = RunRequest {
+        kind: RunKind::Chat,
+        route: "/chat/completions",
+        credential: caller.credential(),
+        body: body.into_inner(),
+    };
+    let ran = run::run(&state.run_ports(), request).await;
+    answer(&caller, ran)
 }
 
 /// `POST /responses`: OpenAI's Responses API through the same pipeline (mounted with
@@ -103,14 +110,14 @@ pub async fn responses(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(
-        state,
-        caller,
-        body.into_inner(),
-        "/responses",
-        RunKind::Responses,
-    )
-    .await
+    let request = RunRequest {
+        kind: RunKind::Responses,
+        route: "/responses",
+        credential: caller.credential(),
+        body: body.into_inner(),
+    };
+    let ran = run::run(&state.run_ports(), request).await;
+    answer(&caller, ran)
 }
 
 /// `POST /embeddings`: OpenAI's embeddings through the same pipeline (mounted with
@@ -125,99 +132,36 @@ pub async fn embeddings(
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    pipeline(
-        state,
-        caller,
-        body.into_inner(),
-        "/embeddings",
-        RunKind::Embeddings,
-    )
-    .await
-}
-
-/// Starts the quota refiller on the blocking pool when this request left a lease to refill
-/// (decision 0017): at most one per process at a time; the request does not wait for it.
-/// The claim travels with the work: if the pool never runs it, dropping it lets the next
-/// request start another refiller.
-fn refill_leases(state: &web::Data<AppState>) {
-    let Some(claim) = state.runs.quotas().refill_due() else {
-        return;
+    let request = RunRequest {
+        kind: RunKind::Embeddings,
+        route: "/embeddings",
+        credential: caller.credential(),
+        body: body.into_inner(),
     };
-    let state = state.clone();
-    actix_web::rt::spawn(async move {
-        let runs = state.runs.clone();
-        let failed = state
-            .db(move |store| Ok(runs.quotas().refill(claim, store, chrono::Utc::now)))
-            .await;
-        match failed {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                failed = n,
-                "quota leases not refilled ahead; requests take them when used up"
-            ),
-            Err(e) => tracing::warn!(error = %e.code().as_str(), "the quota refiller did not run"),
-        }
-    });
+    let ran = run::run(&state.run_ports(), request).await;
+    answer(&caller, ran)
 }
 
-async fn pipeline(
-    state: web::Data<AppState>,
-    caller: Caller,
-    body: Result<Value, ApiError>,
-    route: &'static str,
-    kind: RunKind,
+/// The HTTP answer to a run: the Shadow view's marks, then the answer with the quotas'
+/// headers (JSON, or an event stream), or the refusal.
+fn answer(
+    caller: &Caller,
+    ran: Ran<bytes::Bytes, AnswerStream, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
-    use gc_domain::runs::ChatUpstream;
-    let started = Instant::now();
-    let runs = state.runs.clone();
-    let sealer = state.sealer.clone();
-    // One trip to the database: authenticate, then every refusal in the contract's order,
-    // the quotas last (they count the request). Just before the quotas the run takes its
-    // place in the run writer's queue: none free is 503 `busy` with `Retry-After: 1`, and
-    // nothing counted (decision 0033).
-    // On the serving thread when the store can answer at once (`Caller::read`); the body
-    // stays in its slot until `prepare` no longer needs the store, so a second attempt on the
-    // blocking pool still has it.
-    let body = std::sync::Mutex::new(Some(body));
-    let plan = caller
-        .read(&state, move |ports, p| {
-            let mut body = body
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            prepare_for(
-                kind,
-                ports,
-                sealer.as_ref(),
-                runs.quotas(),
-                runs.sink(),
-                p,
-                &mut body,
-                |r| runs.upstream().configured(r),
-                |model, text| runs.upstream().count_tokens(model, text),
-            )
-        })
-        .await
-        .inspect_err(|e| {
-            if matches!(
-                e.code(),
-                ErrorCode::RateLimited | ErrorCode::BudgetExhausted
-            ) {
-                state.metrics.quota_refused(e.code().as_str());
-            }
-        });
-    refill_leases(&state);
-    let plan = plan??;
-    let limits = plan.limits();
-    let region = plan.scope().region().as_str();
-    let upstream_started = Instant::now();
-    let answer = state.runs.execute(plan, route).await;
-    let upstream = upstream_started.elapsed();
-    let answer = answer.map_err(|e| run_error(e).with_rate_limits(&limits))?;
+    caller.authenticated(ran.principal.as_ref());
+    let RunAnswer { answer, limits } = match ran.outcome {
+        Ok(answer) => answer,
+        Err(RunFailure::Refused(e)) => return Err(e.into()),
+        Err(RunFailure::Body(e)) => return Err(e),
+        Err(RunFailure::Upstream { error, limits }) => {
+            return Err(run_error(error).with_rate_limits(&limits))
+        }
+    };
     let mut res = HttpResponse::Ok();
     for header in rate_limit_headers(&limits) {
         res.insert_header(header);
     }
-    let res = match answer {
+    Ok(match answer {
         ChatAnswer::Complete { body, .. } => res
             .insert_header((CONTENT_TYPE, "application/json"))
             .body(body),
@@ -226,10 +170,5 @@ async fn pipeline(
             .insert_header((CACHE_CONTROL, "no-cache"))
             .insert_header(("x-accel-buffering", "no"))
             .streaming(run),
-    };
-    let added = started.elapsed().saturating_sub(upstream);
-    state
-        .metrics
-        .run_latency(region, route, upstream.as_secs_f64(), added.as_secs_f64());
-    Ok(res)
+    })
 }

@@ -28,7 +28,6 @@ use gc_domain::usage::{self, UsageGroup, UsageQuery, UsageRange};
 use gc_domain::workspace_keys::{KeyLimitsRequest, NewKeyRequest};
 use gc_domain::DomainResult;
 use gc_gateway::Gateways;
-use gc_http_api::adapters::GatewayProbes;
 use gc_http_api::admin::ai_keys::AiKeyView;
 use gc_http_api::admin::diagnostics as diag_view;
 use gc_http_api::admin::tokens as token_view;
@@ -39,6 +38,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::admin_cli::{domain, shown, tenant_id};
+use crate::upstream::GatewayProbes;
 use crate::Config;
 
 #[derive(Debug, Subcommand)]
