@@ -229,15 +229,12 @@ fn unicode(text: &str, emit: &mut Emit<'_>) {
     let mut i = 0;
     let mut words_checked_until = 0;
     while i < bytes.len() {
-        match bytes
-            .get(i..)
-            .and_then(|b| b.iter().position(|&b| b >= 0x80))
-        {
-            Some(off) => i += off,
+        match crate::normalize::next_non_ascii(bytes, i) {
+            Some(at) => i = at,
             None => break,
         }
         let Some(c) = char_at(text, i) else { break };
-        if is_word_char(c) && i >= words_checked_until {
+        if i >= words_checked_until && is_word_char(c) {
             // The whole word around this character, once.
             let mut ws = i;
             while let Some(p) = char_before(text, ws) {

@@ -185,6 +185,8 @@ fn token_body(value: &str) -> &str {
         "rk_live_",
         "sk_test_",
         "rk_test_",
+        "duffel_test_",
+        "shippo_test_",
     ] {
         if let Some(rest) = value.strip_prefix(prefix) {
             return rest;
@@ -461,6 +463,125 @@ const UNTRUSTED_CONTENT: &[&str] = &[
     "ticket",
 ];
 
+/// Words that present what follows as a discussed attack, not an instruction ("attackers write
+/// ...", "detect phrases like ...", "if a page tries to get you to ...").
+const DISCUSSION: &[&str] = &[
+    "such as",
+    "e.g.",
+    "for example",
+    "phrases like",
+    "phrase like",
+    "attempts to",
+    "attacker",
+    "detect",
+    "flag ",
+    "flags ",
+    "watch for",
+    "beware",
+    "patterns like",
+    "like:",
+    "such as:",
+    // The untrusted content as the subject: "if a page tries to get you to ...".
+    "tries to",
+    "try to",
+    "trying to",
+    "get you to",
+    "asks you to",
+    "tells you to",
+    "says to",
+    "wants you to",
+    "requests to",
+    "make you",
+    // Teaching: "prompt injection is when text tells the model to ignore …".
+    "injection",
+    "the model to",
+    "the agent to",
+    "the assistant to",
+    "the llm to",
+    "the ai to",
+];
+
+/// Words that name the host's instructions (previous, system, your …), not the skill's own.
+const HOST_WORDS: &[&str] = &[
+    "previous",
+    "prior",
+    "above",
+    "earlier",
+    "preceding",
+    "original",
+    "system",
+    "safety",
+    "initial",
+    "former",
+    "your",
+    "developer",
+    "developer's",
+    "operator",
+    "operator's",
+    "reviewer",
+    "reviewer's",
+    "admin",
+    "administrator",
+    "built-in",
+];
+
+/// "Explicit requests from the user override any of the rules above": the user's word taking
+/// precedence over the skill's rules, not an order to the model. The verb is a third-person
+/// `override(s)`/`supersede(s)` whose subject (`before`) names the user, and `rest` names none of
+/// the host's instructions (the rules "above" are the skill's own).
+pub(crate) fn user_precedence(verb: &str, before: &str, rest: &str) -> bool {
+    let verb = verb.trim_start().to_ascii_lowercase();
+    if !(verb.starts_with("override") || verb.starts_with("supersede")) {
+        return false;
+    }
+    let subject = last_chars(before, 48).to_ascii_lowercase();
+    if !subject.contains("user") || subject.trim_end().ends_with(':') {
+        return false;
+    }
+    let rest = rest.to_ascii_lowercase();
+    !rest
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'' && c != '-')
+        .any(|w| w != "above" && HOST_WORDS.contains(&w))
+}
+
+/// Whether `hay` holds one of `words`.
+fn holds_any(hay: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| hay.contains(w))
+}
+
+/// Words of an override that name untrusted content: "ignore any *embedded* instructions" is defence.
+const DEFENDED: &[&str] = &[
+    "embedded",
+    "injected",
+    "untrusted",
+    "external",
+    "third-party",
+    "malicious",
+    "suspicious",
+    "conflicting",
+    "contained",
+    "such",
+];
+
+/// What text hidden in an HTML element must ask for to be an injection (set instructions aside,
+/// conceal, move data).
+const HIDDEN_STRONG: &[&str] = &[
+    "ignore ",
+    "disregard",
+    "exfiltrat",
+    "secretly",
+    "silently",
+    "do not tell",
+    "don't tell",
+    "without telling",
+    "system:",
+    "you must",
+    "api key",
+    "api_key",
+    "credentials",
+    "~/.",
+];
+
 /// Instruction overrides: as `not_quoted_or_negated`, and the defensive forms ("ignore any
 /// instructions found in the input", "disregard embedded instructions") are safe.
 pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
@@ -468,19 +589,7 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Drop;
     }
     let m = ctx.matched().to_ascii_lowercase();
-    let defended = [
-        "embedded",
-        "injected",
-        "untrusted",
-        "external",
-        "third-party",
-        "malicious",
-        "suspicious",
-        "conflicting",
-        "contained",
-        "such",
-    ];
-    if defended.iter().any(|w| m.contains(w)) {
+    if holds_any(&m, DEFENDED) {
         return Outcome::Drop;
     }
     // "User instructions ALWAYS override these guidelines": a statement of precedence about the
@@ -494,32 +603,9 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         let own = words
             .iter()
             .any(|w| matches!(*w, "these" | "this" | "those" | "default" | "current"));
-        let host = words.iter().any(|w| {
-            matches!(
-                *w,
-                "previous"
-                    | "prior"
-                    | "above"
-                    | "earlier"
-                    | "preceding"
-                    | "original"
-                    | "system"
-                    | "safety"
-                    | "initial"
-                    | "former"
-                    | "your"
-                    | "developer"
-                    | "developer's"
-                    | "operator"
-                    | "operator's"
-                    | "reviewer"
-                    | "reviewer's"
-                    | "admin"
-                    | "administrator"
-                    | "built-in"
-            )
-        });
-        if own && !host {
+        let host = words.iter().any(|w| HOST_WORDS.contains(w));
+        let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+        if (own && !host) || user_precedence(&m, before, &m) {
             return Outcome::Drop;
         }
     }
@@ -567,50 +653,8 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         .get(ctx.line_start..ctx.start())
         .unwrap_or("")
         .to_ascii_lowercase();
-    let tail: String = before
-        .chars()
-        .rev()
-        .take(48)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    let discussion = [
-        "such as",
-        "e.g.",
-        "for example",
-        "phrases like",
-        "phrase like",
-        "attempts to",
-        "attacker",
-        "detect",
-        "flag ",
-        "flags ",
-        "watch for",
-        "beware",
-        "patterns like",
-        "like:",
-        "such as:",
-        // The untrusted content as the subject: "if a page tries to get you to ...".
-        "tries to",
-        "try to",
-        "trying to",
-        "get you to",
-        "asks you to",
-        "tells you to",
-        "says to",
-        "wants you to",
-        "requests to",
-        "make you",
-        // Teaching: "prompt injection is when text tells the model to ignore …".
-        "injection",
-        "the model to",
-        "the agent to",
-        "the assistant to",
-        "the llm to",
-        "the ai to",
-    ];
-    if discussion.iter().any(|d| tail.contains(d)) {
+    let tail = last_chars(&before, 48);
+    if DISCUSSION.iter().any(|d| tail.contains(d)) {
         return Outcome::Drop;
     }
     Outcome::Keep
@@ -892,6 +936,44 @@ pub(crate) fn private_key_block(ctx: &MatchCtx<'_>) -> Outcome {
     }
 }
 
+/// The last `n` characters of `s` (a slice, no copy).
+pub(crate) fn last_chars(s: &str, n: usize) -> &str {
+    let start = s
+        .char_indices()
+        .rev()
+        .nth(n.saturating_sub(1))
+        .map_or(0, |(i, _)| i);
+    if n == 0 {
+        return "";
+    }
+    s.get(start..).unwrap_or(s)
+}
+
+/// The match sits inside a quotation on its line (an opening `"` or `“` before it, closed
+/// after it) that the words before the quotation present as a discussed attack (`Common
+/// payloads tell the model: "Ignore … and reveal the system prompt."`).
+fn quoted_as_discussion(before: &str, after: &str) -> bool {
+    let open = match (before.rfind('"'), before.rfind('“')) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let Some(open) = open else {
+        return false;
+    };
+    let straight_open = before.matches('"').count() % 2 == 1;
+    let curly_open = before.rfind('“') > before.rfind('”');
+    let closed = after.contains('"') || after.contains('”');
+    if !(straight_open || curly_open) || !closed {
+        return false;
+    }
+    let lead = before.get(..open).unwrap_or("");
+    if quote_opens_value(&format!("{lead}\"")) {
+        return false;
+    }
+    let lead = last_chars(lead, 48).to_ascii_lowercase();
+    DISCUSSION.iter().any(|d| lead.contains(d)) || lead.contains("payload")
+}
+
 /// Drops matches that are quoted (discussed, not given) or negated ("never ignore ...").
 pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
     let start = ctx.start();
@@ -901,15 +983,10 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
             return Outcome::Drop;
         }
     }
-    let tail: String = before
-        .chars()
-        .rev()
-        .take(24)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<String>()
-        .to_ascii_lowercase();
+    if quoted_as_discussion(before, ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("")) {
+        return Outcome::Drop;
+    }
+    let tail = last_chars(before, 24).to_ascii_lowercase();
     let negated = tail
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
         .any(|w| {
@@ -1871,24 +1948,7 @@ pub(crate) fn hidden_html(ctx: &MatchCtx<'_>) -> Outcome {
     if hidden_comment(ctx) == Outcome::Keep {
         return Outcome::Keep;
     }
-    let inner = ctx.value().to_ascii_lowercase();
-    let strong = [
-        "ignore ",
-        "disregard",
-        "exfiltrat",
-        "secretly",
-        "silently",
-        "do not tell",
-        "don't tell",
-        "without telling",
-        "system:",
-        "you must",
-        "api key",
-        "api_key",
-        "credentials",
-        "~/.",
-    ];
-    if strong.iter().any(|w| inner.contains(w)) {
+    if holds_any(&ctx.value().to_ascii_lowercase(), HIDDEN_STRONG) {
         Outcome::Keep
     } else {
         Outcome::Drop

@@ -24,7 +24,33 @@ const DECODED: u8 = 16;
 const MAX_TAINTED: usize = 64;
 
 fn contains(hay: &str, needle: &str) -> bool {
-    hay.contains(needle)
+    find(hay, needle).is_some()
+}
+
+/// The first occurrence of `needle` in `hay`. Lines are short and the needles few bytes: a
+/// search for the needle's first byte beats setting up a substring searcher per call (which
+/// cost more than the search itself, a third of the benchmark's time in this pass); a long
+/// haystack gets the vectorised searcher.
+fn find(hay: &str, needle: &str) -> Option<usize> {
+    find_bytes(hay.as_bytes(), needle.as_bytes())
+}
+
+fn find_bytes(h: &[u8], n: &[u8]) -> Option<usize> {
+    let Some((&first, rest)) = n.split_first() else {
+        return Some(0);
+    };
+    if h.len() > 1024 {
+        return memchr::memmem::find(h, n);
+    }
+    let mut at = 0;
+    while let Some(i) = h.get(at..).and_then(|s| memchr::memchr(first, s)) {
+        let p = at + i;
+        if h.get(p + 1..p + n.len()) == Some(rest) {
+            return Some(p);
+        }
+        at = p + 1;
+    }
+    None
 }
 
 const DOWNLOAD_WORDS: &[&str] = &[
@@ -133,28 +159,35 @@ pub(crate) const SOURCE_WORDS_ALL: &[&[&str]] = &[
 /// String concatenations (joined before matching, so their lines are looked at too).
 const CONCAT_WORDS: &[&str] = &["\" + \"", "' + '", "\"+\"", "'+'"];
 
+/// One automaton over word lists, with the kind each word stands for.
+fn automaton<K: Copy>(
+    lists: &[(&[&'static str], K)],
+) -> Option<(aho_corasick::AhoCorasick, Vec<K>)> {
+    let mut words: Vec<&str> = Vec::new();
+    let mut kinds: Vec<K> = Vec::new();
+    for &(list, kind) in lists {
+        words.extend_from_slice(list);
+        kinds.extend(std::iter::repeat_n(kind, list.len()));
+    }
+    aho_corasick::AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+        .build(words)
+        .ok()
+        .map(|ac| (ac, kinds))
+}
+
 /// One automaton over every source word, with the kind each word stands for (`ENV` and
-/// `CRED` words are candidates, confirmed by `whole_environment` and `credential_path`).
+/// `CRED` words are candidates, confirmed by `whole_environment` and `credential_used`).
 fn source_automaton() -> Option<&'static (aho_corasick::AhoCorasick, Vec<u8>)> {
     static AC: OnceLock<Option<(aho_corasick::AhoCorasick, Vec<u8>)>> = OnceLock::new();
     AC.get_or_init(|| {
-        let mut words: Vec<&str> = Vec::new();
-        let mut kinds: Vec<u8> = Vec::new();
-        for (list, kind) in [
+        automaton(&[
             (DOWNLOAD_WORDS, DOWNLOAD),
             (ENV_WORDS, ENV),
             (DATA_WORDS, DATA),
             (DECODED_WORDS, DECODED),
             (CRED_PATHS, CRED),
-        ] {
-            words.extend_from_slice(list);
-            kinds.extend(std::iter::repeat_n(kind, list.len()));
-        }
-        aho_corasick::AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .build(words)
-            .ok()
-            .map(|ac| (ac, kinds))
+        ])
     })
     .as_ref()
 }
@@ -172,7 +205,7 @@ fn sources(expr: &str) -> u8 {
     if candidates & ENV != 0 && whole_environment(expr) {
         t |= ENV;
     }
-    if candidates & CRED != 0 && credential_path(expr) {
+    if candidates & CRED != 0 && !credential_used(expr) {
         t |= CRED;
     }
     t
@@ -196,7 +229,7 @@ fn whole_environment(expr: &str) -> bool {
     }
     for name in ["os.environ", "process.env", "environ"] {
         let mut from = 0;
-        while let Some(i) = expr.get(from..).and_then(|e| e.find(name)) {
+        while let Some(i) = expr.get(from..).and_then(|e| find(e, name)) {
             let at = from + i;
             from = at + name.len();
             if name == "environ" && expr.get(..at).is_some_and(|b| b.ends_with("os.")) {
@@ -228,13 +261,9 @@ fn whole_environment(expr: &str) -> bool {
     false
 }
 
-/// A private key or credential file, also when its path is spelt in pieces
-/// (`os.path.join(home, ".ssh", "id_rsa")`); identity-file options are uses, not reads.
-fn credential_path(expr: &str) -> bool {
-    let lower_hit = CRED_PATHS.iter().any(|p| contains(expr, p));
-    if !lower_hit {
-        return false;
-    }
+/// The line uses a key or credential file rather than reading it (`ssh -i`, `ssh-add`, a
+/// public key, `chmod`).
+fn credential_used(expr: &str) -> bool {
     let uses = [
         "-i ",
         "-i=",
@@ -248,7 +277,7 @@ fn credential_path(expr: &str) -> bool {
         "chmod ",
         "mkdir ",
     ];
-    !uses.iter().any(|u| contains(expr, u))
+    uses.iter().any(|u| contains(expr, u))
 }
 
 /// What a line does with values.
@@ -259,48 +288,141 @@ enum Sink {
     Dns,
 }
 
+/// Words of a line that executes a value (a word ending in `(` is a call only when it is not a
+/// method of something else: `df.eval(x)`, `regex.exec(s)`).
+const EXEC_WORDS: &[&str] = &[
+    "exec(",
+    "eval(",
+    "compile(",
+    "os.system(",
+    "os.popen(",
+    "Function(",
+    "execSync(",
+    "vm.runIn",
+    "Invoke-Expression",
+    "iex ",
+    "iex(",
+    "| iex",
+    "|iex",
+    "sh -c",
+    "bash -c",
+    "| sh",
+    "|sh",
+    "| bash",
+    "|bash",
+    "| python",
+    "|python",
+    "| zsh",
+    "pty.spawn(",
+    "ScriptBlock]::Create",
+    "python -c",
+    "python3 -c",
+    "node -e",
+    "perl -e",
+    "spawn(",
+    "exec.Command(",
+    "runpy.run_path(",
+    "importlib",
+];
+/// Words of a line that sends data over the network.
+const NET_WORDS: &[&str] = &[
+    "requests.",
+    "httpx.",
+    "urlopen(",
+    "urllib.request.Request(",
+    ".post(",
+    ".put(",
+    "fetch(",
+    "axios",
+    "curl ",
+    "wget ",
+    "nc ",
+    "ncat ",
+    ".send(",
+    ".sendall(",
+    ".sendto(",
+    "sendmail(",
+    "send_message(",
+    "http.client",
+    ".request(",
+    "Invoke-WebRequest",
+    "Invoke-RestMethod",
+    "iwr ",
+    "irm ",
+    "UploadString",
+    "UploadData",
+    "scp ",
+    "rsync ",
+    "ftp",
+    "aiohttp",
+    "XMLHttpRequest",
+    "sendBeacon",
+    "socket.connect",
+    "WebSocket(",
+];
+/// Words of a line that resolves a host name.
+const DNS_WORDS: &[&str] = &[
+    "gethostbyname",
+    "getaddrinfo",
+    "resolver.resolve(",
+    "resolver.query(",
+    "dns.lookup(",
+    "dns.resolve",
+    "Resolve-DnsName",
+    "nslookup ",
+    "dig ",
+    "host ",
+    "drill ",
+    "ping ",
+    "lookup_host(",
+    "to_socket_addrs(",
+    "InetAddress.getByName(",
+];
+/// Commands that run what follows them, at the start of a line or of a `&&`/`;` part.
+const EXEC_STARTS: &[&str] = &[
+    "eval ", "source ", ". ", "bash ", "sh ", "zsh ", "python ", "python3 ", "./", "exec ",
+    "node ", "perl ",
+];
+
+/// One automaton over the sink words (with their kind; `None` for `subprocess.`, which runs a
+/// shell only with `shell=True` or `-c`), so that a line is read once instead of once per word.
+fn sink_automaton() -> Option<&'static (aho_corasick::AhoCorasick, Vec<Option<Sink>>)> {
+    static AC: OnceLock<Option<(aho_corasick::AhoCorasick, Vec<Option<Sink>>)>> = OnceLock::new();
+    AC.get_or_init(|| {
+        automaton(&[
+            (EXEC_WORDS, Some(Sink::Exec)),
+            (NET_WORDS, Some(Sink::Network)),
+            (DNS_WORDS, Some(Sink::Dns)),
+            (&["subprocess."], None),
+        ])
+    })
+    .as_ref()
+}
+
 fn sinks(line: &str) -> Vec<Sink> {
     let mut out = Vec::new();
     let t = line.trim_start();
-    let exec_words = [
-        "exec(",
-        "eval(",
-        "compile(",
-        "os.system(",
-        "os.popen(",
-        "Function(",
-        "execSync(",
-        "vm.runIn",
-        "Invoke-Expression",
-        "iex ",
-        "iex(",
-        "| iex",
-        "|iex",
-        "sh -c",
-        "bash -c",
-        "| sh",
-        "|sh",
-        "| bash",
-        "|bash",
-        "| python",
-        "|python",
-        "| zsh",
-        "pty.spawn(",
-        "ScriptBlock]::Create",
-        "python -c",
-        "python3 -c",
-        "node -e",
-        "perl -e",
-        "spawn(",
-        "exec.Command(",
-        "runpy.run_path(",
-        "importlib",
-    ];
-    let starts = [
-        "eval ", "source ", ". ", "bash ", "sh ", "zsh ", "python ", "python3 ", "./", "exec ",
-        "node ", "perl ",
-    ];
-    let shellish_subprocess = contains(t, "subprocess.")
+    let Some((ac, kinds)) = sink_automaton() else {
+        return out;
+    };
+    let (mut exec, mut net, mut dns, mut subprocess) = (false, false, false, false);
+    for m in ac.find_overlapping_iter(t) {
+        match kinds.get(m.pattern().as_usize()).copied().flatten() {
+            Some(Sink::Exec) if !exec => {
+                // `df.eval(expr)` and `regex.exec(s)` are methods, not the language's eval.
+                let call = t.get(..m.end()).is_some_and(|w| w.ends_with('('));
+                let prev = t.get(..m.start()).and_then(|b| b.chars().next_back());
+                let method = matches!(prev, Some('.') | Some('_'))
+                    || prev.is_some_and(char::is_alphanumeric);
+                exec = !call || !method;
+            }
+            Some(Sink::Network) => net = true,
+            Some(Sink::Dns) => dns = true,
+            None => subprocess = true,
+            Some(Sink::Exec) => {}
+        }
+    }
+    let shellish_subprocess = subprocess
         && (contains(t, "shell=True")
             || contains(t, "\"-c\"")
             || contains(t, "'-c'")
@@ -308,88 +430,20 @@ fn sinks(line: &str) -> Vec<Sink> {
             || contains(t, "['bash'")
             || contains(t, "[\"sh\"")
             || contains(t, "['sh'"));
-    let method_only = |w: &str| {
-        // `df.eval(expr)` and `regex.exec(s)` are methods, not the language's eval.
-        let mut from = 0;
-        while let Some(i) = t.get(from..).and_then(|s| s.find(w)) {
-            let at = from + i;
-            from = at + w.len();
-            let prev = t.get(..at).and_then(|b| b.chars().next_back());
-            if !matches!(prev, Some('.') | Some('_')) && !prev.is_some_and(char::is_alphanumeric) {
-                return false;
-            }
-        }
-        true
-    };
-    if exec_words
-        .iter()
-        .any(|w| contains(t, w) && (!w.ends_with('(') || !method_only(w)))
-        || starts.iter().any(|s| t.starts_with(s))
-        || [" && ", "; ", "&& "].iter().any(|sep| {
+    let starts_a_command = |part: &str| EXEC_STARTS.iter().any(|s| part.starts_with(s));
+    let chained = memchr::memchr2(b'&', b';', t.as_bytes()).is_some()
+        && [" && ", "; ", "&& "].iter().any(|sep| {
             t.split(sep)
                 .skip(1)
-                .any(|part| starts.iter().any(|s| part.trim_start().starts_with(s)))
-        })
-        || shellish_subprocess
-    {
+                .any(|part| starts_a_command(part.trim_start()))
+        });
+    if exec || starts_a_command(t) || chained || shellish_subprocess {
         out.push(Sink::Exec);
     }
-    let net_words = [
-        "requests.",
-        "httpx.",
-        "urlopen(",
-        "urllib.request.Request(",
-        ".post(",
-        ".put(",
-        "fetch(",
-        "axios",
-        "curl ",
-        "wget ",
-        "nc ",
-        "ncat ",
-        ".send(",
-        ".sendall(",
-        ".sendto(",
-        "sendmail(",
-        "send_message(",
-        "http.client",
-        ".request(",
-        "Invoke-WebRequest",
-        "Invoke-RestMethod",
-        "iwr ",
-        "irm ",
-        "UploadString",
-        "UploadData",
-        "scp ",
-        "rsync ",
-        "ftp",
-        "aiohttp",
-        "XMLHttpRequest",
-        "sendBeacon",
-        "socket.connect",
-        "WebSocket(",
-    ];
-    if net_words.iter().any(|w| contains(t, w)) {
+    if net {
         out.push(Sink::Network);
     }
-    let dns_words = [
-        "gethostbyname",
-        "getaddrinfo",
-        "resolver.resolve(",
-        "resolver.query(",
-        "dns.lookup(",
-        "dns.resolve",
-        "Resolve-DnsName",
-        "nslookup ",
-        "dig ",
-        "host ",
-        "drill ",
-        "ping ",
-        "lookup_host(",
-        "to_socket_addrs(",
-        "InetAddress.getByName(",
-    ];
-    if dns_words.iter().any(|w| contains(t, w)) {
+    if dns {
         out.push(Sink::Dns);
     }
     out
@@ -467,7 +521,7 @@ fn mentions(hay: &str, name: &str) -> bool {
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let file_like = name.contains(['/', '.']);
     let mut from = 0;
-    while let Some(i) = memchr::memmem::find(bytes.get(from..).unwrap_or(&[]), name.as_bytes()) {
+    while let Some(i) = find_bytes(bytes.get(from..).unwrap_or(&[]), name.as_bytes()) {
         let at = from + i;
         from = at + 1;
         let end = at + name.len();
@@ -494,7 +548,7 @@ fn mentions(hay: &str, name: &str) -> bool {
 /// A file written from a tainted value on this line: its name.
 fn written_file(line: &str) -> Option<String> {
     let token_after = |marker: &str| -> Option<String> {
-        let i = line.find(marker)?;
+        let i = find(line, marker)?;
         let rest = line.get(i + marker.len()..)?.trim_start();
         let tok: String = rest
             .chars()
@@ -518,15 +572,19 @@ fn written_file(line: &str) -> Option<String> {
         let second = args.split(',').nth(1)?.trim().trim_end_matches(')');
         return Some(second.trim_matches(['"', '\'', ' ']).to_string());
     }
-    if let Some(f) = token_after(" > ").or_else(|| token_after(" >> ")) {
-        return Some(f);
+    if memchr::memchr(b'>', line.as_bytes()).is_some() {
+        if let Some(f) = token_after(" > ").or_else(|| token_after(" >> ")) {
+            return Some(f);
+        }
+    }
+    if !contains(line, ".write") {
+        return None;
     }
     for opener in ["open(", "Path("] {
-        if let Some((_, args)) = line.split_once(opener) {
+        if let Some(i) = find(line, opener) {
+            let args = line.get(i + opener.len()..)?;
             let first = args.split([',', ')']).next()?.trim();
-            if contains(line, ".write") {
-                return Some(first.trim_matches(['"', '\'', ' ']).to_string());
-            }
+            return Some(first.trim_matches(['"', '\'', ' ']).to_string());
         }
     }
     None

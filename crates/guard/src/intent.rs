@@ -213,7 +213,10 @@ pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec
                 if !(p.target.is_match(rest) && p.object.is_match(rest)) {
                     continue;
                 }
-                if guarded(p, before) || p.defensive_after.is_match(rest) {
+                if guarded(p, before)
+                    || p.defensive_after.is_match(rest)
+                    || crate::filters::user_precedence(m.as_str(), before, rest)
+                {
                     continue;
                 }
                 emit("pi.ignore-instructions", at + m.start(), at + s.len());

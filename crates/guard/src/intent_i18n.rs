@@ -402,26 +402,11 @@ impl Langs {
         let Some(u) = l.user.find(&window) else {
             // "secretly", "sin que el usuario lo sepa" before the verb.
             let before = s.get(..m.start()).unwrap_or("");
-            let near: String = before
-                .chars()
-                .rev()
-                .take(48)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            return l.user.is_match(&near);
+            let near = crate::filters::last_chars(before, 48);
+            return l.user.is_match(near);
         };
-        let lead: String = window
-            .get(..u.start())
-            .unwrap_or("")
-            .chars()
-            .rev()
-            .take(16)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let lead: String =
+            crate::filters::last_chars(window.get(..u.start()).unwrap_or(""), 16).to_string();
         let conditional = [
             "si ",
             "sauf ",

@@ -116,6 +116,23 @@ fn fold(c: char, out: &mut String) {
     }
 }
 
+/// The offset of the first non-ASCII byte at or after `from`: ASCII stretches are skipped 32
+/// bytes at a time (the word-at-a-time `is_ascii`), not byte by byte.
+pub(crate) fn next_non_ascii(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut skipped = 0;
+    for chunk in rest.chunks_exact(32) {
+        if !chunk.is_ascii() {
+            break;
+        }
+        skipped += 32;
+    }
+    let tail = rest.get(skipped..)?;
+    tail.iter()
+        .position(|&b| b >= 0x80)
+        .map(|p| from + skipped + p)
+}
+
 /// Builds the matching view of `text` (borrowed when `text` is ASCII).
 pub(crate) fn view(text: &str) -> View<'_> {
     if text.is_ascii() {
@@ -130,10 +147,7 @@ pub(crate) fn view(text: &str) -> View<'_> {
     let mut cache: HashMap<char, String> = HashMap::new();
     let mut i = 0;
     while i < bytes.len() {
-        let run = bytes
-            .get(i..)
-            .and_then(|b| b.iter().position(|&b| b >= 0x80))
-            .unwrap_or(bytes.len() - i);
+        let run = next_non_ascii(bytes, i).map_or(bytes.len() - i, |at| at - i);
         out.push_str(text.get(i..i + run).unwrap_or(""));
         i += run;
         let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {

@@ -99,14 +99,24 @@ pub struct RuleDef {
     pub detector: Detector,
 }
 
-const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
+const fn detector(
+    scope: Scope,
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    filter: Option<Filter>,
+    secret: bool,
+) -> Detector {
     Detector::Regex(RegexDetector {
-        scope: Scope::Line,
+        scope,
         keywords,
         pattern,
-        filter: None,
-        secret: false,
+        filter,
+        secret,
     })
+}
+
+const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
+    detector(Scope::Line, keywords, pattern, None, false)
 }
 
 const fn line_f(
@@ -114,13 +124,7 @@ const fn line_f(
     pattern: &'static str,
     filter: Filter,
 ) -> Detector {
-    Detector::Regex(RegexDetector {
-        scope: Scope::Line,
-        keywords,
-        pattern,
-        filter: Some(filter),
-        secret: false,
-    })
+    detector(Scope::Line, keywords, pattern, Some(filter), false)
 }
 
 const fn text_f(
@@ -128,13 +132,7 @@ const fn text_f(
     pattern: &'static str,
     filter: Option<Filter>,
 ) -> Detector {
-    Detector::Regex(RegexDetector {
-        scope: Scope::Text,
-        keywords,
-        pattern,
-        filter,
-        secret: false,
-    })
+    detector(Scope::Text, keywords, pattern, filter, false)
 }
 
 const fn secret(
@@ -142,13 +140,7 @@ const fn secret(
     pattern: &'static str,
     filter: Filter,
 ) -> Detector {
-    Detector::Regex(RegexDetector {
-        scope: Scope::Line,
-        keywords,
-        pattern,
-        filter: Some(filter),
-        secret: true,
-    })
+    detector(Scope::Line, keywords, pattern, Some(filter), true)
 }
 
 use Category as C;
@@ -307,7 +299,7 @@ pub static RULES: &[RuleDef] = &[
         description: "Tells an automated reviewer, scanner or the model to classify the skill as safe, not to flag or report its code, or claims a prior approval.",
         remediation: "Remove it; a skill must not address the tools that review it.",
         detector: line_f(
-            &["as safe", "as benign", "as clean", "as harmless", "as trusted", "as verified", "as low risk", "as low-risk", "flag", "report", "pre-approved", "preapproved", "whitelisted", "allowlisted", "allow-listed", "already been audited", "already audited", "already been verified", "already verified", "security team approved", "security-approved"],
+            &["as safe", "as benign", "as clean", "as harmless", "as trusted", "as verified", "as low risk", "as low-risk", "as non-malicious", "as nonmalicious", "not flag", "n't flag", "nt flag", "never flag", "not report", "n't report", "nt report", "never report", "not mention", "n't mention", "nt mention", "never mention", "not warn", "n't warn", "nt warn", "never warn", "not raise", "n't raise", "nt raise", "never raise", "report no ", "report zero ", "approved by", "verified by", "listed by", "audited by", "certified by", "cleared by", "as safe by"],
             r"(?i)\b(?:mark|classify|rate|report|label|treat|consider|score|judge|assess|evaluate)\s+(?:this|it|the)(?:\s+(?:skill|file|code|package|tool|script|repository|content))?\s+as\s+(?:safe|benign|clean|harmless|trusted|verified|low[\s-]risk|non-?malicious)\b|\b(?:do\s+not|don'?t|never)\s+(?:flag|report|mention|warn\s+(?:about|of)|raise\s+(?:alerts?|findings?|issues?)\s+(?:for|about))\s+(?:this|these|the\s+following|any|anything)\s*(?:\w+\s+){0,2}?(?:code|scripts?|commands?|files?|skill|lines?|section|behaviou?r|functions?|calls?|network\s+(?:calls?|requests?|activity)|malicious|suspicious|dangerous|security|findings?|vulnerabilit\w*)\b|\b(?:this|the)\s+(?:skill|code|tool|package|file|script)\s+(?:has\s+(?:already\s+)?been|was|is)\s+(?:already\s+)?(?:pre-?approved|verified|whitelisted|allow-?listed|audited|certified|cleared)\s+(?:as\s+safe\s+)?by\b|\breport\s+(?:no|zero)\s+(?:issues|findings|vulnerabilities|problems|risks)\b",
             filters::not_quoted,
         ),
@@ -556,11 +548,11 @@ pub static RULES: &[RuleDef] = &[
         category: C::Secret,
         severity: S::High,
         title: "Service access token",
-        description: "A token with a provider-specific shape: GitLab, npm, PyPI, SendGrid, Shopify, DigitalOcean, Doppler, Databricks, Linear, Postman, Grafana, New Relic, Vault, Terraform Cloud, age, 1Password, Pulumi, Fly.io, Replicate, Groq, Perplexity, xAI, LangSmith, Supabase, Docker Hub, Sentry, Buildkite, PlanetScale, RubyGems, Square, Telegram, Google OAuth, Atlassian, Mapbox, Heroku, Netlify, Figma, Dynatrace, Contentful, Render, Mailchimp, Mailgun, Brevo, JFrog, Typeform, Clojars, Alibaba, Cloudflare origin CA, Pinecone, Stripe webhook signing, Adafruit, Frame.io, ReadMe, Infracost, Flutterwave, EasyPost, Tavily, Firecrawl, Harness ...",
+        description: "A token with a provider-specific shape: GitLab, npm, PyPI, SendGrid, Shopify, DigitalOcean, Doppler, Databricks, Linear, Postman, Grafana, New Relic, Vault, Terraform Cloud, age, 1Password, Pulumi, Fly.io, Replicate, Groq, Perplexity, xAI, LangSmith, Supabase, Docker Hub, Sentry, Buildkite, PlanetScale, RubyGems, Square, Telegram, Google OAuth, Atlassian, Mapbox, Heroku, Netlify, Figma, Dynatrace, Contentful, Render, Mailchimp, Mailgun, Brevo, JFrog, Typeform, Clojars, Alibaba, Cloudflare origin CA, Pinecone, Stripe webhook signing, Adafruit, Frame.io, ReadMe, Infracost, Flutterwave, EasyPost, Tavily, Firecrawl, Harness, Microsoft Teams and Power Automate webhooks, Zapier catch hooks, 1Password secret keys, Defined Networking, Sourcegraph, OpenShift, Octopus Deploy, Plaid, Scalingo, SettleMint, MaxMind, Intra42, Adobe, Dropbox, Yandex ...",
         remediation: REMEDY_SECRET,
         detector: secret(
-            &["glpat-", "glptt-", "gldt-", "glrt-", "gr1348941", "npm_", "pypi-ageichlwas5vcmc", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "dp.pt.", "dapi", "lin_api_", "pmak-", "glc_", "glsa_", "nrak-", "hvs.", "hvb.", "atlasv1", "age-secret-key-1", "ops_eyj", "pul-", "fo1_", "r8_", "gsk_", "pplx-", "xai-", "lsv2_", "sbp_", "dckr_pat_", "sntrys_", "sntryu_", "bkua_", "pscale_tkn_", "pscale_pw_", "rubygems_", "sq0atp-", "sq0csp-", ":aa", "gocspx-", "ya29.", "atatt3", "sk.eyj", "hrku-", "nfp_", "figd_", "dt0c01.", "cfpat-", "rnd_", "-us", "ntn_", "shippo_live_", "duffel_live_", "pnu_", "glcbt-", "glft-", "glsoat-", "gloas-", "glimt-", "glagent-", "glffct-", "key-", "xkeysib-", "nrjs-", "nrii-", "nraa-", "akcp", "cmvmdgtu", "tfp_", "dp.ct.", "dp.st.", "dp.sa.", "dp.scim.", "dp.audit.", "clojars_", "ltai", "v1.0-", "pcsk_", "whsec_", "aio_", "fio-u-", "rdme_", "ico-", "flwseck", "ezak", "tvly-", "fc-", "pat.", "xoxe.xox", "ya29."],
-            r"\b((?:glpat-[0-9A-Za-z_-]{20}|glptt-[0-9a-f]{40}|gl(?:dt|rt)-[0-9A-Za-z_-]{20}|GR1348941[0-9A-Za-z_-]{20}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{43}|dapi[a-f0-9]{32}(?:-\d)?|lin_api_[A-Za-z0-9]{40}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|NRAK-[A-Z0-9]{27}|hv[sb]\.[\w-]{90,200}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|ops_eyJ[A-Za-z0-9+/=]{250,}|pul-[a-f0-9]{40}|fo1_[\w-]{43}|r8_[A-Za-z0-9]{37}|gsk_[A-Za-z0-9]{52}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{80}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|sbp_[a-f0-9]{40}|dckr_pat_[A-Za-z0-9_-]{27}|sntrys_eyJ[A-Za-z0-9+/=_-]{50,}|sntryu_[a-f0-9]{64}|bkua_[a-f0-9]{40}|pscale_(?:tkn|pw)_[\w.-]{32,64}|rubygems_[a-f0-9]{48}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}|\d{8,10}:AA[0-9A-Za-z_-]{33}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,}|ATATT3[A-Za-z0-9_=-]{186}|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}|HRKU-[A-Za-z0-9_-]{60}|nfp_[A-Za-z0-9]{36}|figd_[A-Za-z0-9_-]{40}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|CFPAT-[A-Za-z0-9_-]{43}|rnd_[A-Za-z0-9]{32}|[0-9a-f]{32}-us\d{1,2}|ntn_\d{11}[A-Za-z0-9]{32,35}|shippo_live_[a-f0-9]{40}|duffel_live_[A-Za-z0-9_=-]{43}|pnu_[A-Za-z0-9]{36}|gl(?:cbt|ft|soat|oas|imt|agent|ffct)-[0-9A-Za-z_-]{20,64}|key-[0-9a-f]{32}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|NRJS-[a-f0-9]{19}|NRII-[A-Za-z0-9-]{32}|NRAA-[a-f0-9]{27}|AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}|tfp_[A-Za-z0-9_.=-]{59}|dp\.(?:ct|st|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}|CLOJARS_[a-z0-9]{60}|LTAI[A-Za-z0-9]{20}|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{40,}|whsec_[A-Za-z0-9+/=]{32,}|aio_[A-Za-z0-9]{28}|fio-u-[A-Za-z0-9_=-]{64}|rdme_[a-z0-9]{70}|ico-[A-Za-z0-9]{32}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|EZAK[A-Za-z0-9]{54}|tvly-(?:dev-)?[A-Za-z0-9]{32}|fc-[a-f0-9]{32}|pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{100,}))(?:[^A-Za-z0-9_-]|$)",
+            &["glpat-", "glptt-", "gldt-", "glrt-", "gr1348941", "npm_", "pypi-ageichlwas5vcmc", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "dp.pt.", "dapi", "lin_api_", "pmak-", "glc_", "glsa_", "nrak-", "hvs.", "hvb.", "atlasv1", "age-secret-key-1", "ops_eyj", "pul-", "fo1_", "r8_", "gsk_", "pplx-", "xai-", "lsv2_", "sbp_", "dckr_pat_", "sntrys_", "sntryu_", "bkua_", "pscale_tkn_", "pscale_pw_", "rubygems_", "sq0atp-", "sq0csp-", ":aa", "gocspx-", "ya29.", "atatt3", "sk.eyj", "hrku-", "nfp_", "figd_", "dt0c01.", "cfpat-", "rnd_", "-us", "ntn_", "shippo_live_", "duffel_live_", "pnu_", "glcbt-", "glft-", "glsoat-", "gloas-", "glimt-", "glagent-", "glffct-", "key-", "xkeysib-", "nrjs-", "nrii-", "nraa-", "akcp", "cmvmdgtu", "tfp_", "dp.ct.", "dp.st.", "dp.sa.", "dp.scim.", "dp.audit.", "clojars_", "ltai", "v1.0-", "pcsk_", "whsec_", "aio_", "fio-u-", "rdme_", "ico-", "flwseck", "ezak", "tvly-", "fc-", "pat.", "xoxe.xox", "webhookb2", "logic.azure.com", "hooks.zapier.com", "a3-", "dnkey-", "sgp_", "sha256~", "api-", "access-sandbox-", "access-development-", "access-production-", "tk-us-", "sm_pat_", "sm_aat_", "sm_sat_", "_mmk", "s-s4t2", "duffel_test_", "eztk", "shippo_test_", "p8e-", "sl.", "aqvn"],
+            r"\b((?:glpat-[0-9A-Za-z_-]{20}|glptt-[0-9a-f]{40}|gl(?:dt|rt)-[0-9A-Za-z_-]{20}|GR1348941[0-9A-Za-z_-]{20}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{43}|dapi[a-f0-9]{32}(?:-\d)?|lin_api_[A-Za-z0-9]{40}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|NRAK-[A-Z0-9]{27}|hv[sb]\.[\w-]{90,200}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|ops_eyJ[A-Za-z0-9+/=]{250,}|pul-[a-f0-9]{40}|fo1_[\w-]{43}|r8_[A-Za-z0-9]{37}|gsk_[A-Za-z0-9]{52}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{80}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|sbp_[a-f0-9]{40}|dckr_pat_[A-Za-z0-9_-]{27}|sntrys_eyJ[A-Za-z0-9+/=_-]{50,}|sntryu_[a-f0-9]{64}|bkua_[a-f0-9]{40}|pscale_(?:tkn|pw)_[\w.-]{32,64}|rubygems_[a-f0-9]{48}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}|\d{8,10}:AA[0-9A-Za-z_-]{33}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,}|ATATT3[A-Za-z0-9_=-]{186}|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}|HRKU-[A-Za-z0-9_-]{60}|nfp_[A-Za-z0-9]{36}|figd_[A-Za-z0-9_-]{40}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|CFPAT-[A-Za-z0-9_-]{43}|rnd_[A-Za-z0-9]{32}|[0-9a-f]{32}-us\d{1,2}|ntn_\d{11}[A-Za-z0-9]{32,35}|shippo_live_[a-f0-9]{40}|duffel_live_[A-Za-z0-9_=-]{43}|pnu_[A-Za-z0-9]{36}|gl(?:cbt|ft|soat|oas|imt|agent|ffct)-[0-9A-Za-z_-]{20,64}|key-[0-9a-f]{32}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|NRJS-[a-f0-9]{19}|NRII-[A-Za-z0-9-]{32}|NRAA-[a-f0-9]{27}|AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}|tfp_[A-Za-z0-9_.=-]{59}|dp\.(?:ct|st|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}|CLOJARS_[a-z0-9]{60}|LTAI[A-Za-z0-9]{20}|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{40,}|whsec_[A-Za-z0-9+/=]{32,}|aio_[A-Za-z0-9]{28}|fio-u-[A-Za-z0-9_=-]{64}|rdme_[a-z0-9]{70}|ico-[A-Za-z0-9]{32}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|EZAK[A-Za-z0-9]{54}|tvly-(?:dev-)?[A-Za-z0-9]{32}|fc-[a-f0-9]{32}|pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{100,}|glpat-[0-9A-Za-z_-]{27,300}\.[0-9a-z]{9}|https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[0-9a-f-]{36}@[0-9a-f-]{36}/IncomingWebhook/[0-9a-f]{32}/[0-9a-f-]{36}(?:/[A-Za-z0-9_-]{20,})?|https://[a-z0-9.-]+\.logic\.azure\.com(?::443)?/workflows/[0-9a-f]{32}/triggers/[A-Za-z0-9_]+/paths/invoke\?[A-Za-z0-9_.%&=-]*?sig=[A-Za-z0-9_-]{40,}|hooks\.zapier\.com/hooks/catch/\d{4,12}/[a-z0-9]{5,10}/?|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}|dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}|sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}|sha256~[A-Za-z0-9_-]{43}|API-[A-Z0-9]{26}|access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|tk-us-[A-Za-z0-9_-]{48}|sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|s-s4t2(?:ud|af)-[a-f0-9]{64}|duffel_test_[A-Za-z0-9_=-]{43}|EZTK[A-Za-z0-9]{54}|shippo_test_[a-f0-9]{40}|p8e-[A-Za-z0-9]{32}|sl\.(?:u\.)?[A-Za-z0-9_=-]{130,}|AQVN[A-Za-z0-9_-]{35,38}))(?:[^A-Za-z0-9_-]|$)",
             filters::secret_token,
         ),
     },
