@@ -1821,7 +1821,9 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
     let remote = execs.iter().find_map(|e| {
         // On one line, the line rules judge a shell's fetch-and-run (with their vendor
         // installers); other ways to run what was fetched are judged here.
-        if e.what == "evaluates code" && !e.detail.contains("$(") && !e.detail.contains('`') {
+        // The line itself, not what the code pass says it runs (`(runs `…`)`).
+        let line = e.detail.split(" (runs `").next().unwrap_or(&e.detail);
+        if e.what == "evaluates code" && !line.contains("$(") && !line.contains('`') {
             if let Some(d) = by_line.get(&(e.path.as_deref(), e.line)) {
                 return Some((*d, *e));
             }

