@@ -197,6 +197,9 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
                 C::AiAccessDisabled,
                 C::AiAccessNotReady,
                 C::ProviderNotAllowed,
+                C::ModelNotAllowed,
+                C::RateLimited,
+                C::BudgetExhausted,
                 C::UpstreamRateLimited,
                 C::UpstreamError,
                 C::ServiceUnavailable,
@@ -317,6 +320,151 @@ fn usage_cursor_schema() -> Value {
            "description": "The `next_cursor` of the previous page (opaque; empty for the first page)."})
 }
 
+/// The characters Rust's `str::trim` removes (Unicode `White_Space`), spelled out: `\s` means
+/// other sets in Python's and ECMAScript's regular expressions.
+const WHITE_SPACE: &str =
+    r"\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
+
+/// The characters `char::is_control` names (Unicode `Cc`).
+const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
+
+/// A money limit as `gc_domain::prices::money_limit` takes it (`parse_money` after a trim):
+/// digits with at most one point, at most 12 digits before it and 1 to 9 after it, more than
+/// zero and at most 10^9. The pattern is exactly that rule: whole units 1 to 999,999,999
+/// (leading zeros within the 12 digits) with any decimals; no whole units (or only zeros)
+/// with a decimal that is not zero; or exactly 10^9.
+fn money_schema(whose: &str) -> Value {
+    let units: Vec<String> = (1..=9)
+        .map(|s| format!("0{{0,{}}}[1-9][0-9]{{{}}}", 12 - s, s - 1))
+        .collect();
+    let fractions: Vec<String> = (0..=8)
+        .map(|z| format!("0{{{z}}}[1-9][0-9]{{0,{}}}", 8 - z))
+        .collect();
+    json!({
+        "type": ["string", "null"],
+        "pattern": format!(
+            "^[{WHITE_SPACE}]*(({})(\\.[0-9]{{1,9}})?|0{{0,12}}\\.({})|0{{0,2}}1000000000(\\.0{{1,9}})?)[{WHITE_SPACE}]*$",
+            units.join("|"),
+            fractions.join("|")
+        ),
+        "description": format!("Money per UTC month in the deployment's currency, a decimal string (`\"25.00\"`): digits with at most 9 decimals, more than 0 and at most 10^9 (surrounding white space is ignored){whose}; null: no limit.")
+    })
+}
+
+/// An RFC 3339 time in the future, or null. The server takes any such time; the pattern
+/// describes a safe subset (from the year 2100).
+fn future_time_schema(what: &str) -> Value {
+    json!({"type": ["string", "null"],
+           "pattern": "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$",
+           "description": format!("An RFC 3339 time in the future (the server takes any such time; the pattern describes a safe subset); absent or null: {what}.")})
+}
+
+/// A tenant's `allowed_models` as `gc_domain::models::allowed_models` takes it: null, or at
+/// most 100 names, each (trimmed) 1 to 200 bytes without control characters and not `auto`.
+/// The pattern states the trimming exactly and at most 50 characters once trimmed, which are
+/// at most 200 bytes (a byte count has no JSON Schema keyword).
+fn allowed_models_schema() -> Value {
+    let name = format!(
+        "^[{WHITE_SPACE}]*[^{WHITE_SPACE}{CONTROL}]([^{CONTROL}]{{0,48}}[^{WHITE_SPACE}{CONTROL}])?[{WHITE_SPACE}]*$"
+    );
+    json!({
+        "type": ["array", "null"],
+        "maxItems": gc_domain::models::MAX_ALLOWED_MODELS,
+        "items": {
+            "type": "string",
+            "pattern": name,
+            "not": {"pattern": format!("^[{WHITE_SPACE}]*auto[{WHITE_SPACE}]*$")}
+        },
+        "description": "The models the tenant's runs may name (within the region's list), at most 100 names of 1 to 200 bytes (trimmed; no control characters; not `auto`; duplicates collapse); null: the region's list."
+    })
+}
+
+/// A run's `model`: a name (not only white space, at most 200 bytes; the schema states at
+/// most 50 characters) or `auto`.
+fn model_schema(required: bool) -> Value {
+    let mut schema = json!({
+        "type": "string",
+        "maxLength": 50,
+        "pattern": format!("[^{WHITE_SPACE}]"),
+    });
+    if required {
+        schema["not"] = json!({"const": "auto"});
+        schema["description"] =
+            json!("A model name (`auto` names the region's chat model and is refused here).");
+    } else {
+        schema = nullable(schema);
+        schema["description"] = json!("Default `auto`: the region's default model.");
+    }
+    schema
+}
+
+/// A positive whole number (the server takes up to 2^64 - 1 as an integer literal; the schema
+/// states the 32-bit range OpenAI's clients send).
+fn positive_schema() -> Value {
+    json!({"type": ["integer", "null"], "minimum": 1, "maximum": u32::MAX})
+}
+
+/// The fields a run body may not hold (`gc_domain::runs::PROVIDER_FIELDS`: 422
+/// `provider_not_allowed`).
+fn no_provider_fields() -> Value {
+    let each: Vec<Value> = gc_domain::runs::PROVIDER_FIELDS
+        .iter()
+        .map(|f| json!({"required": [f]}))
+        .collect();
+    json!({"anyOf": each})
+}
+
+/// The body of `POST /responses`, as `gc_domain::runs::validate_responses_body` checks it.
+fn responses_request_schema() -> Value {
+    let max = gc_domain::runs::MAX_INPUT_ITEMS;
+    json!({
+        "type": "object",
+        "description": "OpenAI's Responses body. A `provider`, `base_url`, `api_key`, `region` or `gateway` field is refused (422 `provider_not_allowed`); other OpenAI parameters pass through.",
+        "required": ["input"],
+        "not": no_provider_fields(),
+        "properties": {
+            "input": {"oneOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "minItems": 1, "maxItems": max, "items": {
+                    "type": "object",
+                    "description": "A message `{role, content}` or a typed item.",
+                    "properties": {"role": one_of(&["system", "developer", "user", "assistant", "tool"])}
+                }}
+            ], "description": "Text, or 1 to 2048 items (messages or typed items)."},
+            "model": model_schema(false),
+            "instructions": {"type": ["string", "null"]},
+            "max_output_tokens": positive_schema(),
+            "stream": {"type": ["boolean", "null"], "description": "true: `text/event-stream` with the upstream's event names."}
+        }
+    })
+}
+
+/// The body of `POST /embeddings`, as `gc_domain::runs::validate_embeddings_body` checks it.
+fn embeddings_request_schema() -> Value {
+    let max = gc_domain::runs::MAX_INPUT_ITEMS;
+    let token = json!({"type": "integer", "minimum": 0, "maximum": u32::MAX});
+    json!({
+        "type": "object",
+        "description": "OpenAI's embeddings body. A `provider`, `base_url`, `api_key`, `region` or `gateway` field is refused (422 `provider_not_allowed`); other OpenAI parameters pass through.",
+        "required": ["model", "input"],
+        "not": no_provider_fields(),
+        "properties": {
+            "model": model_schema(true),
+            "input": {"oneOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "minItems": 1, "maxItems": max, "items": {"anyOf": [
+                    {"type": "string", "minLength": 1},
+                    token.clone(),
+                    {"type": "array", "minItems": 1, "items": token}
+                ]}}
+            ], "description": "Text, or 1 to 2048 items: non-empty strings, tokens, or non-empty token arrays."},
+            "encoding_format": {"type": ["string", "null"], "enum": ["float", "base64", null]},
+            "dimensions": positive_schema(),
+            "stream": {"enum": [false, null], "description": "Embeddings do not stream."}
+        }
+    })
+}
+
 /// The constraints the server enforces on the typed request bodies, from the same domain rules
 /// (`gc_domain::values`, `gc_domain::records::text_schema`). Each entry replaces one property.
 fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
@@ -364,6 +512,27 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
         ("TenantLimitsBody", "requests_per_minute", limit_schema()),
         ("TenantLimitsBody", "tokens_per_minute", limit_schema()),
         ("TenantLimitsBody", "monthly_tokens", limit_schema()),
+        ("TenantLimitsBody", "monthly_spend", money_schema("")),
+        (
+            "KeyLimitsBody",
+            "monthly_spend",
+            money_schema(", at most the tenant's"),
+        ),
+        ("PatchTenantBody", "allowed_models", allowed_models_schema()),
+        ("CreateAdminTokenBody", "name", text_schema(1, 100)),
+        (
+            "CreateAdminTokenBody",
+            "scope",
+            one_of(&[
+                gc_domain::admin_tokens::AdminTokenScope::Admin.as_str(),
+                gc_domain::admin_tokens::AdminTokenScope::AdminRead.as_str(),
+            ]),
+        ),
+        (
+            "CreateAdminTokenBody",
+            "expires_at",
+            future_time_schema("the token does not expire"),
+        ),
         (
             "CreateApiKeyBody",
             "scopes",
@@ -373,9 +542,7 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
         (
             "CreateApiKeyBody",
             "expires_at",
-            json!({"type": ["string", "null"],
-                   "pattern": "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$",
-                   "description": "An RFC 3339 time in the future (the server takes any such time; the pattern describes a safe subset); absent or null: never expires."}),
+            future_time_schema("never expires"),
         ),
         ("ScanBody", "mode", one_of(&[crate::guard::MODE_SKILL])),
         (
@@ -687,6 +854,8 @@ fn contract(doc: &mut Value) {
     };
     schemas.insert("ChatRequest".into(), chat_request_schema());
     schemas.insert("ChatCompletion".into(), completion_schema());
+    schemas.insert("ResponsesRequest".into(), responses_request_schema());
+    schemas.insert("EmbeddingsRequest".into(), embeddings_request_schema());
     guard_schemas(schemas);
     for (schema, property, constraint) in body_constraints() {
         if let Some(p) = schemas
@@ -804,6 +973,14 @@ fn special_bodies(method: &str, path: &str, op: &mut Value) {
                     "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
                     "description": "Server-sent events: the upstream's chunks as `data: {...}` lines, ending with `data: [DONE]`. A stream that breaks after the first byte sends one `data: {\"error\": {...}}` frame, then `data: [DONE]`."}}
             });
+        }
+        ("post", "/responses") => {
+            op["requestBody"]["content"] = json_content("ResponsesRequest");
+            op["requestBody"]["required"] = json!(true);
+        }
+        ("post", "/embeddings") => {
+            op["requestBody"]["content"] = json_content("EmbeddingsRequest");
+            op["requestBody"]["required"] = json!(true);
         }
         ("post", "/admin/ai-gateways/diagnostics") => {
             // No body at all means `{}`.
