@@ -302,6 +302,18 @@ impl Fake {
         let id = id?;
         first(&self.tenants, |t| t.id == id)
     }
+
+    /// `found` with its user, when both are stored.
+    fn with_user<T>(
+        &self,
+        found: Option<T>,
+        user_id: impl Fn(&T) -> Uuid,
+    ) -> DomainResult<Option<(T, User)>> {
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        Ok(self.find_user(user_id(&found))?.map(|user| (found, user)))
+    }
 }
 
 impl TenantRepo for Fake {
@@ -332,10 +344,8 @@ impl SessionRepo for Fake {
     }
     /// Whatever the state of the session, its user and tenants: the domain must decide.
     fn session_context(&self, token_hash: &str) -> DomainResult<Option<SessionContext>> {
-        let Some(session) = first(&self.sessions, |s| s.token_hash == token_hash) else {
-            return Ok(None);
-        };
-        let Some(user) = self.find_user(session.user_id)? else {
+        let session = first(&self.sessions, |s| s.token_hash == token_hash);
+        let Some((session, user)) = self.with_user(session, |s| s.user_id)? else {
             return Ok(None);
         };
         Ok(Some(SessionContext {
@@ -448,10 +458,8 @@ impl ApiKeyRepo for Fake {
     }
     /// Whatever the state of the key, its member and tenant: the domain must decide.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
-        let Some(key) = first(&self.api_keys, |k| k.key_hash == key_hash) else {
-            return Ok(None);
-        };
-        let Some(user) = self.find_user(key.user_id)? else {
+        let key = first(&self.api_keys, |k| k.key_hash == key_hash);
+        let Some((key, user)) = self.with_user(key, |k| k.user_id)? else {
             return Ok(None);
         };
         Ok(Some(KeyContext {
@@ -575,14 +583,28 @@ impl FakeWorkspace {
         self.calls.lock().unwrap().push(name);
     }
 
-    /// Raises the tenant's record version, as the database's trigger does on a record write.
-    fn bump(&self, tenant: Uuid) {
+    /// A lost race (`VersionConflict`) while `lose_races` says one is due.
+    fn lose_a_race(&self, expected: Option<i64>) -> DomainResult<()> {
+        let mut races = self.lose_races.lock().unwrap();
+        if *races > 0 {
+            *races -= 1;
+            return Err(DomainError::VersionConflict {
+                expected: expected.unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A record write of the tenant: its record version raised (as the database's trigger
+    /// does) and the activity line kept.
+    fn wrote(&self, tenant: Uuid, activity: &NewActivity) {
         *self
             .record_versions
             .lock()
             .unwrap()
             .entry(tenant)
             .or_default() += 1;
+        self.activity.lock().unwrap().push(activity.clone());
     }
 
     fn find(
@@ -663,8 +685,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
             .lock()
             .unwrap()
             .push((scope.tenant_id(), record.clone()));
-        ws.bump(scope.tenant_id());
-        ws.activity.lock().unwrap().push(activity.clone());
+        ws.wrote(scope.tenant_id(), activity);
         Ok(record.clone())
     }
 
@@ -681,15 +702,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     ) -> DomainResult<Option<Record>> {
         let ws = self.fake_workspace();
         ws.call("update_record");
-        {
-            let mut races = ws.lose_races.lock().unwrap();
-            if *races > 0 {
-                *races -= 1;
-                return Err(DomainError::VersionConflict {
-                    expected: expected_version.unwrap_or_default(),
-                });
-            }
-        }
+        ws.lose_a_race(expected_version)?;
         let mut records = ws.records.lock().unwrap();
         let Some((_, r)) = records.iter_mut().find(|(t, r)| {
             *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id
@@ -704,8 +717,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         r.fields = fields.clone();
         r.version += 1;
         r.updated_at = at;
-        ws.bump(scope.tenant_id());
-        ws.activity.lock().unwrap().push(activity.clone());
+        ws.wrote(scope.tenant_id(), activity);
         Ok(Some(r.clone()))
     }
 
@@ -765,8 +777,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         r.guard = Some(guard.clone());
         let out = r.clone();
         drop(records);
-        ws.bump(scope.tenant_id());
-        ws.activity.lock().unwrap().push(activity.clone());
+        ws.wrote(scope.tenant_id(), activity);
         Ok(Some(out))
     }
 
@@ -787,8 +798,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         });
         let deleted = records.len() < before;
         if deleted {
-            ws.bump(scope.tenant_id());
-            ws.activity.lock().unwrap().push(activity.clone());
+            ws.wrote(scope.tenant_id(), activity);
         }
         Ok(deleted)
     }
@@ -845,15 +855,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     ) -> DomainResult<Settings> {
         let ws = self.fake_workspace();
         ws.call("update_settings");
-        {
-            let mut races = ws.lose_races.lock().unwrap();
-            if *races > 0 {
-                *races -= 1;
-                return Err(DomainError::VersionConflict {
-                    expected: expected_version.unwrap_or_default(),
-                });
-            }
-        }
+        ws.lose_a_race(expected_version)?;
         let current = self.settings(&scope.as_read())?;
         if expected_version.is_some_and(|v| v != current.version) {
             return Err(DomainError::VersionConflict {

@@ -397,44 +397,31 @@ impl InlineGuard {
     }
 }
 
-/// Everything the service needs from storage, as one object.
-pub trait Store:
-    UserRepo
-    + TenantRepo
-    + SessionRepo
-    + SigninThrottleRepo
-    + WorkspaceRepo
-    + ApiKeyRepo
-    + crate::admin_tokens::AdminTokenRepo
-    + AiKeyRepo
-    + QuotaRepo
-    + UsageRepo
-    + HealthRepo
-    + InlineRepo
-    + Send
-    + Sync
-    + 'static
-{
+/// Declares `Store` as all the given ports at once (plus `Send + Sync + 'static`) and makes
+/// every type that has them all a `Store`: the list is written once.
+macro_rules! store_of_ports {
+    ($($port:ident),+ $(,)?) => {
+        /// Everything the service needs from storage, as one object.
+        pub trait Store: $($port +)+ Send + Sync + 'static {}
+
+        impl<T> Store for T where T: $($port +)+ Send + Sync + 'static {}
+    };
 }
 
-impl<T> Store for T where
-    T: UserRepo
-        + TenantRepo
-        + SessionRepo
-        + SigninThrottleRepo
-        + WorkspaceRepo
-        + ApiKeyRepo
-        + crate::admin_tokens::AdminTokenRepo
-        + AiKeyRepo
-        + QuotaRepo
-        + UsageRepo
-        + HealthRepo
-        + InlineRepo
-        + Send
-        + Sync
-        + 'static
-{
-}
+store_of_ports!(
+    UserRepo,
+    TenantRepo,
+    SessionRepo,
+    SigninThrottleRepo,
+    WorkspaceRepo,
+    ApiKeyRepo,
+    AdminTokenRepo,
+    AiKeyRepo,
+    QuotaRepo,
+    UsageRepo,
+    HealthRepo,
+    InlineRepo,
+);
 
 /// Makes and checks credentials. Implemented in `gc-auth` (random tokens, CRC32-checked
 /// `gc_` keys, SHA-256). Checks here need no database: a malformed credential costs no query.

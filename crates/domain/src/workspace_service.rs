@@ -257,11 +257,23 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<Record> {
     p.write_scope(KeyScope::WorkspaceWrite)?;
+    retrying(expected, || {
+        let plan = plan_update(ports, p, kind, parent, id, expected, input)?;
+        finish_update(ports, p, plan, expected, None, now)
+    })
+}
+
+/// Runs `write` again when it loses a race (`VersionConflict`) and there is no `expected`
+/// version (`If-Match`) to hold it to, up to `WRITE_ATTEMPTS` runs in all; with `expected`,
+/// a lost race is answered at once.
+fn retrying<T>(
+    expected: Option<i64>,
+    mut write: impl FnMut() -> DomainResult<T>,
+) -> DomainResult<T> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let plan = plan_update(ports, p, kind, parent, id, expected, input)?;
-        match finish_update(ports, p, plan, expected, None, now) {
+        match write() {
             Err(DomainError::VersionConflict { .. })
                 if expected.is_none() && attempt < WRITE_ATTEMPTS =>
             {
@@ -455,9 +467,7 @@ pub fn update_settings<P: WorkspaceRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<Settings> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
+    retrying(expected, || {
         let current = ports.settings(&scope.as_read())?;
         if let Some(expected) = expected {
             if expected != current.version {
@@ -482,21 +492,14 @@ pub fn update_settings<P: WorkspaceRepo + ?Sized>(
             }),
             json!({ "fields": changed }),
         );
-        match ports.update_settings(
+        ports.update_settings(
             &scope,
             Some(expected.unwrap_or(current.version)),
             &fields,
             now,
             &line,
-        ) {
-            Err(DomainError::VersionConflict { .. })
-                if expected.is_none() && attempt < WRITE_ATTEMPTS =>
-            {
-                continue
-            }
-            other => return other,
-        }
-    }
+        )
+    })
 }
 
 /// What the workspace overview shows.
