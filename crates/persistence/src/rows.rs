@@ -227,42 +227,25 @@ impl SessionRow {
     }
 }
 
+/// A record as stored: its tenant and kind, and the columns a list reads.
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
 #[diesel(table_name = records)]
 pub(crate) struct RecordRow {
-    pub id: String,
     pub tenant_id: String,
     pub kind: String,
-    pub parent_id: Option<String>,
-    pub version: i64,
-    pub fields: String,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub created_by: String,
-    pub guard: Option<String>,
-    pub guard_rules_version: Option<String>,
+    #[diesel(embed)]
+    pub listed: ListedRecordRow,
 }
 
 impl RecordRow {
     pub fn into_domain(self) -> DomainResult<Record> {
         let kind = RecordKind::from_stored(&self.kind).ok_or_else(|| corrupt("record kind"))?;
-        ListedRecordRow {
-            id: self.id,
-            parent_id: self.parent_id,
-            version: self.version,
-            fields: self.fields,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            created_by: self.created_by,
-            guard: self.guard,
-            guard_rules_version: self.guard_rules_version,
-        }
-        .into_domain(kind)
+        self.listed.into_domain(kind)
     }
 }
 
 /// A row of a record list: the tenant and kind are the query's own, so they are not read.
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, Selectable, Insertable)]
 #[diesel(table_name = records)]
 pub(crate) struct ListedRecordRow {
     pub id: String,

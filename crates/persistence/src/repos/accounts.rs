@@ -17,7 +17,7 @@ use gc_domain::workspace::NewActivity;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
-use super::{affected, count, fetch_limit};
+use super::{affected, count, fetch_limit, page_of};
 use crate::error::db_error;
 use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
 use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
@@ -141,11 +141,7 @@ impl UserRepo for DbStore {
             }
             query.load(conn).map_err(|e| db_error("list_users", e))
         })?;
-        let users = rows
-            .into_iter()
-            .map(UserRow::into_domain)
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(users, |u| u.id))
+        page_of(page, rows, UserRow::into_domain, |u| u.id)
     }
 
     fn update_user(
@@ -309,11 +305,7 @@ impl TenantRepo for DbStore {
             }
             query.load(conn).map_err(|e| db_error("list_tenants", e))
         })?;
-        let tenants = rows
-            .into_iter()
-            .map(TenantRow::into_domain)
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(tenants, |t| t.id))
+        page_of(page, rows, TenantRow::into_domain, |t| t.id)
     }
 
     fn update_tenant(

@@ -9,8 +9,8 @@ use gc_domain::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
-use super::fetch_limit;
 use super::workspace::append;
+use super::{fetch_limit, page_of};
 use crate::error::db_error;
 use crate::rows::{limit_in, ms, text, ApiKeyRow, TenantRow, UserRow};
 use crate::schema::{api_keys, tenants, users};
@@ -65,11 +65,7 @@ impl ApiKeyRepo for DbStore {
             }
             query.load(conn).map_err(|e| db_error("list_api_keys", e))
         })?;
-        let keys = rows
-            .into_iter()
-            .map(ApiKeyRow::into_domain)
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(keys, |k| k.id))
+        page_of(page, rows, ApiKeyRow::into_domain, |k| k.id)
     }
 
     fn revoke_api_key(

@@ -14,7 +14,7 @@ use gc_domain::{DomainError, DomainResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{count, fetch_limit};
+use super::{count, fetch_limit, page_of};
 use crate::error::db_error;
 use crate::rows::{
     json_object, json_text, ms, opt_text, text, time, ActivityRow, ListedRecordRow, RecordRow,
@@ -153,11 +153,7 @@ impl WorkspaceRepo for DbStore {
             }
             .map_err(|e| db_error("list_records", e))
         })?;
-        let records = rows
-            .into_iter()
-            .map(|row| row.into_domain(kind))
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(records, |r| r.id))
+        page_of(page, rows, |row| row.into_domain(kind), |r| r.id)
     }
 
     fn find_record(
@@ -182,23 +178,30 @@ impl WorkspaceRepo for DbStore {
     ) -> DomainResult<Record> {
         let tenant = scope.tenant_id();
         let row = RecordRow {
-            id: text(record.id),
             tenant_id: text(tenant),
             kind: record.kind.as_str().to_owned(),
-            parent_id: opt_text(record.parent_id),
-            version: 1,
-            fields: record.fields.as_str().to_owned(),
-            created_at: ms(record.created_at),
-            updated_at: ms(record.updated_at),
-            created_by: text(record.created_by),
-            guard: record.guard.as_ref().map(|g| g.as_str().to_owned()),
-            guard_rules_version: record
-                .guard
-                .as_ref()
-                .and_then(|g| g.rules_version().map(str::to_owned)),
+            listed: ListedRecordRow {
+                id: text(record.id),
+                parent_id: opt_text(record.parent_id),
+                version: 1,
+                fields: record.fields.as_str().to_owned(),
+                created_at: ms(record.created_at),
+                updated_at: ms(record.updated_at),
+                created_by: text(record.created_by),
+                guard: record.guard.as_ref().map(|g| g.as_str().to_owned()),
+                guard_rules_version: record
+                    .guard
+                    .as_ref()
+                    .and_then(|g| g.rules_version().map(str::to_owned)),
+            },
         };
         self.write("insert_record", |conn| {
-            check_parent(conn, &row.tenant_id, record.kind, row.parent_id.as_deref())?;
+            check_parent(
+                conn,
+                &row.tenant_id,
+                record.kind,
+                row.listed.parent_id.as_deref(),
+            )?;
             diesel::insert_into(records::table)
                 .values(&row)
                 .execute(conn)
@@ -208,7 +211,7 @@ impl WorkspaceRepo for DbStore {
                     diesel::result::Error::DatabaseError(
                         diesel::result::DatabaseErrorKind::ForeignKeyViolation,
                         _,
-                    ) if row.parent_id.is_some() => DomainError::NotFound(COLLECTION),
+                    ) if row.listed.parent_id.is_some() => DomainError::NotFound(COLLECTION),
                     e => db_error("insert_record", e),
                 })?;
             append(conn, "insert_record", activity, tenant)
@@ -474,11 +477,7 @@ impl WorkspaceRepo for DbStore {
             }
             query.load(conn).map_err(|e| db_error("list_activity", e))
         })?;
-        let lines = rows
-            .into_iter()
-            .map(ActivityRow::into_domain)
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(lines, |a| a.id))
+        page_of(page, rows, ActivityRow::into_domain, |a| a.id)
     }
 
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
