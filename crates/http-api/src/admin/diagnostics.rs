@@ -86,29 +86,35 @@ pub async fn diagnostics(
         Utc::now(),
     )
     .await?;
-    Ok(HttpResponse::Ok().json(Diagnostics {
-        gateways: diagnosis
-            .gateways
-            .into_iter()
-            .map(|g| GatewayDiagnosis {
-                region: g.region.as_str(),
-                configured: g.configured,
-                reachable: g.reachable,
-                status_code: g.status_code,
-                latency_ms: g.latency_ms,
-                error: g.error,
-            })
-            .collect(),
-        keys: diagnosis
-            .keys
-            .into_iter()
-            .map(|k| KeyDiagnosis {
-                id: k.id,
-                tenant_id: k.tenant_id,
-                region: k.region.as_str(),
-                status: k.status.as_str(),
-                status_reason: k.status_reason,
-            })
-            .collect(),
-    }))
+    Ok(HttpResponse::Ok().json(Diagnostics::from(&diagnosis)))
+}
+
+impl From<&diagnostics::Diagnosis> for Diagnostics {
+    fn from(d: &diagnostics::Diagnosis) -> Self {
+        Self {
+            gateways: d
+                .gateways
+                .iter()
+                .map(|g| GatewayDiagnosis {
+                    region: g.region.as_str(),
+                    configured: g.configured,
+                    reachable: g.reachable,
+                    status_code: g.status_code,
+                    latency_ms: g.latency_ms,
+                    error: g.error.clone(),
+                })
+                .collect(),
+            keys: d
+                .keys
+                .iter()
+                .map(|k| KeyDiagnosis {
+                    id: k.id,
+                    tenant_id: k.tenant_id,
+                    region: k.region.as_str(),
+                    status: k.status.as_str(),
+                    status_reason: k.status_reason.clone(),
+                })
+                .collect(),
+        }
+    }
 }

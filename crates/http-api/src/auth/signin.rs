@@ -2,14 +2,13 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts::{self, ClientMeta};
+use gc_domain::accounts;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
-use crate::throttle::{admit_auth, HashShare};
+use crate::throttle::admit_auth;
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -34,18 +33,12 @@ pub async fn signin(
     // per-IP rate.
     let slot = admit_auth(&req, &state)?;
     let body = body.into_inner();
-    let (token, token_hash) = state.credentials.new_session_token();
-    let meta = ClientMeta {
-        user_agent: user_agent(&req),
-        ip: client_ip(&req, &state)
-            .map(|ip| ip.to_string())
-            .unwrap_or_default(),
-    };
     let policy = state.policy;
-    let (user, tenant) = state
-        .with_hasher(HashShare::Anonymous, move |ports, hasher| {
-            // Held until the hash is done, even when the client has gone away.
-            let _slot = slot;
+    let ((user, tenant), cookie) = super::with_new_session(
+        &state,
+        &req,
+        slot,
+        move |ports, hasher, token_hash, meta| {
             accounts::sign_in(
                 ports,
                 hasher,
@@ -53,12 +46,13 @@ pub async fn signin(
                 &body.email,
                 &body.password,
                 token_hash,
-                &meta,
+                meta,
                 Utc::now(),
             )
-        })
-        .await?;
+        },
+    )
+    .await?;
     Ok(HttpResponse::Ok()
-        .cookie(session_cookie(token.expose(), &state))
+        .cookie(cookie)
         .json(AccountView::new(&user, tenant.as_ref(), None)))
 }

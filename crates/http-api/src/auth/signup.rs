@@ -3,15 +3,14 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts::{self, ClientMeta, Signup};
+use gc_domain::accounts::{self, Signup};
 use gc_domain::DomainError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::state::AppState;
-use crate::throttle::{admit_auth, HashShare};
+use crate::throttle::admit_auth;
 use crate::views::AccountView;
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -60,18 +59,12 @@ pub async fn signup(
     }
     let body = body.into_inner();
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
-    let (token, token_hash) = state.credentials.new_session_token();
-    let meta = ClientMeta {
-        user_agent: user_agent(&req),
-        ip: client_ip(&req, &state)
-            .map(|ip| ip.to_string())
-            .unwrap_or_default(),
-    };
     let policy = state.policy;
-    let user = state
-        .with_hasher(HashShare::Anonymous, move |ports, hasher| {
-            // Held until the hash is done, even when the client has gone away.
-            let _slot = slot;
+    let (user, cookie) = super::with_new_session(
+        &state,
+        &req,
+        slot,
+        move |ports, hasher, token_hash, meta| {
             accounts::sign_up(
                 ports,
                 hasher,
@@ -79,12 +72,13 @@ pub async fn signup(
                 open,
                 &signup,
                 token_hash,
-                &meta,
+                meta,
                 Utc::now(),
             )
-        })
-        .await?;
+        },
+    )
+    .await?;
     Ok(HttpResponse::Created()
-        .cookie(session_cookie(token.expose(), &state))
+        .cookie(cookie)
         .json(AccountView::new(&user, None, None)))
 }
