@@ -18,11 +18,12 @@ use gc_domain::access::LocalOperator;
 use gc_domain::accounts::{PasswordHasher, Signup};
 use gc_domain::admin::{self, tenant_name};
 use gc_domain::gateway::AiAccess;
-use gc_domain::model::{Role, Status, TenantPatch, User, UserPatch};
-use gc_domain::page::PageRequest;
+use gc_domain::model::{Role, Status, Tenant, TenantPatch, User, UserPatch};
+use gc_domain::page::{Page, PageRequest};
 use gc_domain::values::Region;
-use gc_domain::DomainError;
+use gc_domain::{DomainError, DomainResult};
 use gc_http_api::views::{TenantView, UserView};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::config::{AdminCommand, TenantCommand, UserCommand, UsersCommand};
@@ -40,16 +41,10 @@ pub fn run(
     match command {
         AdminCommand::Create { email, name } => {
             let user = create_user(config, &store, &operator, &email, &name, None, true)?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(
-                    out,
-                    "created platform admin {} ({})",
-                    shown(user.email.as_str()),
-                    user.id
-                )?;
-            }
+            let id = user.id;
+            report_user(out, json, user, |e| {
+                format!("created platform admin {e} ({id})")
+            })?;
         }
         AdminCommand::Users {
             command:
@@ -70,11 +65,8 @@ pub fn run(
                 tenant,
                 platform_admin,
             )?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(out, "{}", user.id)?;
-            }
+            let id = user.id;
+            report_user(out, json, user, |_| id.to_string())?;
         }
         AdminCommand::User(command)
         | AdminCommand::Users {
@@ -105,13 +97,66 @@ pub fn run(
     Ok(())
 }
 
-fn print_json(
+/// Writes `view` as pretty JSON with `--json`, else the line `text` makes.
+pub(crate) fn report(
     out: &mut dyn Write,
-    value: serde_json::Result<serde_json::Value>,
+    json: bool,
+    view: serde_json::Result<Value>,
+    text: impl FnOnce() -> String,
 ) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &value?)?;
-    writeln!(out)?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &view?)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", text())?;
+    }
     Ok(())
+}
+
+/// Writes `items` as `{"data": [...]}` (each item's `view`) with `--json`, else `header` and
+/// one tab-separated `row` per item.
+pub(crate) fn report_list<T>(
+    out: &mut dyn Write,
+    json: bool,
+    items: &[T],
+    view: impl Fn(&T) -> serde_json::Result<Value>,
+    header: &str,
+    row: impl Fn(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        let data = items
+            .iter()
+            .map(view)
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        return report(
+            out,
+            true,
+            Ok(serde_json::json!({ "data": data })),
+            String::new,
+        );
+    }
+    writeln!(out, "{header}")?;
+    for item in items {
+        writeln!(out, "{}", row(item))?;
+    }
+    Ok(())
+}
+
+/// Every item of a paged list, read `PageRequest::MAX_LIMIT` at a time.
+pub(crate) fn all_pages<T>(
+    mut fetch: impl FnMut(&PageRequest) -> DomainResult<Page<T>>,
+) -> anyhow::Result<Vec<T>> {
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let request = PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
+        let page = fetch(&request).map_err(domain)?;
+        all.extend(page.items);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(all),
+        }
+    }
 }
 
 /// Creates an account through the domain (the password from `GC_ADMIN_PASSWORD` or stdin).
@@ -135,6 +180,22 @@ fn create_user(
     admin::create_user(store, &hasher, operator, &signup, role, tenant, Utc::now()).map_err(domain)
 }
 
+/// Reports a changed account: its view, or the line `said` makes of its shown email.
+fn report_user(
+    out: &mut dyn Write,
+    json: bool,
+    user: User,
+    said: impl FnOnce(&str) -> String,
+) -> anyhow::Result<()> {
+    let line = said(&shown(user.email.as_str()));
+    report(
+        out,
+        json,
+        serde_json::to_value(UserView::from(user)),
+        || line,
+    )
+}
+
 fn user_command(
     config: &Config,
     store: &gc_persistence::DbStore,
@@ -144,33 +205,32 @@ fn user_command(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let by_email = |email: &str| admin::find_user_by_email(store, operator, email).map_err(domain);
-    let patch = |email: &str, patch: UserPatch| -> anyhow::Result<User> {
+    // Changes the account `email` names and reports it with the line `said` makes.
+    let changed = |out: &mut dyn Write, email: &str, patch: UserPatch, said: fn(&str) -> String| {
         let user = by_email(email)?;
-        admin::update_user(store, operator, user.id, &patch).map_err(domain)
+        let user = admin::update_user(store, operator, user.id, &patch).map_err(domain)?;
+        report_user(out, json, user, said)
+    };
+    let status = |status| UserPatch {
+        status: Some(status),
+        ..UserPatch::default()
+    };
+    let role = |role| UserPatch {
+        role: Some(role),
+        ..UserPatch::default()
     };
     match command {
         UserCommand::List { tenant } => {
             let tenant = tenant.as_deref().map(tenant_id).transpose()?;
-            if !json {
-                writeln!(out, "email\tname\trole\tstatus\ttenant_id\tcreated_at")?;
-            }
-            let mut all = Vec::new();
-            let mut cursor = None;
-            loop {
-                let page =
-                    PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
-                let page = admin::list_users(store, operator, tenant, &page).map_err(domain)?;
-                if json {
-                    all.extend(page.items.iter().cloned().map(UserView::from));
-                    match page.next {
-                        Some(next) => cursor = Some(next),
-                        None => break,
-                    }
-                    continue;
-                }
-                for u in &page.items {
-                    writeln!(
-                        out,
+            let users = all_pages(|page| admin::list_users(store, operator, tenant, page))?;
+            report_list(
+                out,
+                json,
+                &users,
+                |u| serde_json::to_value(UserView::from(u.clone())),
+                "email\tname\trole\tstatus\ttenant_id\tcreated_at",
+                |u| {
+                    format!(
                         "{}\t{}\t{}\t{}\t{}\t{}",
                         shown(u.email.as_str()),
                         shown(&u.name),
@@ -179,91 +239,31 @@ fn user_command(
                         u.tenant_id
                             .map_or_else(|| "-".to_owned(), |t| t.to_string()),
                         u.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-                    )?;
-                }
-                match page.next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(serde_json::json!({ "data": all })),
-                )?;
-            }
-        }
-        UserCommand::Suspend { email } => {
-            let user = patch(
-                &email,
-                UserPatch {
-                    status: Some(Status::Suspended),
-                    ..UserPatch::default()
+                    )
                 },
             )?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(out, "suspended {}", shown(user.email.as_str()))?;
-            }
         }
-        UserCommand::Activate { email } => {
-            let user = patch(
-                &email,
-                UserPatch {
-                    status: Some(Status::Active),
-                    ..UserPatch::default()
-                },
-            )?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(out, "activated {}", shown(user.email.as_str()))?;
-            }
-        }
-        UserCommand::Promote { email } => {
-            let user = patch(
-                &email,
-                UserPatch {
-                    role: Some(Role::PlatformAdmin),
-                    ..UserPatch::default()
-                },
-            )?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(out, "{} is a platform admin", shown(user.email.as_str()))?;
-            }
-        }
-        UserCommand::Demote { email } => {
-            let user = patch(
-                &email,
-                UserPatch {
-                    role: Some(Role::Member),
-                    ..UserPatch::default()
-                },
-            )?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(out, "{} is a member", shown(user.email.as_str()))?;
-            }
-        }
+        UserCommand::Suspend { email } => changed(out, &email, status(Status::Suspended), |e| {
+            format!("suspended {e}")
+        })?,
+        UserCommand::Activate { email } => changed(out, &email, status(Status::Active), |e| {
+            format!("activated {e}")
+        })?,
+        UserCommand::Promote { email } => changed(out, &email, role(Role::PlatformAdmin), |e| {
+            format!("{e} is a platform admin")
+        })?,
+        UserCommand::Demote { email } => changed(out, &email, role(Role::Member), |e| {
+            format!("{e} is a member")
+        })?,
         UserCommand::ResetPassword { email } => {
             let user = by_email(&email)?;
             let hasher = crate::hasher(config)?;
             let password = read_password()?;
             let hasher: &dyn PasswordHasher = &hasher;
             admin::reset_password(store, hasher, operator, user.id, password).map_err(domain)?;
-            if json {
-                print_json(out, serde_json::to_value(UserView::from(user)))?;
-            } else {
-                writeln!(
-                    out,
-                    "reset the password of {}; its sessions are revoked",
-                    shown(user.email.as_str())
-                )?;
-            }
+            report_user(out, json, user, |e| {
+                format!("reset the password of {e}; its sessions are revoked")
+            })?;
         }
         UserCommand::Assign { email, tenant } => {
             let target = if tenant.eq_ignore_ascii_case("none") {
@@ -274,14 +274,25 @@ fn user_command(
             let user = by_email(&email)?;
             let user = admin::assign_tenant(store, operator, user.id, target, Utc::now())
                 .map_err(domain)?;
-            match user.tenant_id {
-                _ if json => print_json(out, serde_json::to_value(UserView::from(user)))?,
-                Some(t) => writeln!(out, "{} is in tenant {t}", shown(user.email.as_str()))?,
-                None => writeln!(out, "{} is unassigned", shown(user.email.as_str()))?,
-            }
+            let tenant = user.tenant_id;
+            report_user(out, json, user, |e| match tenant {
+                Some(t) => format!("{e} is in tenant {t}"),
+                None => format!("{e} is unassigned"),
+            })?;
         }
     }
     Ok(())
+}
+
+/// Reports a changed tenant: its view, or the line `said` makes of it.
+fn report_tenant(
+    out: &mut dyn Write,
+    json: bool,
+    (t, access): (Tenant, AiAccess),
+    said: impl FnOnce(&Tenant, AiAccess) -> String,
+) -> anyhow::Result<()> {
+    let view = serde_json::to_value(TenantView::new(&t, access));
+    report(out, json, view, || said(&t, access))
 }
 
 fn tenant_command(
@@ -301,26 +312,15 @@ fn tenant_command(
     };
     match command {
         TenantCommand::List => {
-            if !json {
-                writeln!(out, "id\tname\tregion\tstatus\tai_access\tcreated_at")?;
-            }
-            let mut all = Vec::new();
-            let mut cursor = None;
-            loop {
-                let page =
-                    PageRequest::new(Some(PageRequest::MAX_LIMIT), cursor).map_err(domain)?;
-                let page = admin::list_tenants(store, operator, &page).map_err(domain)?;
-                if json {
-                    all.extend(page.items.iter().map(|(t, a)| TenantView::new(t, *a)));
-                    match page.next {
-                        Some(next) => cursor = Some(next),
-                        None => break,
-                    }
-                    continue;
-                }
-                for (t, access) in &page.items {
-                    writeln!(
-                        out,
+            let tenants = all_pages(|page| admin::list_tenants(store, operator, page))?;
+            report_list(
+                out,
+                json,
+                &tenants,
+                |(t, a)| serde_json::to_value(TenantView::new(t, *a)),
+                "id\tname\tregion\tstatus\tai_access\tcreated_at",
+                |(t, access)| {
+                    format!(
                         "{}\t{}\t{}\t{}\t{}\t{}",
                         t.id,
                         shown(&t.name),
@@ -328,19 +328,9 @@ fn tenant_command(
                         t.status.as_str(),
                         ai_access(*access),
                         t.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-                    )?;
-                }
-                match page.next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(serde_json::json!({ "data": all })),
-                )?;
-            }
+                    )
+                },
+            )?;
         }
         TenantCommand::Create {
             name,
@@ -348,14 +338,10 @@ fn tenant_command(
             ai_enabled,
         } => {
             let region = Region::parse("region", &region).map_err(domain)?;
-            let (t, access) =
+            let created =
                 admin::create_tenant(store, operator, &name, region, ai_enabled, Utc::now())
                     .map_err(domain)?;
-            if json {
-                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
-            } else {
-                writeln!(out, "{}", t.id)?;
-            }
+            report_tenant(out, json, created, |t, _| t.id.to_string())?;
         }
         TenantCommand::Update {
             id,
@@ -378,35 +364,26 @@ fn tenant_command(
                 ai_enabled,
                 ..TenantPatch::default()
             };
-            let (t, access) = admin::update_tenant(store, operator, id, &patch).map_err(domain)?;
-            if json {
-                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
-            } else {
-                writeln!(
-                    out,
+            let updated = admin::update_tenant(store, operator, id, &patch).map_err(domain)?;
+            report_tenant(out, json, updated, |t, access| {
+                format!(
                     "tenant {} ({}): region {}, ai_access {}",
                     shown(&t.name),
                     t.id,
                     t.region.as_str(),
                     ai_access(access)
-                )?;
-            }
+                )
+            })?;
         }
         TenantCommand::Suspend { id } => {
-            let (t, access) = set_status(&id, Status::Suspended)?;
-            if json {
-                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
-            } else {
-                writeln!(out, "suspended tenant {} ({})", shown(&t.name), t.id)?;
-            }
+            report_tenant(out, json, set_status(&id, Status::Suspended)?, |t, _| {
+                format!("suspended tenant {} ({})", shown(&t.name), t.id)
+            })?;
         }
         TenantCommand::Activate { id } => {
-            let (t, access) = set_status(&id, Status::Active)?;
-            if json {
-                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
-            } else {
-                writeln!(out, "activated tenant {} ({})", shown(&t.name), t.id)?;
-            }
+            report_tenant(out, json, set_status(&id, Status::Active)?, |t, _| {
+                format!("activated tenant {} ({})", shown(&t.name), t.id)
+            })?;
         }
     }
     Ok(())

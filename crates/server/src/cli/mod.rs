@@ -37,7 +37,7 @@ use gc_persistence::DbStore;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::admin_cli::{domain, shown, tenant_id};
+use crate::admin_cli::{all_pages, domain, report, report_list, shown, tenant_id};
 use crate::upstream::GatewayProbes;
 use crate::Config;
 
@@ -202,15 +202,6 @@ fn block_on<T>(work: impl std::future::Future<Output = T>) -> anyhow::Result<T> 
     Ok(rt.block_on(work))
 }
 
-fn print_json(
-    out: &mut dyn Write,
-    value: serde_json::Result<serde_json::Value>,
-) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &value?)?;
-    writeln!(out)?;
-    Ok(())
-}
-
 pub fn ai_keys(
     config: &Config,
     store: &DbStore,
@@ -246,30 +237,31 @@ pub fn ai_keys(
                 Utc::now(),
             ))?
             .map_err(domain)?;
-            if json {
-                print_json(out, serde_json::to_value(AiKeyView::from(key)))?;
-            } else {
-                writeln!(
-                    out,
-                    "{}\t{}\t{}",
-                    key.id,
-                    key.status.as_str(),
-                    shown(key.status_reason.as_deref().unwrap_or("-"))
-                )?;
-            }
+            let line = format!(
+                "{}\t{}\t{}",
+                key.id,
+                key.status.as_str(),
+                shown(key.status_reason.as_deref().unwrap_or("-"))
+            );
+            report(
+                out,
+                json,
+                serde_json::to_value(AiKeyView::from(key)),
+                || line,
+            )?;
         }
         AiKeyCommand::List { tenant } => {
             let tenant = tenant_id(&tenant)?;
             let keys = block_on(ai_keys::list(&Direct(store), operator.clone(), tenant))?
                 .map_err(domain)?;
-            if json {
-                let data: Vec<AiKeyView> = keys.into_iter().map(AiKeyView::from).collect();
-                print_json(out, serde_json::to_value(json!({ "data": data })))?;
-            } else {
-                writeln!(out, "id\tregion\tlabel\thint\tchat\tstatus\treason")?;
-                for k in keys {
-                    writeln!(
-                        out,
+            report_list(
+                out,
+                json,
+                &keys,
+                |k| serde_json::to_value(AiKeyView::from(k.clone())),
+                "id\tregion\tlabel\thint\tchat\tstatus\treason",
+                |k| {
+                    format!(
                         "{}\t{}\t{}\t…{}\t{}\t{}\t{}",
                         k.id,
                         k.region.as_str(),
@@ -278,9 +270,9 @@ pub fn ai_keys(
                         k.chat_enabled,
                         k.status.as_str(),
                         shown(k.status_reason.as_deref().unwrap_or("-"))
-                    )?;
-                }
-            }
+                    )
+                },
+            )?;
         }
         AiKeyCommand::Remove { tenant, id } => {
             let tenant = tenant_id(&tenant)?;
@@ -293,14 +285,8 @@ pub fn ai_keys(
                 id,
             ))?
             .map_err(domain)?;
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(json!({ "id": id, "deleted": true })),
-                )?;
-            } else {
-                writeln!(out, "removed AI key {id}")?;
-            }
+            let view = json!({ "id": id, "deleted": true });
+            report(out, json, Ok(view), || format!("removed AI key {id}"))?;
         }
     }
     Ok(())
@@ -358,19 +344,21 @@ pub fn limits(
                 ..TenantPatch::default()
             };
             let (t, access) = admin::update_tenant(store, operator, id, &patch).map_err(domain)?;
-            if json {
-                print_json(out, serde_json::to_value(TenantView::new(&t, access)))?;
-            } else {
-                let show = |v: Option<u64>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
-                writeln!(
-                    out,
-                    "tenant {}: requests_per_minute={} tokens_per_minute={} monthly_tokens={}",
-                    t.id,
-                    show(t.limits.requests_per_minute),
-                    show(t.limits.tokens_per_minute),
-                    show(t.limits.monthly_tokens)
-                )?;
-            }
+            let show = |v: Option<u64>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+            report(
+                out,
+                json,
+                serde_json::to_value(TenantView::new(&t, access)),
+                || {
+                    format!(
+                        "tenant {}: requests_per_minute={} tokens_per_minute={} monthly_tokens={}",
+                        t.id,
+                        show(t.limits.requests_per_minute),
+                        show(t.limits.tokens_per_minute),
+                        show(t.limits.monthly_tokens)
+                    )
+                },
+            )?;
         }
     }
     Ok(())
@@ -415,24 +403,20 @@ pub fn keys(
                 Utc::now(),
             )
             .map_err(domain)?;
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(CreatedApiKey {
-                        view: ApiKeyView::from(&created.key),
-                        key: created.secret.expose().to_owned(),
-                    }),
-                )?;
-            } else {
-                // The secret alone on standard output, so `KEY=$(gc-server admin keys create ...)`
-                // works; what it is goes to standard error.
+            let view = serde_json::to_value(CreatedApiKey {
+                view: ApiKeyView::from(&created.key),
+                key: created.secret.expose().to_owned(),
+            });
+            // The secret alone on standard output, so `KEY=$(gc-server admin keys create ...)`
+            // works; what it is goes to standard error.
+            report(out, json, view, || {
                 eprintln!(
                     "workspace key {} for {} (shown once; store it now):",
                     created.key.id,
                     shown(&member)
                 );
-                writeln!(out, "{}", created.secret.expose())?;
-            }
+                created.secret.expose().to_owned()
+            })?;
         }
     }
     Ok(())
@@ -466,49 +450,31 @@ pub fn tokens(
                 Utc::now(),
             )
             .map_err(domain)?;
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(token_view::CreatedAdminToken {
-                        view: token_view::AdminTokenView::from(&created.token),
-                        token: created.secret.expose().to_owned(),
-                    }),
-                )?;
-            } else {
+            let view = serde_json::to_value(token_view::CreatedAdminToken {
+                view: token_view::AdminTokenView::from(&created.token),
+                token: created.secret.expose().to_owned(),
+            });
+            report(out, json, view, || {
                 eprintln!(
                     "admin token {} for {} (shown once; store it now):",
                     created.token.id,
                     shown(&admin)
                 );
-                writeln!(out, "{}", created.secret.expose())?;
-            }
+                created.secret.expose().to_owned()
+            })?;
         }
         TokenCommand::List { admin } => {
-            let mut all = Vec::new();
-            let mut cursor = None;
-            loop {
-                let page = gc_domain::page::PageRequest::new(
-                    Some(gc_domain::page::PageRequest::MAX_LIMIT),
-                    cursor,
-                )
-                .map_err(domain)?;
-                let page = provisioning::admin_token_list(store, operator, &admin, &page)
-                    .map_err(domain)?;
-                all.extend(page.items);
-                match page.next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
-            if json {
-                let data: Vec<_> = all.iter().map(token_view::AdminTokenView::from).collect();
-                print_json(out, serde_json::to_value(json!({ "data": data })))?;
-            } else {
-                writeln!(out, "id\tname\tscope\texpires_at\tlast_used_at")?;
-                for t in &all {
+            let all =
+                all_pages(|page| provisioning::admin_token_list(store, operator, &admin, page))?;
+            report_list(
+                out,
+                json,
+                &all,
+                |t| serde_json::to_value(token_view::AdminTokenView::from(t)),
+                "id\tname\tscope\texpires_at\tlast_used_at",
+                |t| {
                     let v = token_view::AdminTokenView::from(t);
-                    writeln!(
-                        out,
+                    format!(
                         "{}\t{}\t{}\t{}\t{}",
                         v.id,
                         shown(&v.name),
@@ -516,22 +482,16 @@ pub fn tokens(
                         v.expires_at.map_or_else(|| "-".into(), |t| t.to_rfc3339()),
                         v.last_used_at
                             .map_or_else(|| "-".into(), |t| t.to_rfc3339())
-                    )?;
-                }
-            }
+                    )
+                },
+            )?;
         }
         TokenCommand::Revoke { admin, id } => {
             let id = Uuid::parse_str(id.trim())
                 .map_err(|_| anyhow::anyhow!("{id:?} is not a token id (a UUID)"))?;
             provisioning::admin_token_revoke(store, operator, &admin, id).map_err(domain)?;
-            if json {
-                print_json(
-                    out,
-                    serde_json::to_value(json!({ "id": id, "revoked": true })),
-                )?;
-            } else {
-                writeln!(out, "revoked admin token {id}")?;
-            }
+            let view = json!({ "id": id, "revoked": true });
+            report(out, json, Ok(view), || format!("revoked admin token {id}"))?;
         }
     }
     Ok(())
@@ -561,32 +521,12 @@ pub fn diagnostics(
     ))?
     .map_err(domain)?;
     if json {
-        let view = diag_view::Diagnostics {
-            gateways: d
-                .gateways
-                .iter()
-                .map(|g| diag_view::GatewayDiagnosis {
-                    region: g.region.as_str(),
-                    configured: g.configured,
-                    reachable: g.reachable,
-                    status_code: g.status_code,
-                    latency_ms: g.latency_ms,
-                    error: g.error.clone(),
-                })
-                .collect(),
-            keys: d
-                .keys
-                .iter()
-                .map(|k| diag_view::KeyDiagnosis {
-                    id: k.id,
-                    tenant_id: k.tenant_id,
-                    region: k.region.as_str(),
-                    status: k.status.as_str(),
-                    status_reason: k.status_reason.clone(),
-                })
-                .collect(),
-        };
-        print_json(out, serde_json::to_value(view))?;
+        report(
+            out,
+            true,
+            serde_json::to_value(diag_view::Diagnostics::from(&d)),
+            String::new,
+        )?;
     } else {
         writeln!(
             out,
@@ -646,29 +586,23 @@ pub fn usage(
             None => break,
         }
     }
-    if json {
-        let data: Vec<_> = lines
-            .iter()
-            .map(|l| {
-                json!({
-                    "tenant_id": l.group,
-                    "requests": l.requests,
-                    "errors": l.errors,
-                    "prompt_tokens": l.prompt_tokens,
-                    "completion_tokens": l.completion_tokens,
-                    "total_tokens": l.total_tokens,
-                })
-            })
-            .collect();
-        print_json(out, serde_json::to_value(json!({ "data": data })))?;
-    } else {
-        writeln!(
-            out,
-            "tenant_id\trequests\terrors\tprompt_tokens\tcompletion_tokens\ttotal_tokens"
-        )?;
-        for l in &lines {
-            writeln!(
-                out,
+    report_list(
+        out,
+        json,
+        &lines,
+        |l| {
+            Ok(json!({
+                "tenant_id": l.group,
+                "requests": l.requests,
+                "errors": l.errors,
+                "prompt_tokens": l.prompt_tokens,
+                "completion_tokens": l.completion_tokens,
+                "total_tokens": l.total_tokens,
+            }))
+        },
+        "tenant_id\trequests\terrors\tprompt_tokens\tcompletion_tokens\ttotal_tokens",
+        |l| {
+            format!(
                 "{}\t{}\t{}\t{}\t{}\t{}",
                 shown(&l.group),
                 l.requests,
@@ -676,10 +610,9 @@ pub fn usage(
                 l.prompt_tokens,
                 l.completion_tokens,
                 l.total_tokens
-            )?;
-        }
-    }
-    Ok(())
+            )
+        },
+    )
 }
 
 /// An AI key's secret: the first line of `file`, else of standard input.
