@@ -13,6 +13,7 @@
 //!
 //! Nothing here asserts on time; `docs/benchmarks.md` records the figures with the command.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,38 +105,95 @@ struct Row {
     name: String,
     stats: Stats,
     cpu_us: f64,
+    /// CPU of the database's PostgreSQL backends per run (PostgreSQL rows only).
+    pg_cpu_us: Option<f64>,
+    /// CPU of this process (load generator and mock) per run.
+    bench_cpu_us: f64,
+    /// Context switches per run: the server's threads, and the database's backends.
+    switches: (f64, Option<f64>),
+}
+
+/// Context switches (voluntary and not) of every thread of process `pid` so far (`/proc`).
+fn switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|s| {
+            s.lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// This process's CPU ticks (the load generator and the mock run here).
+fn own_ticks() -> u64 {
+    cpu_ticks(std::process::id())
 }
 
 async fn measure(
     name: &str,
     server: &Server,
+    pg: Option<&str>,
     conns: usize,
     secs: f64,
     send: impl Fn() -> reqwest::RequestBuilder + Send + Sync + Clone + 'static,
 ) -> Row {
     load(conns, 0.5, send.clone()).await;
     let before = cpu_ticks(server.child.id());
+    let own = own_ticks();
+    let backends = pg.map(pg_backend_ticks);
+    let server_switches = switches(server.child.id());
+    let pg_switches: Option<u64> = backends
+        .as_ref()
+        .map(|b| b.iter().map(|(pid, _)| switches(*pid)).sum());
     let stats = load(conns, secs, send).await;
     let ticks = cpu_ticks(server.child.id()).saturating_sub(before);
+    let server_switches = switches(server.child.id()).saturating_sub(server_switches);
+    let own = own_ticks().saturating_sub(own);
+    let n = stats.latencies_us.len().max(1) as f64;
+    // Backends that served throughout (a backend opened during the load is not counted).
+    let pg_switches = backends.as_ref().zip(pg_switches).map(|(b, before)| {
+        let after: u64 = b.iter().map(|(pid, _)| switches(*pid)).sum();
+        after.saturating_sub(before) as f64 / n
+    });
+    let pg_cpu_us = backends.map(|before| {
+        let ticks: u64 = before
+            .iter()
+            .map(|(pid, t)| cpu_ticks(*pid).saturating_sub(*t))
+            .sum();
+        ticks as f64 * 10_000.0 / n
+    });
     Row {
         name: name.to_owned(),
-        cpu_us: ticks as f64 * 10_000.0 / stats.latencies_us.len().max(1) as f64,
+        cpu_us: ticks as f64 * 10_000.0 / n,
+        pg_cpu_us,
+        bench_cpu_us: own as f64 * 10_000.0 / n,
+        switches: (server_switches as f64 / n, pg_switches),
         stats,
     }
 }
 
 fn print_rows(rows: &[Row]) {
-    println!("| | req/s | p50 ms | p99 ms | errors | server CPU µs per run |");
-    println!("|---|---|---|---|---|---|");
+    println!("| | req/s | p50 ms | p99 ms | errors | server CPU µs per run | PostgreSQL CPU µs per run | bench (client + mock) CPU µs per run | context switches per run: server, PostgreSQL |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.0} | {:.3} | {:.3} | {} | {:.0} |",
+            "| {} | {:.0} | {:.3} | {:.3} | {} | {:.0} | {} | {:.0} | {:.2}, {} |",
             r.name,
             r.stats.rate(),
             r.stats.pct(0.5),
             r.stats.pct(0.99),
             r.stats.errors,
-            r.cpu_us
+            r.cpu_us,
+            r.pg_cpu_us.map_or("–".into(), |c| format!("{c:.0}")),
+            r.bench_cpu_us,
+            r.switches.0,
+            r.switches.1.map_or("–".into(), |c| format!("{c:.2}"))
         );
     }
     println!();
@@ -173,6 +231,7 @@ async fn postgres(bin: &str, secs: f64) {
             let l = measure(
                 &format!("SQLite, {label} (round {})", round + 1),
                 &lite,
+                None,
                 16,
                 secs,
                 runs(&client, &lite.base, &lite_fx.key),
@@ -181,6 +240,7 @@ async fn postgres(bin: &str, secs: f64) {
             let p = measure(
                 &format!("PostgreSQL, {label} (round {})", round + 1),
                 &pg,
+                Some(db.name()),
                 16,
                 secs,
                 runs(&client, &pg.base, &pg_fx.key),
@@ -238,6 +298,26 @@ async fn postgres(bin: &str, secs: f64) {
         ratio(false),
         ratio(true)
     );
+    // On two cores shared by everything, the rate follows the CPU all processes spend per run:
+    // the ratio of those sums is what PostgreSQL/SQLite would be if the work were CPU-bound.
+    let cpu = |db: &str, label: &str| {
+        let rows: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.name.starts_with(db) && r.name.contains(label))
+            .collect();
+        let n = rows.len().max(1) as f64;
+        rows.iter()
+            .map(|r| r.cpu_us + r.pg_cpu_us.unwrap_or(0.0) + r.bench_cpu_us)
+            .sum::<f64>()
+            / n
+    };
+    for label in ["no limits", "tenant limits set"] {
+        let (l, p) = (cpu("SQLite", label), cpu("PostgreSQL", label));
+        println!(
+            "CPU per run, all processes ({label}): SQLite {l:.0} µs, PostgreSQL {p:.0} µs: a CPU-bound ratio of {:.2}\n",
+            l / p
+        );
+    }
     drop(lite);
 
     // Two nodes on the one PostgreSQL database, 8 connections each, against one node at 16.
@@ -246,6 +326,7 @@ async fn postgres(bin: &str, secs: f64) {
     let one = measure(
         "one node, 16 connections",
         &pg,
+        Some(db.name()),
         16,
         secs,
         runs(&client, &pg.base, &pg_fx.key),
@@ -275,13 +356,195 @@ async fn postgres(bin: &str, secs: f64) {
         Row {
             name: "two nodes, 8 connections each".into(),
             cpu_us: ticks as f64 * 10_000.0 / n.max(1) as f64,
+            pg_cpu_us: None,
+            bench_cpu_us: f64::NAN,
+            switches: (f64::NAN, None),
             stats: both,
         },
     ]);
     set_limits(&client, &pg.base, &pg_fx.admin, &pg_fx.tid, false).await;
     drop(second);
     drop(pg);
+    if let Ok(log) = std::env::var("GC_BENCH_PG_LOG") {
+        count_statements(bin, &db, &log, &mock.base_url(), &pg_fx, secs).await;
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `psql -Atc sql` on `url`; its output, or `None` when psql failed.
+fn psql(url: &str, sql: &str) -> Option<String> {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .arg("-Atc")
+        .arg(sql)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// CPU ticks of the PostgreSQL backends serving database `name` (their pids from
+/// `pg_stat_activity`, their times from `/proc`: PostgreSQL on this host only).
+fn pg_backend_ticks(name: &str) -> Vec<(u32, u64)> {
+    psql(
+        &gc_persistence::testing::postgres_admin_url(),
+        &format!("select pid from pg_stat_activity where datname = '{name}'"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter_map(|l| l.trim().parse().ok())
+    .map(|pid| (pid, cpu_ticks(pid)))
+    .collect()
+}
+
+/// What one kind of statement costs per run in the counted window, from the server log.
+#[derive(Default)]
+struct Counted {
+    /// Statements executed (extended protocol `execute`, or a simple `statement:`).
+    executed: u64,
+    /// Named statements prepared (a round trip of their own, once per connection).
+    prepared: u64,
+}
+
+/// Issue 33, deterministic: statements and round trips per `/run` on PostgreSQL, counted in
+/// the server's log (`GC_BENCH_PG_LOG`, the PostgreSQL server log file, readable by the bench;
+/// PostgreSQL on this host). The database is set to log every statement
+/// (`log_min_duration_statement = 0`, this database only), a new server is started on it (its
+/// connections take the setting), and each measurement is framed by two marker statements
+/// sent with psql; everything the database logged between them from gc's connections is
+/// counted, grouped by statement. Round trips: one per statement executed (diesel sends
+/// parse/bind/execute of an unnamed statement in one flight, and bind/execute of a prepared
+/// one), plus one per named statement prepared. Logging slows PostgreSQL, so these runs' rate
+/// means nothing; the counts per run are the point (the writer's batches are per 50 ms, so
+/// their share per run depends on the rate).
+async fn count_statements(
+    bin: &str,
+    db: &gc_persistence::testing::PostgresTestDatabase,
+    log: &str,
+    mock: &str,
+    fx: &crate::Fixture,
+    secs: f64,
+) {
+    println!("## PostgreSQL statements per run (server log, 16 connections)\n");
+    let admin = gc_persistence::testing::postgres_admin_url();
+    if psql(
+        &admin,
+        &format!(
+            "ALTER DATABASE \"{}\" SET log_min_duration_statement = 0",
+            db.name()
+        ),
+    )
+    .is_none()
+    {
+        println!("not counted: could not set log_min_duration_statement\n");
+        return;
+    }
+    let client = client();
+    let server = spawn_server(bin, db.url(), free_port(), Some(mock));
+    wait_healthy(&client, &server.base).await;
+    for on in [false, true] {
+        set_limits(&client, &server.base, &fx.admin, &fx.tid, on).await;
+        load(16, 0.5, runs(&client, &server.base, &fx.key)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let start = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+        let mark = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let _ = psql(db.url(), &format!("SELECT 'gc-bench-start-{mark}'"));
+        let stats = load(16, secs, runs(&client, &server.base, &fx.key)).await;
+        // The writer's last batch of these runs (its window is 50 ms).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = psql(db.url(), &format!("SELECT 'gc-bench-end-{mark}'"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let text = std::fs::read(log)
+            .map(|b| String::from_utf8_lossy(&b[(start as usize).min(b.len())..]).into_owned())
+            .unwrap_or_default();
+        let runs_n = stats.latencies_us.len().max(1) as f64;
+        let by_kind = count_log(&text, db.name(), &mark);
+        let (mut executed, mut prepared, mut tx) = (0, 0, 0);
+        println!(
+            "{} ({} runs, {} errors):\n",
+            if on { "tenant limits set" } else { "no limits" },
+            stats.latencies_us.len(),
+            stats.errors
+        );
+        println!("| statement | executed per run | prepared per run |");
+        println!("|---|---|---|");
+        for (sql, c) in &by_kind {
+            executed += c.executed;
+            prepared += c.prepared;
+            if sql == "BEGIN" {
+                tx += c.executed;
+            }
+            println!(
+                "| `{}` | {:.3} | {:.4} |",
+                sql.chars().take(90).collect::<String>(),
+                c.executed as f64 / runs_n,
+                c.prepared as f64 / runs_n
+            );
+        }
+        println!(
+            "\nper run: {:.3} statements, {:.3} round trips, {:.3} explicit transactions\n",
+            executed as f64 / runs_n,
+            (executed + prepared) as f64 / runs_n,
+            tx as f64 / runs_n
+        );
+    }
+    set_limits(&client, &server.base, &fx.admin, &fx.tid, false).await;
+    drop(server);
+    let _ = psql(
+        &admin,
+        &format!(
+            "ALTER DATABASE \"{}\" RESET log_min_duration_statement",
+            db.name()
+        ),
+    );
+}
+
+/// Counts, per statement text (the first 120 characters), the statements database `name`
+/// logged between the markers `gc-bench-start-<mark>` and `gc-bench-end-<mark>`, markers
+/// excluded. Log lines look like `… [pid] user@db LOG:  duration: 0.012 ms  execute
+/// __diesel_stmt_3: SELECT …` (also `parse`, `bind`, and `statement: BEGIN` for simple
+/// queries).
+fn count_log(text: &str, name: &str, mark: &str) -> BTreeMap<String, Counted> {
+    let mut out: BTreeMap<String, Counted> = BTreeMap::new();
+    let tag = format!("@{name} ");
+    let mut inside = false;
+    for line in text.lines().filter(|l| l.contains(&tag)) {
+        if line.contains(&format!("gc-bench-start-{mark}")) {
+            inside = true;
+            continue;
+        }
+        if line.contains(&format!("gc-bench-end-{mark}")) {
+            break;
+        }
+        if !inside {
+            continue;
+        }
+        let Some((_, rest)) = line.split_once(" ms  ") else {
+            continue;
+        };
+        let (kind, sql) = if let Some(sql) = rest.strip_prefix("statement: ") {
+            ("statement", sql)
+        } else if let Some((head, sql)) = rest.split_once(": ") {
+            (head, sql)
+        } else {
+            continue;
+        };
+        let key: String = sql.trim().chars().take(120).collect();
+        let entry = out.entry(key).or_default();
+        if kind == "statement" || kind.starts_with("execute") {
+            entry.executed += 1;
+        } else if kind.starts_with("parse") && !kind.contains("<unnamed>") {
+            entry.prepared += 1;
+        }
+    }
+    out
 }
 
 /// One streamed request on a new connection: the time to the first `data:` byte of the body
