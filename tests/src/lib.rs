@@ -10,6 +10,7 @@ pub mod browser;
 
 use std::net::SocketAddr;
 
+use gc_gateway::mock::{MockHandle, MockUpstream};
 use gc_persistence::testing::{
     fresh_sqlite_url, postgres_or_skip, PostgresTestDatabase, TempDirGuard,
 };
@@ -430,6 +431,183 @@ macro_rules! both_backends_with {
             }
         )*
     };
+}
+
+/// Polls `f` every 50 ms until it answers true, for at most 5 s (the run-record writer
+/// batches for 50 ms); panics when it never does.
+pub async fn eventually(mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..100 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the condition did not hold in time");
+}
+
+/// The world of the gateway tests: an app whose two regions are mock OpenAI-compatible
+/// upstreams on loopback (AIHK `hk`, AICA `ca`, a 2 s gateway timeout), and a tenant of AIHK
+/// with AI enabled and a member.
+pub struct GatewayWorld {
+    pub app: TestApp,
+    pub hk: MockHandle,
+    pub ca: MockHandle,
+    pub admin: Actor,
+    pub tenant: Value,
+    pub member: Actor,
+}
+
+impl GatewayWorld {
+    /// Starts the world on `backend`, `tweak` applied last to the configuration; `None` when
+    /// the backend is skipped.
+    pub async fn start(
+        backend: Backend,
+        label: &str,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Option<Self> {
+        let (_, hk) = MockUpstream::start().await.unwrap();
+        let (_, ca) = MockUpstream::start().await.unwrap();
+        let (hk_url, ca_url) = (hk.base_url(), ca.base_url());
+        let app = TestApp::start_with(backend, label, |c| {
+            c.gateway_aihk_url = Some(hk_url);
+            c.gateway_aica_url = Some(ca_url);
+            c.gateway_timeout_s = 2;
+            tweak(c);
+        })
+        .await?;
+        let admin = app.admin().await;
+        let tenant = app.tenant(&admin, "Acme", "AIHK").await;
+        let member = app.member_of(&admin, &tenant).await;
+        Some(Self {
+            app,
+            hk,
+            ca,
+            admin,
+            tenant,
+            member,
+        })
+    }
+
+    pub fn tenant_id(&self) -> &str {
+        self.tenant["id"].as_str().unwrap()
+    }
+
+    /// Gives the tenant an AI key (label `main`) through the admin API; the answer never
+    /// holds the secret.
+    pub async fn add_key(&self, region: &str, secret: &str, chat_enabled: bool) -> Value {
+        let r = self
+            .admin
+            .post(
+                &format!("/admin/tenants/{}/ai-keys", self.tenant_id()),
+                json!({"region": region, "secret": secret, "label": "main", "chat_enabled": chat_enabled}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert!(
+            !r.text.contains(secret),
+            "the secret must never be returned"
+        );
+        r.body
+    }
+
+    /// Sets the tenant's quotas (`PATCH /admin/tenants/{id}` with `{"limits": limits}`);
+    /// returns the tenant.
+    pub async fn limit_tenant(&self, limits: Value) -> Value {
+        let r = self
+            .admin
+            .patch(
+                &format!("/admin/tenants/{}", self.tenant_id()),
+                json!({ "limits": limits }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.body
+    }
+
+    /// Waits until the member's usage (this month, by day) counts `n` runs: the run-record
+    /// writer has stored them, and their tokens count toward the quotas.
+    pub async fn runs_recorded(&self, n: u64) {
+        let member = self.member.clone();
+        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
+            .await;
+    }
+}
+
+/// Runs async test bodies `fn(s: World)` on SQLite and on PostgreSQL as two tests each, the
+/// world made by `setup(backend, label, tweak) -> Option<World>` (`None`: skipped), `tweak`
+/// a configuration change (none here):
+/// `on_both_backends! { setup -> World; async fn name(s) { ... } ... }`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($setup:ident -> $world:ty; $(async fn $name:ident($s:ident) $body:block)*) => {
+        $(
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn body($s: $world) $body
+
+                #[actix_web::test]
+                async fn sqlite() {
+                    if let Some(s) = $setup($crate::Backend::Sqlite, stringify!($name), |_| {}).await {
+                        body(s).await;
+                    }
+                }
+
+                #[actix_web::test]
+                async fn postgres() {
+                    if let Some(s) = $setup($crate::Backend::Postgres, stringify!($name), |_| {}).await {
+                        body(s).await;
+                    }
+                }
+            }
+        )*
+    };
+}
+
+/// What the process's log lines say, for the tests that read them: [`CapturedLogs::install`]
+/// sets the server's own subscriber (`gc_server::init_tracing_to`) to write here. The
+/// subscriber is global: a test that reads the logs has its own test binary.
+#[derive(Clone, Default)]
+pub struct CapturedLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLogs {
+    /// Installs the server's subscriber at `filter` (an `EnvFilter`, e.g. `trace`), text
+    /// lines without colours, writing to the returned capture.
+    pub fn install(filter: &str) -> Self {
+        let logs = Self::default();
+        let writer = logs.clone();
+        let mut config = Config::with_database("");
+        config.log = filter.into();
+        config.log_format = "text".into();
+        gc_server::init_tracing_to(&config, move || writer.clone());
+        logs
+    }
+
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
+    }
 }
 
 /// The Python of a virtualenv `<target>/<venv>` holding `package` at `version`, made when

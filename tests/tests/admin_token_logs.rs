@@ -2,34 +2,12 @@
 //! by the token's id (decision 0036). Its own test binary: the capturing subscriber is global.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use gc_tests::*;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The token never reaches a log line, even at `trace`, while its uses are logged by id.
 #[actix_web::test]
 async fn the_token_never_reaches_a_log_line() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_env_filter("trace")
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .init();
+    let captured = CapturedLogs::install("trace");
     let app = TestApp::start_with(Backend::Sqlite, "admin_token_logs", |c| {
         c.log = "trace".into();
     })
@@ -53,7 +31,7 @@ async fn the_token_never_reaches_a_log_line() {
     );
     let _ = script.get("/workspace").await;
     let _ = script.get("/admin/tokens").await;
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(
         logs.contains("admin token used") && logs.contains(&id),
         "the uses are logged by id"

@@ -4,36 +4,26 @@
 
 use std::time::Duration;
 
-use gc_gateway::mock::{Behavior, MockHandle, MockUpstream};
+use gc_gateway::mock::{Behavior, MockHandle};
 use gc_tests::*;
 
 const SECRET: &str = "sk-upstream-secret-AAAA1111";
 const SECRET_2: &str = "sk-upstream-secret-BBBB2222";
 
-struct Setup {
-    app: TestApp,
-    hk: MockHandle,
-    ca: MockHandle,
-    admin: Actor,
-    tenant: Value,
-    member: Actor,
-}
+type Setup = GatewayWorld;
 
-impl Setup {
-    fn tenant_id(&self) -> &str {
-        self.tenant["id"].as_str().unwrap()
-    }
-
-    /// Waits until the member's usage (this month, by day) counts `n` runs: the run-record
-    /// writer has stored them, and their tokens count toward the quotas.
-    async fn runs_recorded(&self, n: u64) {
-        let member = self.member.clone();
-        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
-            .await;
-    }
-
+/// What the gateway tests ask of their world besides [`GatewayWorld`]'s own helpers.
+trait GatewayTests {
     /// A second node on this setup's database, and the member with one `run` key on either
     /// node: (node B, which must outlive its use; the member on A; the member on B).
+    async fn on_two_nodes(&self) -> (TestApp, Actor, Actor);
+
+    fn chat(&self) -> Value {
+        json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16})
+    }
+}
+
+impl GatewayTests for Setup {
     async fn on_two_nodes(&self) -> (TestApp, Actor, Actor) {
         let node_b = self.app.second_node();
         let key = self.member.new_key(&["run"]).await;
@@ -46,74 +36,23 @@ impl Setup {
         };
         (node_b, on_a, on_b)
     }
-
-    async fn add_key(&self, region: &str, secret: &str, chat_enabled: bool) -> Value {
-        let r = self
-            .admin
-            .post(
-                &format!("/admin/tenants/{}/ai-keys", self.tenant_id()),
-                json!({"region": region, "secret": secret, "label": "main", "chat_enabled": chat_enabled}),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        assert!(
-            !r.text.contains(secret),
-            "the secret must never be returned"
-        );
-        r.body
-    }
-
-    fn chat(&self) -> Value {
-        json!({"model": "auto", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 16})
-    }
 }
 
+/// The gateway world with a second model (`m-large`) on AIHK's list.
 async fn setup(
     backend: Backend,
     label: &str,
     tweak: impl FnOnce(&mut gc_server::Config),
 ) -> Option<Setup> {
-    let (_, hk) = MockUpstream::start().await.unwrap();
-    let (_, ca) = MockUpstream::start().await.unwrap();
-    let (hk_url, ca_url) = (hk.base_url(), ca.base_url());
-    let app = TestApp::start_with(backend, label, |c| {
-        c.gateway_aihk_url = Some(hk_url);
-        c.gateway_aica_url = Some(ca_url);
-        c.gateway_timeout_s = 2;
+    GatewayWorld::start(backend, label, |c| {
         c.gateway_aihk_models = vec!["m-large".into()];
         tweak(c);
     })
-    .await?;
-    let admin = app.admin().await;
-    let tenant = app.tenant(&admin, "Acme", "AIHK").await;
-    let member = app.member_of(&admin, &tenant).await;
-    Some(Setup {
-        app,
-        hk,
-        ca,
-        admin,
-        tenant,
-        member,
-    })
+    .await
 }
 
 macro_rules! gateway_tests {
-    ($(async fn $name:ident($s:ident) $body:block)*) => {
-        $(
-            mod $name {
-                use super::*;
-                async fn body($s: Setup) $body
-                #[actix_web::test]
-                async fn sqlite() {
-                    if let Some(s) = setup(Backend::Sqlite, stringify!($name), |_| {}).await { body(s).await }
-                }
-                #[actix_web::test]
-                async fn postgres() {
-                    if let Some(s) = setup(Backend::Postgres, stringify!($name), |_| {}).await { body(s).await }
-                }
-            }
-        )*
-    };
+    ($($tests:tt)*) => { on_both_backends! { setup -> Setup; $($tests)* } };
 }
 
 /// Reads a whole SSE body and returns its `data:` payloads.
@@ -580,31 +519,6 @@ async fn an_openai_client_library_can_use_chat_completions() {
 }
 
 // ---- Quotas, usage, models, metrics and failover (issue 10) --------------------------------
-
-impl Setup {
-    async fn limit_tenant(&self, limits: Value) -> Value {
-        let r = self
-            .admin
-            .patch(
-                &format!("/admin/tenants/{}", self.tenant_id()),
-                json!({ "limits": limits }),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        r.body
-    }
-}
-
-/// Polls `f` until it answers true (the run-record writer batches for 50 ms).
-async fn eventually(mut f: impl AsyncFnMut() -> bool) {
-    for _ in 0..100 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the condition did not hold in time");
-}
 
 gateway_tests! {
     async fn a_tenant_over_its_request_limit_is_refused_before_the_upstream(s) {

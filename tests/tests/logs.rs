@@ -2,34 +2,12 @@
 //! the most verbose level.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use gc_gateway::mock::{Behavior, MockUpstream};
 use gc_tests::*;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[actix_web::test]
 async fn secrets_never_reach_the_logs() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_env_filter("trace")
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .init();
+    let captured = CapturedLogs::install("trace");
 
     let upstream_secret = "sk-upstream-LOGCHECK-9876";
     let (_, mock) = MockUpstream::start().await.unwrap();
@@ -96,7 +74,7 @@ async fn secrets_never_reach_the_logs() {
     member.get("/workspace").await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
 
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let logs = captured.text();
     assert!(logs.contains("request"), "request lines are logged");
     let session = member.cookie().unwrap().to_owned();
     for secret in [

@@ -6,57 +6,28 @@
 
 use std::time::Duration;
 
-use gc_gateway::mock::{Behavior, MockHandle, MockUpstream};
+use gc_gateway::mock::Behavior;
 use gc_tests::*;
 
 const SECRET: &str = "sk-upstream-secret-RRRR1111";
 const SECRET_2: &str = "sk-upstream-secret-EEEE2222";
 
-struct Setup {
-    app: TestApp,
-    hk: MockHandle,
-    ca: MockHandle,
-    admin: Actor,
-    tenant: Value,
-    member: Actor,
-}
+type Setup = GatewayWorld;
 
-impl Setup {
-    fn tenant_id(&self) -> &str {
-        self.tenant["id"].as_str().unwrap()
-    }
-
-    async fn add_key(&self, secret: &str) -> Value {
-        let r = self
-            .admin
-            .post(
-                &format!("/admin/tenants/{}/ai-keys", self.tenant_id()),
-                json!({"region": "AIHK", "secret": secret, "label": "main", "chat_enabled": true}),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{}", r.text);
-        r.body
-    }
-
-    async fn limit_tenant(&self, limits: Value) {
-        let r = self
-            .admin
-            .patch(
-                &format!("/admin/tenants/{}", self.tenant_id()),
-                json!({ "limits": limits }),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-    }
-
-    /// Waits until the member's usage this month counts `n` runs (the run writer stored them).
-    async fn runs_recorded(&self, n: u64) {
-        let member = self.member.clone();
-        eventually(async || member.get("/workspace/usage").await.body["data"][0]["requests"] == n)
-            .await;
-    }
+/// What these tests ask of their world besides [`GatewayWorld`]'s own helpers.
+trait ResponsesTests {
+    /// Gives the tenant an AIHK key that serves chat.
+    async fn add_chat_key(&self, secret: &str) -> Value;
 
     /// The activity feed's run records, newest first, once there are `n`.
+    async fn run_records(&self, n: usize) -> Vec<Value>;
+}
+
+impl ResponsesTests for Setup {
+    async fn add_chat_key(&self, secret: &str) -> Value {
+        self.add_key("AIHK", secret, true).await
+    }
+
     async fn run_records(&self, n: usize) -> Vec<Value> {
         let member = self.member.clone();
         let runs = async || {
@@ -82,65 +53,23 @@ fn embed() -> Value {
     json!({"model": "text-embedding-3-small", "input": ["hello world", "bye"]})
 }
 
+/// The gateway world with `/responses` and `/embeddings` mounted, and the embeddings model on
+/// AIHK's list beside its default chat model.
 async fn setup(
     backend: Backend,
     label: &str,
     tweak: impl FnOnce(&mut gc_server::Config),
 ) -> Option<Setup> {
-    let (_, hk) = MockUpstream::start().await.unwrap();
-    let (_, ca) = MockUpstream::start().await.unwrap();
-    let (hk_url, ca_url) = (hk.base_url(), ca.base_url());
-    let app = TestApp::start_with(backend, label, |c| {
-        c.gateway_aihk_url = Some(hk_url);
-        c.gateway_aica_url = Some(ca_url);
-        c.gateway_timeout_s = 2;
+    GatewayWorld::start(backend, label, |c| {
         c.chat_completions = true;
-        // The embeddings model is on the region's list beside its default chat model.
         c.gateway_aihk_models = vec!["text-embedding-3-small".into()];
         tweak(c);
     })
-    .await?;
-    let admin = app.admin().await;
-    let tenant = app.tenant(&admin, "Acme", "AIHK").await;
-    let member = app.member_of(&admin, &tenant).await;
-    Some(Setup {
-        app,
-        hk,
-        ca,
-        admin,
-        tenant,
-        member,
-    })
+    .await
 }
 
 macro_rules! responses_tests {
-    ($(async fn $name:ident($s:ident) $body:block)*) => {
-        $(
-            mod $name {
-                use super::*;
-                async fn body($s: Setup) $body
-                #[actix_web::test]
-                async fn sqlite() {
-                    if let Some(s) = setup(Backend::Sqlite, stringify!($name), |_| {}).await { body(s).await }
-                }
-                #[actix_web::test]
-                async fn postgres() {
-                    if let Some(s) = setup(Backend::Postgres, stringify!($name), |_| {}).await { body(s).await }
-                }
-            }
-        )*
-    };
-}
-
-/// Polls `f` until it answers true (the run-record writer batches for 50 ms).
-async fn eventually(mut f: impl AsyncFnMut() -> bool) {
-    for _ in 0..100 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the condition did not hold in time");
+    ($($tests:tt)*) => { on_both_backends! { setup -> Setup; $($tests)* } };
 }
 
 /// An SSE body's events as (`event:` name or "", data).
@@ -178,7 +107,7 @@ async fn stream(actor: &Actor, path: &str, body: &Value) -> (reqwest::header::He
 
 responses_tests! {
     async fn a_response_plain_and_streamed_passes_through_and_is_recorded(s) {
-        let key = s.add_key(SECRET).await;
+        let key = s.add_chat_key(SECRET).await;
         let runner = s.member.keyed(&["run"]).await;
         let r = runner.post("/responses", respond()).await;
         assert_eq!(r.status, 200, "{}", r.text);
@@ -240,7 +169,7 @@ responses_tests! {
     }
 
     async fn embeddings_answer_openai_s_list_and_are_recorded(s) {
-        s.add_key(SECRET).await;
+        s.add_chat_key(SECRET).await;
         let runner = s.member.keyed(&["run"]).await;
         let r = runner.post("/embeddings", embed()).await;
         assert_eq!(r.status, 200, "{}", r.text);
@@ -274,8 +203,8 @@ responses_tests! {
     }
 
     async fn a_rejected_key_fails_over_on_both_routes(s) {
-        let first = s.add_key(SECRET).await;
-        s.add_key(SECRET_2).await;
+        let first = s.add_chat_key(SECRET).await;
+        s.add_chat_key(SECRET_2).await;
         // The upstream revokes the first key after it was checked; its 401 echoes the key.
         s.hk.reject_key(SECRET);
         for _ in 0..2 {
@@ -306,7 +235,7 @@ responses_tests! {
             // The minute window must not roll over in the middle of the test.
             tokio::time::sleep(Duration::from_secs((61 - second) as u64)).await;
         }
-        s.add_key(SECRET).await;
+        s.add_chat_key(SECRET).await;
         s.limit_tenant(json!({"tokens_per_minute": 100})).await;
         // Embeddings reserve their input only ("hello world", "bye": 3 tokens), no completion.
         let r = s.member.post("/embeddings", embed()).await;
@@ -331,7 +260,7 @@ responses_tests! {
     }
 
     async fn a_broken_responses_stream_ends_with_gc_s_error_frame(s) {
-        s.add_key(SECRET).await;
+        s.add_chat_key(SECRET).await;
         let mut body = respond();
         body["stream"] = json!(true);
         let upstream_error = Behavior::StreamError {
@@ -359,7 +288,7 @@ responses_tests! {
     }
 
     async fn callers_and_bodies_are_refused_before_the_upstream(s) {
-        s.add_key(SECRET).await;
+        s.add_chat_key(SECRET).await;
         let both = [("/responses", respond()), ("/embeddings", embed())];
         // Caller refusals, in OpenAI's shape.
         let reader = s.member.keyed(&["workspace:read"]).await;
@@ -420,7 +349,7 @@ responses_tests! {
     }
 
     async fn upstream_refusals_keep_their_status_in_openai_s_shape(s) {
-        s.add_key(SECRET).await;
+        s.add_chat_key(SECRET).await;
         s.hk.push_behavior(Behavior::status(400, "no such model"));
         let r = s.member.post("/embeddings", embed()).await;
         assert_error(&r, 400, "upstream_rejected");
@@ -449,7 +378,7 @@ async fn the_routes_are_mounted_with_chat_completions_only() {
     else {
         return;
     };
-    s.add_key(SECRET).await;
+    s.add_chat_key(SECRET).await;
     for route in ["/chat/completions", "/responses", "/embeddings"] {
         let r = s.member.post(route, respond()).await;
         assert_error(&r, 404, "not_found");
