@@ -4,7 +4,11 @@
 //! - **PostgreSQL**: the same `/run` load (zero-delay mock, 16 connections) against a server on
 //!   a fresh SQLite file and one on a fresh PostgreSQL database (`GC_TEST_POSTGRES_URL`, default
 //!   `postgres://postgres@127.0.0.1:5432/postgres`), without and with the tenant's limits
-//!   set; then two servers on the one PostgreSQL database, 8 connections each.
+//!   set; then two servers on the one PostgreSQL database, 8 connections each. Each row
+//!   reports CPU per run of the server, of the database's backends (PostgreSQL on this host)
+//!   and of this process (load generator and mock), and context switches per run; with
+//!   `GC_BENCH_PG_LOG=<PostgreSQL's server log>`, statements and round trips per run are
+//!   counted from that log ([`count_statements`], decision 0043).
 //! - **Streams**: a mock streaming 20 chunks; a new connection per request written on a raw
 //!   socket (no client library between the bytes and the clock), time to the first `data:`
 //!   byte and to `[DONE]`, direct to the mock and through gc's `/run`, at 1 stream (interleaved
