@@ -3,28 +3,22 @@
 //! server against a mock upstream succeeds. On SQLite, and on PostgreSQL when it answers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gc_persistence::testing::{fresh_sqlite_url, postgres_or_skip};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gc-server");
+mod common;
+use common::{free_port, run_with_stdin, wait_for_health};
+
 const UPSTREAM_SECRET: &str = "sk-provisioned-by-cli-XYZ9";
 const MEMBER_PASSWORD: &str = "member-password-123";
 
+/// `gc-server` on `url` with `upstream` as region AIHK's gateway.
 fn base_command(url: &str, upstream: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("GC_DATABASE_URL", url)
-        .env("GC_BCRYPT_COST", "4")
-        .env("GC_LOG", "warn")
-        .env("GC_GATEWAY_AIHK_URL", upstream)
-        .env(
-            "GC_MASTER_KEY",
-            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-        );
+    let mut cmd = common::base_command(url);
+    cmd.env("GC_GATEWAY_AIHK_URL", upstream);
     cmd
 }
 
@@ -36,41 +30,19 @@ fn admin(
     stdin: &str,
     env: &[(&str, &str)],
 ) -> (i32, String, String) {
-    let mut child = base_command(url, upstream)
-        .arg("admin")
-        .arg("--json")
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    run_with_stdin(
+        base_command(url, upstream)
+            .arg("admin")
+            .arg("--json")
+            .args(args)
+            .envs(env.iter().copied()),
+        stdin.as_bytes(),
     )
 }
 
 fn json_ok(result: (i32, String, String)) -> Value {
     assert_eq!(result.0, 0, "stdout: {}\nstderr: {}", result.1, result.2);
     serde_json::from_str(&result.1).unwrap_or_else(|e| panic!("{e}: {}", result.1))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn provision_with_the_cli_then_run(url: &str) {
@@ -183,11 +155,7 @@ async fn provision_with_the_cli_then_run(url: &str) {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = reqwest::Client::new();
-    let started = Instant::now();
-    while client.get(format!("{base}/health")).send().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "no server");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_health(&client, &base).await;
     let run = client
         .post(format!("{base}/run"))
         .bearer_auth(&workspace_key)

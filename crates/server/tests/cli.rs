@@ -5,32 +5,12 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gc_persistence::testing::fresh_sqlite_url;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gc-server");
-
-fn base_command(url: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("GC_DATABASE_URL", url)
-        .env("GC_BCRYPT_COST", "4")
-        .env("GC_LOG", "warn")
-        .env(
-            "GC_MASTER_KEY",
-            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-        );
-    cmd
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::{base_command, free_port, outcome, signin_cookie, wait_for_health, BIN};
 
 #[test]
 fn migrate_then_admin_create_from_stdin_and_from_the_environment() {
@@ -138,29 +118,8 @@ async fn sigterm_stops_gracefully_and_lets_in_flight_requests_finish() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = reqwest::Client::new();
-    let started = Instant::now();
-    while client.get(format!("{base}/health")).send().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let signin = client
-        .post(format!("{base}/auth/signin"))
-        .json(
-            &serde_json::json!({"email": "root@example.com", "password": "a-long-admin-password"}),
-        )
-        .send()
-        .await
-        .unwrap();
-    let cookie = signin.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    wait_for_health(&client, &base).await;
+    let cookie = signin_cookie(&client, &base, "root@example.com", "a-long-admin-password").await;
     let post = |path: &str, body: serde_json::Value| {
         client
             .post(format!("{base}{path}"))
@@ -186,19 +145,7 @@ async fn sigterm_stops_gracefully_and_lets_in_flight_requests_finish() {
     )
     .await
     .unwrap();
-    let m = client
-        .post(format!("{base}/auth/signin"))
-        .json(&serde_json::json!({"email": "m@example.com", "password": "member-password-1"}))
-        .send()
-        .await
-        .unwrap();
-    let m_cookie = m.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let m_cookie = signin_cookie(&client, &base, "m@example.com", "member-password-1").await;
 
     // A 1.5-second stream is in flight when SIGTERM arrives.
     let res = client
@@ -604,12 +551,7 @@ fn admin(url: &str, args: &[&str], password: Option<&str>) -> (i32, String, Stri
     if let Some(p) = password {
         cmd.env("GC_ADMIN_PASSWORD", p);
     }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(cmd.output().unwrap())
 }
 
 fn ok(result: (i32, String, String)) -> String {
@@ -964,20 +906,11 @@ async fn the_data_folder_and_the_database_files_are_private() {
         .env("GC_BOOTSTRAP_ADMIN_PASSWORD", "a-long-admin-password")
         .spawn()
         .unwrap();
-    let client = reqwest::Client::new();
-    let started = Instant::now();
-    while client
-        .get(format!("http://127.0.0.1:{port}/api/v1/health"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_health(
+        &reqwest::Client::new(),
+        &format!("http://127.0.0.1:{port}/api/v1"),
+    )
+    .await;
     let files = [
         folder.join("gc.db"),
         folder.join("gc.db-wal"),

@@ -7,7 +7,8 @@
 
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gc-server");
+mod common;
+use common::{free_port, BIN};
 
 /// The first fenced block after the line holding `marker`.
 fn block_after(readme: &str, marker: &str) -> String {
@@ -75,14 +76,6 @@ impl Drop for StopOnDrop {
             let _ = Command::new("kill").arg(pid).status();
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
