@@ -145,6 +145,17 @@ fn scanner() -> Arc<Scanner> {
     Arc::new(Scanner::new().unwrap())
 }
 
+/// What scanning `owner/repo` through `f` fails with.
+async fn scan_error(f: &GitHubFetcher, owner: &str, repo: &str) -> FetchError {
+    f.scan_repository(scanner(), owner, repo).await.unwrap_err()
+}
+
+/// What scanning `acme/skill` fails with, from a fake GitHub answering with `handler`.
+async fn refusal(handler: Handler, limits: Limits) -> FetchError {
+    let (base, _) = fake_github(handler).await;
+    scan_error(&fetcher(&base, limits), "acme", "skill").await
+}
+
 #[tokio::test]
 async fn public_repository_is_scanned_and_cached() {
     let big = vec![b'a'; 1024 * 1024 + 1];
@@ -205,32 +216,13 @@ async fn public_repository_is_scanned_and_cached() {
 async fn private_and_missing_repositories_are_not_found() {
     let (base, _) = fake_github(github(tarball(&[]), true)).await;
     let f = fetcher(&base, Limits::CONTRACT);
-    assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
-        FetchError::NotFound
-    );
-    assert_eq!(
-        f.scan_repository(scanner(), "acme", "other")
-            .await
-            .unwrap_err(),
-        FetchError::NotFound
-    );
+    assert_eq!(scan_error(&f, "acme", "skill").await, FetchError::NotFound);
+    assert_eq!(scan_error(&f, "acme", "other").await, FetchError::NotFound);
     // Invalid names never reach the network.
-    assert_eq!(
-        f.scan_repository(scanner(), "../x", "skill")
-            .await
-            .unwrap_err(),
-        FetchError::NotFound
-    );
+    assert_eq!(scan_error(&f, "../x", "skill").await, FetchError::NotFound);
     let missing_private_field: Handler = Arc::new(|_| reply(200, r#"{"default_branch":"main"}"#));
-    let (base, _) = fake_github(missing_private_field).await;
-    let f = fetcher(&base, Limits::CONTRACT);
     assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
+        refusal(missing_private_field, Limits::CONTRACT).await,
         FetchError::NotFound
     );
 }
@@ -245,12 +237,7 @@ async fn redirects_are_never_followed() {
     });
     let (base, log) = fake_github(moved).await;
     let f = fetcher(&base, Limits::CONTRACT);
-    assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
-        FetchError::Redirect
-    );
+    assert_eq!(scan_error(&f, "acme", "skill").await, FetchError::Redirect);
     assert_eq!(log.lock().unwrap().len(), 1);
 
     // A codeload redirect too.
@@ -264,12 +251,8 @@ async fn redirects_are_never_followed() {
             r
         }
     });
-    let (base, _) = fake_github(tar_moved).await;
-    let f = fetcher(&base, Limits::CONTRACT);
     assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
+        refusal(tar_moved, Limits::CONTRACT).await,
         FetchError::Redirect
     );
 }
@@ -284,16 +267,12 @@ async fn huge_download_stops_at_the_cap() {
         x ^= x << 5;
         noise.push(x as u8);
     }
-    let (base, _) = fake_github(github(noise, false)).await;
     let limits = Limits {
         max_download_bytes: 64 * 1024,
         ..Limits::CONTRACT
     };
-    let f = fetcher(&base, limits);
     assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
+        refusal(github(noise, false), limits).await,
         FetchError::TooLarge("download")
     );
 }
@@ -327,16 +306,12 @@ async fn compression_bomb_stops_at_the_unpacked_cap() {
         "the bomb compresses well: {}",
         tar.len()
     );
-    let (base, _) = fake_github(github(tar, false)).await;
     let limits = Limits {
         max_unpacked_bytes: 2 * 1024 * 1024,
         ..Limits::CONTRACT
     };
-    let f = fetcher(&base, limits);
     assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
+        refusal(github(tar, false), limits).await,
         FetchError::TooLarge("unpacked size")
     );
 }
@@ -423,18 +398,11 @@ async fn slow_upstream_times_out() {
         delay: Some(Duration::from_secs(5)),
         ..reply(200, "{}")
     });
-    let (base, _) = fake_github(slow).await;
     let limits = Limits {
         timeout_ms: 300,
         ..Limits::CONTRACT
     };
-    let f = fetcher(&base, limits);
-    assert_eq!(
-        f.scan_repository(scanner(), "acme", "skill")
-            .await
-            .unwrap_err(),
-        FetchError::Timeout
-    );
+    assert_eq!(refusal(slow, limits).await, FetchError::Timeout);
 }
 
 #[tokio::test]
