@@ -1967,41 +1967,16 @@ fn ai_keys_usable_filter(db: &Db) {
         checked_at: None,
         created_at: now(),
     };
-    let good = db
-        .store
-        .insert_ai_key(
-            db.admin(),
-            &key(t.id, Region::Aihk, true, AiKeyStatus::Ready),
-        )
-        .unwrap();
-    let wrong_region = db
-        .store
-        .insert_ai_key(
-            db.admin(),
-            &key(t.id, Region::Aica, true, AiKeyStatus::Ready),
-        )
-        .unwrap();
-    let no_chat = db
-        .store
-        .insert_ai_key(
-            db.admin(),
-            &key(t.id, Region::Aihk, false, AiKeyStatus::Ready),
-        )
-        .unwrap();
-    let not_ready = db
-        .store
-        .insert_ai_key(
-            db.admin(),
-            &key(t.id, Region::Aihk, true, AiKeyStatus::NotReady),
-        )
-        .unwrap();
-    let elsewhere = db
-        .store
-        .insert_ai_key(
-            db.admin(),
-            &key(other.id, Region::Aihk, true, AiKeyStatus::Ready),
-        )
-        .unwrap();
+    let insert = |tenant_id, region, chat_enabled, status| {
+        db.store
+            .insert_ai_key(db.admin(), &key(tenant_id, region, chat_enabled, status))
+            .unwrap()
+    };
+    let good = insert(t.id, Region::Aihk, true, AiKeyStatus::Ready);
+    let wrong_region = insert(t.id, Region::Aica, true, AiKeyStatus::Ready);
+    let no_chat = insert(t.id, Region::Aihk, false, AiKeyStatus::Ready);
+    let not_ready = insert(t.id, Region::Aihk, true, AiKeyStatus::NotReady);
+    let elsewhere = insert(other.id, Region::Aihk, true, AiKeyStatus::Ready);
     assert_eq!(
         db.store
             .insert_ai_key(
