@@ -557,6 +557,12 @@ pub fn start(config: &Config, prepared: Prepared, handle_signals: bool) -> anyho
                     actix_web::dev::AppConfig::default()
                 }));
             actix_service::fn_service(move |io: actix_web::rt::net::TcpStream| async move {
+                // A stream's small writes (its head, then each event) go out at once: with
+                // Nagle, a write waits while an earlier one is unacknowledged. actix-http sets
+                // this only through its own `.tcp()` builder, which this assembly does not use.
+                if let Err(e) = io.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY not set on an accepted socket");
+                }
                 let peer = io.peer_addr().ok();
                 Ok::<_, actix_http::error::DispatchError>((
                     protocol::Checked::new(io, header_timeout),
