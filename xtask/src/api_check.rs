@@ -62,10 +62,6 @@ fn venv(root: &Path) -> anyhow::Result<PathBuf> {
 ///   of two nulls as that body too.
 /// - `POST /admin/users` and `PATCH /admin/users/{id}/tenant`: a `tenant_id` that names no
 ///   tenant is 422 `validation_failed`, and no generator knows the tenants that exist.
-/// - `POST /embeddings`: a token written as a whole float (`5.0`) is an integer to JSON Schema
-///   (and Schemathesis sends some), but `validate_embeddings_body` takes only integer literals
-///   as tokens: 422 `validation_failed`. No schema can tell `5` from `5.0`; the server should
-///   take whole floats as tokens as it does for `dimensions` and `max_output_tokens`.
 /// - `GET /workspace/usage` and `GET /admin/usage`: `from` and `to` are each documented, but
 ///   their joint rule (`to` not before `from`, at most 400 days, a day that exists) cannot be
 ///   written as a schema of separate query parameters: it is 422 `validation_failed`, stated
@@ -80,10 +76,6 @@ checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", 
 include-name-regex = "^POST /api/v1/(auth/change-password|auth/signup|admin/users)$"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]
 checks.negative_data_rejection.expected-statuses = ["2xx", "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
-
-[[operations]]
-include-name = "POST /api/v1/embeddings"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429", "5xx"]
 
 [[operations]]
 include-name = "PATCH /api/v1/admin/users/{id}/tenant"

@@ -191,7 +191,13 @@ pub fn validate_embeddings_body(body: &Value) -> DomainResult<&Map<String, Value
     if map.get("stream").and_then(Value::as_bool) == Some(true) {
         return Err(DomainError::invalid("stream", "embeddings do not stream"));
     }
-    let token = |v: &Value| v.as_u64().is_some_and(|t| t <= u64::from(u32::MAX));
+    // A whole float (`5.0`) is a token too: JSON Schema counts it as an integer, and so the
+    // OpenAPI document cannot tell a client otherwise.
+    let token = |v: &Value| {
+        v.as_u64().is_some_and(|t| t <= u64::from(u32::MAX))
+            || v.as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&f))
+    };
     let fine = match map.get("input") {
         Some(Value::String(s)) => !s.is_empty(),
         Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_INPUT_ITEMS => {
@@ -1869,6 +1875,9 @@ mod tests {
             json!({"model": "e", "input": ["a", "b"], "encoding_format": "base64", "dimensions": 256}),
             json!({"model": "e", "input": [1, 2, 3]}),
             json!({"model": "e", "input": [[1], [2, 3]], "stream": false}),
+            // A whole float is a token (JSON Schema reads `5.0` as an integer).
+            json!({"model": "e", "input": [5.0, 0.0]}),
+            json!({"model": "e", "input": [[4_294_967_295.0_f64]]}),
         ] {
             assert!(validate_embeddings_body(&fine).is_ok(), "{fine}");
         }
@@ -1898,6 +1907,8 @@ mod tests {
             json!({"model": "e", "input": [""]}),
             json!({"model": "e", "input": [[]]}),
             json!({"model": "e", "input": [1.5]}),
+            json!({"model": "e", "input": [-1.0]}),
+            json!({"model": "e", "input": [4_294_967_296.0_f64]}),
             json!({"model": "e", "input": [null]}),
             json!({"model": "e", "input": many}),
             json!({"model": "e", "input": "x", "stream": true}),
