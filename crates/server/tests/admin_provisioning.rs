@@ -228,6 +228,22 @@ async fn provision_with_the_cli_then_run(url: &str) {
     let listed = json_ok(cli(&["tokens", "list", "--admin", "ops@acme.test"], ""));
     assert_eq!(listed["data"][0]["name"], "terraform", "{listed}");
     assert!(!listed.to_string().contains(&secret));
+    // The token's audit trail without SQL: the use above, for its admin only.
+    let token_id = token["id"].as_str().unwrap().to_owned();
+    let uses = json_ok(cli(
+        &["tokens", "uses", "--admin", "ops@acme.test", &token_id],
+        "",
+    ));
+    assert_eq!(
+        uses["data"][0]["route"], "GET /api/v1/admin/tenants",
+        "{uses}"
+    );
+    assert_eq!(uses["data"][0]["token_name"], "terraform", "{uses}");
+    let (code, _, err) = cli(
+        &["tokens", "uses", "--admin", "dev@acme.test", &token_id],
+        "",
+    );
+    assert_eq!(code, 1, "another admin's token's uses are refused: {err}");
     let (code, _, err) = cli(
         &[
             "tokens",

@@ -145,6 +145,18 @@ pub enum TokenCommand {
         #[arg(long)]
         admin: String,
     },
+    /// A token's audit trail: its newest uses (time, route), newest first. Kept 90 days and
+    /// at most 10,000 a token (docs/operations.md).
+    Uses {
+        /// The platform admin's email.
+        #[arg(long)]
+        admin: String,
+        /// The token id.
+        id: String,
+        /// How many uses at most (1 to 10,000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=10_000))]
+        limit: i64,
+    },
     /// Revoke a token: refused from the next request on.
     Revoke {
         /// The platform admin's email.
@@ -484,6 +496,34 @@ pub fn tokens(
                             .map_or_else(|| "-".into(), |t| t.to_rfc3339())
                     )
                 },
+            )?;
+        }
+        TokenCommand::Uses { admin, id, limit } => {
+            let id = Uuid::parse_str(id.trim())
+                .map_err(|_| anyhow::anyhow!("{id:?} is not a token id (a UUID)"))?;
+            // Only a token of this admin: the same look-up as `list`, so an unknown admin or
+            // a token of another admin is refused as `list` and `revoke` refuse them.
+            let all =
+                all_pages(|page| provisioning::admin_token_list(store, operator, &admin, page))?;
+            if !all.iter().any(|t| t.id == id) {
+                anyhow::bail!("{} has no admin token {id}", shown(&admin));
+            }
+            let uses = store.admin_token_uses(id, limit).map_err(domain)?;
+            report_list(
+                out,
+                json,
+                &uses,
+                |u| {
+                    Ok(json!({
+                        "id": u.id,
+                        "at": u.at,
+                        "token_id": u.token_id,
+                        "token_name": u.token_name,
+                        "route": u.route,
+                    }))
+                },
+                "at\troute",
+                |u| format!("{}\t{}", u.at.to_rfc3339(), shown(&u.route)),
             )?;
         }
         TokenCommand::Revoke { admin, id } => {
