@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_domain::accounts::{AccountPolicy, PasswordHasher};
+use actix_web::cookie::Cookie;
+use actix_web::HttpRequest;
+use gc_domain::accounts::{AccountPolicy, ClientMeta, PasswordHasher};
 use gc_domain::ports::{CredentialCodec, KeySealer, Store};
 use gc_domain::runs::{ChatUpstream, Runs};
 use gc_domain::services::run::{RunPorts, RunUpstream, Served, UpstreamChecks};
@@ -16,10 +18,11 @@ use ipnet::IpNet;
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
+use crate::extract::{client_ip, session_cookie, user_agent};
 use crate::gateway::RunRecorder;
 use crate::guard::GuardService;
 use crate::metrics::Metrics;
-use crate::throttle::{HashShare, IpThrottle};
+use crate::throttle::{CheckSlot, HashShare, IpThrottle};
 use crate::workspace::list_cache::ListCache;
 
 /// The run sink of the orchestration: counts finished runs, then queues them for the writer.
@@ -347,6 +350,38 @@ impl AppState {
             }
         }
         self.on_pool(work).await
+    }
+
+    /// A password check that opens a session (sign-in, sign-up), run on the anonymous share of
+    /// the hashing queue: `work` gets the ports, the hasher, the new session's token hash and the
+    /// client's metadata. The client's check slot (from `admit_auth`) is held until the hash is
+    /// done, even when the client has gone away. Answers what `work` made and the session cookie.
+    pub(crate) async fn with_new_session<T, F>(
+        &self,
+        req: &HttpRequest,
+        slot: CheckSlot,
+        work: F,
+    ) -> Result<(T, Cookie<'static>), ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn Store, &dyn PasswordHasher, String, &ClientMeta) -> DomainResult<T>
+            + Send
+            + 'static,
+    {
+        let (token, token_hash) = self.credentials.new_session_token();
+        let meta = ClientMeta {
+            user_agent: user_agent(req),
+            ip: client_ip(req, self)
+                .map(|ip| ip.to_string())
+                .unwrap_or_default(),
+        };
+        let made = self
+            .with_hasher(HashShare::Anonymous, move |ports, hasher| {
+                let _slot = slot;
+                work(ports, hasher, token_hash, &meta)
+            })
+            .await?;
+        Ok((made, session_cookie(token.expose(), self)))
     }
 
     /// Runs work that hashes or verifies a password on the blocking pool, a bounded number at

@@ -34,11 +34,8 @@ pub async fn signin(
     let slot = admit_auth(&req, &state)?;
     let body = body.into_inner();
     let policy = state.policy;
-    let ((user, tenant), cookie) = super::with_new_session(
-        &state,
-        &req,
-        slot,
-        move |ports, hasher, token_hash, meta| {
+    let ((user, tenant), cookie) = state
+        .with_new_session(&req, slot, move |ports, hasher, token_hash, meta| {
             accounts::sign_in(
                 ports,
                 hasher,
@@ -49,9 +46,8 @@ pub async fn signin(
                 meta,
                 Utc::now(),
             )
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(HttpResponse::Ok()
         .cookie(cookie)
         .json(AccountView::new(&user, tenant.as_ref(), None)))

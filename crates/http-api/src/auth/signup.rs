@@ -60,11 +60,8 @@ pub async fn signup(
     let body = body.into_inner();
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
     let policy = state.policy;
-    let (user, cookie) = super::with_new_session(
-        &state,
-        &req,
-        slot,
-        move |ports, hasher, token_hash, meta| {
+    let (user, cookie) = state
+        .with_new_session(&req, slot, move |ports, hasher, token_hash, meta| {
             accounts::sign_up(
                 ports,
                 hasher,
@@ -75,9 +72,8 @@ pub async fn signup(
                 meta,
                 Utc::now(),
             )
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(HttpResponse::Created()
         .cookie(cookie)
         .json(AccountView::new(&user, None, None)))
