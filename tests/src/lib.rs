@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
+pub mod console;
 
 use std::net::SocketAddr;
 

@@ -14,8 +14,9 @@
 
 use std::time::Duration;
 
-use gc_gateway::mock::{Behavior, MockHandle, MockUpstream};
+use gc_gateway::mock::Behavior;
 use gc_tests::browser::Browser;
+use gc_tests::console::Console;
 use gc_tests::*;
 
 const AI_SECRET: &str = "sk-upstream-console-AAAA1111";
@@ -181,100 +182,6 @@ both_backends! {
 
 // ---------------------------------------------------------------------------------------------
 // Browser tests.
-
-/// A running app on a fixed loopback port (its public origin, which the API's Origin check
-/// compares with what Chromium sends), a mock AIHK upstream, a tenant, a member and a browser.
-struct Console {
-    app: TestApp,
-    browser: Browser,
-    hk: MockHandle,
-    admin: Actor,
-    tenant: Value,
-    member: Actor,
-}
-
-impl Console {
-    async fn start(label: &str) -> Option<Self> {
-        Self::start_with(label, |_| {}).await
-    }
-
-    /// [`Console::start`] with more configuration.
-    async fn start_with(label: &str, tweak: impl FnOnce(&mut gc_server::Config)) -> Option<Self> {
-        let browser = Browser::start(label).await?;
-        let (_, hk) = MockUpstream::start().await.unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let hk_url = hk.base_url();
-        let app = TestApp::start_with(Backend::Sqlite, label, |c| {
-            c.bind = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            c.public_origin = format!("http://127.0.0.1:{port}");
-            c.gateway_aihk_url = Some(hk_url);
-            c.gateway_timeout_s = 10;
-            tweak(c);
-        })
-        .await?;
-        let admin = app.admin().await;
-        let tenant = app.tenant(&admin, "Acme", "AIHK").await;
-        let member = app.member_of(&admin, &tenant).await;
-        Some(Self {
-            app,
-            browser,
-            hk,
-            admin,
-            tenant,
-            member,
-        })
-    }
-
-    fn page(&self, path: &str) -> String {
-        format!("{}{path}", self.app.base)
-    }
-
-    fn tenant_id(&self) -> &str {
-        self.tenant["id"].as_str().unwrap()
-    }
-
-    async fn open(&self, path: &str) {
-        self.browser.goto(&self.page(path)).await;
-        self.browser.wait_for("main h1, main .refusal").await;
-    }
-
-    async fn sign_in(&self, email: &str, password: &str) {
-        let b = &self.browser;
-        b.goto(&self.page("/signin")).await;
-        b.fill_labelled("Email", email).await;
-        b.fill_labelled("Password", password).await;
-        b.click_button("Sign in").await;
-        b.wait_for("a.me").await;
-    }
-
-    async fn sign_out(&self) {
-        self.browser.click_button("Sign out").await;
-        self.browser.wait_text("main h1", "Sign in").await;
-    }
-
-    async fn add_ai_key(&self) {
-        let r = self
-            .admin
-            .post(
-                &format!("/admin/tenants/{}/ai-keys", self.tenant_id()),
-                json!({"region": "AIHK", "secret": AI_SECRET, "label": "main", "chat_enabled": true}),
-            )
-            .await;
-        assert_eq!(r.status, 201, "{}", r.text);
-    }
-
-    async fn shot(&self, name: &str) {
-        if let Some(dir) = std::env::var_os("GC_CONSOLE_SCREENSHOTS") {
-            self.browser
-                .screenshot(&std::path::Path::new(&dir).join(format!("{name}.png")))
-                .await;
-        }
-    }
-}
 
 #[actix_web::test]
 async fn a_member_signs_in_manages_skills_and_keys_and_scans() {
@@ -485,7 +392,7 @@ async fn the_composer_streams_stops_and_explains_refusals() {
         return;
     };
     let b = &c.browser;
-    c.add_ai_key().await;
+    c.add_ai_key(AI_SECRET).await;
     c.sign_in(&c.member.email, PASSWORD).await;
 
     // A streamed answer arrives piece by piece; Stop cuts it off.
@@ -1066,7 +973,7 @@ async fn nav_diagnostics_guard_progress_and_upstream_failures_are_explained() {
         return;
     };
     let b = &c.browser;
-    c.add_ai_key().await;
+    c.add_ai_key(AI_SECRET).await;
 
     c.sign_in(ADMIN_EMAIL, ADMIN_PASSWORD).await;
     for (path, label) in [
@@ -1095,7 +1002,7 @@ async fn nav_diagnostics_guard_progress_and_upstream_failures_are_explained() {
         "the gateway's status is explained too"
     );
     c.hk.accept_key(AI_SECRET);
-    c.add_ai_key().await;
+    c.add_ai_key(AI_SECRET).await;
 
     // The Guard: elapsed seconds, then Cancel.
     c.open("/guard").await;

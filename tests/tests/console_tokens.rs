@@ -7,78 +7,8 @@
 //! them a SKIPPED line, unless `GC_REQUIRE_BROWSER=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gc_tests::browser::Browser;
+use gc_tests::console::Console;
 use gc_tests::*;
-
-/// A running app on a fixed loopback port (its public origin is what Chromium sends as
-/// `Origin`), a tenant, a member and a browser.
-struct Console {
-    app: TestApp,
-    browser: Browser,
-    admin: Actor,
-    tenant: Value,
-    member: Actor,
-}
-
-impl Console {
-    async fn start(label: &str) -> Option<Self> {
-        let browser = Browser::start(label).await?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let app = TestApp::start_with(Backend::Sqlite, label, |c| {
-            c.bind = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            c.public_origin = format!("http://127.0.0.1:{port}");
-        })
-        .await?;
-        let admin = app.admin().await;
-        let tenant = app.tenant(&admin, "Acme", "AIHK").await;
-        let member = app.member_of(&admin, &tenant).await;
-        Some(Self {
-            app,
-            browser,
-            admin,
-            tenant,
-            member,
-        })
-    }
-
-    async fn open(&self, path: &str) {
-        self.browser.goto(&format!("{}{path}", self.app.base)).await;
-        self.browser.wait_for("main h1, main .refusal").await;
-    }
-
-    async fn sign_in(&self, email: &str, password: &str) {
-        let b = &self.browser;
-        b.goto(&format!("{}/signin", self.app.base)).await;
-        b.fill_labelled("Email", email).await;
-        b.fill_labelled("Password", password).await;
-        b.click_button("Sign in").await;
-        b.wait_for("a.me").await;
-    }
-
-    /// The page's text.
-    async fn page_text(&self) -> String {
-        self.browser
-            .exec("return document.body.innerText", json!([]))
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-
-    /// The page's HTML, attributes and all.
-    async fn page_html(&self) -> String {
-        self.browser
-            .exec("return document.documentElement.outerHTML", json!([]))
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-}
 
 #[actix_web::test]
 async fn an_admin_token_is_shown_once_listed_and_revoked() {
