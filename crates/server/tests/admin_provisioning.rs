@@ -245,6 +245,25 @@ async fn provision_with_the_cli_then_run(url: &str) {
     );
     assert_eq!(code, 1, "another admin's token's uses are refused: {err}");
     let (code, _, err) = cli(
+        &["tokens", "uses", "--admin", "ops@acme.test", "not-a-uuid"],
+        "",
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not a token id"), "{err}");
+    let (code, _, err) = cli(
+        &[
+            "tokens",
+            "uses",
+            "--admin",
+            "ops@acme.test",
+            &token_id,
+            "--limit",
+            "0",
+        ],
+        "",
+    );
+    assert_ne!(code, 0, "a limit outside 1..=10000 is refused: {err}");
+    let (code, _, err) = cli(
         &[
             "tokens",
             "create",
