@@ -2,12 +2,16 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::access::{AdminScope, TenantScope, WriteScope};
+use crate::admin_tokens::{
+    AdminToken, AdminTokenContext, AdminTokenRepo, AdminTokenUse, NewAdminToken,
+};
 use crate::error::{DomainError, DomainResult};
 use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::model::{
@@ -58,6 +62,10 @@ pub struct Fake {
     pub quota_calls: Mutex<u32>,
     /// How many coming `take_request` calls fail `Unavailable` (a store that refused them).
     pub refuse_takes: Mutex<u32>,
+    /// Admin tokens (decision 0036), each with its hash.
+    pub admin_tokens: Mutex<Vec<NewAdminToken>>,
+    /// Every recorded admin-token use and whether it touched the token.
+    pub admin_token_uses: Mutex<Vec<(AdminTokenUse, bool)>>,
 }
 
 /// The first item of `list` that `pick` picks, cloned.
@@ -175,6 +183,53 @@ impl QuotaRepo for Fake {
     }
     fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
         Ok(0)
+    }
+}
+
+impl AdminTokenRepo for Fake {
+    fn insert_admin_token(&self, token: &NewAdminToken) -> DomainResult<AdminToken> {
+        self.admin_tokens.lock().unwrap().push(token.clone());
+        Ok(token.token.clone())
+    }
+    /// The admin's tokens, newest first, in one page.
+    fn list_admin_tokens(&self, user_id: Uuid, _: &PageRequest) -> DomainResult<Page<AdminToken>> {
+        let mut items: Vec<AdminToken> = picked(&self.admin_tokens, |t| t.token.user_id == user_id)
+            .into_iter()
+            .map(|t| t.token)
+            .collect();
+        items.reverse();
+        Ok(Page { items, next: None })
+    }
+    fn delete_admin_token(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
+        Ok(removed(&self.admin_tokens, |t| {
+            t.token.user_id == user_id && t.token.id == id
+        }) > 0)
+    }
+    /// Whatever the state of the token and its admin: the domain must decide.
+    fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>> {
+        let token = first(&self.admin_tokens, |t| t.token_hash == token_hash);
+        let Some((token, user)) = self.with_user(token, |t| t.token.user_id)? else {
+            return Ok(None);
+        };
+        Ok(Some(AdminTokenContext {
+            tenant: self.tenant(user.tenant_id),
+            token: token.token,
+            user,
+        }))
+    }
+    fn record_admin_token_use(&self, used: &AdminTokenUse, touch: bool) -> DomainResult<()> {
+        self.admin_token_uses
+            .lock()
+            .unwrap()
+            .push((used.clone(), touch));
+        if touch {
+            for t in self.admin_tokens.lock().unwrap().iter_mut() {
+                if t.token.id == used.token_id {
+                    t.token.last_used_at = Some(used.at);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1025,10 +1080,12 @@ impl crate::services::guard_scan::GuardScanner for FakeGuard {
     }
 }
 
-/// A run sink that keeps every event (the services' activity lines), with room for every run.
+/// A run sink that keeps every event (the services' activity lines), with room for every run
+/// unless `full` is set (then no run gets a place: the run writer's queue is full).
 #[derive(Default)]
 pub struct FakeSink {
     pub events: std::sync::Arc<Mutex<Vec<crate::runs::RunEvent>>>,
+    pub full: std::sync::atomic::AtomicBool,
 }
 
 impl crate::runs::RunSink for FakeSink {
@@ -1036,9 +1093,245 @@ impl crate::runs::RunSink for FakeSink {
         self.events.lock().unwrap().push(event);
     }
     fn reserve(&self, _stream: bool) -> Option<crate::runs::RunSlot> {
+        if self.full.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let events = std::sync::Arc::clone(&self.events);
         Some(crate::runs::RunSlot::new(move |e| {
             events.lock().unwrap().push(e)
         }))
+    }
+}
+
+/// Detached storage work, waiting for the test to run it.
+pub type DetachedWork = Box<dyn FnOnce(&Fake) + Send>;
+
+/// The run service's storage ([`crate::services::run::RunStorage`]) over a [`Fake`]: reads run
+/// at once; detached work waits in `detached` until [`FakeRunStorage::run_detached`] (nobody
+/// waits for it, as on the blocking pool).
+#[derive(Default)]
+pub struct FakeRunStorage {
+    pub store: Fake,
+    /// Every read.
+    pub reads: Mutex<u32>,
+    /// How many coming reads answer `Unavailable` without running their work.
+    pub unavailable: Mutex<u32>,
+    /// When set, a read during which the store refused a call (`Fake::refuse_takes`) runs
+    /// its work once more (as a read refused on the serving thread runs again on the pool).
+    pub retry_refused: bool,
+    /// Detached work not run yet, with what it is.
+    pub detached: Mutex<Vec<(&'static str, DetachedWork)>>,
+}
+
+impl FakeRunStorage {
+    /// What was detached so far and not yet run.
+    pub fn detached_names(&self) -> Vec<&'static str> {
+        self.detached
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Runs the detached work, in order; answers what it was.
+    pub fn run_detached(&self) -> Vec<&'static str> {
+        let work = std::mem::take(&mut *self.detached.lock().unwrap());
+        work.into_iter()
+            .map(|(name, work)| {
+                work(&self.store);
+                name
+            })
+            .collect()
+    }
+}
+
+impl crate::services::run::RunStorage for FakeRunStorage {
+    type Store = Fake;
+    fn read<T, F>(&self, work: F) -> impl std::future::Future<Output = DomainResult<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Fake) -> DomainResult<T> + Send + 'static,
+    {
+        *self.reads.lock().unwrap() += 1;
+        let refused = {
+            let mut left = self.unavailable.lock().unwrap();
+            let refused = *left > 0;
+            *left = left.saturating_sub(1);
+            refused
+        };
+        let answer = if refused {
+            Err(DomainError::Unavailable {
+                retry_after_secs: 1,
+            })
+        } else {
+            let refusals = *self.store.refuse_takes.lock().unwrap();
+            let answer = work(&self.store);
+            let refused = *self.store.refuse_takes.lock().unwrap() < refusals;
+            if refused && self.retry_refused {
+                work(&self.store)
+            } else {
+                answer
+            }
+        };
+        std::future::ready(answer)
+    }
+    fn detach<F>(&self, what: &'static str, work: F)
+    where
+        F: FnOnce(&Fake) + Send + 'static,
+    {
+        self.detached.lock().unwrap().push((what, Box::new(work)));
+    }
+}
+
+/// The run figures, as reported.
+#[derive(Default)]
+pub struct FakeMetrics {
+    /// Every quota refusal's reason.
+    pub refused: Mutex<Vec<&'static str>>,
+    /// Every run latency: region, route, upstream time, added time.
+    pub latencies: Mutex<Vec<(&'static str, &'static str, Duration, Duration)>>,
+}
+
+impl crate::services::run::RunMetrics for FakeMetrics {
+    fn quota_refused(&self, reason: &'static str) {
+        self.refused.lock().unwrap().push(reason);
+    }
+    fn run_latency(
+        &self,
+        region: &'static str,
+        route: &'static str,
+        upstream: Duration,
+        added: Duration,
+    ) {
+        self.latencies
+            .lock()
+            .unwrap()
+            .push((region, route, upstream, added));
+    }
+}
+
+/// A region gateway for runs: every region is configured except `unconfigured`; a call fails
+/// with the next of `failures` while any is left, else answers the body it was sent (a
+/// stream, numbered by the call, when the body asks for one) with a usage of 2 + 3 tokens.
+/// Every call is recorded; a stream's end waits in `finishing` until the test ends it.
+/// Tokens are counted one per word.
+pub struct FakeUpstream {
+    pub unconfigured: Vec<crate::values::Region>,
+    pub models: Vec<String>,
+    pub failures: Mutex<std::collections::VecDeque<crate::runs::UpstreamFailure>>,
+    /// Every call: the kind, region, key secret and body sent.
+    pub calls: Mutex<Vec<UpstreamCall>>,
+    pub finishing: Mutex<Vec<StreamEnd>>,
+}
+
+/// What a stream does with its report when it ends.
+pub type StreamEnd = Box<dyn FnOnce(crate::runs::RunReport) + Send>;
+
+/// One call a [`FakeUpstream`] received: the kind, region, key secret and body.
+pub type UpstreamCall = (
+    crate::runs::RunKind,
+    crate::values::Region,
+    String,
+    Map<String, Value>,
+);
+
+impl Default for FakeUpstream {
+    fn default() -> Self {
+        Self {
+            unconfigured: Vec::new(),
+            models: vec!["m-default".into(), "m-large".into()],
+            failures: Mutex::default(),
+            calls: Mutex::default(),
+            finishing: Mutex::default(),
+        }
+    }
+}
+
+impl FakeUpstream {
+    /// The secrets of the keys called, in order.
+    pub fn secrets(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.2.clone())
+            .collect()
+    }
+}
+
+type FakeAnswer =
+    Result<crate::runs::ChatAnswer<Map<String, Value>, u32>, crate::runs::UpstreamFailure>;
+
+impl crate::runs::ChatUpstream for FakeUpstream {
+    type Body = Map<String, Value>;
+    type Stream = u32;
+    fn configured(&self, region: crate::values::Region) -> bool {
+        !self.unconfigured.contains(&region)
+    }
+    fn chat(
+        &self,
+        region: crate::values::Region,
+        key: &SecretString,
+        body: Map<String, Value>,
+    ) -> impl std::future::Future<Output = FakeAnswer> + Send {
+        self.call(crate::runs::RunKind::Chat, region, key, body)
+    }
+    fn call(
+        &self,
+        kind: crate::runs::RunKind,
+        region: crate::values::Region,
+        key: &SecretString,
+        body: Map<String, Value>,
+    ) -> impl std::future::Future<Output = FakeAnswer> + Send {
+        use crate::runs::{ChatAnswer, RunEnd, RunReport, TokenUsage};
+        let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+        let model = body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("m-default")
+            .to_owned();
+        let mut calls = self.calls.lock().unwrap();
+        calls.push((kind, region, key.expose().to_owned(), body.clone()));
+        let n = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        let answer = match self.failures.lock().unwrap().pop_front() {
+            Some(failure) => Err(failure),
+            None if stream => Ok(ChatAnswer::Stream(n)),
+            None => Ok(ChatAnswer::Complete {
+                body,
+                report: RunReport {
+                    end: RunEnd::Ok,
+                    model,
+                    latency_ms: 7,
+                    ttft_ms: None,
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 2,
+                        completion_tokens: 3,
+                        total_tokens: 5,
+                    }),
+                    error_code: None,
+                    relayed_tokens: None,
+                },
+            }),
+        };
+        std::future::ready(answer)
+    }
+    fn models(&self, _: crate::values::Region) -> Vec<String> {
+        self.models.clone()
+    }
+    fn backoff(&self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+    fn on_finish(
+        &self,
+        stream: u32,
+        _count_relayed: bool,
+        done: Box<dyn FnOnce(crate::runs::RunReport) + Send>,
+    ) -> u32 {
+        self.finishing.lock().unwrap().push(done);
+        stream
+    }
+    fn count_tokens(&self, _: &str, text: &str) -> u64 {
+        text.split_whitespace().count() as u64
     }
 }

@@ -361,3 +361,4 @@ pub fn models<B: 'static, S: 'static>(
         None => all,
     })
 }
+#[cfg(test)] #[path = "run_tests.rs"] mod tests;
