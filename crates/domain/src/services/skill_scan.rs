@@ -592,3 +592,4 @@ mod tests {
         assert_eq!(*g.scans.lock().unwrap(), scans);
     }
 }
+#[cfg(test)] #[path = "skill_scan_tests.rs"] mod retry_tests;
