@@ -3,8 +3,9 @@
 //!
 //! Two runs, each with the tests that can catch its mutants:
 //! - the domain's access, accounts, admin, gateway (`RunScope`), quota, run (refusal order,
-//!   key failover, records), workspace-scope and workspace-service code, and the Guard scan
-//!   and diagnostics services (`services::guard_scan`, `services::diagnostics`), tested by `gc-domain`'s unit tests (in-memory fakes of every port);
+//!   key failover, records), workspace-scope and workspace-service code, and the services
+//!   that decide access themselves (`services::{guard_scan, diagnostics, run, skill_scan,
+//!   ai_keys}`), tested by `gc-domain`'s unit tests (in-memory fakes of every port);
 //! - the HTTP extractors (`crates/http-api/src/extract.rs`), tested by the route × caller
 //!   end-to-end test (`tests/tests/access.rs`, which also checks the Bearer scheme, the Origin
 //!   of cookie writes, the Shadow header and the recorded client address) on SQLite, and by the
@@ -33,6 +34,16 @@ const DOMAIN_FILES: &[&str] = &[
     // share, whether a scan is recorded; the admin check before any gateway is probed.
     "crates/domain/src/services/guard_scan.rs",
     "crates/domain/src/services/diagnostics.rs",
+    // The run service (decision 0041): authenticate, then every refusal before the upstream
+    // (with quota refusals counted), the answer or failure with the quotas that applied, the
+    // lease refills started in the background.
+    "crates/domain/src/services/run.rs",
+    // Skills' Guard verdicts: nothing scanned for a caller who may not write; the retries of
+    // an update or re-scan that lost a race.
+    "crates/domain/src/services/skill_scan.rs",
+    // Tenant AI keys: the admin check before any probe, the probe-to-status decision (which
+    // keys count for AI access), the start-up re-check.
+    "crates/domain/src/services/ai_keys.rs",
     "crates/domain/src/workspace.rs",
     "crates/domain/src/workspace_service.rs",
     "crates/domain/src/workspace_keys.rs",
