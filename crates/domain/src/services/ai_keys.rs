@@ -746,3 +746,4 @@ mod tests {
         assert_eq!(probe.most.load(SeqCst), 2);
     }
 }
+#[cfg(test)] #[path = "ai_keys_tests.rs"] mod recheck_tests;
