@@ -1,5 +1,6 @@
 //! Extractors: the authenticated caller, the client IP, and checked JSON bodies.
 
+use std::marker::PhantomData;
 use std::net::IpAddr;
 
 use actix_web::cookie::{Cookie, SameSite};
@@ -371,52 +372,78 @@ where
     <Option<Object<T>> as serde::Deserialize>::deserialize(d).map(|o| o.map(|o| o.0))
 }
 
-/// A JSON body whose refusal (400, 413, 415, 422) is held back until the handler asks for it.
+/// A part of the request whose refusal is held back until the handler asks for it.
 ///
 /// actix polls a handler's extractors together and answers with the first error that is
 /// ready; a body error is ready at once while credentials still wait for the database. Handlers
-/// take `Body<T>` and call [`Body::into_inner`] after their authorisation checks, so a caller
-/// who may not write at all hears 401/403, not a complaint about the body.
-pub struct Body<T>(Result<T, ApiError>);
+/// take [`Body<T>`] or [`Query<T>`] and call [`Held::into_inner`] after their authorisation
+/// checks, so a caller who may not write at all hears 401/403, not a complaint about the body
+/// or the query.
+pub struct Held<T, S>(Result<T, ApiError>, PhantomData<S>);
 
-impl<T> Body<T> {
+/// A JSON body (400, 413, 415, 422 held back).
+pub type Body<T> = Held<T, JsonBody>;
+
+/// A query string (400 held back).
+pub type Query<T> = Held<T, QueryString>;
+
+impl<T, S> Held<T, S> {
     pub fn into_inner(self) -> Result<T, ApiError> {
+        self.0
+    }
+
+    /// The part, once the caller has passed `check` (evaluated first, as the argument): a
+    /// refused caller hears the check's refusal, not a complaint about the part.
+    pub fn after<X>(self, check: Result<X, DomainError>) -> Result<T, ApiError> {
+        check?;
         self.0
     }
 }
 
-impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Body<T> {
-    type Error = ApiError;
-    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+/// An optional field of a body, parsed by the domain rule that names it: absent stays `None`,
+/// a refusal names `field`.
+pub fn parse_field<T>(
+    field: &str,
+    value: Option<&str>,
+    parse: impl FnOnce(&str, &str) -> Result<T, DomainError>,
+) -> Result<Option<T>, DomainError> {
+    value.map(|v| parse(field, v)).transpose()
+}
 
-    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        // Every body is a JSON object (see [`Object`]).
+/// What a [`Held`] part can be: anything serde reads.
+pub trait Part: serde::de::DeserializeOwned + 'static {}
+
+impl<T: serde::de::DeserializeOwned + 'static> Part for T {}
+
+/// A part being read, or its refusal.
+pub type Reading<T> = LocalBoxFuture<'static, Result<T, ApiError>>;
+
+/// Where a [`Held`] part is read from, and its refusal.
+pub trait HeldSource: 'static {
+    fn read<T: Part>(req: &HttpRequest, payload: &mut Payload) -> Reading<T>;
+}
+
+/// The request's JSON body; every body is a JSON object (see [`Object`]).
+pub struct JsonBody;
+
+impl HeldSource for JsonBody {
+    fn read<T: Part>(req: &HttpRequest, payload: &mut Payload) -> Reading<T> {
         let json = web::Json::<Object<T>>::from_request(req, payload);
         Box::pin(async move {
-            Ok(Body(json.await.map(|j| j.into_inner().0).map_err(|e| {
+            json.await.map(|j| j.into_inner().0).map_err(|e| {
                 e.as_error::<ApiError>()
                     .cloned()
                     .unwrap_or_else(|| ApiError::new(ErrorCode::InvalidBody, e.to_string()))
-            })))
+            })
         })
     }
 }
 
-/// A query string whose refusal (400) is held back until the handler asks for it, for the
-/// same reason as [`Body`]: refused credentials answer first.
-pub struct Query<T>(Result<T, ApiError>);
+/// The request's query string.
+pub struct QueryString;
 
-impl<T> Query<T> {
-    pub fn into_inner(self) -> Result<T, ApiError> {
-        self.0
-    }
-}
-
-impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Query<T> {
-    type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+impl HeldSource for QueryString {
+    fn read<T: Part>(req: &HttpRequest, _: &mut Payload) -> Reading<T> {
         let parsed = web::Query::<T>::from_query(req.query_string())
             .map(web::Query::into_inner)
             .map_err(|e| {
@@ -425,6 +452,16 @@ impl<T: serde::de::DeserializeOwned + 'static> FromRequest for Query<T> {
                     format!("the query string is invalid: {e}"),
                 )
             });
-        std::future::ready(Ok(Query(parsed)))
+        Box::pin(std::future::ready(parsed))
+    }
+}
+
+impl<T: Part, S: HeldSource> FromRequest for Held<T, S> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let read = S::read::<T>(req, payload);
+        Box::pin(async move { Ok(Held(read.await, PhantomData)) })
     }
 }

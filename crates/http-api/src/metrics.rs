@@ -174,6 +174,16 @@ fn added_histogram() -> Histogram {
     ))
 }
 
+/// Registers `metric` under `name` with its help text and hands it back (the registry keeps a
+/// clone that reads the same values).
+fn registered<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -183,69 +193,65 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let http_requests = Family::<HttpLabels, Counter>::default();
-        registry.register(
+        let http_requests = registered(
+            &mut registry,
             "gc_http_requests",
             "HTTP requests by method, route template and status",
-            http_requests.clone(),
+            Family::<HttpLabels, Counter>::default(),
         );
-        let runs = Family::<RunLabels, Counter>::default();
-        registry.register(
+        let runs = registered(
+            &mut registry,
             "gc_runs",
             "Runs (/run and /chat/completions) that reached the upstream, by region and outcome",
-            runs.clone(),
+            Family::<RunLabels, Counter>::default(),
         );
-        let upstream_latency = Family::<RegionLabels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
-        registry.register(
+        let upstream_latency = registered(
+            &mut registry,
             "gc_upstream_latency_seconds",
             "Time from sending a run upstream to its response (headers, for streams), retries included",
-            upstream_latency.clone(),
+            Family::<RegionLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram),
         );
-        let added_latency = Family::<RouteLabels, Histogram>::new_with_constructor(
-            added_histogram as fn() -> Histogram,
-        );
-        registry.register(
+        let added_latency = registered(
+            &mut registry,
             "gc_added_latency_seconds",
             "Time gc itself adds to a run before its response starts (authentication, quotas, keys)",
-            added_latency.clone(),
+            Family::<RouteLabels, Histogram>::new_with_constructor(added_histogram as fn() -> Histogram),
         );
-        let tokens = Family::<TokenLabels, Counter>::default();
-        registry.register(
+        let tokens = registered(
+            &mut registry,
             "gc_tokens",
             "Tokens reported by the upstream, by region and kind (prompt, completion)",
-            tokens.clone(),
+            Family::<TokenLabels, Counter>::default(),
         );
-        let quota_refusals = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        let quota_refusals = registered(
+            &mut registry,
             "gc_quota_refusals",
             "Runs refused by a quota before any upstream call, by reason",
-            quota_refusals.clone(),
+            Family::<ReasonLabels, Counter>::default(),
         );
-        let guard_scans = Family::<VerdictLabels, Counter>::default();
-        registry.register(
+        let guard_scans = registered(
+            &mut registry,
             "gc_guard_scans",
             "Guard scans by verdict",
-            guard_scans.clone(),
+            Family::<VerdictLabels, Counter>::default(),
         );
-        let db_pool = Family::<PoolLabels, Gauge>::default();
-        registry.register(
+        let db_pool = registered(
+            &mut registry,
             "gc_db_pool_connections",
             "Database pool connections by state (in_use, idle)",
-            db_pool.clone(),
+            Family::<PoolLabels, Gauge>::default(),
         );
-        let readiness_checks = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let readiness_checks = registered(
+            &mut registry,
             "gc_readiness_checks",
             "Database checks of the readiness probe, by result (ok, timeout, failed; busy: the previous check was still waiting, none was started)",
-            readiness_checks.clone(),
+            Family::<ResultLabels, Counter>::default(),
         );
-        let lists = Family::<SourceLabels, Counter>::default();
-        registry.register(
+        let lists = registered(
+            &mut registry,
             "gc_record_lists",
             "Record lists answered, by source: kept (this node's answer, the tenant's record version unchanged) or read",
-            lists.clone(),
+            Family::<SourceLabels, Counter>::default(),
         );
         let lists_kept = lists
             .get_or_create(&SourceLabels { source: "kept" })
@@ -253,23 +259,23 @@ impl Metrics {
         let lists_read = lists
             .get_or_create(&SourceLabels { source: "read" })
             .clone();
-        let run_queue_depth = Gauge::default();
-        registry.register(
+        let run_queue_depth = registered(
+            &mut registry,
             "gc_run_record_queue_depth",
             "Places taken in the run-record queue: records and key verdicts waiting for the writer, and places held by runs in flight",
-            run_queue_depth.clone(),
+            Gauge::default(),
         );
-        let runs_busy = Counter::default();
-        registry.register(
+        let runs_busy = registered(
+            &mut registry,
             "gc_runs_refused_busy",
             "Runs refused with 503 busy before admission: the run-record queue had no free place (the writer is behind)",
-            runs_busy.clone(),
+            Counter::default(),
         );
-        let run_records_dropped = Counter::default();
-        registry.register(
+        let run_records_dropped = registered(
+            &mut registry,
             "gc_run_records_dropped",
             "Key verdicts and activity lines dropped because the run-record queue was full (runs' own records always have a place)",
-            run_records_dropped.clone(),
+            Counter::default(),
         );
         Self {
             registry,

@@ -153,14 +153,12 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
             }
             match route.access {
                 Access::Session => s.codes(&[C::SessionRequired]),
-                Access::Admin => s.codes(&[
-                    C::SessionRequired,
-                    C::AdminRequired,
-                    C::MemberSuspended,
-                    C::InsufficientScope,
-                ]),
-                Access::AdminSession => {
-                    s.codes(&[C::SessionRequired, C::AdminRequired, C::MemberSuspended])
+                Access::Admin | Access::AdminSession => {
+                    s.codes(&[C::SessionRequired, C::AdminRequired, C::MemberSuspended]);
+                    // An admin token may lack the scope; the session-only routes take none.
+                    if route.access == Access::Admin {
+                        s.codes(&[C::InsufficientScope]);
+                    }
                 }
                 Access::KeyManagement => {
                     s.codes(&[C::SessionRequired]);
@@ -211,6 +209,26 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
     }
     s.codes(route.errors);
     s
+}
+
+/// The answers a route's declaration implies, described once here rather than on each
+/// handler: a run's 503 (its class), and the 401 and 404 of the OpenAI routes mounted only with
+/// `GC_CHAT_COMPLETIONS` (their table, [`routes::CHAT_ROUTES`]).
+fn declared_answers(route: &Route) -> Vec<(&'static str, &'static str)> {
+    let mut answers = Vec::new();
+    if route.access == Access::Run {
+        answers.push((
+            "503",
+            "busy: the run-record writer is behind and has no place for this run's record, \
+             refused before any quota is counted (retry after Retry-After); service_unavailable: \
+             the database did not answer",
+        ));
+    }
+    if routes::CHAT_ROUTES.iter().any(|r| r.contains(route)) {
+        answers.push(("401", "OpenAI-shaped error"));
+        answers.push(("404", "not mounted (GC_CHAT_COMPLETIONS=false)"));
+    }
+    answers
 }
 
 /// The security requirements of an operation.
@@ -719,66 +737,63 @@ fn json_content(name: &str) -> Value {
 }
 
 /// The record bodies, generated from `gc_domain::records`' field tables: (method, path,
-/// schema name, kind, create).
-fn record_bodies() -> Vec<(&'static str, &'static str, &'static str, Value)> {
+/// schema name, schema). Each record kind is created on its list path and patched on its own
+/// path, as `<name>Create` and `<name>Patch`; the settings are patched.
+fn record_bodies() -> Vec<(&'static str, &'static str, String, Value)> {
     use gc_domain::records::{body_schema, settings_schema};
     use gc_domain::workspace::RecordKind as K;
-    vec![
+    const KINDS: [(&str, &str, &str, K); 4] = [
         (
-            "post",
             "/workspace/skills",
-            "SkillCreate",
-            body_schema(K::Skill, true),
-        ),
-        (
-            "patch",
             "/workspace/skills/{id}",
-            "SkillPatch",
-            body_schema(K::Skill, false),
+            "Skill",
+            K::Skill,
         ),
         (
-            "post",
             "/workspace/memory",
-            "MemoryCollectionCreate",
-            body_schema(K::MemoryCollection, true),
-        ),
-        (
-            "patch",
             "/workspace/memory/{id}",
-            "MemoryCollectionPatch",
-            body_schema(K::MemoryCollection, false),
+            "MemoryCollection",
+            K::MemoryCollection,
         ),
         (
-            "post",
             "/workspace/memory/{collectionId}/sources",
-            "MemorySourceCreate",
-            body_schema(K::MemorySource, true),
-        ),
-        (
-            "patch",
             "/workspace/memory/{collectionId}/sources/{id}",
-            "MemorySourcePatch",
-            body_schema(K::MemorySource, false),
+            "MemorySource",
+            K::MemorySource,
         ),
         (
-            "post",
             "/workspace/drafts/{kind}",
-            "DraftCreate",
-            body_schema(K::AgentDraft, true),
-        ),
-        (
-            "patch",
             "/workspace/drafts/{kind}/{id}",
-            "DraftPatch",
-            body_schema(K::AgentDraft, false),
+            "Draft",
+            K::AgentDraft,
         ),
-        (
-            "patch",
-            "/workspace/settings",
-            "SettingsPatch",
-            settings_schema(),
-        ),
-    ]
+    ];
+    let mut bodies: Vec<_> = KINDS
+        .iter()
+        .flat_map(|&(list, item, name, kind)| {
+            [
+                (
+                    "post",
+                    list,
+                    format!("{name}Create"),
+                    body_schema(kind, true),
+                ),
+                (
+                    "patch",
+                    item,
+                    format!("{name}Patch"),
+                    body_schema(kind, false),
+                ),
+            ]
+        })
+        .collect();
+    bodies.push((
+        "patch",
+        "/workspace/settings",
+        "SettingsPatch".into(),
+        settings_schema(),
+    ));
+    bodies
 }
 
 /// Adds the shared `Error` schemas (the `code` enum generated from `ErrorCode::ALL`) and the
@@ -878,7 +893,7 @@ fn contract(doc: &mut Value) {
     }
     let records = record_bodies();
     for (_, _, name, schema) in &records {
-        schemas.insert((*name).into(), schema.clone());
+        schemas.insert(name.clone(), schema.clone());
     }
 
     let Some(paths) = doc["paths"].as_object_mut() else {
@@ -925,6 +940,12 @@ fn contract(doc: &mut Value) {
             } else {
                 ERROR
             };
+            for (status, description) in declared_answers(&route) {
+                let response = &mut op["responses"][status];
+                if response["description"].as_str().is_none_or(str::is_empty) {
+                    response["description"] = json!(description);
+                }
+            }
             let wanted = statuses(method, &route, op);
             let responses = &mut op["responses"];
             for (status, codes) in wanted.0 {

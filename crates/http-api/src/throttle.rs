@@ -288,18 +288,44 @@ fn client(ip: IpAddr) -> Key {
 /// password checks in flight. Hold the slot until the check has finished.
 pub fn admit_auth(req: &HttpRequest, state: &AppState) -> Result<CheckSlot, ApiError> {
     let ip = client_ip(req, state).unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    state.auth_throttle.admit_check(ip).map_err(|refusal| match refusal {
-        Refusal::TooFast(wait) => ApiError::new(
-            ErrorCode::RateLimited,
-            "too many sign-in or sign-up requests from this address; try again later",
-        )
-        .with_retry_after(wait),
-        Refusal::Checking => ApiError::new(
-            ErrorCode::RateLimited,
-            "a sign-in or sign-up from this address is already being checked; try again when it has finished",
-        )
-        .with_retry_after(1),
-    })
+    state
+        .auth_throttle
+        .admit_check(ip)
+        .map_err(|refusal| refusal.answer(SIGN_IN_FROM_IP))
+}
+
+/// What a refusal of the password-check limits says: too fast (with the wait), or a check
+/// already in flight (retry after a second). One entry per limit.
+struct RefusalText {
+    too_fast: &'static str,
+    checking: &'static str,
+}
+
+const SIGN_IN_FROM_IP: RefusalText = RefusalText {
+    too_fast: "too many sign-in or sign-up requests from this address; try again later",
+    checking: "a sign-in or sign-up from this address is already being checked; try again when it has finished",
+};
+
+const CHECK_FROM_IP: RefusalText = RefusalText {
+    too_fast: "too many password checks from this address; try again later",
+    checking:
+        "a password from this address is already being checked; try again when it has finished",
+};
+
+const CHECK_FOR_ACCOUNT: RefusalText = RefusalText {
+    too_fast: "too many password checks for this account; try again later",
+    checking: "a password of this account is already being checked; try again when it has finished",
+};
+
+impl Refusal {
+    /// 429 `rate_limited` with `Retry-After`, in the words of the limit that refused.
+    fn answer(self, text: RefusalText) -> ApiError {
+        let (message, wait) = match self {
+            Refusal::TooFast(wait) => (text.too_fast, wait),
+            Refusal::Checking => (text.checking, 1),
+        };
+        ApiError::new(ErrorCode::RateLimited, message).with_retry_after(wait)
+    }
 }
 
 /// The places a signed-in caller's password check holds until it has finished: its client
@@ -324,33 +350,11 @@ pub fn admit_session_check(
     let ip_slot = state
         .auth_throttle
         .admit_check_unless_full(ip)
-        .map_err(|refusal| match refusal {
-            Refusal::TooFast(wait) => ApiError::new(
-                ErrorCode::RateLimited,
-                "too many password checks from this address; try again later",
-            )
-            .with_retry_after(wait),
-            Refusal::Checking => ApiError::new(
-                ErrorCode::RateLimited,
-                "a password from this address is already being checked; try again when it has finished",
-            )
-            .with_retry_after(1),
-        })?;
+        .map_err(|refusal| refusal.answer(CHECK_FROM_IP))?;
     let account_slot = state
         .account_throttle
         .admit_account_check(account)
-        .map_err(|refusal| match refusal {
-            Refusal::TooFast(wait) => ApiError::new(
-                ErrorCode::RateLimited,
-                "too many password checks for this account; try again later",
-            )
-            .with_retry_after(wait),
-            Refusal::Checking => ApiError::new(
-                ErrorCode::RateLimited,
-                "a password of this account is already being checked; try again when it has finished",
-            )
-            .with_retry_after(1),
-        })?;
+        .map_err(|refusal| refusal.answer(CHECK_FOR_ACCOUNT))?;
     Ok(SessionCheck {
         _ip: ip_slot,
         _account: account_slot,

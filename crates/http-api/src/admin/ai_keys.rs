@@ -80,8 +80,7 @@ pub async fn create_ai_key(
     tenant_id: web::Path<Uuid>,
     body: Body<CreateAiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let key = ai_keys::create(
         state.get_ref(),
         &state.probes(),

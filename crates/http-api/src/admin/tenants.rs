@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Body, Query};
+use crate::extract::{parse_field, Auth, Body, Query};
 use crate::state::AppState;
 use crate::views::{ListBody, TenantView};
 
@@ -27,19 +27,15 @@ pub async fn list_tenants(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let page = query.into_inner()?.page()?;
+    let page = query.after(p.admin_scope())?.page()?;
     let page = state
         .db(move |ports| admin::list_tenants(ports, &p, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(ListBody {
-        data: page
-            .items
-            .iter()
-            .map(|(t, access)| TenantView::new(t, *access))
-            .collect(),
-        next_cursor: page.next.map(crate::cursor::encode),
-    }))
+    Ok(
+        HttpResponse::Ok().json(ListBody::from_page(page, |(t, access)| {
+            TenantView::new(&t, access)
+        })),
+    )
 }
 
 /// One tenant, as in the list (the console's tenant page reads it).
@@ -78,8 +74,7 @@ pub async fn create_tenant(
     Auth(p): Auth,
     body: Body<CreateTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let region = Region::parse("region", &body.region)?;
     let (t, access) = state
         .db(move |ports| {
@@ -147,20 +142,11 @@ pub async fn patch_tenant(
     id: web::Path<Uuid>,
     body: Body<PatchTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let patch = TenantPatch {
         name: body.name.as_deref().map(tenant_name).transpose()?,
-        status: body
-            .status
-            .as_deref()
-            .map(|s| Status::parse("status", s))
-            .transpose()?,
-        region: body
-            .region
-            .as_deref()
-            .map(|r| Region::parse("region", r))
-            .transpose()?,
+        status: parse_field("status", body.status.as_deref(), Status::parse)?,
+        region: parse_field("region", body.region.as_deref(), Region::parse)?,
         ai_enabled: body.ai_enabled,
         requests_per_minute: limit_change(
             "limits.requests_per_minute",

@@ -73,8 +73,7 @@ pub async fn list_tokens(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_session()?;
-    let page = query.into_inner()?.page()?;
+    let page = query.after(p.require_session())?.page()?;
     let page = state
         .db(move |store| service::list(store, &p, &page))
         .await?;
@@ -93,8 +92,7 @@ pub async fn create_token(
     body: Body<CreateAdminTokenBody>,
 ) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let request = AdminTokenRequest {
         name: body.name,
         scope: body.scope,

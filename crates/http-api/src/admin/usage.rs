@@ -41,8 +41,7 @@ pub async fn admin_usage(
     Auth(p): Auth,
     params: Query<AdminUsageParams>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let params = params.into_inner()?;
+    let params = params.after(p.admin_scope())?;
     let tenant_id = params.tenant_id;
     let q = query(
         &UsageParams {

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
-use crate::extract::{Auth, Body, Query};
+use crate::extract::{parse_field, Auth, Body, Query};
 use crate::state::AppState;
 use crate::views::{ListBody, UserView};
 
@@ -36,8 +36,7 @@ pub async fn list_users(
     Auth(p): Auth,
     query: Query<UserListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let query = query.into_inner()?;
+    let query = query.after(p.admin_scope())?;
     let page: PageRequest = ListQuery {
         limit: query.limit,
         cursor: query.cursor,
@@ -72,15 +71,9 @@ pub async fn create_user(
     Auth(p): Auth,
     body: Body<CreateUserBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
-    let role = body
-        .role
-        .as_deref()
-        .map(|r| Role::parse("role", r))
-        .transpose()?
-        .unwrap_or(Role::Member);
+    let role = parse_field("role", body.role.as_deref(), Role::parse)?.unwrap_or(Role::Member);
     let tenant_id = body.tenant_id;
     // The hash goes through the limits of every password check (decision 0026).
     let slots = crate::throttle::admit_session_check(&req, &state, p.user().id)?;
@@ -116,20 +109,11 @@ pub async fn patch_user(
     id: web::Path<Uuid>,
     body: Body<PatchUserBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.admin_scope())?;
     let patch = UserPatch {
         name: body.name.as_deref().map(person_name).transpose()?,
-        role: body
-            .role
-            .as_deref()
-            .map(|r| Role::parse("role", r))
-            .transpose()?,
-        status: body
-            .status
-            .as_deref()
-            .map(|s| Status::parse("status", s))
-            .transpose()?,
+        role: parse_field("role", body.role.as_deref(), Role::parse)?,
+        status: parse_field("status", body.status.as_deref(), Status::parse)?,
     };
     let id = id.into_inner();
     let user = state
@@ -158,8 +142,7 @@ pub async fn assign_tenant(
     id: web::Path<Uuid>,
     body: Body<AssignTenantBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let tenant_id = body.into_inner()?.tenant_id.ok_or_else(|| {
+    let tenant_id = body.after(p.admin_scope())?.tenant_id.ok_or_else(|| {
         gc_domain::DomainError::invalid("tenant_id", "is required (null unassigns the user)")
     })?;
     let id = id.into_inner();

@@ -32,8 +32,7 @@ pub async fn change_password(
     Auth(p): Auth,
     body: Body<ChangePasswordBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_session()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.require_session())?;
     // A new password the policy refuses is answered before it costs a hashing place or the
     // caller's allowance (the domain checks it again).
     Password::parse_for(

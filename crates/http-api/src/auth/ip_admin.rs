@@ -29,8 +29,7 @@ pub async fn ip_admin(
     Auth(p): Auth,
     body: Body<IpAdminBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.admin_scope()?;
-    let target = body.into_inner()?.tenant_id.ok_or_else(|| {
+    let target = body.after(p.admin_scope())?.tenant_id.ok_or_else(|| {
         DomainError::invalid("tenant_id", "is required (null leaves the Shadow view)")
     })?;
     let caller = p.clone();

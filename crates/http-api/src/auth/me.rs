@@ -31,8 +31,7 @@ pub async fn patch_me(
     Auth(p): Auth,
     body: Body<PatchMeBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_session()?;
-    let name = body.into_inner()?.name;
+    let name = body.after(p.require_session())?.name;
     let caller = p.clone();
     let user = state
         .db(move |ports| gc_domain::accounts::rename(ports, &caller, name.as_deref()))

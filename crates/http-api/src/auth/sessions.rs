@@ -44,8 +44,7 @@ pub async fn delete_sessions(
     Auth(p): Auth,
     query: Query<DeleteSessionsQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.require_session()?;
-    let only = query.into_inner()?.id;
+    let only = query.after(p.require_session())?.id;
     state
         .db(move |ports| accounts::revoke_sessions(ports, &p, only))
         .await?;

@@ -59,20 +59,13 @@ fn run_error(e: RunError) -> ApiError {
         (status = 403, description = "member refusals, insufficient_scope, shadow_read_only, ai_access_disabled, ai_access_not_ready"),
         (status = 422, description = "validation_failed or provider_not_allowed"),
         (status = 429, description = "rate_limited or budget_exhausted (a quota, with Retry-After), upstream_rate_limited"),
-        (status = 502, description = "upstream_error"),
-        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer"),
-        (status = 504, description = "upstream_timeout")))]
+        (status = 502, description = "upstream_error"), (status = 504, description = "upstream_timeout")))]
 pub async fn run(
     state: web::Data<AppState>,
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = RunRequest {
-        kind: RunKind::Chat,
-        route: "/run",
-        credential: caller.credential(),
-        body: body.into_inner(),
-    };
+    let request = request(RunKind::Chat, "/run", &caller, body);
     let ran = run::run(&state.run_ports(), request).await;
     answer(&caller, ran)
 }
@@ -80,20 +73,13 @@ pub async fn run(
 /// `POST /chat/completions`: the same pipeline for OpenAI SDKs (mounted when enabled).
 #[utoipa::path(post, path = "/api/v1/chat/completions", tag = "gateway",
     request_body(content = Object, description = "OpenAI chat-completions body"),
-    responses((status = 200, description = "An OpenAI chat completion or event stream"),
-        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
-        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
+    responses((status = 200, description = "An OpenAI chat completion or event stream")))]
 pub async fn chat_completions(
     state: web::Data<AppState>,
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = RunRequest {
-        kind: RunKind::Chat,
-        route: "/chat/completions",
-        credential: caller.credential(),
-        body: body.into_inner(),
-    };
+    let request = request(RunKind::Chat, "/chat/completions", &caller, body);
     let ran = run::run(&state.run_ports(), request).await;
     answer(&caller, ran)
 }
@@ -102,20 +88,13 @@ pub async fn chat_completions(
 /// `/chat/completions`).
 #[utoipa::path(post, path = "/api/v1/responses", tag = "gateway",
     request_body(content = Object, description = "OpenAI Responses API body: input (a string or an array of items, required), model (default auto), instructions, max_output_tokens, stream, tools, ..."),
-    responses((status = 200, description = "The upstream's response object, or with stream: true its text/event-stream (event names kept, ending after response.completed; gc's error frame and data: [DONE] if it breaks)"),
-        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
-        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
+    responses((status = 200, description = "The upstream's response object, or with stream: true its text/event-stream (event names kept, ending after response.completed; gc's error frame and data: [DONE] if it breaks)")))]
 pub async fn responses(
     state: web::Data<AppState>,
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = RunRequest {
-        kind: RunKind::Responses,
-        route: "/responses",
-        credential: caller.credential(),
-        body: body.into_inner(),
-    };
+    let request = request(RunKind::Responses, "/responses", &caller, body);
     let ran = run::run(&state.run_ports(), request).await;
     answer(&caller, ran)
 }
@@ -124,22 +103,30 @@ pub async fn responses(
 /// `/chat/completions`).
 #[utoipa::path(post, path = "/api/v1/embeddings", tag = "gateway",
     request_body(content = Object, description = "OpenAI embeddings body: model (required, a model name), input (a string, or 1 to 2048 strings or token arrays), encoding_format, dimensions, ..."),
-    responses((status = 200, description = "The upstream's embeddings list ({object: list, data, model, usage})"),
-        (status = 401, description = "OpenAI-shaped error"), (status = 404, description = "not mounted (GC_CHAT_COMPLETIONS=false)"),
-        (status = 503, description = "busy: the run-record writer is behind and has no place for this run's record, refused before any quota is counted (retry after Retry-After); service_unavailable: the database did not answer")))]
+    responses((status = 200, description = "The upstream's embeddings list ({object: list, data, model, usage})")))]
 pub async fn embeddings(
     state: web::Data<AppState>,
     caller: Caller,
     body: Body<Value>,
 ) -> Result<HttpResponse, ApiError> {
-    let request = RunRequest {
-        kind: RunKind::Embeddings,
-        route: "/embeddings",
-        credential: caller.credential(),
-        body: body.into_inner(),
-    };
+    let request = request(RunKind::Embeddings, "/embeddings", &caller, body);
     let ran = run::run(&state.run_ports(), request).await;
     answer(&caller, ran)
+}
+
+/// The service's request for a run of `kind` on `route`, with the caller's credential.
+fn request(
+    kind: RunKind,
+    route: &'static str,
+    caller: &Caller,
+    body: Body<Value>,
+) -> RunRequest<ApiError> {
+    RunRequest {
+        kind,
+        route,
+        credential: caller.credential(),
+        body: body.into_inner(),
+    }
 }
 
 /// The HTTP answer to a run: the Shadow view's marks, then the answer with the quotas'

@@ -75,8 +75,7 @@ pub async fn list_activity(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.read_scope(KeyScope::WorkspaceRead)?;
-    let page = query.into_inner()?.page()?;
+    let page = query.after(p.read_scope(KeyScope::WorkspaceRead))?.page()?;
     let page = state
         .db(move |store| service::list_activity(store, &p, &page))
         .await?;

@@ -136,8 +136,7 @@ pub async fn list_api_keys(
     Auth(p): Auth,
     query: Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    p.key_listing_scope()?;
-    let page = query.into_inner()?.page()?;
+    let page = query.after(p.key_listing_scope())?.page()?;
     let page = state
         .db(move |store| service::list_api_keys(store, &p, &page))
         .await?;
@@ -154,8 +153,7 @@ pub async fn create_api_key(
     Auth(p): Auth,
     body: Body<CreateApiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.key_management_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.key_management_scope())?;
     let request = NewKeyRequest {
         name: body.name,
         scopes: body.scopes,
@@ -186,8 +184,7 @@ pub async fn patch_api_key(
     Auth(p): Auth,
     body: Body<PatchApiKeyBody>,
 ) -> Result<HttpResponse, ApiError> {
-    p.key_management_scope()?;
-    let body = body.into_inner()?;
+    let body = body.after(p.key_management_scope())?;
     let request = KeyPatchRequest {
         name: body.name,
         limits: body.limits.map(Into::into),
