@@ -1,32 +1,50 @@
 //! gc-domain: the domain model of gc.
 //!
-//! Entities and validated value types, the authorisation rules that turn a caller into a
-//! `TenantScope` or `WriteScope`, the ports storage implements, and the services that decide.
+//! Three layers (decision 0045); a service imports the policy, the ports and the base, and
+//! nothing of the policy or the base imports a service:
+//! - the base: [`error`], validated [`values`], [`secret`], [`page`], the entities of
+//!   [`model`] and the [`ports`] adapters implement;
+//! - [`policy`]: pure decisions — who is calling and what they may touch (the scopes), member
+//!   and tenant rules, AI access and key verdicts, record and body rules, prices, model
+//!   allow-lists, limits, usage ranges, skill verdicts;
+//! - [`services`]: one module per feature, one entry function per use case, each generic over
+//!   the ports it needs; they apply the policy and call the ports.
+//!
 //! This crate does no I/O and depends on no web, database or async runtime crate.
 
-pub mod access;
-pub mod accounts;
-pub mod admin;
-pub mod admin_tokens;
 pub mod error;
 #[cfg(test)]
 pub(crate) mod fakes;
-pub mod gateway;
 pub mod model;
-pub mod models;
 pub mod page;
+pub mod policy;
 pub mod ports;
-pub mod prices;
 pub mod quota;
-pub mod records;
-pub mod runs;
 pub mod secret;
 pub mod services;
-pub mod system;
-pub mod usage;
 pub mod values;
-pub mod workspace;
-pub mod workspace_keys;
-pub mod workspace_service;
 
 pub use error::{DomainError, DomainResult, ErrorCode};
+
+// moved: see decision 0045. The old paths of the moved modules, kept until every crate uses
+// the new ones; the rewrite of decision 0045 removes everything from this line on.
+pub use model::workspace;
+pub use policy::{access, ai_access as gateway, models, prices, records, runs};
+pub use services::{
+    accounts, admin, api_keys as workspace_keys, system, workspace as workspace_service,
+};
+
+/// The old path (decision 0045): the tokens' rules are in [`policy::admin_tokens`], their
+/// port in [`ports`], their management in [`services::admin_tokens`].
+pub mod admin_tokens {
+    pub use crate::policy::admin_tokens::*;
+    pub use crate::ports::AdminTokenRepo;
+    pub use crate::services::admin_tokens::*;
+}
+
+/// The old path (decision 0045): the ranges and queries are in [`policy::usage`], the two
+/// reads in [`services::usage`].
+pub mod usage {
+    pub use crate::policy::usage::*;
+    pub use crate::services::usage::*;
+}

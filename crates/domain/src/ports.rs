@@ -12,20 +12,20 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::access::{AdminScope, TenantScope, WriteScope};
-pub use crate::admin_tokens::AdminTokenRepo;
 use crate::error::DomainResult;
-use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
-use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
-use crate::page::{Page, PageRequest};
-use crate::quota::{QuotaWindow, RequestTake, Take, TokenTake};
-use crate::runs::RunLine;
-use crate::usage::{UsagePage, UsageQuery};
-use crate::values::Email;
-use crate::workspace::{
+use crate::model::workspace::{
     Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordFields,
     RecordKind, Settings,
 };
+use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
+use crate::page::{Page, PageRequest};
+use crate::policy::access::{AdminScope, TenantScope, WriteScope};
+use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
+use crate::policy::ai_access::{KeyVerdict, NewTenantAiKey, TenantAiKey};
+use crate::policy::runs::RunLine;
+use crate::policy::usage::{UsagePage, UsageQuery};
+use crate::quota::{QuotaWindow, RequestTake, Take, TokenTake};
+use crate::values::{Email, Password};
 
 pub trait UserRepo {
     /// Inserts a user; `EmailTaken` when the (lower-cased) email exists.
@@ -192,7 +192,7 @@ pub trait WorkspaceRepo {
         id: Uuid,
         expected_version: Option<i64>,
         fields: &RecordFields,
-        guard: &crate::services::skill_scan::SkillGuard,
+        guard: &crate::policy::skill_verdicts::SkillGuard,
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>>;
@@ -205,7 +205,7 @@ pub trait WorkspaceRepo {
         kind: RecordKind,
         id: Uuid,
         version: i64,
-        guard: &crate::services::skill_scan::SkillGuard,
+        guard: &crate::policy::skill_verdicts::SkillGuard,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>>;
     /// Deletes a record and its children (a collection's sources); false when not found.
@@ -446,4 +446,32 @@ pub trait KeySealer: Send + Sync {
     fn seal(&self, plaintext: &str, binding: &[u8]) -> DomainResult<String>;
     /// `None` when the sealed value does not open with any configured master key.
     fn open(&self, sealed: &str, binding: &[u8]) -> Option<crate::secret::SecretString>;
+}
+
+/// Storage of admin tokens.
+pub trait AdminTokenRepo {
+    fn insert_admin_token(&self, token: &NewAdminToken) -> DomainResult<AdminToken>;
+    /// The tokens of one admin, newest first.
+    fn list_admin_tokens(
+        &self,
+        user_id: Uuid,
+        page: &PageRequest,
+    ) -> DomainResult<Page<AdminToken>>;
+    /// Deletes one of the admin's tokens; false when the admin has none with this id.
+    fn delete_admin_token(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool>;
+    /// The token with this hash, its admin and the admin's tenant.
+    fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>>;
+    /// Appends the audit line of one use and, when `touch`, sets the token's `last_used_at`
+    /// to the use's time.
+    fn record_admin_token_use(&self, used: &AdminTokenUse, touch: bool) -> DomainResult<()>;
+}
+
+/// Hashes and verifies passwords. Implemented with bcrypt in `gc-auth`; slow by design, so
+/// callers run it on a blocking pool.
+pub trait PasswordHasher: Send + Sync {
+    fn hash(&self, password: &Password) -> DomainResult<String>;
+    fn verify(&self, password: &str, hash: &str) -> bool;
+    /// A hash of a random password at the same cost, verified for unknown emails so that
+    /// timing does not tell whether an account exists.
+    fn dummy_hash(&self) -> &str;
 }

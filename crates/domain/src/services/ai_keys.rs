@@ -13,14 +13,14 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::Storage;
-use crate::access::{AdminAuthority, AdminScope};
-use crate::admin;
 use crate::error::DomainResult;
-use crate::gateway::{ai_key_binding, AiKeyStatus, KeyVerdict, TenantAiKey};
+use crate::model::workspace::{ActivityTarget, NewActivity};
+use crate::policy::access::{AdminAuthority, AdminScope};
+use crate::policy::ai_access::{ai_key_binding, AiKeyStatus, KeyVerdict, TenantAiKey};
 use crate::ports::{AiKeyRepo, KeySealer, TenantRepo, WorkspaceRepo};
 use crate::secret::SecretString;
+use crate::services::admin;
 use crate::values::Region;
-use crate::workspace::{ActivityTarget, NewActivity};
 
 /// What a region's gateway answered to a key probe (`GET {base}/models` with the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -328,13 +328,32 @@ async fn at_most<F: Future>(limit: usize, futures: impl IntoIterator<Item = F>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Principal;
     use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
     use crate::model::{Role, Status};
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::access::Principal;
 
     fn admin() -> Principal {
         session(user(Role::PlatformAdmin, Status::Active, None), None, None)
+    }
+
+    /// Adds `key` to the tenant as `caller`, now.
+    fn add(
+        store: &Fake,
+        probe: &FakeProbe,
+        caller: Principal,
+        tenant_id: Uuid,
+        key: NewAiKey,
+    ) -> DomainResult<TenantAiKey> {
+        ready(create(
+            store,
+            probe,
+            Arc::new(FakeSealer),
+            caller,
+            tenant_id,
+            key,
+            Utc::now(),
+        ))
     }
 
     fn answer(accepted: bool, reason: Option<&str>) -> KeyProbeAnswer {
@@ -408,33 +427,14 @@ mod tests {
         let t = tenant(Status::Active);
         store.tenants.lock().unwrap().push(t.clone());
         let probe = gateways();
-        let sealer = Arc::new(FakeSealer);
-        let good = ready(create(
-            &store,
-            &probe,
-            sealer.clone(),
-            admin(),
-            t.id,
-            new_key("AIHK", "  sk-good "),
-            Utc::now(),
-        ))
-        .unwrap();
+        let good = add(&store, &probe, admin(), t.id, new_key("AIHK", "  sk-good ")).unwrap();
         assert_eq!(
             (good.status, good.status_reason),
             (AiKeyStatus::Ready, None)
         );
         assert!(good.chat_enabled);
         assert_eq!(good.sealed_secret, "sealed:sk-good");
-        let bad = ready(create(
-            &store,
-            &probe,
-            sealer,
-            admin(),
-            t.id,
-            new_key("AICA", "sk-bad"),
-            Utc::now(),
-        ))
-        .unwrap();
+        let bad = add(&store, &probe, admin(), t.id, new_key("AICA", "sk-bad")).unwrap();
         assert_eq!(
             (bad.status, bad.status_reason.as_deref()),
             (AiKeyStatus::NotReady, Some("401 from the gateway"))
@@ -456,16 +456,7 @@ mod tests {
         let t = tenant(Status::Active);
         store.tenants.lock().unwrap().push(t.clone());
         let probe = FakeProbe::default();
-        let key = ready(create(
-            &store,
-            &probe,
-            Arc::new(FakeSealer),
-            admin(),
-            t.id,
-            new_key("AIHK", "sk-good"),
-            Utc::now(),
-        ))
-        .unwrap();
+        let key = add(&store, &probe, admin(), t.id, new_key("AIHK", "sk-good")).unwrap();
         assert_eq!(
             (key.status, key.status_reason.as_deref()),
             (
@@ -503,16 +494,7 @@ mod tests {
             ),
         ];
         for (caller, tenant_id, key, code) in cases {
-            let err = ready(create(
-                &store,
-                &probe,
-                Arc::new(FakeSealer),
-                caller,
-                tenant_id,
-                key,
-                Utc::now(),
-            ))
-            .unwrap_err();
+            let err = add(&store, &probe, caller, tenant_id, key).unwrap_err();
             assert_eq!(err.code().as_str(), code);
         }
         assert!(probe.probed.lock().unwrap().is_empty());
@@ -530,25 +512,14 @@ mod tests {
             .unwrap()
             .extend([t.clone(), other.clone()]);
         let probe = gateways();
-        let mine = ready(create(
+        let mine = add(&store, &probe, admin(), t.id, new_key("AIHK", "sk-good")).unwrap();
+        add(
             &store,
             &probe,
-            Arc::new(FakeSealer),
-            admin(),
-            t.id,
-            new_key("AIHK", "sk-good"),
-            Utc::now(),
-        ))
-        .unwrap();
-        ready(create(
-            &store,
-            &probe,
-            Arc::new(FakeSealer),
             admin(),
             other.id,
             new_key("AIHK", "sk-good"),
-            Utc::now(),
-        ))
+        )
         .unwrap();
         let listed = ready(list(&store, admin(), t.id)).unwrap();
         assert_eq!(
@@ -580,7 +551,7 @@ mod tests {
 
     #[test]
     fn at_start_up_not_ready_keys_of_configured_regions_are_probed_again_and_recorded() {
-        use crate::gateway::tests::key;
+        use crate::policy::ai_access::tests::key;
         let t = tenant(Status::Active);
         // Added while AIHK had no URL: the case of issue 31.
         let mut unconfigured = sealed(
@@ -715,7 +686,7 @@ mod tests {
 
     #[test]
     fn a_start_up_recheck_probes_at_most_its_bound_at_once_and_in_all() {
-        use crate::gateway::tests::key;
+        use crate::policy::ai_access::tests::key;
         use std::sync::atomic::Ordering::SeqCst;
         let t = tenant(Status::Active);
         let keys: Vec<_> = (0..7)
@@ -746,4 +717,6 @@ mod tests {
         assert_eq!(probe.most.load(SeqCst), 2);
     }
 }
-#[cfg(test)] #[path = "ai_keys_tests.rs"] mod recheck_tests;
+#[cfg(test)]
+#[path = "ai_keys_tests.rs"]
+mod recheck_tests;

@@ -8,11 +8,11 @@ use uuid::Uuid;
 
 use super::ai_keys::{check_key, KeyProbe};
 use super::Storage;
-use crate::access::AdminAuthority;
-use crate::admin::{self, KeyToCheck};
 use crate::error::DomainResult;
-use crate::gateway::AiKeyStatus;
+use crate::policy::access::AdminAuthority;
+use crate::policy::ai_access::AiKeyStatus;
 use crate::ports::{AiKeyRepo, KeySealer};
+use crate::services::admin::{self, KeyToCheck};
 use crate::values::Region;
 
 /// What to diagnose: every region and every tenant unless narrowed.
@@ -137,11 +137,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Principal;
     use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
-    use crate::gateway::tests::key;
     use crate::model::{Role, Status};
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::access::Principal;
+    use crate::policy::ai_access::tests::key;
     use crate::services::ai_keys::{GatewayCheck, KeyProbeAnswer};
 
     fn admin() -> Principal {
@@ -184,7 +184,10 @@ mod tests {
         }
     }
 
-    fn sealed(mut k: crate::gateway::TenantAiKey, secret: &str) -> crate::gateway::TenantAiKey {
+    fn sealed(
+        mut k: crate::policy::ai_access::TenantAiKey,
+        secret: &str,
+    ) -> crate::policy::ai_access::TenantAiKey {
         k.sealed_secret = format!("sealed:{secret}");
         k
     }

@@ -8,10 +8,10 @@ use std::net::IpAddr;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::access::{Principal, TenantScope};
 use crate::error::DomainError;
-use crate::runs::{RunEvent, RunSink};
-use crate::workspace::{KeyScope, NewActivity};
+use crate::model::workspace::{KeyScope, NewActivity};
+use crate::policy::access::{Principal, TenantScope};
+use crate::policy::runs::{RunEvent, RunSink};
 
 /// Whose share of the scanner's concurrent scans a scan takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,10 +170,10 @@ fn activity(scope: &TenantScope, summary: &ScanSummary, now: DateTime<Utc>) -> N
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Credential;
     use crate::fakes::{ready, FakeGuard, FakeSink};
     use crate::model::{Role, Status};
+    use crate::policy::access::tests::{active_member, session, tenant, user};
+    use crate::policy::access::Credential;
 
     const IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 9));
 
@@ -250,12 +250,7 @@ mod tests {
 
     #[test]
     fn a_members_scan_runs_in_the_tenants_share_and_is_recorded() {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            None,
-        );
+        let (t, p) = active_member();
         let guard = FakeGuard {
             verdict: "fail",
             findings: 3,
@@ -324,7 +319,7 @@ mod tests {
     #[test]
     fn refused_callers_are_told_so_before_the_body_and_scan_nothing() {
         let t = tenant(Status::Active);
-        let key = crate::access::Principal::new(
+        let key = crate::policy::access::Principal::new(
             user(Role::Member, Status::Active, Some(&t)),
             Some(t.clone()),
             Credential::ApiKey {
@@ -356,12 +351,7 @@ mod tests {
 
     #[test]
     fn a_scanner_refusal_records_nothing() {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            None,
-        );
+        let (_, p) = active_member();
         let guard = FakeGuard::default();
         let sink = FakeSink::default();
         let req = Ok(ScanRequest {

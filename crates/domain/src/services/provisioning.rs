@@ -13,15 +13,17 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::access::{AdminAuthority, Credential, Principal};
-use crate::admin;
-use crate::admin_tokens::{self, AdminToken, AdminTokenRepo, AdminTokenRequest, CreatedAdminToken};
 use crate::error::{DomainError, DomainResult};
+use crate::model::workspace::{ActivityTarget, NewActivity};
 use crate::model::Role;
 use crate::page::{Page, PageRequest};
+use crate::policy::access::{AdminAuthority, Credential, Principal};
+use crate::policy::admin_tokens::AdminToken;
+use crate::ports::AdminTokenRepo;
 use crate::ports::{ApiKeyRepo, CredentialCodec, TenantRepo, UserRepo, WorkspaceRepo};
-use crate::workspace::{ActivityTarget, NewActivity};
-use crate::workspace_keys::{create_api_key, CreatedKey, NewKeyRequest};
+use crate::services::admin;
+use crate::services::admin_tokens::{self, AdminTokenRequest, CreatedAdminToken};
+use crate::services::api_keys::{create_api_key, CreatedKey, NewKeyRequest};
 
 /// The activity action written with the operator as the actor.
 pub const PROVISIONED_ACTION: &str = "api_key.provisioned";

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::KeyVerdict;
+use crate::model::workspace::NewActivity;
+use crate::policy::ai_access::KeyVerdict;
+use crate::policy::runs::{RunEvent, RunLine};
 use crate::ports::{AiKeyRepo, QuotaRepo, UsageRepo};
 use crate::quota::TokenReads;
-use crate::runs::{RunEvent, RunLine};
 use crate::services::Storage;
-use crate::workspace::NewActivity;
 
 /// The receiving end of the bounded run-record queue (a tokio channel in the server).
 pub trait RunQueue {
@@ -314,10 +314,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::access::tests::{session, tenant, user};
     use crate::fakes::ready;
-    use crate::model::{Role, Status};
-    use crate::workspace::KeyScope;
+    use crate::model::workspace::KeyScope;
+    use crate::policy::access::tests::active_member;
 
     /// A store that refuses the next `refuse` writes (`Unavailable` when `busy`, else a
     /// conflict), refuses any batch holding the line `poison` outright, and keeps the lines of
@@ -411,12 +410,7 @@ mod tests {
     }
 
     fn lines(n: usize) -> Vec<NewActivity> {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            None,
-        );
+        let (_, p) = active_member();
         let scope = p.read_scope(KeyScope::GuardScan).unwrap();
         (0..n)
             .map(|_| NewActivity::read(&scope, Utc::now(), "guard.scan", serde_json::json!({})))

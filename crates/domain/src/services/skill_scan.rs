@@ -14,97 +14,23 @@
 use std::future::Future;
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
+use crate::model::workspace::{KeyScope, Record, RecordKind};
+use crate::policy::access::Principal;
+use crate::policy::records::validate_create;
+pub use crate::policy::skill_verdicts::{
+    FindingSummary, GuardVerdict, NotScanned, SkillGuard, SkillScan, MAX_STORED_FINDINGS,
+};
 use crate::ports::WorkspaceRepo;
-use crate::records::validate_create;
+use crate::services::workspace as records;
 use crate::services::Storage;
-use crate::workspace::{KeyScope, Record, RecordKind};
-use crate::workspace_service as records;
 
-/// Findings stored with a verdict, at most (the most severe first); the rest are counted in
-/// `findings_omitted`.
-pub const MAX_STORED_FINDINGS: usize = 20;
-/// Characters kept of a stored finding's message (titles and paths are bounded the same way).
-const MAX_MESSAGE_CHARS: usize = 300;
 /// How often a re-scan or an update without `If-Match` is tried again when the skill changed
 /// while it was being scanned.
 const ATTEMPTS: usize = 3;
-
-/// The Guard's verdict on a skill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GuardVerdict {
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl GuardVerdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pass => "pass",
-            Self::Warn => "warn",
-            Self::Fail => "fail",
-        }
-    }
-}
-
-/// One finding as stored with a skill: what and where, never an excerpt of the content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FindingSummary {
-    pub rule_id: String,
-    /// `info`, `low`, `medium`, `high` or `critical`.
-    pub severity: String,
-    pub title: String,
-    pub message: String,
-    pub path: Option<String>,
-    pub line: u32,
-}
-
-/// Why a scan was not done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotScanned {
-    /// Every running slot and waiting place of the scanner was taken, or its memory.
-    Busy,
-    /// The tenant already had its share of scans in flight.
-    OverShare,
-    /// The scan was stopped at the Guard's time-out.
-    Timeout,
-    /// The scanner failed (its rules did not compile, its task failed).
-    Failed,
-}
-
-impl NotScanned {
-    fn message(self) -> &'static str {
-        match self {
-            Self::Busy => "The skill was not scanned: the scanner was at capacity. Scan it again.",
-            Self::OverShare => {
-                "The skill was not scanned: the workspace had its most scans in flight at once. \
-                 Scan it again."
-            }
-            Self::Timeout => {
-                "The skill was not scanned whole: the scan was stopped at the time-out."
-            }
-            Self::Failed => "The skill was not scanned: the scanner failed. Scan it again.",
-        }
-    }
-}
-
-/// What the scanner said about a skill's content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SkillScan {
-    Done {
-        verdict: GuardVerdict,
-        /// In the scanner's order; [`SkillGuard::from_scan`] keeps the most severe.
-        findings: Vec<FindingSummary>,
-        /// Findings the scanner itself left out (its per-rule and per-file caps).
-        truncated: u64,
-    },
-    NotScanned(NotScanned),
-}
 
 /// The port of the Guard for skills: its rules version and a bounded scan of a text in a
 /// tenant's share. The HTTP layer's `GuardService` implements it over the binary's Guard
@@ -115,161 +41,6 @@ pub trait SkillScanner {
     /// Scans a skill's content in `tenant`'s share of the scanner. Never an error: a scan that
     /// could not be done is [`SkillScan::NotScanned`].
     fn scan_skill(&self, tenant: Uuid, content: String) -> impl Future<Output = SkillScan>;
-}
-
-/// A skill's stored Guard result: the JSON object
-/// `{verdict, findings, findings_omitted, rules_version, scanned_at}` as stored (`stale` is
-/// added when it is shown) and the rules version it was made under, kept apart so that showing
-/// it needs no parsing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkillGuard {
-    json: String,
-    rules_version: Option<String>,
-}
-
-impl SkillGuard {
-    /// The stored result of a scan made under `rules_version` at `now`.
-    pub fn from_scan(scan: SkillScan, rules_version: &str, now: DateTime<Utc>) -> Self {
-        match scan {
-            SkillScan::Done {
-                verdict,
-                mut findings,
-                truncated,
-            } => {
-                // A stable sort: the scanner's order within a severity.
-                findings.sort_by_key(|f| std::cmp::Reverse(severity_rank(&f.severity)));
-                let omitted = findings.len().saturating_sub(MAX_STORED_FINDINGS) as u64;
-                findings.truncate(MAX_STORED_FINDINGS);
-                let findings: Vec<Value> = findings.iter().map(finding_json).collect();
-                Self::make(
-                    verdict,
-                    findings,
-                    omitted.saturating_add(truncated),
-                    Some(rules_version),
-                    Some(now),
-                )
-            }
-            SkillScan::NotScanned(why) => Self::not_scanned(why.message()),
-        }
-    }
-
-    /// The result shown for a skill that was never scanned (stored before skill verdicts).
-    pub fn never_scanned() -> Self {
-        Self::not_scanned("The skill was stored before skills were scanned. Scan it again.")
-    }
-
-    /// The result of a skill whose content was changed by a write that did not scan it.
-    pub fn changed_unscanned() -> Self {
-        Self::not_scanned("The skill's content changed without a scan. Scan it again.")
-    }
-
-    /// Verdict `warn` with a `scan.incomplete` finding, under no rules version: never `pass`,
-    /// always stale.
-    fn not_scanned(message: &str) -> Self {
-        let finding = json!({
-            "rule_id": "scan.incomplete",
-            "severity": "medium",
-            "title": "Not scanned",
-            "message": message,
-            "path": null,
-            "line": 0,
-        });
-        Self::make(GuardVerdict::Warn, vec![finding], 0, None, None)
-    }
-
-    fn make(
-        verdict: GuardVerdict,
-        findings: Vec<Value>,
-        omitted: u64,
-        rules_version: Option<&str>,
-        scanned_at: Option<DateTime<Utc>>,
-    ) -> Self {
-        let mut m = Map::new();
-        m.insert("verdict".into(), json!(verdict.as_str()));
-        m.insert("findings".into(), Value::Array(findings));
-        m.insert("findings_omitted".into(), json!(omitted));
-        m.insert("rules_version".into(), json!(rules_version));
-        m.insert("scanned_at".into(), json!(scanned_at));
-        Self {
-            json: Value::Object(m).to_string(),
-            rules_version: rules_version.map(str::to_owned),
-        }
-    }
-
-    /// A result read back from the store (its two columns). `None` when the text is not a
-    /// braced object, so a damaged row is an error, never a broken response.
-    pub fn from_stored(json: String, rules_version: Option<String>) -> Option<Self> {
-        let t = json.trim();
-        (t.starts_with('{') && t.ends_with('}') && t.len() > 2).then_some(Self {
-            json,
-            rules_version,
-        })
-    }
-
-    /// The stored object's text (without `stale`).
-    pub fn as_str(&self) -> &str {
-        &self.json
-    }
-
-    /// The rules version the verdict was made under; `None` when nothing was scanned.
-    pub fn rules_version(&self) -> Option<&str> {
-        self.rules_version.as_deref()
-    }
-
-    /// Whether the verdict was made under other rules than `current` (or under none).
-    pub fn is_stale(&self, current: &str) -> bool {
-        self.rules_version.as_deref() != Some(current)
-    }
-
-    /// The verdict's JSON as shown: the stored object with `stale` against `current`.
-    pub fn write_shown(&self, out: &mut Vec<u8>, current: &str) {
-        let text = self.json.trim_end();
-        // Always a braced object (`make`, `from_stored`): the members, then `stale`.
-        out.extend_from_slice(text.strip_suffix('}').unwrap_or(text).as_bytes());
-        out.extend_from_slice(if self.is_stale(current) {
-            b",\"stale\":true}"
-        } else {
-            b",\"stale\":false}"
-        });
-    }
-
-    /// The stored verdict (`pass`, `warn`, `fail`), for activity lines and tests.
-    pub fn verdict(&self) -> Option<String> {
-        serde_json::from_str::<Value>(&self.json)
-            .ok()?
-            .get("verdict")?
-            .as_str()
-            .map(str::to_owned)
-    }
-}
-
-fn severity_rank(severity: &str) -> u8 {
-    match severity {
-        "critical" => 4,
-        "high" => 3,
-        "medium" => 2,
-        "low" => 1,
-        _ => 0,
-    }
-}
-
-/// At most `max` characters of `s`.
-fn bounded(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &s[..end]),
-        None => s.to_owned(),
-    }
-}
-
-fn finding_json(f: &FindingSummary) -> Value {
-    json!({
-        "rule_id": bounded(&f.rule_id, 100),
-        "severity": f.severity,
-        "title": bounded(&f.title, 200),
-        "message": bounded(&f.message, MAX_MESSAGE_CHARS),
-        "path": f.path.as_deref().map(|p| bounded(p, 200)),
-        "line": f.line,
-    })
 }
 
 /// Scans a skill's content for the caller's tenant.
@@ -412,11 +183,13 @@ where
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Credential;
     use crate::fakes::{ready, Fake};
     use crate::model::{Role, Status};
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::access::Credential;
     use std::sync::Mutex;
 
     /// A scanner that answers from a rule: content with `| sh` fails, `busy` is not scanned.
@@ -592,4 +365,6 @@ mod tests {
         assert_eq!(*g.scans.lock().unwrap(), scans);
     }
 }
-#[cfg(test)] #[path = "skill_scan_tests.rs"] mod retry_tests;
+#[cfg(test)]
+#[path = "skill_scan_tests.rs"]
+mod retry_tests;

@@ -6,8 +6,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::error::{DomainError, DomainResult};
+use crate::model::workspace::RecordKind;
 use crate::values::{text, Timezone};
-use crate::workspace::RecordKind;
 
 /// 256 KiB: the size limit of skill content, source content and draft definitions.
 pub const MAX_CONTENT_BYTES: usize = 256 * 1024;

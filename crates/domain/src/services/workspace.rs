@@ -9,19 +9,21 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use crate::access::{Principal, WriteScope};
-use crate::admin;
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::AiAccess;
-use crate::model::{new_id, Tenant};
-use crate::page::{Page, PageRequest};
-use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
-use crate::records::{settings_with_defaults, validate_create, validate_patch, validate_settings};
-use crate::services::skill_scan::SkillGuard;
-use crate::workspace::{
+use crate::model::workspace::{
     Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordFields,
     RecordKind, Settings,
 };
+use crate::model::{new_id, Tenant};
+use crate::page::{Page, PageRequest};
+use crate::policy::access::{Principal, WriteScope};
+use crate::policy::ai_access::AiAccess;
+use crate::policy::records::{
+    settings_with_defaults, validate_create, validate_patch, validate_settings,
+};
+use crate::policy::skill_verdicts::SkillGuard;
+use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
+use crate::services::admin;
 
 /// How often a write without `If-Match` is retried when another writer got there first.
 const WRITE_ATTEMPTS: usize = 3;
@@ -569,10 +571,10 @@ pub fn ai_access<P: TenantRepo + AiKeyRepo + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Credential;
     use crate::fakes::FakeWorkspace;
     use crate::model::{Role, Status};
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::access::Credential;
 
     fn skill() -> Map<String, Value> {
         let mut m = Map::new();

@@ -22,14 +22,14 @@ use std::time::Instant;
 use chrono::Utc;
 use serde_json::{Map, Value};
 
-use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
+use crate::model::workspace::NewActivity;
+use crate::policy::access::Principal;
+use crate::policy::ai_access::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
 use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
 use crate::quota::{NodeQuotas, QuotaWindow, RateLimitState, TokenReservation};
 use crate::secret::SecretString;
 use crate::values::Region;
-use crate::workspace::NewActivity;
 
 /// Fields that would let a caller pick where the request goes: never accepted.
 pub const PROVIDER_FIELDS: [&str; 5] = ["provider", "base_url", "api_key", "region", "gateway"];
@@ -85,29 +85,47 @@ impl RunKind {
 /// The checks every run body shares: a JSON object, no provider choice, a model name (or
 /// `auto`) of at most 200 bytes, a boolean `stream`.
 fn checked_object(body: &Value) -> DomainResult<&Map<String, Value>> {
+    let map = object_without_provider(body)?;
+    check_model_and_stream(map)?;
+    Ok(map)
+}
+
+/// A JSON object that names no provider.
+fn object_without_provider(body: &Value) -> DomainResult<&Map<String, Value>> {
     let Value::Object(map) = body else {
         return Err(DomainError::invalid("body", "must be a JSON object"));
     };
     if let Some(field) = PROVIDER_FIELDS.iter().find(|f| map.contains_key(**f)) {
         return Err(DomainError::ProviderNotAllowed((*field).to_owned()));
     }
-    match map.get("model") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {}
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "model",
-                "must be a model name or \"auto\"",
-            ))
-        }
-    }
-    if map
-        .get("stream")
-        .is_some_and(|s| !s.is_boolean() && !s.is_null())
-    {
-        return Err(DomainError::invalid("stream", "must be a boolean"));
-    }
     Ok(map)
+}
+
+/// A model name (or `auto`) of at most 200 bytes, a boolean `stream`; both optional.
+fn check_model_and_stream(map: &Map<String, Value>) -> DomainResult<()> {
+    optional_field(
+        map,
+        "model",
+        |m| {
+            m.as_str()
+                .is_some_and(|s| !s.trim().is_empty() && s.len() <= 200)
+        },
+        "must be a model name or \"auto\"",
+    )?;
+    optional_field(map, "stream", Value::is_boolean, "must be a boolean")
+}
+
+/// Refuses `field` with `message` when it is there, not null, and not `fine`.
+fn optional_field(
+    map: &Map<String, Value>,
+    field: &str,
+    fine: impl Fn(&Value) -> bool,
+    message: &str,
+) -> DomainResult<()> {
+    match map.get(field) {
+        Some(v) if !v.is_null() && !fine(v) => Err(DomainError::invalid(field, message)),
+        _ => Ok(()),
+    }
 }
 
 /// A whole number of at least 1 (`5.0` counts: JSON Schema and OpenAI's clients say so).
@@ -153,21 +171,13 @@ pub fn validate_responses_body(body: &Value) -> DomainResult<&Map<String, Value>
             ))
         }
     }
-    if map
-        .get("instructions")
-        .is_some_and(|s| !s.is_string() && !s.is_null())
-    {
-        return Err(DomainError::invalid("instructions", "must be a string"));
-    }
-    if map
-        .get("max_output_tokens")
-        .is_some_and(|t| !t.is_null() && !positive_integer(t))
-    {
-        return Err(DomainError::invalid(
-            "max_output_tokens",
-            "must be a positive integer",
-        ));
-    }
+    optional_field(map, "instructions", Value::is_string, "must be a string")?;
+    optional_field(
+        map,
+        "max_output_tokens",
+        positive_integer,
+        "must be a positive integer",
+    )?;
     Ok(map)
 }
 
@@ -218,35 +228,24 @@ pub fn validate_embeddings_body(body: &Value) -> DomainResult<&Map<String, Value
             ),
         ));
     }
-    if map
-        .get("encoding_format")
-        .is_some_and(|f| !f.is_null() && !matches!(f.as_str(), Some("float" | "base64")))
-    {
-        return Err(DomainError::invalid(
-            "encoding_format",
-            "must be float or base64",
-        ));
-    }
-    if map
-        .get("dimensions")
-        .is_some_and(|d| !d.is_null() && !positive_integer(d))
-    {
-        return Err(DomainError::invalid(
-            "dimensions",
-            "must be a positive integer",
-        ));
-    }
+    optional_field(
+        map,
+        "encoding_format",
+        |f| matches!(f.as_str(), Some("float" | "base64")),
+        "must be float or base64",
+    )?;
+    optional_field(
+        map,
+        "dimensions",
+        positive_integer,
+        "must be a positive integer",
+    )?;
     Ok(map)
 }
 
 /// Checks a chat body: OpenAI's shape, no provider choice. Unknown OpenAI parameters pass.
 pub fn validate_body(body: &Value) -> DomainResult<&Map<String, Value>> {
-    let Value::Object(map) = body else {
-        return Err(DomainError::invalid("body", "must be a JSON object"));
-    };
-    if let Some(field) = PROVIDER_FIELDS.iter().find(|f| map.contains_key(**f)) {
-        return Err(DomainError::ProviderNotAllowed((*field).to_owned()));
-    }
+    let map = object_without_provider(body)?;
     let messages = map
         .get("messages")
         .and_then(Value::as_array)
@@ -271,36 +270,13 @@ pub fn validate_body(body: &Value) -> DomainResult<&Map<String, Value>> {
             }
         }
     }
-    match map.get("model") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {}
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "model",
-                "must be a model name or \"auto\"",
-            ))
-        }
-    }
-    if map
-        .get("stream")
-        .is_some_and(|s| !s.is_boolean() && !s.is_null())
-    {
-        return Err(DomainError::invalid("stream", "must be a boolean"));
-    }
-    if let Some(t) = map.get("max_tokens").filter(|t| !t.is_null()) {
-        // JSON Schema counts `5.0` as an integer, and so do OpenAI's clients.
-        let whole = t.as_u64().or_else(|| {
-            t.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(u32::MAX))
-                .map(|f| f as u64)
-        });
-        if whole.is_none_or(|n| n < 1) {
-            return Err(DomainError::invalid(
-                "max_tokens",
-                "must be a positive integer",
-            ));
-        }
-    }
+    check_model_and_stream(map)?;
+    optional_field(
+        map,
+        "max_tokens",
+        positive_integer,
+        "must be a positive integer",
+    )?;
     Ok(map)
 }
 
@@ -495,7 +471,7 @@ pub struct RunLine {
     reservation: Option<TokenReservation>,
     /// What the run cost at its model's price (nano-units; 0 without a known price), and the
     /// money reserved at admission (a spend limit applied), which the writer settles to it.
-    cost: crate::prices::Money,
+    cost: crate::policy::prices::Money,
     spend: Option<crate::quota::SpendReservation>,
 }
 
@@ -559,7 +535,7 @@ impl RunLine {
         self.latency_ms
     }
     /// What the run cost, in nano-units of the deployment's currency (decision 0038).
-    pub fn cost(&self) -> crate::prices::Money {
+    pub fn cost(&self) -> crate::policy::prices::Money {
         self.cost
     }
     /// What the writer adds to each spend window for this run: a run reserved at admission
@@ -709,7 +685,7 @@ pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         ));
     }
     // The model allow-list and price (decision 0038), before anything is counted or sent.
-    let model = crate::models::choose(quotas.catalog(), scope.tenant(), body.as_ref())?;
+    let model = crate::policy::models::choose(quotas.catalog(), scope.tenant(), body.as_ref())?;
     // A place for the run's record before anything is counted: a refusal here costs the
     // caller no quota and leaves no reservation behind.
     let Some(slot) = slots.reserve(stream) else {
@@ -772,10 +748,7 @@ pub fn estimate(
     default_completion: u64,
     count: &impl Fn(&str, &str) -> u64,
 ) -> crate::quota::RunEstimate {
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
-    let text = |t: &str| count(model, t);
-    let mut prompt = REPLY_PRIMING;
-    let mut add = |n: u64| prompt = prompt.saturating_add(n);
+    let mut prompt = Prompt::of(body, count);
     for m in body
         .get("messages")
         .and_then(Value::as_array)
@@ -784,23 +757,16 @@ pub fn estimate(
     {
         // The role: every chat role's name is one token in both encodings (not counted, to
         // spare a call of the encoder per message).
-        add(TOKENS_PER_MESSAGE.saturating_add(1));
+        prompt.add(TOKENS_PER_MESSAGE.saturating_add(1));
         if let Some(name) = m.get("name").and_then(Value::as_str) {
-            add(TOKENS_PER_NAME.saturating_add(text(name)));
+            prompt.add(TOKENS_PER_NAME);
+            prompt.add_text(name);
         }
         match m.get("content") {
-            Some(Value::String(s)) => add(text(s)),
-            Some(Value::Array(parts)) => {
-                for p in parts {
-                    match p.get("text").and_then(Value::as_str) {
-                        Some(t) => add(text(t)),
-                        None if p.get("type").and_then(Value::as_str) == Some("image_url") => {
-                            add(TOKENS_PER_IMAGE)
-                        }
-                        None => add(text(&p.to_string())),
-                    }
-                }
-            }
+            Some(Value::String(s)) => prompt.add_text(s),
+            Some(Value::Array(parts)) => prompt.add_parts(parts, |p| {
+                p.get("type").and_then(Value::as_str) == Some("image_url")
+            }),
             _ => {}
         }
         for call in m
@@ -812,31 +778,19 @@ pub fn estimate(
             let f = &call["function"];
             for field in ["name", "arguments"] {
                 if let Some(t) = f.get(field).and_then(Value::as_str) {
-                    add(text(t));
+                    prompt.add_text(t);
                 }
             }
         }
     }
     for defs in ["tools", "functions"] {
-        if let Some(v) = body.get(defs).filter(|v| !v.is_null()) {
-            add(text(&v.to_string()));
-        }
+        prompt.add_definitions(body, defs);
     }
-    let whole = |v: &Value| {
-        v.as_u64().or_else(|| {
-            v.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 1.0)
-                .map(|f| if f >= 1.8e19 { u64::MAX } else { f as u64 })
-        })
-    };
     let completion = ["max_completion_tokens", "max_tokens"]
         .iter()
-        .find_map(|f| body.get(*f).and_then(whole))
+        .find_map(|f| body.get(*f).and_then(whole_tokens))
         .unwrap_or(default_completion);
-    crate::quota::RunEstimate {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-    }
+    prompt.estimate(completion)
 }
 
 /// What a Responses body is expected to cost (decision 0025): `instructions`, then each
@@ -850,13 +804,6 @@ pub fn estimate_responses(
     default_completion: u64,
     count: &impl Fn(&str, &str) -> u64,
 ) -> crate::quota::RunEstimate {
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
-    let text = |t: &str| count(model, t);
-    let mut prompt = REPLY_PRIMING;
-    let mut add = |n: u64| prompt = prompt.saturating_add(n);
-    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
-        add(TOKENS_PER_MESSAGE.saturating_add(text(i)));
-    }
     /// Parts and items whose data is not text: priced as a low-detail image.
     fn opaque(v: &Value) -> bool {
         matches!(
@@ -864,45 +811,92 @@ pub fn estimate_responses(
             Some("input_image" | "input_file" | "input_audio" | "image_url")
         )
     }
+    let mut prompt = Prompt::of(body, count);
+    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
+        prompt.add(TOKENS_PER_MESSAGE);
+        prompt.add_text(i);
+    }
     match body.get("input") {
-        Some(Value::String(s)) => add(TOKENS_PER_MESSAGE.saturating_add(text(s))),
+        Some(Value::String(s)) => {
+            prompt.add(TOKENS_PER_MESSAGE);
+            prompt.add_text(s);
+        }
         Some(Value::Array(items)) => {
             for item in items {
-                add(TOKENS_PER_MESSAGE);
+                prompt.add(TOKENS_PER_MESSAGE);
                 let Value::Object(item) = item else {
                     continue;
                 };
                 for (field, value) in item {
                     match (field.as_str(), value) {
                         ("type" | "role" | "id" | "call_id" | "status", _) => {}
-                        (_, Value::String(s)) => add(text(s)),
-                        ("content", Value::Array(parts)) => {
-                            for p in parts {
-                                match p.get("text").and_then(Value::as_str) {
-                                    Some(t) => add(text(t)),
-                                    None if opaque(p) => add(TOKENS_PER_IMAGE),
-                                    None => add(text(&p.to_string())),
-                                }
-                            }
-                        }
+                        (_, Value::String(s)) => prompt.add_text(s),
+                        ("content", Value::Array(parts)) => prompt.add_parts(parts, opaque),
                         (_, Value::Null | Value::Bool(_) | Value::Number(_)) => {}
-                        (_, other) => add(text(&other.to_string())),
+                        (_, other) => prompt.add_text(&other.to_string()),
                     }
                 }
             }
         }
         _ => {}
     }
-    if let Some(v) = body.get("tools").filter(|v| !v.is_null()) {
-        add(text(&v.to_string()));
-    }
+    prompt.add_definitions(body, "tools");
     let completion = body
         .get("max_output_tokens")
         .and_then(whole_tokens)
         .unwrap_or(default_completion);
-    crate::quota::RunEstimate {
-        prompt_tokens: prompt,
-        completion_tokens: completion,
+    prompt.estimate(completion)
+}
+
+/// A prompt's tokens as an estimate counts them: 3 for the reply's priming, then what each
+/// part adds, saturating; text is counted in the encoding of the body's model.
+struct Prompt<'a, C> {
+    model: &'a str,
+    count: &'a C,
+    tokens: u64,
+}
+
+impl<'a, C: Fn(&str, &str) -> u64> Prompt<'a, C> {
+    fn of(body: &'a Map<String, Value>, count: &'a C) -> Self {
+        Self {
+            model: body.get("model").and_then(Value::as_str).unwrap_or("auto"),
+            count,
+            tokens: REPLY_PRIMING,
+        }
+    }
+
+    fn add(&mut self, tokens: u64) {
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+
+    fn add_text(&mut self, text: &str) {
+        self.add((self.count)(self.model, text));
+    }
+
+    /// Content parts: each part's `text`, an `image` part at [`TOKENS_PER_IMAGE`] without
+    /// reading its data, any other part as its JSON text.
+    fn add_parts(&mut self, parts: &[Value], image: impl Fn(&Value) -> bool) {
+        for p in parts {
+            match p.get("text").and_then(Value::as_str) {
+                Some(t) => self.add_text(t),
+                None if image(p) => self.add(TOKENS_PER_IMAGE),
+                None => self.add_text(&p.to_string()),
+            }
+        }
+    }
+
+    /// Tool or function definitions (`field`), as their JSON text.
+    fn add_definitions(&mut self, body: &Map<String, Value>, field: &str) {
+        if let Some(v) = body.get(field).filter(|v| !v.is_null()) {
+            self.add_text(&v.to_string());
+        }
+    }
+
+    fn estimate(self, completion_tokens: u64) -> crate::quota::RunEstimate {
+        crate::quota::RunEstimate {
+            prompt_tokens: self.tokens,
+            completion_tokens,
+        }
     }
 }
 
@@ -1287,9 +1281,9 @@ mod tests {
 
     use super::*;
     use crate::fakes::{ready, Fake, FakeSealer};
-    use crate::gateway::tests::{key, member, session};
-    use crate::gateway::AiKeyStatus;
     use crate::model::Status;
+    use crate::policy::ai_access::tests::{key, member, session};
+    use crate::policy::ai_access::AiKeyStatus;
     use serde_json::json;
 
     /// Answers each call with the next scripted result and remembers which key was used.
@@ -1431,7 +1425,7 @@ mod tests {
     fn setup(
         answers: Vec<Result<(), UpstreamFailure>>,
     ) -> (Runs<Scripted>, Arc<Sink>, RunPlan, Fake) {
-        let t = crate::access::tests::tenant(Status::Active);
+        let t = crate::policy::access::tests::tenant(Status::Active);
         let mut keys = vec![
             key(&t, Region::Aihk, true, AiKeyStatus::Ready),
             key(&t, Region::Aihk, true, AiKeyStatus::Ready),
@@ -1593,7 +1587,7 @@ mod tests {
 
     #[test]
     fn models_list_auto_first_without_duplicates() {
-        let t = crate::access::tests::tenant(Status::Active);
+        let t = crate::policy::access::tests::tenant(Status::Active);
         let upstream = Scripted {
             answers: Mutex::new(VecDeque::new()),
             used: Mutex::new(Vec::new()),
@@ -1601,24 +1595,32 @@ mod tests {
         };
         let list = models(|r| upstream.models(r), &member(&t, session())).unwrap();
         assert_eq!(list, vec!["auto", "m-default", "m-large"]);
-        let no_run = crate::access::Credential::ApiKey {
+        let no_run = crate::policy::access::Credential::ApiKey {
             key_id: uuid::Uuid::now_v7(),
             name: "k".into(),
-            scopes: vec![crate::workspace::KeyScope::WorkspaceRead],
+            scopes: vec![crate::model::workspace::KeyScope::WorkspaceRead],
             limits: crate::quota::KeyLimits::default(),
         };
         let e = models(|r| upstream.models(r), &member(&t, no_run)).unwrap_err();
         assert_eq!(e.code(), "insufficient_scope");
     }
 
+    /// An active tenant with the limits `set` sets, and a ready AIHK key of it that opens.
+    fn limited_tenant(
+        set: impl FnOnce(&mut crate::quota::TenantLimits),
+    ) -> (crate::model::Tenant, TenantAiKey) {
+        let mut t = crate::policy::access::tests::tenant(Status::Active);
+        set(&mut t.limits);
+        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
+        k.sealed_secret = "sealed:k".into();
+        (t, k)
+    }
+
     #[test]
     fn a_refused_store_call_leaves_the_body_and_the_leases_for_the_next_attempt() {
         // `Caller::read` runs `prepare` again on the blocking pool when the serving thread's
         // store refused a call (a lease refill is a write).
-        let mut t = crate::access::tests::tenant(Status::Active);
-        t.limits.requests_per_minute = Some(100);
-        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
-        k.sealed_secret = "sealed:k".into();
+        let (t, k) = limited_tenant(|l| l.requests_per_minute = Some(100));
         let store = Fake::with_keys(vec![k]);
         let leases = NodeQuotas::default();
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
@@ -1643,10 +1645,7 @@ mod tests {
 
     #[test]
     fn a_run_over_its_quota_is_refused_before_any_upstream_call() {
-        let mut t = crate::access::tests::tenant(Status::Active);
-        t.limits.requests_per_minute = Some(1);
-        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
-        k.sealed_secret = "sealed:k".into();
+        let (t, k) = limited_tenant(|l| l.requests_per_minute = Some(1));
         let store = Fake::with_keys(vec![k]);
         let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
         let plan = prepare_as(
@@ -1670,11 +1669,10 @@ mod tests {
 
     #[test]
     fn a_run_without_a_place_for_its_record_is_refused_before_admission() {
-        let mut t = crate::access::tests::tenant(Status::Active);
-        t.limits.requests_per_minute = Some(2);
-        t.limits.monthly_tokens = Some(1000);
-        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
-        k.sealed_secret = "sealed:k".into();
+        let (t, k) = limited_tenant(|l| {
+            l.requests_per_minute = Some(2);
+            l.monthly_tokens = Some(1000);
+        });
         let store = Fake::with_keys(vec![k]);
         let leases = NodeQuotas::default();
         let body = || json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5});
@@ -1759,10 +1757,7 @@ mod tests {
 
     #[test]
     fn a_run_under_a_token_limit_reserves_and_a_run_without_usage_settles_to_its_prompt() {
-        let mut t = crate::access::tests::tenant(Status::Active);
-        t.limits.monthly_tokens = Some(1000);
-        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
-        k.sealed_secret = "sealed:k".into();
+        let (t, k) = limited_tenant(|l| l.monthly_tokens = Some(1000));
         let store = Fake::with_keys(vec![k]);
         let body =
             json!({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 50});
@@ -1800,10 +1795,7 @@ mod tests {
 
     #[test]
     fn responses_reserve_input_and_max_output_tokens_and_embeddings_input_only() {
-        let mut t = crate::access::tests::tenant(Status::Active);
-        t.limits.monthly_tokens = Some(1000);
-        let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
-        k.sealed_secret = "sealed:k".into();
+        let (t, k) = limited_tenant(|l| l.monthly_tokens = Some(1000));
         let sink = Sink::default();
         // Each plan on a fresh store: its reservation alone in the month.
         let plan = |kind: RunKind, body: Value| {
@@ -1959,7 +1951,7 @@ mod tests {
 
     #[test]
     fn a_key_that_does_not_open_is_marked_and_skipped() {
-        let t = crate::access::tests::tenant(Status::Active);
+        let t = crate::policy::access::tests::tenant(Status::Active);
         let mut good = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
         good.sealed_secret = "sealed:good".into();
         let mut bad = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
@@ -1982,7 +1974,7 @@ mod tests {
 
     #[test]
     fn refusals_come_before_the_body_and_the_body_before_ai_access() {
-        let t = crate::access::tests::tenant(Status::Suspended);
+        let t = crate::policy::access::tests::tenant(Status::Suspended);
         let store = Fake::default();
         let e = prepare_as(
             &store,
@@ -1991,7 +1983,7 @@ mod tests {
             &mut Some(Err::<Value, _>("bad body")),
         );
         assert_eq!(e.unwrap_err().code(), "tenant_suspended");
-        let mut t = crate::access::tests::tenant(Status::Active);
+        let mut t = crate::policy::access::tests::tenant(Status::Active);
         t.ai_enabled = false;
         let out = prepare_as(
             &store,
@@ -2180,15 +2172,15 @@ mod tests {
 
     #[test]
     fn a_key_s_run_is_recorded_under_the_key() {
-        let t = crate::access::tests::tenant(Status::Active);
+        let t = crate::policy::access::tests::tenant(Status::Active);
         let mut k = key(&t, Region::Aihk, true, AiKeyStatus::Ready);
         k.sealed_secret = "sealed:k".into();
         let store = Fake::with_keys(vec![k]);
         let key_id = uuid::Uuid::from_u128(42);
-        let credential = crate::access::Credential::ApiKey {
+        let credential = crate::policy::access::Credential::ApiKey {
             key_id,
             name: "ci".into(),
-            scopes: vec![crate::workspace::KeyScope::Run],
+            scopes: vec![crate::model::workspace::KeyScope::Run],
             limits: crate::quota::KeyLimits::default(),
         };
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});

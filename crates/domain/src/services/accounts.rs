@@ -1,48 +1,18 @@
 //! Accounts: sign-up, sign-in with a database-kept throttle, sessions and keys turned into a
 //! `Principal`.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 
-use crate::access::{Credential, Principal};
 use crate::error::{DomainError, DomainResult};
 use crate::model::{new_id, NewUser, Role, Session, User};
+use crate::policy::access::{Credential, Principal};
+pub use crate::policy::accounts::AccountPolicy;
+use crate::policy::accounts::{person_name, throttle_key};
+pub use crate::ports::PasswordHasher;
 use crate::ports::{
     ApiKeyRepo, CredentialCodec, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
 };
-use crate::values::{text, Email, Password};
-
-/// Hashes and verifies passwords. Implemented with bcrypt in `gc-auth`; slow by design, so
-/// callers run it on a blocking pool.
-pub trait PasswordHasher: Send + Sync {
-    fn hash(&self, password: &Password) -> DomainResult<String>;
-    fn verify(&self, password: &str, hash: &str) -> bool;
-    /// A hash of a random password at the same cost, verified for unknown emails so that
-    /// timing does not tell whether an account exists.
-    fn dummy_hash(&self) -> &str;
-}
-
-/// Session lifetime and sign-in throttle settings.
-#[derive(Debug, Clone, Copy)]
-pub struct AccountPolicy {
-    pub session_idle: Duration,
-    pub session_absolute: Duration,
-    pub max_failures: u64,
-    pub failure_window: Duration,
-    /// `last_seen_at` / `last_used_at` are written at most this often.
-    pub touch_interval: Duration,
-}
-
-impl Default for AccountPolicy {
-    fn default() -> Self {
-        Self {
-            session_idle: Duration::hours(24),
-            session_absolute: Duration::days(30),
-            max_failures: 5,
-            failure_window: Duration::minutes(15),
-            touch_interval: Duration::minutes(1),
-        }
-    }
-}
+use crate::values::{Email, Password};
 
 /// Where a request came from, stored with its session.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +37,7 @@ impl Signup {
         Ok(Self {
             email,
             password,
-            name: text("name", name, 1, 100)?,
+            name: person_name(name)?,
         })
     }
 }
@@ -100,11 +70,6 @@ pub fn create_account<P: UserRepo + TenantRepo + ?Sized>(
         password_hash,
         created_at: now,
     })
-}
-
-/// The throttle key of an email: trimmed and lower-cased, like `Email` values.
-pub(crate) fn throttle_key(email: &str) -> String {
-    email.trim().to_lowercase()
 }
 
 /// Reserves one password check for `email` (at most `policy.max_failures` per
@@ -198,7 +163,7 @@ pub fn authenticate_session<P: SessionRepo + ?Sized>(
     if session.expires_at <= now || session.last_seen_at + policy.session_idle <= now {
         return Err(DomainError::Unauthenticated);
     }
-    if now - session.last_seen_at >= policy.touch_interval {
+    if policy.touch_due(Some(session.last_seen_at), now) {
         store.touch_session(session.id, now)?;
     }
     let shadow = match (ctx.shadow_tenant, session.shadow_since) {
@@ -236,11 +201,7 @@ pub fn authenticate_key<P: ApiKeyRepo + ?Sized>(
     if !ctx.key.is_usable_at(now) || moved {
         return Err(DomainError::InvalidApiKey);
     }
-    if ctx
-        .key
-        .last_used_at
-        .is_none_or(|at| now - at >= policy.touch_interval)
-    {
+    if policy.touch_due(ctx.key.last_used_at, now) {
         store.touch_api_key(ctx.key.id, now)?;
     }
     Ok(Principal::new(
@@ -349,7 +310,7 @@ pub fn check_credential(
 }
 
 /// Turns a checked credential into a `Principal`: the domain's one way to make one.
-pub fn authenticate<P: SessionRepo + ApiKeyRepo + crate::admin_tokens::AdminTokenRepo + ?Sized>(
+pub fn authenticate<P: SessionRepo + ApiKeyRepo + crate::ports::AdminTokenRepo + ?Sized>(
     store: &P,
     policy: &AccountPolicy,
     checked: &CheckedCredential,
@@ -362,7 +323,7 @@ pub fn authenticate<P: SessionRepo + ApiKeyRepo + crate::admin_tokens::AdminToke
             hash,
             writes,
             route,
-        } => crate::admin_tokens::authenticate(store, policy, hash, *writes, route, now),
+        } => crate::services::admin_tokens::authenticate(store, policy, hash, *writes, route, now),
     }
 }
 
@@ -446,7 +407,7 @@ pub fn rename<P: UserRepo + ?Sized>(
     name: Option<&str>,
 ) -> DomainResult<User> {
     principal.require_session()?;
-    let name = name.map(crate::admin::person_name).transpose()?;
+    let name = name.map(person_name).transpose()?;
     store
         .rename_user(principal.user().id, name.as_deref())?
         .ok_or(DomainError::Unauthenticated)
@@ -454,6 +415,8 @@ pub fn rename<P: UserRepo + ?Sized>(
 
 #[cfg(test)]
 mod tests {
+    use chrono::Duration;
+
     use super::*;
 
     #[test]
@@ -493,7 +456,8 @@ mod tests {
     }
 
     fn ann(store: &Fake) -> User {
-        let mut user = crate::access::tests::user(Role::Member, crate::model::Status::Active, None);
+        let mut user =
+            crate::policy::access::tests::user(Role::Member, crate::model::Status::Active, None);
         user.password_hash = "h:right-password".into();
         store.users.lock().unwrap().push(user.clone());
         user
@@ -749,9 +713,9 @@ mod tests {
         store: &Fake,
         role: Role,
     ) -> (Principal, crate::model::Tenant, DateTime<Utc>) {
-        let t = crate::access::tests::tenant(crate::model::Status::Active);
+        let t = crate::policy::access::tests::tenant(crate::model::Status::Active);
         store.tenants.lock().unwrap().push(t.clone());
-        let mut user = crate::access::tests::user(role, crate::model::Status::Active, None);
+        let mut user = crate::policy::access::tests::user(role, crate::model::Status::Active, None);
         user.email = Email::parse("email", "root@example.com").unwrap();
         store.users.lock().unwrap().push(user.clone());
         let now = Utc::now();
@@ -770,7 +734,7 @@ mod tests {
         let (p, t, since) = in_shadow_view(&store, Role::PlatformAdmin);
         assert_eq!(p.shadow(), Some(&(t.clone(), since)));
         assert_eq!(
-            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+            p.read_scope(crate::model::workspace::KeyScope::WorkspaceRead)
                 .unwrap()
                 .tenant_id(),
             t.id
@@ -787,7 +751,7 @@ mod tests {
             Credential::Session { shadow: None, .. }
         ));
         assert_eq!(
-            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+            p.read_scope(crate::model::workspace::KeyScope::WorkspaceRead)
                 .unwrap_err()
                 .code(),
             "member_unassigned"
@@ -796,13 +760,17 @@ mod tests {
 
     // Keys: revoked, expired and moved members lose them; unassigned members keep them.
 
-    fn stored_key(store: &Fake, user: &User, tenant_id: uuid::Uuid) -> crate::workspace::ApiKey {
-        let key = crate::workspace::ApiKey {
+    fn stored_key(
+        store: &Fake,
+        user: &User,
+        tenant_id: uuid::Uuid,
+    ) -> crate::model::workspace::ApiKey {
+        let key = crate::model::workspace::ApiKey {
             id: new_id(),
             tenant_id,
             user_id: user.id,
             name: "ci".into(),
-            scopes: vec![crate::workspace::KeyScope::WorkspaceRead],
+            scopes: vec![crate::model::workspace::KeyScope::WorkspaceRead],
             hint: "abcd".into(),
             key_hash: "kh".into(),
             created_at: Utc::now(),
@@ -823,11 +791,20 @@ mod tests {
     }
 
     /// A store holding a member of a tenant and one key of theirs.
-    fn member_with_key() -> (Fake, User, crate::model::Tenant, crate::workspace::ApiKey) {
+    fn member_with_key() -> (
+        Fake,
+        User,
+        crate::model::Tenant,
+        crate::model::workspace::ApiKey,
+    ) {
         let store = Fake::default();
-        let t = crate::access::tests::tenant(crate::model::Status::Active);
+        let t = crate::policy::access::tests::tenant(crate::model::Status::Active);
         store.tenants.lock().unwrap().push(t.clone());
-        let user = crate::access::tests::user(Role::Member, crate::model::Status::Active, Some(&t));
+        let user = crate::policy::access::tests::user(
+            Role::Member,
+            crate::model::Status::Active,
+            Some(&t),
+        );
         store.users.lock().unwrap().push(user.clone());
         let key = stored_key(&store, &user, t.id);
         (store, user, t, key)
@@ -865,7 +842,7 @@ mod tests {
     #[test]
     fn a_member_moved_to_another_tenant_loses_the_key() {
         let (store, ..) = member_with_key();
-        let other = crate::access::tests::tenant(crate::model::Status::Active);
+        let other = crate::policy::access::tests::tenant(crate::model::Status::Active);
         store.tenants.lock().unwrap().push(other.clone());
         store.users.lock().unwrap()[0].tenant_id = Some(other.id);
         assert_eq!(key_code(&store, Utc::now()), "invalid_api_key");
@@ -877,7 +854,7 @@ mod tests {
         store.users.lock().unwrap()[0].tenant_id = None;
         let p = authenticate_key(&store, &policy(), "kh", Utc::now()).unwrap();
         assert_eq!(
-            p.read_scope(crate::workspace::KeyScope::WorkspaceRead)
+            p.read_scope(crate::model::workspace::KeyScope::WorkspaceRead)
                 .unwrap_err()
                 .code(),
             "member_unassigned"

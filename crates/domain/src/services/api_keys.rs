@@ -10,15 +10,15 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use crate::access::{Principal, WriteScope};
 use crate::error::{DomainError, DomainResult};
 use crate::model::new_id;
+use crate::model::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 use crate::page::{Page, PageRequest};
+use crate::policy::access::{Principal, WriteScope};
 use crate::ports::{ApiKeyRepo, CredentialCodec};
 use crate::quota::{limit_change, KeyLimits};
 use crate::secret::SecretString;
 use crate::values::{expiry, text};
-use crate::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 
 /// A key's own per-minute limits as the client sent them: each left out (`None`), removed
 /// (`Some(None)`) or set (`Some(Some(n))`, checked to be a positive integer).
@@ -143,7 +143,7 @@ pub fn update_api_key<P: ApiKeyRepo + ?Sized>(
     if let Some(v) = patch.monthly_spend {
         detail.insert(
             "monthly_spend".into(),
-            json!(v.map(crate::prices::format_money)),
+            json!(v.map(crate::policy::prices::format_money)),
         );
     }
     if let Some(v) = patch.tokens_per_minute {
@@ -207,7 +207,7 @@ fn checked_limits(
     let spend = req
         .monthly_spend
         .as_ref()
-        .map(|v| crate::prices::money_limit("limits.monthly_spend", v.as_deref()))
+        .map(|v| crate::policy::prices::money_limit("limits.monthly_spend", v.as_deref()))
         .transpose()?;
     KeyLimits {
         requests_per_minute: rpm.flatten(),
@@ -240,10 +240,10 @@ fn key_activity(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
-    use crate::access::Credential;
     use crate::fakes::{Fake, FakeCodec};
     use crate::model::{Role, Status, Tenant};
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::access::Credential;
     use crate::quota::TenantLimits;
 
     fn member_of(t: &Tenant) -> Principal {

@@ -3,33 +3,26 @@
 //! Every function starts from a `Principal` and asks it for an `AdminScope` (an active
 //! platform admin's session) before it touches a port; every administration port method
 //! takes that scope, so an operation without the check does not compile. The tenant and user
-//! functions also accept the [`LocalOperator`](crate::access::LocalOperator) of `gc-server admin` (any [`AdminAuthority`]),
+//! functions also accept the [`LocalOperator`](crate::policy::access::LocalOperator) of `gc-server admin` (any [`AdminAuthority`]),
 //! so the command line applies the same rules as the API.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::access::{AdminAuthority, AdminScope, Principal};
-use crate::accounts::{create_account, throttle_key, PasswordHasher, Signup};
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::{ai_key_binding, AiAccess, AiKeyStatus, KeyVerdict, TenantAiKey};
+use crate::model::workspace::{ActivityTarget, NewActivity};
 use crate::model::{new_id, Role, Status, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
+use crate::policy::access::{AdminAuthority, AdminScope, Principal};
+use crate::policy::accounts::throttle_key;
+pub use crate::policy::accounts::{person_name, tenant_name};
+use crate::policy::ai_access::{ai_key_binding, AiAccess, AiKeyStatus, KeyVerdict, TenantAiKey};
+use crate::ports::PasswordHasher;
 use crate::ports::{AiKeyRepo, KeySealer, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
 use crate::secret::SecretString;
+use crate::services::accounts::{create_account, Signup};
 use crate::values::{text, Email, Password, Region};
-use crate::workspace::{ActivityTarget, NewActivity};
-
-/// Validates a tenant name.
-pub fn tenant_name(raw: &str) -> DomainResult<String> {
-    text("name", raw, 1, 100)
-}
-
-/// Validates a person's display name.
-pub fn person_name(raw: &str) -> DomainResult<String> {
-    text("name", raw, 1, 100)
-}
 
 /// A tenant with its AI access, as admins see it.
 pub type TenantWithAccess = (Tenant, AiAccess);
@@ -447,9 +440,9 @@ pub fn set_shadow<P: SessionRepo + TenantRepo + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::tests::{session, tenant, user};
     use crate::fakes::{Fake, FakeSealer};
-    use crate::gateway::tests::key;
+    use crate::policy::access::tests::{session, tenant, user};
+    use crate::policy::ai_access::tests::key;
 
     fn admin() -> Principal {
         session(user(Role::PlatformAdmin, Status::Active, None), None, None)

@@ -1,4 +1,5 @@
-//! Entities of the accounts and administration side.
+//! Entities: here those of the accounts and administration side (users, tenants, sessions);
+//! the workspace's (records, settings, API keys, activity) in [`workspace`].
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -6,6 +7,8 @@ use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
 use crate::values::{Email, Region};
+
+pub mod workspace;
 
 /// The current time at the millisecond precision timestamps are stored with.
 pub fn now_millis() -> DateTime<Utc> {
@@ -155,7 +158,7 @@ pub struct TenantPatch {
     pub requests_per_minute: Option<Option<u64>>,
     pub tokens_per_minute: Option<Option<u64>>,
     pub monthly_tokens: Option<Option<u64>>,
-    /// In nano-units ([`crate::prices::Money`]).
+    /// In nano-units ([`crate::policy::prices::Money`]).
     pub monthly_spend: Option<Option<u64>>,
     /// Absent leaves the list, `Some(None)` removes it.
     pub allowed_models: Option<Option<Vec<String>>>,

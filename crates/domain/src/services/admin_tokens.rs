@@ -16,115 +16,16 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::access::{Credential, Principal};
-use crate::accounts::AccountPolicy;
 use crate::error::{DomainError, DomainResult};
-use crate::model::{new_id, Tenant, User};
+use crate::model::new_id;
 use crate::page::{Page, PageRequest};
-use crate::ports::CredentialCodec;
+use crate::policy::access::{Credential, Principal};
+use crate::policy::accounts::AccountPolicy;
+pub use crate::policy::admin_tokens::{AdminToken, AdminTokenScope, TOKEN_PREFIX};
+use crate::policy::admin_tokens::{AdminTokenUse, NewAdminToken};
+use crate::ports::{AdminTokenRepo, CredentialCodec};
 use crate::secret::SecretString;
 use crate::values::{expiry, text};
-
-/// Every admin token starts with this, so scanners and the service recognise one.
-pub const TOKEN_PREFIX: &str = "gca_";
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminTokenScope {
-    /// Every administration route a session of its admin may use, tokens aside.
-    Admin,
-    /// Only requests that change nothing (GET, HEAD).
-    AdminRead,
-}
-
-impl AdminTokenScope {
-    pub fn parse(field: &str, raw: &str) -> DomainResult<Self> {
-        match raw {
-            "admin" => Ok(Self::Admin),
-            "admin:read" => Ok(Self::AdminRead),
-            _ => Err(DomainError::invalid(
-                field,
-                "must be `admin` or `admin:read`",
-            )),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Admin => "admin",
-            Self::AdminRead => "admin:read",
-        }
-    }
-
-    /// True when the token may make requests that change something.
-    pub fn allows_writes(self) -> bool {
-        self == Self::Admin
-    }
-}
-
-/// A stored token, as its admin sees it: never the token, never its hash.
-#[derive(Debug, Clone)]
-pub struct AdminToken {
-    pub id: Uuid,
-    pub user_id: Uuid,
-    pub name: String,
-    pub scope: AdminTokenScope,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub last_used_at: Option<DateTime<Utc>>,
-}
-
-impl AdminToken {
-    /// False once `expires_at` has passed.
-    pub fn is_usable_at(&self, now: DateTime<Utc>) -> bool {
-        self.expires_at.is_none_or(|at| at > now)
-    }
-}
-
-/// A token to store: the token with the SHA-256 of its secret.
-#[derive(Debug, Clone)]
-pub struct NewAdminToken {
-    pub token: AdminToken,
-    pub token_hash: String,
-}
-
-/// A token with its admin and the admin's tenant, as loaded for one request.
-#[derive(Debug, Clone)]
-pub struct AdminTokenContext {
-    pub token: AdminToken,
-    pub user: User,
-    pub tenant: Option<Tenant>,
-}
-
-/// One use of a token: the audit line written for every request that presents a live one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminTokenUse {
-    pub id: Uuid,
-    pub at: DateTime<Utc>,
-    pub admin_id: Uuid,
-    pub token_id: Uuid,
-    pub token_name: String,
-    /// The method and path, e.g. `GET /api/v1/admin/tenants`.
-    pub route: String,
-}
-
-/// Storage of admin tokens.
-pub trait AdminTokenRepo {
-    fn insert_admin_token(&self, token: &NewAdminToken) -> DomainResult<AdminToken>;
-    /// The tokens of one admin, newest first.
-    fn list_admin_tokens(
-        &self,
-        user_id: Uuid,
-        page: &PageRequest,
-    ) -> DomainResult<Page<AdminToken>>;
-    /// Deletes one of the admin's tokens; false when the admin has none with this id.
-    fn delete_admin_token(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool>;
-    /// The token with this hash, its admin and the admin's tenant.
-    fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>>;
-    /// Appends the audit line of one use and, when `touch`, sets the token's `last_used_at`
-    /// to the use's time.
-    fn record_admin_token_use(&self, used: &AdminTokenUse, touch: bool) -> DomainResult<()>;
-}
 
 /// A new token for the caller's session: the stored token and its secret, shown once.
 pub struct CreatedAdminToken {
@@ -218,10 +119,7 @@ pub(crate) fn authenticate<P: AdminTokenRepo + ?Sized>(
     if !ctx.token.is_usable_at(now) {
         return Err(DomainError::InvalidApiKey);
     }
-    let touch = ctx
-        .token
-        .last_used_at
-        .is_none_or(|at| now - at >= policy.touch_interval);
+    let touch = policy.touch_due(ctx.token.last_used_at, now);
     store.record_admin_token_use(
         &AdminTokenUse {
             id: new_id(),
@@ -252,11 +150,12 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
-    use crate::access::tests::{session, user};
-    use crate::accounts::{check_credential, Presented};
     use crate::fakes::FakeCodec;
-    use crate::model::{Role, Status};
-    use crate::workspace::{ActorKind, KeyScope};
+    use crate::model::workspace::{ActorKind, KeyScope};
+    use crate::model::{Role, Status, User};
+    use crate::policy::access::tests::{session, user};
+    use crate::policy::admin_tokens::AdminTokenContext;
+    use crate::services::accounts::{check_credential, Presented};
 
     /// Tokens in memory, each with its hash and its admin.
     #[derive(Default)]

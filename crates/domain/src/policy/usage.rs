@@ -6,13 +6,9 @@
 //! `/workspace`); platform admins read every tenant's through an `AdminScope`.
 
 use chrono::{Datelike, Months, NaiveDate};
-use uuid::Uuid;
 
-use crate::access::Principal;
 use crate::error::{DomainError, DomainResult};
 use crate::page::PageRequest;
-use crate::ports::UsageRepo;
-use crate::workspace::KeyScope;
 
 /// The longest range one query may cover.
 pub const MAX_RANGE_DAYS: i64 = 400;
@@ -148,31 +144,6 @@ impl UsagePage {
         };
         Self { items: lines, next }
     }
-}
-
-/// The caller's tenant's usage (`workspace:read`, like every workspace read).
-pub fn workspace_usage<P: UsageRepo + ?Sized>(
-    store: &P,
-    principal: &Principal,
-    query: &UsageQuery,
-) -> DomainResult<UsagePage> {
-    let scope = principal.read_scope(KeyScope::WorkspaceRead)?;
-    store.tenant_usage(&scope, query)
-}
-
-/// Every tenant's usage, grouped by tenant (platform admins).
-pub fn admin_usage<P: UsageRepo + ?Sized>(
-    store: &P,
-    principal: &impl crate::access::AdminAuthority,
-    tenant_id: Option<Uuid>,
-    query: &UsageQuery,
-) -> DomainResult<UsagePage> {
-    let scope = principal.admin_scope()?;
-    let query = UsageQuery {
-        group: UsageGroup::Tenant,
-        ..query.clone()
-    };
-    store.all_usage(&scope, tenant_id, &query)
 }
 
 #[cfg(test)]

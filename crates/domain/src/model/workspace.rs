@@ -69,7 +69,7 @@ impl RecordKind {
 }
 
 /// A stored workspace record (skill, memory collection or source, draft). Its fields are
-/// validated by `crate::records` before they are stored.
+/// validated by `crate::policy::records` before they are stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub id: Uuid,
@@ -81,7 +81,7 @@ pub struct Record {
     pub updated_at: DateTime<Utc>,
     pub created_by: Uuid,
     /// A skill's stored Guard result (`None`: never scanned, or not a skill). Issue 29.
-    pub guard: Option<crate::services::skill_scan::SkillGuard>,
+    pub guard: Option<crate::policy::skill_verdicts::SkillGuard>,
 }
 
 /// A record's validated fields, kept as the compact JSON object text they are stored as.
@@ -334,7 +334,7 @@ impl NewActivity {
 
     /// A line for a write of the scope's tenant.
     pub fn write(
-        scope: &crate::access::WriteScope,
+        scope: &crate::policy::access::WriteScope,
         at: DateTime<Utc>,
         action: &str,
         target: Option<ActivityTarget>,
@@ -352,7 +352,7 @@ impl NewActivity {
 
     /// A line an active platform admin writes into a tenant's feed.
     pub fn admin(
-        scope: &crate::access::AdminScope,
+        scope: &crate::policy::access::AdminScope,
         tenant_id: Uuid,
         at: DateTime<Utc>,
         action: &str,
@@ -364,7 +364,7 @@ impl NewActivity {
 
     /// A line read-scoped callers leave (a Guard scan by a member or key).
     pub fn read(
-        scope: &crate::access::TenantScope,
+        scope: &crate::policy::access::TenantScope,
         at: DateTime<Utc>,
         action: &str,
         detail: Value,
@@ -375,7 +375,7 @@ impl NewActivity {
     /// A run record. The detail is serialised straight from its own type: a line per run, so
     /// no `Value` map is built for it (issue 14).
     pub fn run(
-        scope: &crate::gateway::RunScope,
+        scope: &crate::policy::ai_access::RunScope,
         at: DateTime<Utc>,
         detail: &impl Serialize,
     ) -> Self {
@@ -441,7 +441,7 @@ mod tests {
             assert!(RecordFields::from_stored(bad.into()).is_none(), "{bad}");
         }
     }
-    use crate::access::AdminAuthority;
+    use crate::policy::access::AdminAuthority;
 
     #[test]
     fn every_record_kind_reads_back_from_its_stored_name_and_nothing_else_does() {
@@ -558,7 +558,7 @@ mod tests {
 
     #[test]
     fn every_activity_line_gets_its_own_id() {
-        let scope = crate::access::LocalOperator::at_the_console("ops")
+        let scope = crate::policy::access::LocalOperator::at_the_console("ops")
             .admin_scope()
             .unwrap();
         let tenant = Uuid::now_v7();

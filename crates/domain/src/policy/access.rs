@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
+use crate::model::workspace::{Actor, ActorKind, KeyScope};
 use crate::model::{MemberStatus, Status, Tenant, User};
-use crate::workspace::{Actor, ActorKind, KeyScope};
 
 /// How the caller proved who it is.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub enum Credential {
     AdminToken {
         token_id: Uuid,
         name: String,
-        scope: crate::admin_tokens::AdminTokenScope,
+        scope: crate::policy::admin_tokens::AdminTokenScope,
         /// The request may change something (any method but GET and HEAD): an `admin:read`
         /// token is refused it.
         writes: bool,
@@ -416,6 +416,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// An active tenant and an active member of it, signed in with a session.
+    pub fn active_member() -> (Tenant, Principal) {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::Member, Status::Active, Some(&t)),
+            Some(t.clone()),
+            None,
+        );
+        (t, p)
+    }
+
     pub fn session(user: User, tenant: Option<Tenant>, shadow: Option<Tenant>) -> Principal {
         Principal {
             user,
@@ -429,12 +440,7 @@ pub(crate) mod tests {
 
     #[test]
     fn active_members_get_both_scopes_of_their_own_tenant() {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            None,
-        );
+        let (t, p) = active_member();
         assert_eq!(
             p.read_scope(KeyScope::WorkspaceRead).unwrap().tenant_id(),
             t.id
@@ -515,12 +521,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_members_scope_is_its_own_tenant_and_not_a_shadow_view() {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            None,
-        );
+        let (t, p) = active_member();
         assert_eq!(p.tenant().map(|x| x.id), Some(t.id));
         assert!(!p.read_scope(KeyScope::WorkspaceRead).unwrap().is_shadow());
         let admin = session(user(Role::PlatformAdmin, Status::Active, None), None, None);

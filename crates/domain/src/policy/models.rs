@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::error::{DomainError, DomainResult};
 use crate::model::Tenant;
-use crate::prices::Prices;
+use crate::policy::prices::Prices;
 use crate::values::Region;
 
 /// The most names a tenant's list may hold.
@@ -118,7 +118,7 @@ impl Catalog {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelChoice {
     pub model: Option<String>,
-    pub price: Option<crate::prices::Price>,
+    pub price: Option<crate::policy::prices::Price>,
 }
 
 impl ModelChoice {
@@ -193,7 +193,7 @@ mod tests {
     }
 
     fn tenant(list: Option<&[&str]>) -> Tenant {
-        let mut t = crate::access::tests::tenant(crate::model::Status::Active);
+        let mut t = crate::policy::access::tests::tenant(crate::model::Status::Active);
         t.allowed_models = list.map(|l| l.iter().map(|s| (*s).to_owned()).collect());
         t
     }

@@ -88,7 +88,7 @@ impl AiAccess {
 #[derive(Debug, Clone)]
 pub struct RunScope {
     tenant: Tenant,
-    actor: crate::workspace::Actor,
+    actor: crate::model::workspace::Actor,
     /// The workspace key the caller used, with its own limits (`None` for a session).
     key: Option<(Uuid, crate::quota::KeyLimits)>,
     keys: Vec<TenantAiKey>,
@@ -100,7 +100,7 @@ impl RunScope {
     /// when the region has no gateway configured). The keys come from `ports`; any that is not
     /// ready, not chat-enabled or of another region is dropped here whatever the port answers.
     pub fn authorize<P: crate::ports::AiKeyRepo + ?Sized>(
-        principal: &crate::access::Principal,
+        principal: &crate::policy::access::Principal,
         ports: &P,
         gateway_configured: bool,
     ) -> crate::DomainResult<Self> {
@@ -111,7 +111,7 @@ impl RunScope {
     /// [`RunScope::authorize`] for the tenant [`RunScope::caller_tenant`] already answered for
     /// `principal` (the run preparation checks the caller before the body, then comes here).
     pub(crate) fn authorize_for<P: crate::ports::AiKeyRepo + ?Sized>(
-        principal: &crate::access::Principal,
+        principal: &crate::policy::access::Principal,
         tenant: Tenant,
         ports: &P,
         gateway_configured: bool,
@@ -143,7 +143,9 @@ impl RunScope {
             )));
         }
         let key = match principal.credential() {
-            crate::access::Credential::ApiKey { key_id, limits, .. } => Some((*key_id, *limits)),
+            crate::policy::access::Credential::ApiKey { key_id, limits, .. } => {
+                Some((*key_id, *limits))
+            }
             _ => None,
         };
         Ok(Self {
@@ -157,11 +159,11 @@ impl RunScope {
     /// The first half of [`RunScope::authorize`]: the key's `run` scope, no Shadow view, and
     /// the member rules. Returns the caller's active tenant.
     pub(crate) fn caller_tenant(
-        principal: &crate::access::Principal,
+        principal: &crate::policy::access::Principal,
     ) -> crate::DomainResult<Tenant> {
         use crate::DomainError;
-        if let crate::access::Credential::ApiKey { scopes, .. } = principal.credential() {
-            if !scopes.contains(&crate::workspace::KeyScope::Run) {
+        if let crate::policy::access::Credential::ApiKey { scopes, .. } = principal.credential() {
+            if !scopes.contains(&crate::model::workspace::KeyScope::Run) {
                 return Err(DomainError::InsufficientScope("run"));
             }
         }
@@ -179,7 +181,7 @@ impl RunScope {
         self.tenant.region
     }
 
-    pub fn actor(&self) -> &crate::workspace::Actor {
+    pub fn actor(&self) -> &crate::model::workspace::Actor {
         &self.actor
     }
 
@@ -226,7 +228,7 @@ impl KeyVerdict {
 
     /// An admin's diagnosis of the key.
     pub(crate) fn diagnosed(
-        _scope: &crate::access::AdminScope,
+        _scope: &crate::policy::access::AdminScope,
         key: &TenantAiKey,
         status: AiKeyStatus,
         reason: Option<String>,
@@ -273,11 +275,11 @@ pub fn ai_key_binding(tenant_id: Uuid, key_id: Uuid) -> Vec<u8> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::access::tests::{tenant, user};
-    use crate::access::{Credential, Principal};
     use crate::fakes::Fake;
+    use crate::model::workspace::KeyScope;
     use crate::model::{Role, Status};
-    use crate::workspace::KeyScope;
+    use crate::policy::access::tests::{tenant, user};
+    use crate::policy::access::{Credential, Principal};
 
     pub(crate) fn key(t: &Tenant, region: Region, chat: bool, status: AiKeyStatus) -> TenantAiKey {
         TenantAiKey {
