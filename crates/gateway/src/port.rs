@@ -30,6 +30,27 @@ impl Gateways {
     pub fn region(&self, region: Region) -> Option<&RegionGateway> {
         self.regions.get(&region)
     }
+
+    /// The model whose encoding counts a run's text: `auto` (or no model) is sent as the
+    /// region's default model, so it is counted as that model when every configured region's
+    /// default has the same encoding (else as named: `cl100k_base`).
+    fn counted_model<'a>(&'a self, model: &'a str) -> &'a str {
+        if !(model.trim().is_empty() || model == "auto") {
+            return model;
+        }
+        let mut defaults = self.regions.values().map(RegionGateway::default_model);
+        match defaults.next() {
+            Some(first) => {
+                let encoding = crate::tokens::Encoding::of(first);
+                if defaults.all(|d| crate::tokens::Encoding::of(d) == encoding) {
+                    first
+                } else {
+                    model
+                }
+            }
+            None => model,
+        }
+    }
 }
 
 /// The domain's report of a gateway report.
@@ -146,6 +167,59 @@ impl ChatUpstream for Gateways {
     }
 
     fn count_tokens(&self, model: &str, text: &str) -> u64 {
-        crate::tokens::count(model, text)
+        crate::tokens::count(self.counted_model(model), text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::GatewayConfig;
+
+    fn gateways(defaults: &[(Region, &str)]) -> Gateways {
+        Gateways::new(
+            defaults
+                .iter()
+                .map(|(region, model)| {
+                    let gateway = RegionGateway::new(GatewayConfig {
+                        base_url: "http://127.0.0.1:9/v1".into(),
+                        default_model: (*model).into(),
+                        timeout: Duration::from_secs(1),
+                        connect_timeout: Duration::from_secs(1),
+                        models: Vec::new(),
+                    })
+                    .expect("gateway");
+                    (*region, gateway)
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn auto_is_counted_as_the_default_model_it_is_sent_as() {
+        // Text the two encodings count differently.
+        let text = "東京は日本の首都です。人工知能の研究が進んでいる。ひらがなとカタカナ。";
+        let (o200k, cl100k) = (
+            crate::tokens::count("gpt-4o", text),
+            crate::tokens::count("gpt-4", text),
+        );
+        assert_ne!(o200k, cl100k);
+        let one = gateways(&[(Region::Aihk, "gpt-4o-mini")]);
+        for model in ["auto", "", " "] {
+            assert_eq!(one.count_tokens(model, text), o200k, "{model:?}");
+        }
+        assert_eq!(
+            one.count_tokens("gpt-4", text),
+            cl100k,
+            "a named model as named"
+        );
+        let agreeing = gateways(&[(Region::Aihk, "gpt-4o"), (Region::Aica, "gpt-4.1")]);
+        assert_eq!(agreeing.count_tokens("auto", text), o200k);
+        // Regions whose defaults differ: `auto` cannot say which, and counts as named.
+        let split = gateways(&[(Region::Aihk, "gpt-4o"), (Region::Aica, "gpt-4")]);
+        assert_eq!(split.count_tokens("auto", text), cl100k);
+        assert_eq!(Gateways::default().count_tokens("auto", text), cl100k);
     }
 }

@@ -121,11 +121,59 @@ struct RunState {
     /// Tokens of the output passed on to the client, counted only when asked
     /// ([`RunStream::count_relayed`]: a run under a token limit, whose reservation settles to
     /// them when the stream ends without a usage).
-    relayed: Option<u64>,
+    relayed: Option<Relayed>,
     /// A chat completions stream or a Responses API stream (see the module docs).
     kind: RunKind,
     /// The upstream ended the stream with `[DONE]` (always so for chat), which is passed on.
     done_marker: bool,
+}
+
+/// The output passed on so far, in tokens of the model's encoding. While that encoding is
+/// still loading (on a thread of its own: never on the task polling the stream, which serves
+/// other connections too), the text waits here and is counted once the encoding is there, or
+/// when the stream ends.
+#[derive(Debug, Default)]
+struct Relayed {
+    tokens: u64,
+    /// Pieces not counted yet, each counted on its own as if it had been counted at once.
+    waiting: Vec<String>,
+    waiting_bytes: usize,
+}
+
+/// Text waiting for its encoding beyond this is counted at once, waiting for the load where
+/// the stream runs (a burst this large before the encoding has loaded is rare).
+const MAX_WAITING_BYTES: usize = 256 * 1024;
+
+impl Relayed {
+    fn add(&mut self, model: &str, text: &str) {
+        if self.waiting.is_empty() {
+            if let Some(n) = crate::tokens::count_loaded(model, text) {
+                self.tokens = self.tokens.saturating_add(n);
+                return;
+            }
+        } else if crate::tokens::count_loaded(model, "").is_some() {
+            self.settle(model);
+            self.add(model, text);
+            return;
+        }
+        self.waiting.push(text.to_owned());
+        self.waiting_bytes = self.waiting_bytes.saturating_add(text.len());
+        if self.waiting_bytes > MAX_WAITING_BYTES {
+            self.settle(model);
+        }
+    }
+
+    /// Counts the waiting pieces (loading the encoding here if it is still not loaded) and
+    /// says the total.
+    fn settle(&mut self, model: &str) -> u64 {
+        for text in std::mem::take(&mut self.waiting) {
+            self.tokens = self
+                .tokens
+                .saturating_add(crate::tokens::count(model, &text));
+        }
+        self.waiting_bytes = 0;
+        self.tokens
+    }
 }
 
 /// How feeding a piece of the upstream body left the run.
@@ -202,7 +250,11 @@ impl RunStream {
     /// report's `relayed_tokens`. Costs a parse of every chunk: only for runs under a token
     /// limit.
     pub fn count_relayed(&mut self) {
-        self.run.relayed.get_or_insert(0);
+        if self.run.relayed.is_none() {
+            // Its encoding loads off this task while the first chunks are awaited.
+            crate::tokens::preload(&self.run.model);
+            self.run.relayed = Some(Relayed::default());
+        }
     }
 
     /// Builder form of [`RunStream::on_finish`].
@@ -218,6 +270,8 @@ impl RunStream {
 
     /// Delivers the report once.
     fn finish(&mut self, status: RunStatus, error: Option<(&str, String)>) {
+        let model = &self.run.model;
+        let relayed_tokens = self.run.relayed.as_mut().map(|r| r.settle(model));
         let report = RunReport {
             status,
             usage: self.run.usage,
@@ -226,7 +280,7 @@ impl RunStream {
             model: self.run.model.clone(),
             error_code: error.as_ref().map(|(c, _)| (*c).to_owned()),
             error_message: error.map(|(_, m)| m),
-            relayed_tokens: self.run.relayed,
+            relayed_tokens,
         };
         match self.on_finish.take() {
             Some(callback) => callback(report),
@@ -355,13 +409,14 @@ impl RunState {
             self.ttft_ms =
                 Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
         }
-        if let Some(relayed) = self.relayed {
-            let n = if responses {
-                responses_output_tokens(&self.model, data)
+        if let Some(relayed) = self.relayed.as_mut() {
+            let model = &self.model;
+            let add = |text: &str| relayed.add(model, text);
+            if responses {
+                responses_output_text(data, add);
             } else {
-                output_tokens(&self.model, data)
-            };
-            self.relayed = Some(relayed.saturating_add(n));
+                output_text(data, add);
+            }
         }
         // A Responses event keeps its name when it is a short identifier.
         if responses
@@ -516,10 +571,10 @@ impl RunState {
     }
 }
 
-/// The tokens of the output text in one chunk: each choice's delta `content`, `refusal`,
-/// `reasoning_content` / `reasoning` and tool calls' function name and arguments (the text a
-/// provider bills as completion). A chunk that is not such JSON counts nothing.
-fn output_tokens(model: &str, data: &[u8]) -> u64 {
+/// The output text in one chunk, piece by piece to `add`: each choice's delta `content`,
+/// `refusal`, `reasoning_content` / `reasoning` and tool calls' function name and arguments
+/// (the text a provider bills as completion). A chunk that is not such JSON has none.
+fn output_text(data: &[u8], mut add: impl FnMut(&str)) {
     #[derive(Deserialize)]
     struct Chunk {
         #[serde(default)]
@@ -556,9 +611,8 @@ fn output_tokens(model: &str, data: &[u8]) -> u64 {
         arguments: Option<String>,
     }
     let Ok(chunk) = serde_json::from_slice::<Chunk>(data) else {
-        return 0;
+        return;
     };
-    let mut n: u64 = 0;
     for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
         let calls = delta
             .tool_calls
@@ -575,18 +629,17 @@ fn output_tokens(model: &str, data: &[u8]) -> u64 {
         .chain(calls)
         .flatten()
         {
-            n = n.saturating_add(crate::tokens::count(model, &text));
+            add(&text);
         }
     }
-    n
 }
 
-/// The tokens of the output text in one Responses API event: the `delta` of a text,
-/// refusal, reasoning or function-call arguments delta event (`response.*.delta`, audio
-/// excepted). Any other event counts nothing.
-fn responses_output_tokens(model: &str, data: &[u8]) -> u64 {
+/// The output text in one Responses API event, to `add`: the `delta` of a text, refusal,
+/// reasoning or function-call arguments delta event (`response.*.delta`, audio excepted).
+/// Any other event has none.
+fn responses_output_text(data: &[u8], mut add: impl FnMut(&str)) {
     if find(data, b"\"delta\"").is_none() {
-        return 0;
+        return;
     }
     #[derive(Deserialize)]
     struct Delta {
@@ -596,15 +649,15 @@ fn responses_output_tokens(model: &str, data: &[u8]) -> u64 {
         delta: Option<Value>,
     }
     let Ok(event) = serde_json::from_slice::<Delta>(data) else {
-        return 0;
+        return;
     };
     match event.delta {
         Some(Value::String(text))
             if event.kind.ends_with(".delta") && !event.kind.contains("audio") =>
         {
-            crate::tokens::count(model, &text)
+            add(&text);
         }
-        _ => 0,
+        _ => {}
     }
 }
 
@@ -922,9 +975,9 @@ mod tests {
         let mut out = BytesMut::new();
         let mut quiet = run_state("sk-k");
         quiet.on_event(b"", chunk("hello world").as_bytes(), &mut out);
-        assert_eq!(quiet.relayed, None);
+        assert!(quiet.relayed.is_none());
         let mut counting = run_state("sk-k");
-        counting.relayed = Some(0);
+        counting.relayed = Some(Relayed::default());
         counting.model = "gpt-4o".into();
         counting.on_event(b"", chunk("hello world").as_bytes(), &mut out);
         counting.on_event(b"", chunk(" again").as_bytes(), &mut out);
@@ -932,7 +985,30 @@ mod tests {
         counting.on_event(b"", tool.as_bytes(), &mut out);
         // 2 + 1 + (1 + 1); a chunk that is not JSON counts nothing.
         counting.on_event(b"", b"not json", &mut out);
-        assert_eq!(counting.relayed, Some(5));
+        let model = counting.model.clone();
+        assert_eq!(counting.relayed.map(|mut r| r.settle(&model)), Some(5));
+    }
+
+    #[test]
+    fn text_waiting_for_its_encoding_is_counted_at_the_end() {
+        // As if the encoding had not loaded yet when these pieces were relayed: each piece is
+        // counted on its own ("hel" and "lo" are two tokens, "hello" one).
+        let mut relayed = Relayed {
+            tokens: 3,
+            waiting: vec!["hello world".into(), "hel".into(), "lo".into()],
+            waiting_bytes: 16,
+        };
+        assert_eq!(relayed.settle("gpt-4"), 3 + 2 + 1 + 1);
+        assert!(relayed.waiting.is_empty());
+        assert_eq!(relayed.settle("gpt-4"), 7, "counted once");
+        // A piece added while others wait is counted after them, on its own.
+        let mut relayed = Relayed {
+            tokens: 0,
+            waiting: vec!["hel".into()],
+            waiting_bytes: 3,
+        };
+        relayed.add("gpt-4", "lo");
+        assert_eq!(relayed.settle("gpt-4"), 2);
     }
 
     #[test]

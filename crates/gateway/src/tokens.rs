@@ -16,8 +16,15 @@
 //! Each encoding is loaded on its first use, that is by the first run a token limit applies
 //! to (a server whose tenants have no token limit never loads one, and idles as before); it
 //! then stays loaded. Figures in docs/benchmarks.md (issue 28, "Tokenizer memory").
+//!
+//! Loading takes a while (tens to hundreds of milliseconds: `tiktoken-rs` decodes its
+//! embedded file, then the table is built). [`count`] loads on the calling thread; a stream
+//! counting the output it passes on uses [`count_loaded`] instead, which never loads on the
+//! caller's thread (an async worker serving other connections): it starts the load on a
+//! thread of its own ([`preload`]) and says `None` until the encoding is there.
 
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use fancy_regex::Regex;
@@ -62,28 +69,60 @@ impl Encoding {
         }
     }
 
-    /// The encoding, loaded on first use; `None` only if `tiktoken-rs`'s embedded data
-    /// could not be read (then counts are estimates).
+    /// The encoding's cell (empty until loaded) and whether a background load was started.
+    fn slot(self) -> (&'static OnceLock<Option<Tokenizer>>, &'static AtomicBool) {
+        static O200K: (OnceLock<Option<Tokenizer>>, AtomicBool) =
+            (OnceLock::new(), AtomicBool::new(false));
+        static CL100K: (OnceLock<Option<Tokenizer>>, AtomicBool) =
+            (OnceLock::new(), AtomicBool::new(false));
+        let (cell, started) = match self {
+            Self::O200k => &O200K,
+            Self::Cl100k => &CL100K,
+        };
+        (cell, started)
+    }
+
+    /// The encoding, loaded on first use (on this thread, or waiting for a load already
+    /// running); `None` only if `tiktoken-rs`'s embedded data could not be read (then counts
+    /// are estimates).
     fn tokenizer(self) -> Option<&'static Tokenizer> {
-        static O200K: OnceLock<Option<Tokenizer>> = OnceLock::new();
-        static CL100K: OnceLock<Option<Tokenizer>> = OnceLock::new();
-        match self {
-            Self::O200k => O200K.get_or_init(|| {
-                Tokenizer::load(
+        self.slot()
+            .0
+            .get_or_init(|| match self {
+                Self::O200k => Tokenizer::load(
                     tiktoken_rs::o200k_base().ok()?,
                     O200K_ORDINARY_TOKENS,
                     tiktoken_rs::O200K_BASE_PAT_STR,
-                )
-            }),
-            Self::Cl100k => CL100K.get_or_init(|| {
-                Tokenizer::load(
+                ),
+                Self::Cl100k => Tokenizer::load(
                     tiktoken_rs::cl100k_base().ok()?,
                     CL100K_ORDINARY_TOKENS,
                     CL100K_PATTERN,
-                )
-            }),
+                ),
+            })
+            .as_ref()
+    }
+
+    /// The encoding if its load has finished (`Some(None)`: it failed), never loading it.
+    fn loaded(self) -> Option<Option<&'static Tokenizer>> {
+        self.slot().0.get().map(Option::as_ref)
+    }
+
+    /// Starts loading the encoding on a thread of its own, once, unless it is loaded.
+    fn preload(self) {
+        let (cell, started) = self.slot();
+        if cell.get().is_some() || started.swap(true, Ordering::AcqRel) {
+            return;
         }
-        .as_ref()
+        let spawned = std::thread::Builder::new()
+            .name("gc-tokenizer".into())
+            .spawn(move || {
+                let _ = self.tokenizer();
+            });
+        if spawned.is_err() {
+            // No thread: the next `count` loads it where it is called.
+            started.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -370,8 +409,32 @@ fn hash(bytes: &[u8]) -> usize {
     (h ^ (h >> 32)) as usize
 }
 
-/// The tokens of `text` in `model`'s encoding (special tokens counted as plain text).
+/// The tokens of `text` in `model`'s encoding (special tokens counted as plain text). Loads
+/// the encoding on this thread if it is not loaded yet.
 pub fn count(model: &str, text: &str) -> u64 {
+    count_with(Encoding::of(model).tokenizer(), text)
+}
+
+/// [`count`] when `model`'s encoding is loaded; else `None`, and the encoding starts loading
+/// on a thread of its own ([`preload`]): this never loads on the calling thread.
+pub fn count_loaded(model: &str, text: &str) -> Option<u64> {
+    let encoding = Encoding::of(model);
+    match encoding.loaded() {
+        Some(tokenizer) => Some(count_with(tokenizer, text)),
+        None => {
+            encoding.preload();
+            None
+        }
+    }
+}
+
+/// Starts loading `model`'s encoding on a thread of its own, unless it is loaded or loading
+/// (for a caller that will count soon and must not wait for the load where it runs).
+pub fn preload(model: &str) {
+    Encoding::of(model).preload();
+}
+
+fn count_with(tokenizer: Option<&Tokenizer>, text: &str) -> u64 {
     if text.is_empty() {
         return 0;
     }
@@ -387,7 +450,7 @@ pub fn count(model: &str, text: &str) -> u64 {
         }
         _ => (text, 0),
     };
-    let encoded = match Encoding::of(model).tokenizer() {
+    let encoded = match tokenizer {
         Some(tokenizer) => tokenizer.count(head),
         // Unreachable with the embedded files; an estimate rather than a failed run.
         None => head.len().div_ceil(BYTES_PER_TOKEN_PAST_LIMIT),
@@ -533,6 +596,28 @@ mod tests {
             }
             assert_eq!(ranks.get(b""), None);
         }
+    }
+
+    #[test]
+    fn count_loaded_never_loads_on_the_caller_and_then_counts_as_count() {
+        // `o200k` may already be loaded by another test; either way `count_loaded` answers
+        // at once, and once the background load is done it counts what `count` counts.
+        let text = "The quick brown fox jumps over the lazy dog.";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let got = loop {
+            if let Some(n) = count_loaded("gpt-4o", text) {
+                break n;
+            }
+            assert!(
+                Encoding::O200k.slot().1.load(Ordering::Acquire),
+                "load started"
+            );
+            assert!(std::time::Instant::now() < deadline, "never loaded");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(got, count("gpt-4o", text));
+        assert!(got > 5, "{got}");
+        assert_eq!(count_loaded("gpt-4o", ""), Some(0));
     }
 
     #[test]
