@@ -607,14 +607,34 @@ impl CredentialCodec for FakeCodec {
     }
 }
 
-/// Runs a future whose every await is ready at once (the fakes never wait).
+/// Wakes by raising its flag.
+struct WakeFlag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for WakeFlag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Runs a future whose every await is ready at once (the fakes never wait), or that wakes
+/// itself before it answers pending. A future pending with no wake would never be polled
+/// again by a real executor: that panics here (instead of spinning).
 pub fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let flag = std::sync::Arc::new(WakeFlag(std::sync::atomic::AtomicBool::new(false)));
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&flag));
+    let mut cx = std::task::Context::from_waker(&waker);
     let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     loop {
         if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
             return out;
         }
+        assert!(
+            flag.0.swap(false, std::sync::atomic::Ordering::SeqCst),
+            "the future is pending and nothing will wake it"
+        );
     }
 }
 

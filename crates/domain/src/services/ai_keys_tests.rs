@@ -2,6 +2,7 @@
 //! without a check (whatever their status), judged or added before the start only.
 
 use chrono::Duration;
+use std::task::Poll;
 
 use super::*;
 use crate::access::tests::tenant;
@@ -61,4 +62,32 @@ fn a_recheck_takes_not_ready_or_unchecked_keys_judged_before_the_start_only() {
     expected.sort();
     assert_eq!(ids, expected);
     assert_eq!(probe.probed.lock().unwrap().len(), 2);
+}
+
+/// Answers `value` after `polls - 1` pending polls, waking itself each time.
+async fn after(polls: usize, value: &'static str) -> &'static str {
+    let mut left = polls;
+    std::future::poll_fn(|cx| {
+        left -= 1;
+        if left == 0 {
+            Poll::Ready(value)
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+#[test]
+fn bounded_futures_answer_in_the_order_they_finish() {
+    // Every running future is polled on each turn: the quick one finishes first.
+    let out = ready(at_most(2, [after(3, "slow"), after(1, "quick")]));
+    assert_eq!(out, ["quick", "slow"]);
+    // One at a time, each started as soon as the one before finished, in the same poll (a
+    // pending answer with nothing left to wake it would never be polled again).
+    let out = ready(at_most(1, [after(1, "a"), after(1, "b"), after(1, "c")]));
+    assert_eq!(out, ["a", "b", "c"]);
+    // A bound of 0 still runs one at a time.
+    assert_eq!(ready(at_most(0, [after(2, "x")])), ["x"]);
 }
