@@ -93,6 +93,22 @@ pub(crate) fn db_error(op: &'static str, e: diesel::result::Error) -> DomainErro
     DomainError::Internal(format!("database error in {op}"))
 }
 
+/// Maps the error of an insert whose row names a `parent` row by foreign key: a parent that
+/// does not exist (or was deleted meanwhile) is `NotFound(parent)`, anything else [`db_error`].
+pub(crate) fn parent_missing(
+    op: &'static str,
+    parent: &'static str,
+    e: diesel::result::Error,
+) -> DomainError {
+    use diesel::result::{DatabaseErrorKind, Error};
+    match e {
+        Error::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _) => {
+            DomainError::NotFound(parent)
+        }
+        e => db_error(op, e),
+    }
+}
+
 /// A stored value that does not parse (an id that is not a UUID, a bad JSON text, ...).
 pub(crate) fn corrupt(what: &'static str) -> DomainError {
     tracing::error!(value = what, "stored value does not parse");

@@ -123,68 +123,57 @@ fixed_statement!(SettleTokens, |this, out| {
     Ok(())
 });
 
-/// Counts `tokens` more in a window unless that passes `max` (a token reservation, decision
-/// 0025), in one atomic upsert; returns the new count, or no row when it would pass. The
-/// caller never reserves more than `max` in one take, so a new row is always within it.
-#[derive(Debug)]
-pub(crate) struct ReserveTokens {
-    pub subject: String,
-    pub window_start: i64,
-    pub tokens: i64,
-    pub max: i64,
+/// Declares a statement type that counts `$count` more (the column of that name) in a window
+/// unless that passes `max`, in one atomic upsert, returning the new count, or no row when it
+/// would pass; a new row counts `$count` (and 0 of the other column). One type per column:
+/// each names its own fixed text.
+macro_rules! count_within_max {
+    ($(#[$doc:meta])* $name:ident, $count:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub(crate) struct $name {
+            pub subject: String,
+            pub window_start: i64,
+            pub $count: i64,
+            pub max: i64,
+        }
+
+        fixed_statement!($name, |this, out| {
+            let counted = Some(&this.$count);
+            let (requests, tokens) = match stringify!($count) {
+                "requests" => (counted, None),
+                _ => (None, counted),
+            };
+            upsert_window(&mut out, &this.subject, &this.window_start, requests, tokens)?;
+            out.push_sql(concat!(
+                stringify!($count), " = quota_windows.", stringify!($count), " + excluded.",
+                stringify!($count), " WHERE quota_windows.", stringify!($count), " + excluded.",
+                stringify!($count), " <= "
+            ));
+            out.push_bind_param::<BigInt, _>(&this.max)?;
+            out.push_sql(concat!(" RETURNING ", stringify!($count)));
+            Ok(())
+        });
+
+        impl Query for $name {
+            type SqlType = BigInt;
+        }
+    };
 }
 
-fixed_statement!(ReserveTokens, |this, out| {
-    upsert_window(
-        &mut out,
-        &this.subject,
-        &this.window_start,
-        None,
-        Some(&this.tokens),
-    )?;
-    out.push_sql(
-        "tokens = quota_windows.tokens + excluded.tokens \
-         WHERE quota_windows.tokens + excluded.tokens <= ",
-    );
-    out.push_bind_param::<BigInt, _>(&this.max)?;
-    out.push_sql(" RETURNING tokens");
-    Ok(())
-});
+count_within_max!(
+    /// Counts `tokens` more in a window unless that passes `max` (a token reservation,
+    /// decision 0025). The caller never reserves more than `max` in one take, so a new row is
+    /// always within it.
+    ReserveTokens,
+    tokens
+);
 
-impl Query for ReserveTokens {
-    type SqlType = BigInt;
-}
-
-/// Counts `requests` more in a window unless that passes `max`, in one atomic upsert;
-/// returns the new count, or no row when it would pass.
-#[derive(Debug)]
-pub(crate) struct TakeRequests {
-    pub subject: String,
-    pub window_start: i64,
-    pub requests: i64,
-    pub max: i64,
-}
-
-fixed_statement!(TakeRequests, |this, out| {
-    upsert_window(
-        &mut out,
-        &this.subject,
-        &this.window_start,
-        Some(&this.requests),
-        None,
-    )?;
-    out.push_sql(
-        "requests = quota_windows.requests + excluded.requests \
-         WHERE quota_windows.requests + excluded.requests <= ",
-    );
-    out.push_bind_param::<BigInt, _>(&this.max)?;
-    out.push_sql(" RETURNING requests");
-    Ok(())
-});
-
-impl Query for TakeRequests {
-    type SqlType = BigInt;
-}
+count_within_max!(
+    /// Counts `requests` more in a window unless that passes `max` (a lease take).
+    TakeRequests,
+    requests
+);
 
 /// Takes `requests` back off a window's count (a refused take of several windows hands back
 /// what the earlier ones counted).

@@ -51,7 +51,7 @@ use gc_domain::page::PageRequest;
 use gc_domain::ports::{HealthRepo, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
 use gc_domain::values::{Email, Region};
 use gc_domain::DomainError;
-use gc_persistence::PoolOptions;
+use gc_persistence::{DbStore, PoolOptions};
 
 // ---- Connection, migrations, pool ----------------------------------------------------------
 
@@ -135,44 +135,29 @@ fn users_list_newest_first_with_cursor_and_tenant_filter(db: &Db) {
     user(&db.store, "nobody@example.com", None);
     ids.reverse(); // newest first
 
-    let first = db
-        .store
-        .list_users(
-            db.admin(),
-            Some(t.id),
-            &PageRequest::new(Some(2), None).unwrap(),
+    // One page of two of the tenant's users after `after`: their ids and the next cursor.
+    let page = |after| {
+        let page = db
+            .store
+            .list_users(
+                db.admin(),
+                Some(t.id),
+                &PageRequest::new(Some(2), after).unwrap(),
+            )
+            .unwrap();
+        (
+            page.items.iter().map(|u| u.id).collect::<Vec<_>>(),
+            page.next,
         )
-        .unwrap();
-    assert_eq!(
-        first.items.iter().map(|u| u.id).collect::<Vec<_>>(),
-        ids[..2]
-    );
-    assert_eq!(first.next, Some(ids[1]));
-    let second = db
-        .store
-        .list_users(
-            db.admin(),
-            Some(t.id),
-            &PageRequest::new(Some(2), first.next).unwrap(),
-        )
-        .unwrap();
-    assert_eq!(
-        second.items.iter().map(|u| u.id).collect::<Vec<_>>(),
-        ids[2..4]
-    );
-    let third = db
-        .store
-        .list_users(
-            db.admin(),
-            Some(t.id),
-            &PageRequest::new(Some(2), second.next).unwrap(),
-        )
-        .unwrap();
-    assert_eq!(
-        third.items.iter().map(|u| u.id).collect::<Vec<_>>(),
-        ids[4..]
-    );
-    assert_eq!(third.next, None);
+    };
+    let (first, next) = page(None);
+    assert_eq!(first, ids[..2]);
+    assert_eq!(next, Some(ids[1]));
+    let (second, next) = page(next);
+    assert_eq!(second, ids[2..4]);
+    let (third, next) = page(next);
+    assert_eq!(third, ids[4..]);
+    assert_eq!(next, None);
 
     let all = db
         .store
@@ -407,16 +392,7 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
         .shadow_viewers(m.tenant.id, since - Duration::minutes(1), now())
         .unwrap()
         .is_empty());
-    let feed =
-        gc_domain::ports::WorkspaceRepo::list_activity(&db.store, &m.read, &PageRequest::first())
-            .unwrap();
-    assert_eq!(
-        feed.items
-            .iter()
-            .map(|a| a.action.as_str())
-            .collect::<Vec<_>>(),
-        ["shadow.leave", "shadow.enter"]
-    );
+    assert_eq!(actions(db, &m), ["shadow.leave", "shadow.enter"]);
 
     // A Shadow view of a tenant that does not exist writes nothing.
     let ghost = gc_domain::model::new_id();
@@ -444,15 +420,8 @@ fn sessions_list_delete_and_expire(db: &Db) {
 
     let later = now() + Duration::minutes(5);
     db.store.touch_session(s1.id, later).unwrap();
-    assert_eq!(
-        db.store
-            .session_context("h1")
-            .unwrap()
-            .unwrap()
-            .session
-            .last_seen_at,
-        later
-    );
+    let touched = db.store.session_context("h1").unwrap().unwrap();
+    assert_eq!(touched.session.last_seen_at, later);
 
     // Another user's session is not mine to delete.
     assert!(!db.store.delete_session(u.id, o1.id).unwrap());
@@ -549,28 +518,34 @@ fn throttle_counts_failures_per_email(db: &Db) {
     );
 }
 
+/// Runs `body(store, i)` for each `i` in `0..calls`, all at once, on four pools of the
+/// database (as on four nodes), and sums what the calls return.
+fn on_four_pools(db: &Db, calls: usize, body: impl Fn(&DbStore, usize) -> u64 + Sync) -> u64 {
+    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
+    let total = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for i in 0..calls {
+            let (store, total, body) = (&stores[i % stores.len()], &total, &body);
+            s.spawn(move || {
+                total.fetch_add(body(store, i), std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+    });
+    total.into_inner()
+}
+
 /// Forty concurrent attempts for one email, from several pools (as from several nodes):
 /// exactly the limit is admitted.
 fn throttle_holds_under_concurrency(db: &Db) {
     use gc_domain::ports::Reservation;
-    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
-    let admitted = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for i in 0..40 {
-            let store = &stores[i % stores.len()];
-            let admitted = &admitted;
-            s.spawn(move || {
-                let at = now();
-                let r = store
-                    .reserve_attempt("race@example.com", at - Duration::minutes(15), at, 5)
-                    .unwrap();
-                if r == Reservation::Reserved {
-                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            });
-        }
+    let admitted = on_four_pools(db, 40, |store, _| {
+        let at = now();
+        let r = store
+            .reserve_attempt("race@example.com", at - Duration::minutes(15), at, 5)
+            .unwrap();
+        u64::from(r == Reservation::Reserved)
     });
-    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 5);
+    assert_eq!(admitted, 5);
 }
 
 /// Token reservations (decision 0025) from several pools (as from several nodes) never pass
@@ -579,7 +554,6 @@ fn throttle_holds_under_concurrency(db: &Db) {
 fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
     use gc_domain::ports::QuotaRepo;
     use gc_domain::quota::{QuotaSubject, QuotaWindow, Take, TokenTake};
-    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
     let start_ms = 1_800_000_000_000;
     let (t, k) = (new_id(), new_id());
     let minute = QuotaWindow {
@@ -614,21 +588,17 @@ fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
             },
         ]
     };
-    let admitted = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for i in 0..40 {
-            let store = &stores[i % stores.len()];
-            let admitted = &admitted;
-            s.spawn(move || {
-                if let Take::Taken(g) = store.reserve_tokens(&takes(7)).unwrap() {
-                    assert_eq!(g.len(), 3);
-                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            });
+    let admitted = on_four_pools(db, 40, |store, _| {
+        match store.reserve_tokens(&takes(7)).unwrap() {
+            Take::Taken(g) => {
+                assert_eq!(g.len(), 3);
+                1
+            }
+            Take::Full(_) => 0,
         }
     });
     // 14 runs of 7 fit 100.
-    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 14);
+    assert_eq!(admitted, 14);
     let store = &db.store;
     assert_eq!(
         store.window_tokens(&[month, key, minute]).unwrap(),
@@ -668,49 +638,29 @@ fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
 fn quota_takes_hold_under_concurrency(db: &Db) {
     use gc_domain::ports::QuotaRepo;
     use gc_domain::quota::{Grant, QuotaSubject, QuotaWindow, RequestTake, Take};
-    let stores: Vec<_> = (0..4).map(|_| db.reopen(PoolOptions::default())).collect();
     let start_ms = 1_800_000_000_000;
-    let tenant = QuotaWindow {
-        subject: QuotaSubject::TenantMinute(new_id()),
-        start_ms,
-    };
-    let key = QuotaWindow {
-        subject: QuotaSubject::KeyMinute(new_id()),
-        start_ms,
-    };
-    let one = |window, max| RequestTake {
-        window,
-        max,
-        want: 1,
-    };
-    let admitted = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for i in 0..40 {
-            let store = &stores[i % stores.len()];
-            let admitted = &admitted;
-            s.spawn(move || {
-                // Half the callers take the tenant alone, half the key (3) and the tenant (7).
-                let takes = if i % 2 == 0 {
-                    vec![one(tenant, 7)]
-                } else {
-                    vec![one(key, 3), one(tenant, 7)]
-                };
-                if let Take::Taken(_) = store.take_request(&takes).unwrap() {
-                    admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            });
-        }
+    let window = |subject| QuotaWindow { subject, start_ms };
+    let tenant = window(QuotaSubject::TenantMinute(new_id()));
+    let key = window(QuotaSubject::KeyMinute(new_id()));
+    let take = |window, max, want| RequestTake { window, max, want };
+    let one = |window, max| take(window, max, 1);
+    let taken = |granted, count| Take::Taken(vec![Grant { granted, count }]);
+    let admitted = on_four_pools(db, 40, |store, i| {
+        // Half the callers take the tenant alone, half the key (3) and the tenant (7).
+        let takes = if i % 2 == 0 {
+            vec![one(tenant, 7)]
+        } else {
+            vec![one(key, 3), one(tenant, 7)]
+        };
+        u64::from(matches!(
+            store.take_request(&takes).unwrap(),
+            Take::Taken(_)
+        ))
     });
-    assert_eq!(admitted.load(std::sync::atomic::Ordering::SeqCst), 7);
+    assert_eq!(admitted, 7);
     // Nothing is left counted by refused two-window takes: the tenant holds exactly 7.
     let store = &db.store;
-    assert_eq!(
-        store.take_request(&[one(tenant, 8)]).unwrap(),
-        Take::Taken(vec![Grant {
-            granted: 1,
-            count: 8
-        }])
-    );
+    assert_eq!(store.take_request(&[one(tenant, 8)]).unwrap(), taken(1, 8));
     // The key's count holds only its admitted takes (at most 3), never a refused one.
     let Take::Taken(key_count) = store.take_request(&[one(key, 100)]).unwrap() else {
         panic!("the key window is not full")
@@ -721,88 +671,48 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
         start_ms: start_ms + 60_000,
         ..tenant
     };
-    assert_eq!(
-        store.take_request(&[one(next, 1)]).unwrap(),
-        Take::Taken(vec![Grant {
-            granted: 1,
-            count: 1
-        }])
-    );
+    assert_eq!(store.take_request(&[one(next, 1)]).unwrap(), taken(1, 1));
     assert_eq!(store.take_request(&[one(next, 1)]).unwrap(), Take::Full(0));
     assert_eq!(store.prune_windows(start_ms + 60_000, 0).unwrap(), 2);
 
     // Leases: concurrent takes of several requests at once, from several pools, count
     // exactly the limit between them and never pass it; a lease that does not fit falls
     // back to a single request, and a refused two-window take gives its lease back.
-    let leased = QuotaWindow {
-        subject: QuotaSubject::TenantMinute(new_id()),
-        start_ms,
-    };
-    let granted = std::sync::atomic::AtomicU64::new(0);
-    std::thread::scope(|s| {
-        for i in 0..24 {
-            let store = &stores[i % stores.len()];
-            let granted = &granted;
-            s.spawn(move || {
-                let take = RequestTake {
-                    window: leased,
-                    max: 50,
-                    want: 4,
-                };
-                if let Take::Taken(g) = store.take_request(&[take]).unwrap() {
-                    assert!(g[0].count <= 50, "{g:?}");
-                    assert!(g[0].granted == 4 || g[0].granted == 1, "{g:?}");
-                    granted.fetch_add(g[0].granted, std::sync::atomic::Ordering::SeqCst);
-                }
-            });
+    let leased = window(QuotaSubject::TenantMinute(new_id()));
+    let granted = on_four_pools(db, 24, |store, _| {
+        match store.take_request(&[take(leased, 50, 4)]).unwrap() {
+            Take::Taken(g) => {
+                assert!(g[0].count <= 50, "{g:?}");
+                assert!(g[0].granted == 4 || g[0].granted == 1, "{g:?}");
+                g[0].granted
+            }
+            Take::Full(_) => 0,
         }
     });
-    assert_eq!(granted.load(std::sync::atomic::Ordering::SeqCst), 50);
-    let lease_key = QuotaWindow {
-        subject: QuotaSubject::KeyMinute(new_id()),
-        start_ms,
-    };
-    let fresh = QuotaWindow {
-        subject: QuotaSubject::TenantMinute(new_id()),
-        start_ms,
-    };
+    assert_eq!(granted, 50);
+    let lease_key = window(QuotaSubject::KeyMinute(new_id()));
+    let fresh = window(QuotaSubject::TenantMinute(new_id()));
     assert_eq!(
         store.take_request(&[one(lease_key, 1)]).unwrap(),
-        Take::Taken(vec![Grant {
-            granted: 1,
-            count: 1
-        }])
+        taken(1, 1)
     );
-    let both = [
-        RequestTake {
-            window: fresh,
-            max: 100,
-            want: 10,
-        },
-        one(lease_key, 1),
-    ];
+    let both = [take(fresh, 100, 10), one(lease_key, 1)];
     assert_eq!(store.take_request(&both).unwrap(), Take::Full(1));
     assert_eq!(
-        store
-            .take_request(&[RequestTake {
-                window: fresh,
-                max: 100,
-                want: 100,
-            }])
-            .unwrap(),
-        Take::Taken(vec![Grant {
-            granted: 100,
-            count: 100
-        }]),
+        store.take_request(&[take(fresh, 100, 100)]).unwrap(),
+        taken(100, 100),
         "the refused take's lease of 10 was given back"
     );
 }
 
 // ---- Workspace records, settings, activity -----------------------------------------------
 
+use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::model::new_id;
+use gc_domain::page::Page;
 use gc_domain::ports::{AiKeyRepo, ApiKeyRepo, WorkspaceRepo};
-use gc_domain::workspace::{ApiKey, KeyScope, Record, RecordFields, RecordKind};
+use gc_domain::workspace::{ApiKey, KeyScope, NewActivity, Record, RecordFields, RecordKind};
+use gc_domain::DomainResult;
 use serde_json::{json, Map, Value};
 
 fn fields(v: Value) -> Map<String, Value> {
@@ -843,14 +753,51 @@ fn insert(
     db.store.insert_record(&m.write, &record, &line).unwrap()
 }
 
-fn actions(db: &Db, m: &Member) -> Vec<String> {
+/// The first page of `kind` records (under `parent`) in the scope's tenant.
+fn list_first(
+    db: &Db,
+    scope: &TenantScope,
+    kind: RecordKind,
+    parent: Option<uuid::Uuid>,
+) -> DomainResult<Page<Record>> {
     db.store
-        .list_activity(&m.read, &PageRequest::first())
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|a| a.action)
-        .collect()
+        .list_records(scope, kind, parent, &PageRequest::first())
+}
+
+/// Writes empty fields over a record, expecting `expected` (any version when `None`).
+fn blank_update(
+    db: &Db,
+    scope: &WriteScope,
+    kind: RecordKind,
+    parent: Option<uuid::Uuid>,
+    id: uuid::Uuid,
+    expected: Option<i64>,
+    line: &NewActivity,
+) -> DomainResult<Option<Record>> {
+    db.store.update_record(
+        scope,
+        kind,
+        parent,
+        id,
+        expected,
+        &RecordFields::from_map(&Map::new()),
+        now(),
+        line,
+    )
+}
+
+/// The actions of the first page of the member's tenant's activity feed, newest first.
+fn actions(db: &Db, m: &Member) -> Vec<String> {
+    action_names(
+        db.store
+            .list_activity(&m.read, &PageRequest::first())
+            .unwrap()
+            .items,
+    )
+}
+
+fn action_names(lines: Vec<gc_domain::workspace::Activity>) -> Vec<String> {
+    lines.into_iter().map(|a| a.action).collect()
 }
 
 fn records_crud_with_versions_and_activity(db: &Db) {
@@ -903,18 +850,16 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     // Not found is not a conflict.
     let line = activity_w(&m.write, "update", None);
     assert_eq!(
-        db.store
-            .update_record(
-                &m.write,
-                RecordKind::Skill,
-                None,
-                new_id(),
-                Some(1),
-                &RecordFields::from_map(&Map::new()),
-                later,
-                &line
-            )
-            .unwrap(),
+        blank_update(
+            db,
+            &m.write,
+            RecordKind::Skill,
+            None,
+            new_id(),
+            Some(1),
+            &line
+        )
+        .unwrap(),
         None
     );
 
@@ -946,42 +891,21 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
             .unwrap(),
         None
     );
-    let list = db
-        .store
-        .list_records(&eve.read, RecordKind::Skill, None, &PageRequest::first())
-        .unwrap();
+    let list = list_first(db, &eve.read, RecordKind::Skill, None).unwrap();
     assert!(list.items.is_empty());
     let line = activity_w(&eve.write, "update", None);
-    assert_eq!(
-        db.store
-            .update_record(
-                &eve.write,
-                RecordKind::Skill,
-                None,
-                skill.id,
-                None,
-                &RecordFields::from_map(&Map::new()),
-                now(),
-                &line
-            )
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        db.store
-            .update_record(
-                &eve.write,
-                RecordKind::Skill,
-                None,
-                skill.id,
-                Some(1),
-                &RecordFields::from_map(&Map::new()),
-                now(),
-                &line
-            )
-            .unwrap(),
-        None
-    );
+    for expected in [None, Some(1)] {
+        let update = blank_update(
+            db,
+            &eve.write,
+            RecordKind::Skill,
+            None,
+            skill.id,
+            expected,
+            &line,
+        );
+        assert_eq!(update.unwrap(), None);
+    }
     assert!(!db
         .store
         .delete_record(&eve.write, RecordKind::Skill, None, skill.id, &line)
@@ -1040,48 +964,21 @@ fn sources_only_through_their_own_collection(db: &Db) {
 
     // Listing through someone else's (or no) collection is not found, not an empty list.
     assert_eq!(
-        db.store
-            .list_records(
-                &eve.read,
-                RecordKind::MemorySource,
-                Some(coll.id),
-                &PageRequest::first()
-            )
-            .unwrap_err(),
+        list_first(db, &eve.read, RecordKind::MemorySource, Some(coll.id)).unwrap_err(),
         DomainError::NotFound("memory collection")
     );
     assert_eq!(
-        db.store
-            .list_records(
-                &ann.read,
-                RecordKind::MemorySource,
-                Some(src.id),
-                &PageRequest::first()
-            )
-            .unwrap_err(),
+        list_first(db, &ann.read, RecordKind::MemorySource, Some(src.id)).unwrap_err(),
         DomainError::NotFound("memory collection")
     );
-    let listed = db
-        .store
-        .list_records(
-            &ann.read,
-            RecordKind::MemorySource,
-            Some(coll.id),
-            &PageRequest::first(),
-        )
-        .unwrap();
+    let listed = list_first(db, &ann.read, RecordKind::MemorySource, Some(coll.id)).unwrap();
     assert_eq!(listed.items, vec![src.clone()]);
-    assert!(db
-        .store
-        .list_records(
-            &ann.read,
-            RecordKind::MemorySource,
-            Some(other_coll.id),
-            &PageRequest::first()
-        )
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(
+        list_first(db, &ann.read, RecordKind::MemorySource, Some(other_coll.id))
+            .unwrap()
+            .items
+            .is_empty()
+    );
 
     // Creating a source under another tenant's collection is refused and writes nothing.
     let before = actions(db, &ann).len();
@@ -1109,18 +1006,16 @@ fn sources_only_through_their_own_collection(db: &Db) {
     // Updating or deleting through the wrong collection: not found.
     let line = activity_w(&ann.write, "update", None);
     assert_eq!(
-        db.store
-            .update_record(
-                &ann.write,
-                RecordKind::MemorySource,
-                Some(other_coll.id),
-                src.id,
-                None,
-                &RecordFields::from_map(&Map::new()),
-                now(),
-                &line
-            )
-            .unwrap(),
+        blank_update(
+            db,
+            &ann.write,
+            RecordKind::MemorySource,
+            Some(other_coll.id),
+            src.id,
+            None,
+            &line
+        )
+        .unwrap(),
         None
     );
     assert!(!db
@@ -1193,17 +1088,12 @@ fn deleting_a_collection_deletes_its_sources(db: &Db) {
     );
     // A fresh collection can be created again with no leftovers.
     let again = insert(db, &m, RecordKind::MemoryCollection, None, "c2");
-    assert!(db
-        .store
-        .list_records(
-            &m.read,
-            RecordKind::MemorySource,
-            Some(again.id),
-            &PageRequest::first()
-        )
-        .unwrap()
-        .items
-        .is_empty());
+    assert!(
+        list_first(db, &m.read, RecordKind::MemorySource, Some(again.id))
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
@@ -1254,14 +1144,7 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
     insert(db, &other, RecordKind::Skill, None, "theirs");
     assert!(version(&other) > 0);
     assert_eq!(version(&m), before);
-    db.store
-        .list_records(
-            &m.read,
-            RecordKind::MemorySource,
-            Some(coll.id),
-            &PageRequest::first(),
-        )
-        .unwrap();
+    list_first(db, &m.read, RecordKind::MemorySource, Some(coll.id)).unwrap();
     assert_eq!(version(&m), before);
     // Deleting the collection deletes its source too (by cascade): the version rises.
     let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
@@ -1431,13 +1314,7 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
         .store
         .list_activity(&m.read, &PageRequest::new(Some(2), page.next).unwrap())
         .unwrap();
-    assert_eq!(
-        rest.items
-            .iter()
-            .map(|a| a.action.as_str())
-            .collect::<Vec<_>>(),
-        ["run0"]
-    );
+    assert_eq!(action_names(rest.items), ["run0"]);
     assert_eq!(rest.next, None);
     assert_eq!(actions(db, &other), ["elsewhere"]);
 }
@@ -1534,6 +1411,7 @@ fn api_keys_context_list_and_revoke(db: &Db) {
         .unwrap();
     assert_eq!(k1.scopes, vec![KeyScope::WorkspaceRead, KeyScope::Run]);
 
+    let key_of = |hash| db.store.key_context(hash).unwrap().unwrap().key;
     let ctx = db.store.key_context("hash1").unwrap().unwrap();
     assert_eq!(ctx.key, k1);
     assert_eq!(ctx.user, m.user);
@@ -1554,15 +1432,7 @@ fn api_keys_context_list_and_revoke(db: &Db) {
 
     let used = now() + Duration::minutes(1);
     db.store.touch_api_key(k1.id, used).unwrap();
-    assert_eq!(
-        db.store
-            .key_context("hash1")
-            .unwrap()
-            .unwrap()
-            .key
-            .last_used_at,
-        Some(used)
-    );
+    assert_eq!(key_of("hash1").last_used_at, Some(used));
 
     // Eve cannot revoke Ann's key; Ann can, once.
     let line = activity_w(&eve.write, "key.revoke", None);
@@ -1575,15 +1445,7 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     assert!(db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
     let line = activity_w(&m.write, "key.revoke", None);
     assert!(!db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
-    assert_eq!(
-        db.store
-            .key_context("hash1")
-            .unwrap()
-            .unwrap()
-            .key
-            .revoked_at,
-        Some(at)
-    );
+    assert_eq!(key_of("hash1").revoked_at, Some(at));
     assert_eq!(actions(db, &m), ["key.revoke", "key.create", "key.create"]);
     assert_eq!(actions(db, &eve), ["key.create"]);
     // Revoked keys stay listed; counts show usable ones.

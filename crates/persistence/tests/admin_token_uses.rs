@@ -15,15 +15,17 @@ use uuid::Uuid;
 const USE_RETENTION_DAYS: i64 = 90;
 const USES_PER_TOKEN_MAX: i64 = 10_000;
 
-fn used(token_id: Uuid, at: chrono::DateTime<chrono::Utc>) -> AdminTokenUse {
-    AdminTokenUse {
+/// Records one use of `token_id` at `at`; `touch` as with the token's `last_used_at` write.
+fn record_use(db: &Db, token_id: Uuid, at: chrono::DateTime<chrono::Utc>, touch: bool) {
+    let used = AdminTokenUse {
         id: Uuid::now_v7(),
         at,
         admin_id: Uuid::now_v7(),
         token_id,
         token_name: "ci".into(),
         route: "GET /api/v1/admin/tenants".into(),
-    }
+    };
+    db.store.record_admin_token_use(&used, touch).unwrap();
 }
 
 fn old_lines_go_with_the_next_touch(db: &Db) {
@@ -32,24 +34,14 @@ fn old_lines_go_with_the_next_touch(db: &Db) {
     let too_old = t - Duration::days(USE_RETENTION_DAYS) - Duration::minutes(1);
     let kept = t - Duration::days(USE_RETENTION_DAYS) + Duration::hours(1);
     // A revoked token's old line, and this token's old and recent ones.
-    db.store
-        .record_admin_token_use(&used(old_token, too_old), true)
-        .unwrap();
-    db.store
-        .record_admin_token_use(&used(token, too_old), false)
-        .unwrap();
-    db.store
-        .record_admin_token_use(&used(token, kept), false)
-        .unwrap();
+    record_use(db, old_token, too_old, true);
+    record_use(db, token, too_old, false);
+    record_use(db, token, kept, false);
     // Without a touch nothing is pruned.
-    db.store
-        .record_admin_token_use(&used(token, t), false)
-        .unwrap();
+    record_use(db, token, t, false);
     assert_eq!(db.store.admin_token_uses(token, 100).unwrap().len(), 3);
     assert_eq!(db.store.admin_token_uses(old_token, 100).unwrap().len(), 1);
-    db.store
-        .record_admin_token_use(&used(token, t), true)
-        .unwrap();
+    record_use(db, token, t, true);
     let lines = db.store.admin_token_uses(token, 100).unwrap();
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert!(lines.iter().all(|l| l.at >= kept), "{lines:?}");
@@ -70,16 +62,10 @@ fn a_token_keeps_at_most_its_newest_lines(db: &Db) {
     let extra = 5;
     for i in 0..USES_PER_TOKEN_MAX + extra {
         let at = t + Duration::milliseconds(i);
-        db.store
-            .record_admin_token_use(&used(token, at), false)
-            .unwrap();
+        record_use(db, token, at, false);
     }
-    db.store
-        .record_admin_token_use(&used(other, t), false)
-        .unwrap();
-    db.store
-        .record_admin_token_use(&used(token, t + Duration::hours(1)), true)
-        .unwrap();
+    record_use(db, other, t, false);
+    record_use(db, token, t + Duration::hours(1), true);
     let limit = USES_PER_TOKEN_MAX + 100;
     let lines = db.store.admin_token_uses(token, limit).unwrap();
     assert_eq!(lines.len() as i64, USES_PER_TOKEN_MAX);

@@ -15,7 +15,7 @@ mod support;
 use chrono::NaiveDate;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, SqliteConnection};
-use gc_domain::usage::{UsageGroup, UsageQuery, UsageRange};
+use gc_domain::usage::{UsageGroup, UsageLine, UsageQuery, UsageRange};
 use support::*;
 use uuid::Uuid;
 
@@ -177,56 +177,39 @@ fn sums_saturate_and_stay_in_their_tenant(db: &Db) {
             o = other.id
         ),
     );
-    let day = db
-        .store
-        .tenant_usage(
-            &m.read,
-            &query("2026-02-01", "2026-02-28", UsageGroup::Day, None),
-        )
-        .unwrap();
-    let days: Vec<_> = day
-        .items
-        .iter()
-        .map(|l| {
-            (
-                l.group.as_str(),
-                l.requests,
+    // February's lines of the member's tenant, grouped by `group`: every count of each.
+    let february = |group| {
+        let usage = db
+            .store
+            .tenant_usage(&m.read, &query("2026-02-01", "2026-02-28", group, None))
+            .unwrap();
+        let line = |l: &UsageLine| {
+            let counts = (
                 l.errors,
                 l.prompt_tokens,
                 l.completion_tokens,
                 l.total_tokens,
-            )
-        })
-        .collect();
+            );
+            (l.group.clone(), l.requests, counts)
+        };
+        usage.items.iter().map(line).collect::<Vec<_>>()
+    };
     let top = i64::MAX.unsigned_abs();
     assert_eq!(
-        days,
+        february(UsageGroup::Day),
         vec![
-            ("2026-02-04", 2, 0, 7, 8, 15),
-            ("2026-02-03", 2, 1, top, top, top),
+            ("2026-02-04".to_owned(), 2, (0, 7, 8, 15)),
+            ("2026-02-03".to_owned(), 2, (1, top, top, top)),
         ]
     );
     // Grouped by model: b sums a saturated value and a small one.
-    let models = db
-        .store
-        .tenant_usage(
-            &m.read,
-            &query("2026-02-01", "2026-02-28", UsageGroup::Model, None),
-        )
-        .unwrap();
-    let models: Vec<_> = models
-        .items
-        .iter()
-        .map(|l| {
-            (
-                l.group.as_str(),
-                l.requests,
-                l.total_tokens,
-                l.completion_tokens,
-            )
-        })
-        .collect();
-    assert_eq!(models, vec![("b", 3, top, 13), ("a", 1, top, top)]);
+    assert_eq!(
+        february(UsageGroup::Model),
+        vec![
+            ("b".to_owned(), 3, (1, top, 13, top)),
+            ("a".to_owned(), 1, (0, top, top, top)),
+        ]
+    );
     // Every tenant's (admins), grouped by tenant: each sum stays apart and saturates.
     let all = db
         .store

@@ -9,10 +9,10 @@ use gc_domain::page::{Page, PageRequest};
 use gc_domain::DomainResult;
 use uuid::Uuid;
 
-use super::fetch_limit;
+use super::{newest_first, with_owner};
 use crate::error::{corrupt, db_error};
-use crate::rows::{id, ms, opt_ms, text, time, TenantRow, UserRow};
-use crate::schema::{admin_token_uses, admin_tokens, tenants, users};
+use crate::rows::{id, ms, opt_ms, text, time};
+use crate::schema::{admin_token_uses, admin_tokens};
 use crate::store::DbStore;
 
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
@@ -93,25 +93,14 @@ impl AdminTokenRepo for DbStore {
         page: &PageRequest,
     ) -> DomainResult<Page<AdminToken>> {
         let user_id = text(user_id);
-        let rows = self.read(|conn| {
-            let mut query = admin_tokens::table
-                .filter(admin_tokens::user_id.eq(&user_id))
-                .select(AdminTokenRow::as_select())
-                .order(admin_tokens::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            if let Some(before) = page.before() {
-                query = query.filter(admin_tokens::id.lt(text(before)));
-            }
-            query
-                .load(conn)
-                .map_err(|e| db_error("list_admin_tokens", e))
-        })?;
-        let tokens = rows
-            .into_iter()
-            .map(AdminTokenRow::into_domain)
-            .collect::<DomainResult<Vec<_>>>()?;
-        Ok(page.finish(tokens, |t| t.id))
+        newest_first!(
+            self,
+            "list_admin_tokens",
+            admin_tokens,
+            AdminTokenRow,
+            page,
+            |query| query.filter(admin_tokens::user_id.eq(&user_id))
+        )
     }
 
     fn delete_admin_token(&self, user_id: Uuid, token_id: Uuid) -> DomainResult<bool> {
@@ -129,28 +118,14 @@ impl AdminTokenRepo for DbStore {
     }
 
     fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>> {
-        let found = self.read(|conn| {
-            // One query: the token, its admin and the admin's tenant.
-            crate::store::on_backend!(conn, |c| admin_tokens::table
-                .inner_join(users::table)
-                .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
-                .filter(admin_tokens::token_hash.eq(token_hash))
-                .select((
-                    AdminTokenRow::as_select(),
-                    UserRow::as_select(),
-                    Option::<TenantRow>::as_select(),
-                ))
-                .first::<(AdminTokenRow, UserRow, Option<TenantRow>)>(c))
-            .optional()
-            .map_err(|e| db_error("admin_token_context", e))
-        })?;
-        let Some((token, user, tenant)) = found else {
-            return Ok(None);
-        };
-        Ok(Some(AdminTokenContext {
-            token: token.into_domain()?,
-            user: user.into_domain()?,
-            tenant: tenant.map(TenantRow::into_domain).transpose()?,
+        // One query: the token, its admin and the admin's tenant.
+        let found = with_owner!(
+            self, "admin_token_context", AdminTokenRow where admin_tokens::token_hash = token_hash
+        )?;
+        Ok(found.map(|(token, user, tenant)| AdminTokenContext {
+            token,
+            user,
+            tenant,
         }))
     }
 

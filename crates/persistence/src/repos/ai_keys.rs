@@ -10,10 +10,10 @@ use gc_domain::gateway::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
 use gc_domain::model::Tenant;
 use gc_domain::ports::AiKeyRepo;
 use gc_domain::values::Region;
-use gc_domain::{DomainError, DomainResult};
+use gc_domain::DomainResult;
 use uuid::Uuid;
 
-use crate::error::db_error;
+use crate::error::{db_error, parent_missing};
 use crate::rows::{ms, text, AiKeyRow};
 use crate::schema::{gateway_urls, tenant_ai_keys};
 use crate::store::DbStore;
@@ -33,13 +33,7 @@ impl AiKeyRepo for DbStore {
             diesel::insert_into(tenant_ai_keys::table)
                 .values(&row)
                 .execute(conn)
-                .map_err(|e| match e {
-                    diesel::result::Error::DatabaseError(
-                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
-                        _,
-                    ) => DomainError::NotFound("tenant"),
-                    e => db_error("insert_ai_key", e),
-                })
+                .map_err(|e| parent_missing("insert_ai_key", "tenant", e))
         })?;
         row.into_domain()
     }

@@ -6,14 +6,14 @@ use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::ports::ApiKeyRepo;
 use gc_domain::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
-use gc_domain::{DomainError, DomainResult};
+use gc_domain::DomainResult;
 use uuid::Uuid;
 
 use super::workspace::append;
-use super::{fetch_limit, page_of};
-use crate::error::db_error;
-use crate::rows::{limit_in, ms, text, ApiKeyRow, TenantRow, UserRow};
-use crate::schema::{api_keys, tenants, users};
+use super::{newest_first, with_owner};
+use crate::error::{db_error, parent_missing};
+use crate::rows::{limit_in, ms, text, ApiKeyRow};
+use crate::schema::api_keys;
 use crate::store::DbStore;
 
 #[derive(AsChangeset)]
@@ -39,13 +39,7 @@ impl ApiKeyRepo for DbStore {
             diesel::insert_into(api_keys::table)
                 .values(&row)
                 .execute(conn)
-                .map_err(|e| match e {
-                    diesel::result::Error::DatabaseError(
-                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
-                        _,
-                    ) => DomainError::NotFound("user"),
-                    e => db_error("insert_api_key", e),
-                })?;
+                .map_err(|e| parent_missing("insert_api_key", "user", e))?;
             append(conn, "insert_api_key", activity, tenant)
         })?;
         row.into_domain()
@@ -53,19 +47,9 @@ impl ApiKeyRepo for DbStore {
 
     fn list_api_keys(&self, scope: &TenantScope, page: &PageRequest) -> DomainResult<Page<ApiKey>> {
         let tenant_id = text(scope.tenant_id());
-        let rows = self.read(|conn| {
-            let mut query = api_keys::table
-                .filter(api_keys::tenant_id.eq(&tenant_id))
-                .select(ApiKeyRow::as_select())
-                .order(api_keys::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            if let Some(before) = page.before() {
-                query = query.filter(api_keys::id.lt(text(before)));
-            }
-            query.load(conn).map_err(|e| db_error("list_api_keys", e))
-        })?;
-        page_of(page, rows, ApiKeyRow::into_domain, |k| k.id)
+        newest_first!(self, "list_api_keys", api_keys, ApiKeyRow, page, |query| {
+            query.filter(api_keys::tenant_id.eq(&tenant_id))
+        })
     }
 
     fn revoke_api_key(
@@ -145,29 +129,10 @@ impl ApiKeyRepo for DbStore {
     }
 
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
-        let found = self.read(|conn| {
-            // One query: the key, the member it acts for and the member's tenant.
-            crate::store::on_backend!(conn, |c| api_keys::table
-                .inner_join(users::table)
-                .left_join(tenants::table.on(users::tenant_id.eq(tenants::id.nullable())))
-                .filter(api_keys::key_hash.eq(key_hash))
-                .select((
-                    ApiKeyRow::as_select(),
-                    UserRow::as_select(),
-                    Option::<TenantRow>::as_select(),
-                ))
-                .first::<(ApiKeyRow, UserRow, Option<TenantRow>)>(c))
-            .optional()
-            .map_err(|e| db_error("key_context", e))
-        })?;
-        let Some((key, user, tenant)) = found else {
-            return Ok(None);
-        };
-        Ok(Some(KeyContext {
-            key: key.into_domain()?,
-            user: user.into_domain()?,
-            tenant: tenant.map(TenantRow::into_domain).transpose()?,
-        }))
+        // One query: the key, the member it acts for and the member's tenant.
+        let found =
+            with_owner!(self, "key_context", ApiKeyRow where api_keys::key_hash = key_hash)?;
+        Ok(found.map(|(key, user, tenant)| KeyContext { key, user, tenant }))
     }
 
     fn touch_api_key(&self, id: Uuid, at: DateTime<Utc>) -> DomainResult<()> {

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use diesel::prelude::*;
-use diesel::query_builder::{AstPass, QueryFragment, QueryId};
+use diesel::query_builder::{AstPass, QueryFragment, QueryId, SqlQuery};
 use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Text};
 use gc_domain::access::{AdminScope, TenantScope};
@@ -50,6 +50,8 @@ struct DailyAdd {
     counts: [i64; 6],
 }
 
+/// The count columns of `usage_daily`, in the order `DailyAdd::counts` holds them and the
+/// reports sum them.
 const DAILY_COUNTS: [&str; 6] = [
     "requests",
     "errors",
@@ -237,15 +239,7 @@ impl Shape {
             filter.push(format!("{column} < {}", p()));
         }
         let limit = p();
-        let sums = [
-            "requests",
-            "errors",
-            "prompt_tokens",
-            "completion_tokens",
-            "total_tokens",
-            "cost",
-        ]
-        .map(|c| saturating_sum(c, pg));
+        let sums = DAILY_COUNTS.map(|c| saturating_sum(c, pg));
         format!(
             "SELECT {column} AS grp, {} AS requests, {} AS errors, {} AS prompt, \
              {} AS completion, {} AS total, {} AS cost FROM usage_daily WHERE {} \
@@ -284,16 +278,25 @@ impl Report {
         }
     }
 
+    /// `sql` (the report statement, or a statement about it) with the report's binds.
+    fn bound<DB>(&self, sql: String) -> diesel::query_builder::BoxedSqlQuery<'_, DB, SqlQuery>
+    where
+        DB: diesel::backend::Backend
+            + diesel::sql_types::HasSqlType<Text>
+            + diesel::sql_types::HasSqlType<BigInt>,
+        String: ToSql<Text, DB>,
+        i64: ToSql<BigInt, DB>,
+    {
+        let mut q = diesel::sql_query(sql).into_boxed();
+        for t in &self.texts {
+            q = q.bind::<Text, _>(t.clone());
+        }
+        q.bind::<BigInt, _>(self.limit)
+    }
+
     fn load(&self, conn: &mut DbConnection) -> QueryResult<Vec<UsageRow>> {
-        let pg = matches!(conn, DbConnection::Pg(_));
-        let sql = self.shape.sql(pg);
-        on_backend!(conn, |c| {
-            let mut q = diesel::sql_query(sql).into_boxed();
-            for t in &self.texts {
-                q = q.bind::<Text, _>(t.clone());
-            }
-            q.bind::<BigInt, _>(self.limit).load(c)
-        })
+        let sql = self.shape.sql(matches!(conn, DbConnection::Pg(_)));
+        on_backend!(conn, |c| self.bound(sql).load(c))
     }
 }
 
@@ -361,24 +364,14 @@ impl DbStore {
             let pg = matches!(conn, DbConnection::Pg(_));
             let sql = report.shape.sql(pg);
             let lines = match conn {
-                DbConnection::Sqlite(c) => {
-                    let mut q = diesel::sql_query(format!("EXPLAIN QUERY PLAN {sql}")).into_boxed();
-                    for t in &report.texts {
-                        q = q.bind::<Text, _>(t.clone());
-                    }
-                    q.bind::<BigInt, _>(report.limit)
-                        .load::<SqlitePlanRow>(c)
-                        .map(|rows| rows.into_iter().map(|r| r.detail).collect())
-                }
-                DbConnection::Pg(c) => {
-                    let mut q = diesel::sql_query(format!("EXPLAIN {sql}")).into_boxed();
-                    for t in &report.texts {
-                        q = q.bind::<Text, _>(t.clone());
-                    }
-                    q.bind::<BigInt, _>(report.limit)
-                        .load::<PgPlanRow>(c)
-                        .map(|rows| rows.into_iter().map(|r| r.plan).collect())
-                }
+                DbConnection::Sqlite(c) => report
+                    .bound(format!("EXPLAIN QUERY PLAN {sql}"))
+                    .load::<SqlitePlanRow>(c)
+                    .map(|rows| rows.into_iter().map(|r| r.detail).collect()),
+                DbConnection::Pg(c) => report
+                    .bound(format!("EXPLAIN {sql}"))
+                    .load::<PgPlanRow>(c)
+                    .map(|rows| rows.into_iter().map(|r| r.plan).collect()),
             };
             lines.map_err(|e| db_error("usage_plan", e))
         })

@@ -14,8 +14,8 @@ use gc_domain::{DomainError, DomainResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{count, fetch_limit, page_of};
-use crate::error::db_error;
+use super::{count, fetch_limit, newest_first, page_of};
+use crate::error::{db_error, parent_missing};
 use crate::rows::{
     json_object, json_text, ms, opt_text, text, time, ActivityRow, ListedRecordRow, RecordRow,
 };
@@ -205,14 +205,11 @@ impl WorkspaceRepo for DbStore {
             diesel::insert_into(records::table)
                 .values(&row)
                 .execute(conn)
-                .map_err(|e| match e {
+                .map_err(|e| match row.listed.parent_id {
                     // The collection was deleted after `check_parent` read it (PostgreSQL
                     // writers run concurrently): the parent is gone.
-                    diesel::result::Error::DatabaseError(
-                        diesel::result::DatabaseErrorKind::ForeignKeyViolation,
-                        _,
-                    ) if row.listed.parent_id.is_some() => DomainError::NotFound(COLLECTION),
-                    e => db_error("insert_record", e),
+                    Some(_) => parent_missing("insert_record", COLLECTION, e),
+                    None => db_error("insert_record", e),
                 })?;
             append(conn, "insert_record", activity, tenant)
         })?;
@@ -230,17 +227,16 @@ impl WorkspaceRepo for DbStore {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
-        self.update_fields(
-            scope,
+        let update = FieldsUpdate {
             kind,
             parent_id,
             id,
             expected_version,
             fields,
-            None,
+            guard: None,
             at,
-            activity,
-        )
+        };
+        self.update_fields(scope, update, activity)
     }
 
     fn update_record_guarded(
@@ -254,17 +250,16 @@ impl WorkspaceRepo for DbStore {
         at: DateTime<Utc>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
-        self.update_fields(
-            scope,
+        let update = FieldsUpdate {
             kind,
-            None,
+            parent_id: None,
             id,
             expected_version,
             fields,
-            Some(guard),
+            guard: Some(guard),
             at,
-            activity,
-        )
+        };
+        self.update_fields(scope, update, activity)
     }
 
     fn set_record_guard(
@@ -321,19 +316,12 @@ impl WorkspaceRepo for DbStore {
             if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
                 return Ok(false);
             }
-            // Children first (a collection's sources), explicitly: the foreign key's cascade
-            // is a second line, not the only one.
+            // The record and its children (a collection's sources), explicitly: the foreign
+            // key's cascade is a second line, not the only one.
             diesel::delete(
                 records::table
                     .filter(records::tenant_id.eq(&tenant_id))
-                    .filter(records::parent_id.eq(&id)),
-            )
-            .execute(conn)
-            .map_err(|e| db_error("delete_record", e))?;
-            diesel::delete(
-                records::table
-                    .filter(records::id.eq(&id))
-                    .filter(records::tenant_id.eq(&tenant_id)),
+                    .filter(records::id.eq(&id).or(records::parent_id.eq(&id))),
             )
             .execute(conn)
             .map_err(|e| db_error("delete_record", e))?;
@@ -465,19 +453,14 @@ impl WorkspaceRepo for DbStore {
         page: &PageRequest,
     ) -> DomainResult<Page<Activity>> {
         let tenant_id = text(scope.tenant_id());
-        let rows = self.read(|conn| {
-            let mut query = activity::table
-                .filter(activity::tenant_id.eq(&tenant_id))
-                .select(ActivityRow::as_select())
-                .order(activity::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            if let Some(before) = page.before() {
-                query = query.filter(activity::id.lt(text(before)));
-            }
-            query.load(conn).map_err(|e| db_error("list_activity", e))
-        })?;
-        page_of(page, rows, ActivityRow::into_domain, |a| a.id)
+        newest_first!(
+            self,
+            "list_activity",
+            activity,
+            ActivityRow,
+            page,
+            |query| query.filter(activity::tenant_id.eq(&tenant_id))
+        )
     }
 
     fn append_activity(&self, activity: &NewActivity) -> DomainResult<()> {
@@ -496,22 +479,37 @@ impl WorkspaceRepo for DbStore {
     }
 }
 
+/// A replacement of a record's fields: the record (`kind`, under `parent_id`, `id`), the
+/// version expected (`If-Match`, any when `None`), the new fields, a skill's new Guard result
+/// if any, and the time.
+struct FieldsUpdate<'a> {
+    kind: RecordKind,
+    parent_id: Option<Uuid>,
+    id: Uuid,
+    expected_version: Option<i64>,
+    fields: &'a RecordFields,
+    guard: Option<&'a SkillGuard>,
+    at: DateTime<Utc>,
+}
+
 impl DbStore {
     /// Replaces a record's fields (and, with `guard`, a skill's Guard result in the same
     /// statement), bumping its version; see `WorkspaceRepo::update_record`.
-    #[allow(clippy::too_many_arguments)]
     fn update_fields(
         &self,
         scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        guard: Option<&SkillGuard>,
-        at: DateTime<Utc>,
+        update: FieldsUpdate<'_>,
         activity: &NewActivity,
     ) -> DomainResult<Option<Record>> {
+        let FieldsUpdate {
+            kind,
+            parent_id,
+            id,
+            expected_version,
+            fields,
+            guard,
+            at,
+        } = update;
         let tenant = scope.tenant_id();
         let tenant_id = text(tenant);
         let parent_id = opt_text(parent_id);
