@@ -1,5 +1,9 @@
 //! Record lists kept per node and served again while the tenant's records are unchanged
-//! (decision 0019): the adapter behind the domain's `KeptLists` port.
+//! (decisions 0019, 0046): the caching adapter in front of the records port. The list handlers
+//! make one call, [`record_list`]; the domain states when a kept answer may be served
+//! (`gc_domain::workspace_service::list_records_kept`, behind its `KeptLists` port) and this
+//! module makes it fast: it keeps the rendered bodies, bounded, and renders and offers a page
+//! read from the database.
 //!
 //! A list's answer is a pure function of the tenant's records and the query. The database
 //! keeps one version per tenant that a trigger raises in the same transaction as every insert,
@@ -14,12 +18,53 @@
 //! used goes first when either is full, and an answer larger than an eighth of the bytes is
 //! never kept.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use gc_domain::workspace_service::KeptLists;
+use gc_domain::page::PageRequest;
+use gc_domain::services::skill_scan::SkillScanner;
+use gc_domain::workspace::RecordKind;
 pub use gc_domain::workspace_service::ListKey;
+use gc_domain::workspace_service::{self as service, KeptLists};
 use lru::LruCache;
+use uuid::Uuid;
+
+use crate::cursor;
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::state::AppState;
+
+/// The body of a page of the caller's records of `kind` (under `parent` for memory sources):
+/// this node's kept answer when the domain says it is current, else the page read now,
+/// rendered (`records::record_page`) and offered to the node's [`ListCache`]. Counts which of
+/// the two it was (`gc_record_lists_total`). `page` is the query as parsed: its error is
+/// answered only to a caller who may list.
+///
+/// The read may run twice (inline, then again on the blocking pool), so rendering and the
+/// offer, which counts (the second offer under one version is the one kept), come after it,
+/// once per request.
+pub(crate) async fn record_list(
+    state: &AppState,
+    caller: Caller,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    page: Result<PageRequest, ApiError>,
+) -> Result<Bytes, ApiError> {
+    let lists = Arc::clone(&state.lists);
+    let listed = caller
+        .read(state, move |ports, p| {
+            service::list_records_kept(ports, lists.as_ref(), p, kind, parent, &page)
+        })
+        .await??;
+    state.metrics.record_list(listed.was_kept());
+    // A kept answer holds `guard.stale` against this process's rules version, which never
+    // changes while it runs (the kept answers are this process's own).
+    let rules = state.guard.rules_version();
+    Ok(listed.answer(state.lists.as_ref(), |page| {
+        super::records::record_page(&page.items, page.next.map(cursor::encode), rules)
+            .map(Bytes::from)
+    })?)
+}
 
 /// Most answers kept.
 pub const MAX_ENTRIES: usize = 512;

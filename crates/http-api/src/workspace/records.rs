@@ -11,11 +11,8 @@
 //! `gc_domain::services::skill_scan`). GET of one record sends `ETag: "<version>"`; PATCH
 //! honours `If-Match: "<version>"` with 409 `version_conflict` when it is stale.
 
-use std::sync::Arc;
-
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use gc_domain::services::skill_scan::{self, SkillGuard, SkillScanner};
 use gc_domain::workspace::{KeyScope, Record, RecordKind};
@@ -24,7 +21,8 @@ use gc_domain::{DomainError, DomainResult, ErrorCode};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::cursor::{self, ListQuery};
+use super::list_cache;
+use crate::cursor::ListQuery;
 use crate::error::ApiError;
 use crate::extract::{Auth, Caller, Query};
 use crate::state::AppState;
@@ -150,7 +148,7 @@ fn json_bytes(mut res: actix_web::HttpResponseBuilder, body: Vec<u8>) -> HttpRes
 }
 
 /// The body of a page of records: `{data, next_cursor}`.
-fn record_page(
+pub(crate) fn record_page(
     items: &[Record],
     next_cursor: Option<String>,
     rules: &str,
@@ -200,10 +198,15 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
     tag.parse::<i64>().map(Some).map_err(|_| bad())
 }
 
-/// The record as the body of `res`, with its ETag.
-fn with_etag(mut res: actix_web::HttpResponseBuilder, r: &Record, rules: &str) -> HttpResponse {
+/// The record as the body of `res`, with its ETag; a skill's `guard.stale` is against the
+/// `guard`'s rules version now.
+fn with_etag(
+    mut res: actix_web::HttpResponseBuilder,
+    r: &Record,
+    guard: &impl SkillScanner,
+) -> HttpResponse {
     let mut body = Vec::with_capacity(r.fields.as_str().len() + 224);
-    write_record(&mut body, r, rules);
+    write_record(&mut body, r, guard.rules_version());
     res.insert_header((header::ETAG, etag(r.version)));
     json_bytes(res, body)
 }
@@ -243,9 +246,9 @@ impl<T: TopLevel> RecordResource for T {
 
 /// A page of the caller's records of the path's kind (under its parent for memory sources).
 ///
-/// Authenticates and reads the tenant's record version on every request; the domain decides
-/// whether this node's kept answer may be sent instead of reading the page
-/// (`service::list_records_kept`, decision 0019).
+/// Authenticates and reads the tenant's record version on every request; whether this node's
+/// kept answer is sent instead of reading the page is the list cache's
+/// (`list_cache::record_list`, decisions 0019 and 0046).
 pub async fn list<R: RecordResource>(
     state: web::Data<AppState>,
     at: R::Listing,
@@ -254,19 +257,7 @@ pub async fn list<R: RecordResource>(
 ) -> Result<HttpResponse, ApiError> {
     let (kind, parent) = R::listing(at);
     let page = query.into_inner().and_then(|q| q.page());
-    let lists = Arc::clone(&state.lists);
-    let listed = caller
-        .read(&state, move |store, p| {
-            service::list_records_kept(store, lists.as_ref(), p, kind, parent, &page)
-        })
-        .await??;
-    state.metrics.record_list(listed.was_kept());
-    // A kept answer holds `guard.stale` against this process's rules version, which never
-    // changes while it runs (the kept answers are this process's own).
-    let rules = state.guard.rules_version();
-    let body = listed.answer(state.lists.as_ref(), |page| {
-        record_page(&page.items, page.next.map(cursor::encode), rules).map(Bytes::from)
-    })?;
+    let body = list_cache::record_list(&state, caller, kind, parent, page).await?;
     Ok(HttpResponse::Ok()
         .content_type(header::ContentType::json())
         .body(body))
@@ -291,11 +282,7 @@ pub async fn create<R: RecordResource>(
             .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
             .await?
     };
-    Ok(with_etag(
-        HttpResponse::Created(),
-        &stored,
-        state.guard.rules_version(),
-    ))
+    Ok(with_etag(HttpResponse::Created(), &stored, state.guard.as_ref()))
 }
 
 /// One record, with its version as `ETag`.
@@ -308,11 +295,7 @@ pub async fn get<R: RecordResource>(
     let record = state
         .read(move |store| service::get_record(store, &p, kind, parent, id))
         .await?;
-    Ok(with_etag(
-        HttpResponse::Ok(),
-        &record,
-        state.guard.rules_version(),
-    ))
+    Ok(with_etag(HttpResponse::Ok(), &record, state.guard.as_ref()))
 }
 
 /// Changes some fields of a record; `If-Match: "<version>"` makes it conditional.
@@ -337,11 +320,7 @@ pub async fn patch<R: RecordResource>(
             })
             .await?
     };
-    Ok(with_etag(
-        HttpResponse::Ok(),
-        &updated,
-        state.guard.rules_version(),
-    ))
+    Ok(with_etag(HttpResponse::Ok(), &updated, state.guard.as_ref()))
 }
 
 /// Scans a stored skill again and stores the verdict (`POST /workspace/skills/{id}/scan`).
@@ -353,11 +332,7 @@ pub async fn rescan(
     let guard = state.guard.as_ref();
     let scanned =
         skill_scan::rescan_skill(state.get_ref(), guard, p, id.into_inner(), Utc::now()).await?;
-    Ok(with_etag(
-        HttpResponse::Ok(),
-        &scanned,
-        guard.rules_version(),
-    ))
+    Ok(with_etag(HttpResponse::Ok(), &scanned, guard))
 }
 
 /// Deletes a record (a memory collection with its sources).
