@@ -91,3 +91,56 @@ fn bounded_futures_answer_in_the_order_they_finish() {
     // A bound of 0 still runs one at a time.
     assert_eq!(ready(at_most(0, [after(2, "x")])), ["x"]);
 }
+
+/// The fake store, counting the storage trips made.
+struct Trips<'a> {
+    store: &'a Fake,
+    trips: std::sync::Mutex<u32>,
+}
+
+impl crate::services::Storage for Trips<'_> {
+    type Store = Fake;
+    fn run<T, F>(&self, work: F) -> impl Future<Output = DomainResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Fake) -> DomainResult<T> + Send + 'static,
+    {
+        *self.trips.lock().unwrap() += 1;
+        std::future::ready(work(self.store))
+    }
+}
+
+#[test]
+fn a_recheck_with_no_region_or_no_room_makes_no_storage_trip() {
+    let t = tenant(Status::Active);
+    let mut k = key(&t, Region::Aihk, true, AiKeyStatus::NotReady);
+    k.sealed_secret = "sealed:sk-good".into();
+    k.created_at = Utc::now() - Duration::minutes(5);
+    let store = Fake::with_keys(vec![k]);
+    let db = Trips {
+        store: &store,
+        trips: std::sync::Mutex::new(0),
+    };
+    let probe = FakeProbe::default();
+    let recheck = |configured: Vec<Region>, max_keys| {
+        ready(recheck_after_configuration(
+            &db,
+            &probe,
+            Arc::new(FakeSealer),
+            configured,
+            RecheckBounds {
+                concurrency: 4,
+                max_keys,
+            },
+            Utc::now(),
+        ))
+        .unwrap()
+    };
+    assert!(recheck(Vec::new(), 1_000).is_empty());
+    assert!(recheck(vec![Region::Aihk], 0).is_empty());
+    assert_eq!(*db.trips.lock().unwrap(), 0);
+    assert!(probe.probed.lock().unwrap().is_empty());
+    // With a region and room, the key is listed, probed and its verdict stored: two trips.
+    assert_eq!(recheck(vec![Region::Aihk], 1_000).len(), 1);
+    assert_eq!(*db.trips.lock().unwrap(), 2);
+}
