@@ -176,21 +176,17 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
                 }
             }
         }
-        Access::Models => {
+        Access::Models | Access::Run => {
             s.codes(&credentials);
             s.codes(&MEMBER);
-            s.codes(&[
-                C::InsufficientScope,
-                C::ShadowReadOnly,
-                C::ServiceUnavailable,
-            ]);
+            s.codes(&[C::InsufficientScope, C::ShadowReadOnly]);
         }
+    }
+    // A run reaches the upstream (and takes a session's unsafe method); the model list does not.
+    match route.access {
+        Access::Models => s.codes(&[C::ServiceUnavailable]),
         Access::Run => {
-            s.codes(&credentials);
-            s.codes(&MEMBER);
             s.codes(&[
-                C::InsufficientScope,
-                C::ShadowReadOnly,
                 C::OriginMismatch,
                 C::AiAccessDisabled,
                 C::AiAccessNotReady,
@@ -206,6 +202,7 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
             ]);
             s.add("4XX", &[C::UpstreamRejected]);
         }
+        _ => {}
     }
     s.codes(route.errors);
     s

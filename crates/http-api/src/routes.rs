@@ -65,7 +65,10 @@ pub struct Route {
 ///
 /// An entry is `"/path" [openai_errors]? => { METHOD [access class] module::handler
 /// errors(ErrorCode, ...)?, ... }`: `[openai_errors]` answers the resource's errors in OpenAI's
-/// shape, `errors(...)` names the errors peculiar to the route.
+/// shape, `errors(...)` names the errors peculiar to the route. A last `records { "/path" =>
+/// module { list, create, get, patch, delete }, ... }` declares the stored record kinds' five
+/// routes each (decision 0029): the two resources `/path` and `/path/{id}`, GET with the
+/// `workspace:read` class, the others `workspace:write`.
 macro_rules! route_table {
     (
         $list:ident, $mount:ident, $doc:ident;
@@ -77,6 +80,16 @@ macro_rules! route_table {
                 ),+ $(,)?
             }
         ),* $(,)?
+        $(
+            records {
+                $(
+                    $rpath:literal => $($rmodule:ident)::+ {
+                        $list_h:ident, $create_h:ident, $get_h:ident, $patch_h:ident,
+                        $delete_h:ident $(,)?
+                    }
+                ),* $(,)?
+            }
+        )?
     ) => {
         #[doc = concat!("The routes [`", stringify!($mount), "`] mounts, one slice per resource.")]
         pub const $list: &[&[Route]] = &[ $( {
@@ -90,14 +103,30 @@ macro_rules! route_table {
                     openai_errors: OPENAI_ERRORS,
                 }
             ),+ ]
-        } ),* ];
+        }, )* $($(
+            &[
+                route_table!(@record GET $rpath, READ),
+                route_table!(@record POST $rpath, WRITE),
+            ],
+            &[
+                route_table!(@record GET concat!($rpath, "/{id}"), READ),
+                route_table!(@record PATCH concat!($rpath, "/{id}"), WRITE),
+                route_table!(@record DELETE concat!($rpath, "/{id}"), WRITE),
+            ],
+        )*)? ];
 
         #[doc = concat!(
             "The OpenAPI paths of the routes in [`", stringify!($list),
             "`], from their handlers' annotations."
         )]
         #[derive(utoipa::OpenApi)]
-        #[openapi(paths( $( $( $($handler)::+ ),+ ),* ))]
+        #[openapi(paths(
+            $( $( $($handler)::+ ),+ ),*
+            $($(
+                , $($rmodule)::+::$list_h, $($rmodule)::+::$create_h, $($rmodule)::+::$get_h,
+                $($rmodule)::+::$patch_h, $($rmodule)::+::$delete_h
+            )*)?
+        ))]
         pub struct $doc;
 
         #[doc = concat!("Mounts the routes listed in [`", stringify!($list), "`].")]
@@ -119,7 +148,33 @@ macro_rules! route_table {
                         );
                     }
                 )*
+                $($(
+                    if $rpath.contains('{') == templated {
+                        cfg.service(
+                            web::resource($rpath)
+                                .route(web::get().to($($rmodule)::+::$list_h))
+                                .route(web::post().to($($rmodule)::+::$create_h)),
+                        );
+                    }
+                    if templated {
+                        cfg.service(
+                            web::resource(concat!($rpath, "/{id}"))
+                                .route(web::get().to($($rmodule)::+::$get_h))
+                                .route(web::patch().to($($rmodule)::+::$patch_h))
+                                .route(web::delete().to($($rmodule)::+::$delete_h)),
+                        );
+                    }
+                )*)?
             }
+        }
+    };
+    (@record $method:ident $path:expr, $scope:ident) => {
+        Route {
+            method: stringify!($method),
+            path: $path,
+            access: Access::Workspace($scope),
+            errors: &[],
+            openai_errors: false,
         }
     };
     (@openai) => {
@@ -191,44 +246,8 @@ route_table! { ROUTES, mount_api, ApiPaths;
         PATCH [Workspace(WRITE)] workspace::settings::patch_settings,
     },
     "/workspace/activity" => { GET [Workspace(READ)] workspace::activity::list_activity },
-    "/workspace/skills" => {
-        GET [Workspace(READ)] workspace::skills::list_skills,
-        POST [Workspace(WRITE)] workspace::skills::create_skill,
-    },
-    "/workspace/skills/{id}" => {
-        GET [Workspace(READ)] workspace::skills::get_skill,
-        PATCH [Workspace(WRITE)] workspace::skills::patch_skill,
-        DELETE [Workspace(WRITE)] workspace::skills::delete_skill,
-    },
     "/workspace/skills/{id}/scan" => {
         POST [Workspace(WRITE)] workspace::skills::scan_skill,
-    },
-    "/workspace/memory" => {
-        GET [Workspace(READ)] workspace::memory::list_collections,
-        POST [Workspace(WRITE)] workspace::memory::create_collection,
-    },
-    "/workspace/memory/{id}" => {
-        GET [Workspace(READ)] workspace::memory::get_collection,
-        PATCH [Workspace(WRITE)] workspace::memory::patch_collection,
-        DELETE [Workspace(WRITE)] workspace::memory::delete_collection,
-    },
-    "/workspace/memory/{collection_id}/sources" => {
-        GET [Workspace(READ)] workspace::sources::list_sources,
-        POST [Workspace(WRITE)] workspace::sources::create_source,
-    },
-    "/workspace/memory/{collection_id}/sources/{id}" => {
-        GET [Workspace(READ)] workspace::sources::get_source,
-        PATCH [Workspace(WRITE)] workspace::sources::patch_source,
-        DELETE [Workspace(WRITE)] workspace::sources::delete_source,
-    },
-    "/workspace/drafts/{kind}" => {
-        GET [Workspace(READ)] workspace::drafts::list_drafts,
-        POST [Workspace(WRITE)] workspace::drafts::create_draft,
-    },
-    "/workspace/drafts/{kind}/{id}" => {
-        GET [Workspace(READ)] workspace::drafts::get_draft,
-        PATCH [Workspace(WRITE)] workspace::drafts::patch_draft,
-        DELETE [Workspace(WRITE)] workspace::drafts::delete_draft,
     },
     "/workspace/api-keys" => {
         GET [KeyManagement] workspace::api_keys::list_api_keys,
@@ -255,6 +274,16 @@ route_table! { ROUTES, mount_api, ApiPaths;
     // OpenAI's model list, for /run users and OpenAI SDKs alike (errors in OpenAI's shape).
     "/models" [openai_errors] => { GET [Models] gateway::models::list_models },
     "/models/{id}" [openai_errors] => { GET [Models] gateway::models::get_model },
+
+    // The stored record kinds (decision 0029), one line each: `"/path" => module { list,
+    // create, get, patch, delete }`. GET and POST on the path, GET, PATCH and DELETE on
+    // `/path/{id}`; GET needs `workspace:read`, the others `workspace:write`.
+    records {
+        "/workspace/skills" => workspace::skills { list_skills, create_skill, get_skill, patch_skill, delete_skill },
+        "/workspace/memory" => workspace::memory { list_collections, create_collection, get_collection, patch_collection, delete_collection },
+        "/workspace/memory/{collection_id}/sources" => workspace::sources { list_sources, create_source, get_source, patch_source, delete_source },
+        "/workspace/drafts/{kind}" => workspace::drafts { list_drafts, create_draft, get_draft, patch_draft, delete_draft },
+    }
 }
 
 // The OpenAI-compatible surface, mounted together when `chat_completions` is on
