@@ -49,11 +49,9 @@ pub struct TenantLimits {
 }
 
 impl TenantLimits {
+    /// No limit at all (every field `None`).
     pub fn is_empty(&self) -> bool {
-        self.requests_per_minute.is_none()
-            && self.tokens_per_minute.is_none()
-            && self.monthly_tokens.is_none()
-            && self.monthly_spend.is_none()
+        *self == Self::default()
     }
 }
 
@@ -67,10 +65,9 @@ pub struct KeyLimits {
 }
 
 impl KeyLimits {
+    /// No limit of its own (every field `None`).
     pub fn is_empty(&self) -> bool {
-        self.requests_per_minute.is_none()
-            && self.tokens_per_minute.is_none()
-            && self.monthly_spend.is_none()
+        *self == Self::default()
     }
 
     /// Refuses (422, naming the field) a key limit above the tenant's.
@@ -938,6 +935,22 @@ pub(crate) mod tests {
     use crate::values::Region;
     use crate::workspace::KeyScope;
 
+    /// Runs a rule's test body once with each gate, `$gate` bound to it: the plain
+    /// [`ExactGate`] and a process's [`NodeQuotas`] (the leasing gate). The rule's answers
+    /// must not depend on the gate.
+    macro_rules! on_both_gates {
+        (|$gate:ident| $body:block) => {{
+            {
+                let $gate = &ExactGate;
+                $body
+            }
+            {
+                let $gate = &NodeQuotas::default();
+                $body
+            }
+        }};
+    }
+
     pub(crate) fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
@@ -1123,41 +1136,38 @@ pub(crate) mod tests {
 
     #[test]
     fn a_reservation_is_refused_when_it_does_not_fit_and_counts_in_every_window() {
-        refused_when_it_does_not_fit(&ExactGate);
-        refused_when_it_does_not_fit(&NodeQuotas::default());
-    }
-
-    fn refused_when_it_does_not_fit<G: QuotaGate>(node: &G) {
-        let (scope, store) = scope(token_limits(), None);
-        let now = at("2026-11-21T10:00:30Z");
-        let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
-        // Three runs of 30 fit a limit of 100, a fourth does not: nothing has finished yet.
-        for n in 1..=3 {
-            let a = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap();
-            assert_eq!(a.reservation.unwrap().tokens, 30);
-            assert_eq!(a.state.tokens.unwrap().remaining, 100 - 30 * n);
-        }
-        let e = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap_err();
-        assert_eq!(e.code(), "rate_limited");
-        // The refused fourth counted nothing, whatever the gate. (The leasing gate has no room
-        // for a lease in the minute (100); in the month (1000) the second run reserved its 30
-        // and a lease of one more run, which served the third.)
-        assert_eq!(
-            (tokens_in(&store, minute), tokens_in(&store, month)),
-            (90, 90)
-        );
-        // A run of 10 still fits.
-        assert!(admit_run(&store, node, &scope, now, None, run_of(4, 6)).is_ok());
-        // A run larger than the limit reserves the limit: it runs alone in an empty minute.
-        let later = at("2026-11-21T10:01:00Z");
-        let a = admit_run(&store, node, &scope, later, None, run_of(10, 5000)).unwrap();
-        assert_eq!(a.reservation.unwrap().tokens, 100);
-        assert_eq!(
-            admit_run(&store, node, &scope, later, None, run_of(1, 0))
-                .unwrap_err()
-                .code(),
-            "rate_limited"
-        );
+        on_both_gates!(|node| {
+            let (scope, store) = scope(token_limits(), None);
+            let now = at("2026-11-21T10:00:30Z");
+            let [minute, month] = [0, 1].map(|i| token_windows(scope.tenant().id, None, now)[i]);
+            // Three runs of 30 fit a limit of 100, a fourth does not: nothing has finished yet.
+            for n in 1..=3 {
+                let a = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap();
+                assert_eq!(a.reservation.unwrap().tokens, 30);
+                assert_eq!(a.state.tokens.unwrap().remaining, 100 - 30 * n);
+            }
+            let e = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap_err();
+            assert_eq!(e.code(), "rate_limited");
+            // The refused fourth counted nothing, whatever the gate. (The leasing gate has no room
+            // for a lease in the minute (100); in the month (1000) the second run reserved its 30
+            // and a lease of one more run, which served the third.)
+            assert_eq!(
+                (tokens_in(&store, minute), tokens_in(&store, month)),
+                (90, 90)
+            );
+            // A run of 10 still fits.
+            assert!(admit_run(&store, node, &scope, now, None, run_of(4, 6)).is_ok());
+            // A run larger than the limit reserves the limit: it runs alone in an empty minute.
+            let later = at("2026-11-21T10:01:00Z");
+            let a = admit_run(&store, node, &scope, later, None, run_of(10, 5000)).unwrap();
+            assert_eq!(a.reservation.unwrap().tokens, 100);
+            assert_eq!(
+                admit_run(&store, node, &scope, later, None, run_of(1, 0))
+                    .unwrap_err()
+                    .code(),
+                "rate_limited"
+            );
+        });
     }
 
     #[test]
@@ -1185,55 +1195,49 @@ pub(crate) mod tests {
         (scope, store, now)
     }
 
-    #[test]
-    fn a_token_limit_is_reached_exactly_and_never_passed() {
-        near_a_token_limit(&ExactGate);
-        near_a_token_limit(&NodeQuotas::default());
-    }
-
     /// Near a limit the leasing gate's leases shrink to exact reservations (a lease is at most
     /// an eighth of what is left): the limit is reached exactly, never passed.
-    fn near_a_token_limit<G: QuotaGate>(node: &G) {
-        let (scope, store) = scope(
-            TenantLimits {
-                tokens_per_minute: Some(3_000),
-                ..TenantLimits::default()
-            },
-            None,
-        );
-        let now = at("2026-11-21T10:00:30Z");
-        let admitted = (0..200)
-            .filter(|_| admit_run(&store, node, &scope, now, None, run_of(10, 20)).is_ok())
-            .count();
-        assert_eq!(admitted, 100);
-        let minute = token_windows(scope.tenant().id, None, now)[0];
-        assert_eq!(tokens_in(&store, minute), 3_000);
+    #[test]
+    fn a_token_limit_is_reached_exactly_and_never_passed() {
+        on_both_gates!(|node| {
+            let (scope, store) = scope(
+                TenantLimits {
+                    tokens_per_minute: Some(3_000),
+                    ..TenantLimits::default()
+                },
+                None,
+            );
+            let now = at("2026-11-21T10:00:30Z");
+            let admitted = (0..200)
+                .filter(|_| admit_run(&store, node, &scope, now, None, run_of(10, 20)).is_ok())
+                .count();
+            assert_eq!(admitted, 100);
+            let minute = token_windows(scope.tenant().id, None, now)[0];
+            assert_eq!(tokens_in(&store, minute), 3_000);
+        });
     }
 
     #[test]
     fn a_key_token_limit_reserves_in_the_key_window_too_and_no_estimate_without_one() {
-        key_token_limit(&ExactGate);
-        key_token_limit(&NodeQuotas::default());
-    }
-
-    fn key_token_limit<G: QuotaGate>(node: &G) {
-        let key_limits = KeyLimits {
-            tokens_per_minute: Some(50),
-            ..KeyLimits::default()
-        };
-        let (scope, store) = scope(TenantLimits::default(), Some(key_limits));
-        let now = at("2026-11-21T10:00:30Z");
-        let a = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap();
-        assert_eq!(a.state.tokens.unwrap().limit, 50);
-        let e = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap_err();
-        assert_eq!(e.code(), "rate_limited");
-        // Requests only: no reservation, the estimate is never worked out.
-        let (scope, store) = scope_with_rpm();
-        let a = admit_run(&store, node, &scope, now, None, || -> RunEstimate {
-            panic!("no token limit applies")
-        })
-        .unwrap();
-        assert_eq!(a.reservation, None);
+        on_both_gates!(|node| {
+            let key_limits = KeyLimits {
+                tokens_per_minute: Some(50),
+                ..KeyLimits::default()
+            };
+            let (scope, store) = scope(TenantLimits::default(), Some(key_limits));
+            let now = at("2026-11-21T10:00:30Z");
+            let a = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap();
+            assert_eq!(a.state.tokens.unwrap().limit, 50);
+            let e = admit_run(&store, node, &scope, now, None, run_of(10, 20)).unwrap_err();
+            assert_eq!(e.code(), "rate_limited");
+            // Requests only: no reservation, the estimate is never worked out.
+            let (scope, store) = scope_with_rpm();
+            let a = admit_run(&store, node, &scope, now, None, || -> RunEstimate {
+                panic!("no token limit applies")
+            })
+            .unwrap();
+            assert_eq!(a.reservation, None);
+        });
     }
 
     fn scope_with_rpm() -> (RunScope, Fake) {
@@ -1368,41 +1372,38 @@ pub(crate) mod tests {
 
     #[test]
     fn a_spend_limit_reserves_the_run_s_cost_and_refuses_when_it_does_not_fit() {
-        spend_limit(&ExactGate);
-        spend_limit(&NodeQuotas::default());
-    }
-
-    fn spend_limit<G: QuotaGate>(node: &G) {
-        // 10 prompt and 20 completion tokens: 10 + 40 = 50 nano-units reserved per run.
-        let limits = TenantLimits {
-            monthly_spend: Some(120),
-            ..TenantLimits::default()
-        };
-        let (scope, store) = scope(limits, None);
-        let now = at("2026-11-21T10:00:30Z");
-        for _ in 0..2 {
-            let a = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
-            assert_eq!(a.spend.unwrap().nanos, 50);
-            assert_eq!(a.prompt_tokens, 10);
-            assert!(
-                a.reservation.is_none(),
-                "no token limit: no token reservation"
+        on_both_gates!(|node| {
+            // 10 prompt and 20 completion tokens: 10 + 40 = 50 nano-units reserved per run.
+            let limits = TenantLimits {
+                monthly_spend: Some(120),
+                ..TenantLimits::default()
+            };
+            let (scope, store) = scope(limits, None);
+            let now = at("2026-11-21T10:00:30Z");
+            for _ in 0..2 {
+                let a = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
+                assert_eq!(a.spend.unwrap().nanos, 50);
+                assert_eq!(a.prompt_tokens, 10);
+                assert!(
+                    a.reservation.is_none(),
+                    "no token limit: no token reservation"
+                );
+            }
+            let e = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
+            assert_eq!(e.code(), "budget_exhausted");
+            let month = spend_windows(scope.tenant().id, None, now);
+            assert_eq!(
+                store.window_tokens(&month).unwrap(),
+                vec![100],
+                "a refusal counts nothing"
             );
-        }
-        let e = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
-        assert_eq!(e.code(), "budget_exhausted");
-        let month = spend_windows(scope.tenant().id, None, now);
-        assert_eq!(
-            store.window_tokens(&month).unwrap(),
-            vec![100],
-            "a refusal counts nothing"
-        );
-        // Without a price, a spend limit cannot be kept: refused before anything is counted.
-        let e = admit_run(&store, node, &scope, now, None, run_of(1, 1)).unwrap_err();
-        assert_eq!(e.code(), "model_not_allowed");
-        // Settling hands back what the runs did not use: the next run fits again.
-        store.release_tokens(&month, 60).unwrap();
-        assert!(admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).is_ok());
+            // Without a price, a spend limit cannot be kept: refused before anything is counted.
+            let e = admit_run(&store, node, &scope, now, None, run_of(1, 1)).unwrap_err();
+            assert_eq!(e.code(), "model_not_allowed");
+            // Settling hands back what the runs did not use: the next run fits again.
+            store.release_tokens(&month, 60).unwrap();
+            assert!(admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).is_ok());
+        });
     }
 
     #[test]

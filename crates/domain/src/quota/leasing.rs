@@ -731,6 +731,12 @@ mod tests {
         admit, admit_run, minute_start, token_windows, RateLimitState, TenantLimits,
     };
 
+    /// A tenant limited to `per_minute` requests, a fresh gate and the instant `when`.
+    fn limited(per_minute: u64, when: &str) -> (RunScope, Fake, LeasingGate, DateTime<Utc>) {
+        let (scope, store) = scope(rpm(per_minute), None);
+        (scope, store, LeasingGate::default(), at(when))
+    }
+
     #[test]
     fn a_reservation_refused_afterwards_goes_back_to_this_node_s_lease() {
         let node = LeasingGate::default();
@@ -916,9 +922,7 @@ mod tests {
 
     #[test]
     fn leases_count_ahead_in_few_writes_and_the_headers_stay_exact() {
-        let (scope, store) = scope(rpm(1_000_000), None);
-        let leases = LeasingGate::default();
-        let now = at("2026-11-21T10:00:00Z");
+        let (scope, store, leases, now) = limited(1_000_000, "2026-11-21T10:00:00Z");
         for n in 1..=2_000u64 {
             let s = admit(&store, &leases, &scope, now).unwrap();
             assert_eq!(
@@ -986,9 +990,7 @@ mod tests {
 
     #[test]
     fn a_large_lease_is_refilled_ahead_and_requests_stop_writing() {
-        let (scope, store) = scope(rpm(1_000_000), None);
-        let node = LeasingGate::default();
-        let now = at("2026-11-21T10:00:00Z");
+        let (scope, store, node, now) = limited(1_000_000, "2026-11-21T10:00:00Z");
         // Leases of 1, 2, 4, 8 and 16 are taken by requests; from 16 on the refiller takes them.
         let warm = admit_with_refills(&store, &node, &scope, now, 40);
         assert_eq!(warm, 5, "leases 1..16 taken on the request path");
@@ -1010,9 +1012,7 @@ mod tests {
 
     #[test]
     fn a_lease_is_queued_at_a_quarter_and_one_refiller_runs_at_a_time() {
-        let (scope, store) = scope(rpm(1_000_000), None);
-        let node = LeasingGate::default();
-        let now = at("2026-11-21T10:00:00Z");
+        let (scope, store, node, now) = limited(1_000_000, "2026-11-21T10:00:00Z");
         let w = QuotaWindow {
             subject: QuotaSubject::TenantMinute(scope.tenant().id),
             start_ms: minute_start(now),
@@ -1416,9 +1416,7 @@ mod tests {
 
     #[test]
     fn a_lowered_limit_holds_at_once_and_a_slow_lease_starts_small() {
-        let (scope, store) = scope(rpm(10_000), None);
-        let leases = LeasingGate::default();
-        let now = at("2026-11-21T10:00:00Z");
+        let (scope, store, leases, now) = limited(10_000, "2026-11-21T10:00:00Z");
         for _ in 0..40 {
             admit(&store, &leases, &scope, now).unwrap();
         }
