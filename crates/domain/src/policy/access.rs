@@ -416,6 +416,31 @@ pub(crate) mod tests {
         }
     }
 
+    /// An active tenant and a platform admin viewing it in the Shadow view.
+    pub fn shadow_view() -> (Tenant, Principal) {
+        let t = tenant(Status::Active);
+        let p = session(
+            user(Role::PlatformAdmin, Status::Active, None),
+            None,
+            Some(t.clone()),
+        );
+        (t, p)
+    }
+
+    /// An active member of `t` calling with a key (`ci`) of these scopes.
+    pub fn keyed(t: &Tenant, scopes: Vec<KeyScope>) -> Principal {
+        Principal::new(
+            user(Role::Member, Status::Active, Some(t)),
+            Some(t.clone()),
+            Credential::ApiKey {
+                key_id: Uuid::now_v7(),
+                name: "ci".into(),
+                scopes,
+                limits: crate::quota::KeyLimits::default(),
+            },
+        )
+    }
+
     /// An active tenant and an active member of it, signed in with a session.
     pub fn active_member() -> (Tenant, Principal) {
         let t = tenant(Status::Active);
@@ -500,12 +525,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_shadow_view_reads_but_never_writes() {
-        let t = tenant(Status::Active);
-        let p = session(
-            user(Role::PlatformAdmin, Status::Active, None),
-            None,
-            Some(t.clone()),
-        );
+        let (t, p) = shadow_view();
         let scope = p.read_scope(KeyScope::WorkspaceRead).unwrap();
         assert_eq!(scope.tenant_id(), t.id);
         assert!(scope.is_shadow());

@@ -188,8 +188,7 @@ mod tests {
     use super::*;
     use crate::fakes::{ready, Fake};
     use crate::model::{Role, Status};
-    use crate::policy::access::tests::{session, tenant, user};
-    use crate::policy::access::Credential;
+    use crate::policy::access::tests::{keyed, session, shadow_view, tenant, user};
     use std::sync::Mutex;
 
     /// A scanner that answers from a rule: content with `| sh` fails, `busy` is not scanned.
@@ -333,22 +332,8 @@ mod tests {
 
     #[test]
     fn callers_who_may_not_write_scan_nothing() {
-        let t = tenant(Status::Active);
-        let shadow = session(
-            user(Role::PlatformAdmin, Status::Active, None),
-            None,
-            Some(t.clone()),
-        );
-        let reader = Principal::new(
-            user(Role::Member, Status::Active, Some(&t)),
-            Some(t.clone()),
-            Credential::ApiKey {
-                key_id: Uuid::now_v7(),
-                name: "ci".into(),
-                scopes: vec![KeyScope::WorkspaceRead],
-                limits: crate::quota::KeyLimits::default(),
-            },
-        );
+        let (t, shadow) = shadow_view();
+        let reader = keyed(&t, vec![KeyScope::WorkspaceRead]);
         let (db, g) = (Fake::default(), Scripted::new());
         let owner = ready(create_skill(&db, &g, member(&t), body("# a"), Utc::now())).unwrap();
         let scans = *g.scans.lock().unwrap();

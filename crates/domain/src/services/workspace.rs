@@ -573,8 +573,7 @@ mod tests {
     use super::*;
     use crate::fakes::FakeWorkspace;
     use crate::model::{Role, Status};
-    use crate::policy::access::tests::{session, tenant, user};
-    use crate::policy::access::Credential;
+    use crate::policy::access::tests::{keyed, session, shadow_view, tenant, user};
 
     fn skill() -> Map<String, Value> {
         let mut m = Map::new();
@@ -588,19 +587,6 @@ mod tests {
             user(Role::Member, Status::Active, Some(t)),
             Some(t.clone()),
             None,
-        )
-    }
-
-    fn keyed(t: &Tenant, scopes: Vec<KeyScope>) -> Principal {
-        Principal::new(
-            user(Role::Member, Status::Active, Some(t)),
-            Some(t.clone()),
-            Credential::ApiKey {
-                key_id: Uuid::now_v7(),
-                name: "ci".into(),
-                scopes,
-                limits: crate::quota::KeyLimits::default(),
-            },
         )
     }
 
@@ -627,12 +613,7 @@ mod tests {
 
     #[test]
     fn refusals_come_before_any_port_call() {
-        let t = tenant(Status::Active);
-        let shadow = session(
-            user(Role::PlatformAdmin, Status::Active, None),
-            None,
-            Some(t.clone()),
-        );
+        let (t, shadow) = shadow_view();
         let reader = keyed(&t, vec![KeyScope::WorkspaceRead]);
         let runner = keyed(&t, vec![KeyScope::Run]);
         let suspended = session(
