@@ -70,6 +70,45 @@ pub(crate) struct Fact {
     pub target: Option<String>,
 }
 
+/// Where facts are found: the file, whether it runs and why, and whether at install time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Site<'p> {
+    pub path: Option<&'p str>,
+    pub runs: bool,
+    pub why: &'static str,
+    pub install: bool,
+}
+
+impl Site<'_> {
+    /// A file that runs at install time, for `why`.
+    fn install<'p>(path: Option<&'p str>, why: &'static str) -> Site<'p> {
+        Site {
+            path,
+            runs: true,
+            why,
+            install: true,
+        }
+    }
+
+    /// A fact found here at `line`: neither dynamic nor strong, with no target (struct update
+    /// syntax sets them).
+    pub(crate) fn fact(&self, kind: Kind, what: &'static str, detail: String, line: u32) -> Fact {
+        Fact {
+            kind,
+            what,
+            detail,
+            path: self.path.map(str::to_string),
+            line,
+            runs: self.runs,
+            why: self.why,
+            install: self.install,
+            dynamic: false,
+            strong: false,
+            target: None,
+        }
+    }
+}
+
 /// A family pattern: the words that gate it and the regex run on the gated lines.
 struct Pat {
     kind: Kind,
@@ -558,6 +597,23 @@ pub(crate) fn compiled() -> Option<&'static Compiled> {
 }
 
 /// Whether a file runs or is carried, and why.
+/// A file's lowercase name, and where its facts sit (whether it runs and why, whether at
+/// install time).
+fn file_role(path: Option<&str>) -> (String, Site<'_>) {
+    let (runs, why) = role(path);
+    let lower_name = path
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase())
+        .unwrap_or_default();
+    let install = is_install_file(&lower_name);
+    let site = Site {
+        path,
+        runs,
+        why,
+        install,
+    };
+    (lower_name, site)
+}
+
 pub(crate) fn role(path: Option<&str>) -> (bool, &'static str) {
     let Some(path) = path else {
         return (true, "the pasted skill");
@@ -689,11 +745,8 @@ pub(crate) fn extract(
     referenced: &mut HashSet<(String, bool)>,
 ) {
     let Some(c) = compiled() else { return };
-    let (runs, why) = role(path);
-    let lower_name = path
-        .map(|p| p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase())
-        .unwrap_or_default();
-    let install = is_install_file(&lower_name);
+    let (lower_name, site) = file_role(path);
+    let Site { runs, install, .. } = site;
     let before = out.len();
     let mut add = |out: &mut Vec<Fact>, fact: Fact| {
         if out.len() - before < MAX_FACTS_PER_FILE && out.len() < MAX_FACTS {
@@ -704,31 +757,19 @@ pub(crate) fn extract(
     if lower_name == "package.json" {
         package_json(path, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "settings.json" || lower_name == "settings.local.json" {
-        agent_settings(path, text, excerpt, runs, why, &mut add, out);
+        agent_settings(site, text, excerpt, &mut add, out);
     } else if lower_name == "pyproject.toml" && runs {
         pyproject(path, text, &mut add, out, referenced);
     } else if lower_name == "setup.py" && runs && text.contains("cmdclass") {
         let line = line_of(text, "cmdclass");
-        add(
-            out,
-            Fact {
-                kind: Kind::Executes,
-                what: "custom install command (setup.py cmdclass)",
-                detail: excerpt(
-                    text.lines()
-                        .nth(line.saturating_sub(1) as usize)
-                        .unwrap_or("cmdclass"),
-                ),
-                path: path.map(str::to_string),
-                line,
-                runs: true,
-                why: "runs at install time (setup.py)",
-                install: true,
-                dynamic: false,
-                strong: false,
-                target: None,
-            },
+        let detail = excerpt(
+            text.lines()
+                .nth(line.saturating_sub(1) as usize)
+                .unwrap_or("cmdclass"),
         );
+        let what = "custom install command (setup.py cmdclass)";
+        let setup = Site::install(path, "runs at install time (setup.py)");
+        add(out, setup.fact(Kind::Executes, what, detail, line));
     }
     let is_skill_md = lower_name == "skill.md" || path.is_none();
     // Lines with a family word, and the patterns they gate.
@@ -843,43 +884,32 @@ pub(crate) fn extract(
                     .find(|w| w.0 == ls)
                     .map_or(String::new(), |w| w.2.clone());
                 let fetches = word.starts_with("curl") || word.starts_with("wget");
+                let kind = if fetches {
+                    Kind::Downloads
+                } else {
+                    Kind::Executes
+                };
+                let what = "assembles a command word from pieces";
+                let detail = format!("{} (spells `{word}`)", excerpt(line));
+                let fact = site.fact(kind, what, detail, n);
                 add(
                     out,
                     Fact {
-                        kind: if fetches {
-                            Kind::Downloads
-                        } else {
-                            Kind::Executes
-                        },
-                        what: "assembles a command word from pieces",
-                        detail: format!("{} (spells `{word}`)", excerpt(line)),
-                        path: path.map(str::to_string),
-                        line: n,
-                        runs,
-                        why,
-                        install,
                         dynamic: true,
                         strong: true,
-                        target: None,
+                        ..fact
                     },
                 );
                 continue;
             }
             if p == usize::MAX {
+                let what = "runs a command assembled from variables";
+                let fact = site.fact(Kind::Executes, what, excerpt(line), n);
                 add(
                     out,
                     Fact {
-                        kind: Kind::Executes,
-                        what: "runs a command assembled from variables",
-                        detail: excerpt(line),
-                        path: path.map(str::to_string),
-                        line: n,
-                        runs,
-                        why,
-                        install,
                         dynamic: true,
-                        strong: false,
-                        target: None,
+                        ..fact
                     },
                 );
                 continue;
@@ -1004,20 +1034,14 @@ pub(crate) fn extract(
                 }),
                 _ => None,
             };
+            let fact = site.fact(pat.kind, pat.what, excerpt(line), n);
             add(
                 out,
                 Fact {
-                    kind: pat.kind,
-                    what: pat.what,
-                    detail: excerpt(line),
-                    path: path.map(str::to_string),
-                    line: n,
-                    runs,
-                    why,
-                    install,
                     dynamic,
                     strong,
                     target,
+                    ..fact
                 },
             );
         }
@@ -1033,11 +1057,12 @@ pub(crate) fn code_facts(
     out: &mut Vec<Fact>,
     spent: &mut std::time::Duration,
 ) -> crate::code::Outcome {
-    let (runs, why) = role(path);
-    let lower_name = path
-        .map(|p| p.rsplit('/').next().unwrap_or(p).to_ascii_lowercase())
-        .unwrap_or_default();
-    let install = is_install_file(&lower_name);
+    let (
+        _,
+        Site {
+            runs, why, install, ..
+        },
+    ) = file_role(path);
     let before = out.len();
     let mut facts = Vec::new();
     let left = crate::code::MAX_SCAN_CODE_TIME.saturating_sub(*spent);
@@ -1338,22 +1363,8 @@ fn package_json(
             "preuninstall" => "npm preuninstall hook",
             _ => "npm postuninstall hook",
         };
-        add(
-            out,
-            Fact {
-                kind: Kind::Executes,
-                what,
-                detail: excerpt(cmd),
-                path: path.map(str::to_string),
-                line,
-                runs: true,
-                why: "runs at install time (npm lifecycle script)",
-                install: true,
-                dynamic: false,
-                strong: false,
-                target: None,
-            },
-        );
+        let npm = Site::install(path, "runs at install time (npm lifecycle script)");
+        add(out, npm.fact(Kind::Executes, what, excerpt(cmd), line));
         // What the command itself does, at install time.
         let mut inner = Vec::new();
         let mut refs = HashSet::new();
@@ -1377,14 +1388,17 @@ fn package_json(
 /// An agent settings file (`.claude/settings.json` and the like): broad permission grants and
 /// hooks the agent runs by itself.
 fn agent_settings(
-    path: Option<&str>,
+    site: Site<'_>,
     text: &str,
     excerpt: &dyn Fn(&str) -> String,
-    runs: bool,
-    why: &'static str,
     add: &mut Adder<'_>,
     out: &mut Vec<Fact>,
 ) {
+    // Agent settings never run at install time.
+    let site = Site {
+        install: false,
+        ..site
+    };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
         return;
     };
@@ -1432,48 +1446,29 @@ fn agent_settings(
         } else {
             broad.join(", ")
         };
+        let line = line_of(
+            text,
+            if broad.is_empty() {
+                "defaultMode"
+            } else {
+                "\"allow\""
+            },
+        );
+        let fact = site.fact(Kind::Persists, what, excerpt(&detail), line);
         add(
             out,
             Fact {
-                kind: Kind::Persists,
-                what,
-                detail: excerpt(&detail),
-                path: path.map(str::to_string),
-                line: line_of(
-                    text,
-                    if broad.is_empty() {
-                        "defaultMode"
-                    } else {
-                        "\"allow\""
-                    },
-                ),
-                runs,
-                why,
-                install: false,
-                dynamic: false,
                 strong: true,
-                target: None,
+                ..fact
             },
         );
     }
     if let Some(hooks) = value.get("hooks").and_then(|h| h.as_object()) {
         if !hooks.is_empty() {
-            add(
-                out,
-                Fact {
-                    kind: Kind::Persists,
-                    what: "registers agent hooks",
-                    detail: excerpt(&hooks.keys().cloned().collect::<Vec<_>>().join(", ")),
-                    path: path.map(str::to_string),
-                    line: line_of(text, "\"hooks\""),
-                    runs,
-                    why,
-                    install: false,
-                    dynamic: false,
-                    strong: false,
-                    target: None,
-                },
-            );
+            let names = hooks.keys().cloned().collect::<Vec<_>>().join(", ");
+            let line = line_of(text, "\"hooks\"");
+            let what = "registers agent hooks";
+            add(out, site.fact(Kind::Persists, what, excerpt(&names), line));
         }
     }
 }
@@ -1504,22 +1499,8 @@ fn pyproject(
         .unwrap_or_default();
     let mut hook = |what: &'static str, line: u32, file: String, out: &mut Vec<Fact>| {
         referenced.insert((format!("{dir}{file}"), true));
-        add(
-            out,
-            Fact {
-                kind: Kind::Executes,
-                what,
-                detail: file,
-                path: path.map(str::to_string),
-                line,
-                runs: true,
-                why: "runs at install time (Python build)",
-                install: true,
-                dynamic: false,
-                strong: false,
-                target: None,
-            },
-        );
+        let build = Site::install(path, "runs at install time (Python build)");
+        add(out, build.fact(Kind::Executes, what, file, line));
     };
     if let (Some((line, backend)), Some((_, folder))) =
         (value_of("build-backend"), value_of("backend-path"))
@@ -1730,6 +1711,11 @@ fn at(f: &Fact) -> String {
     format!("{}:{}", f.path.as_deref().unwrap_or("content"), f.line)
 }
 
+/// What a fact does and where: "reads `~/.ssh` (scripts/x.sh:3: `cat ~/.ssh/id_rsa`)".
+fn does(f: &Fact) -> String {
+    format!("{} ({}: `{}`)", f.what, at(f), f.detail)
+}
+
 fn finding(id: &str, severity: Severity, title: &str, message: String, anchor: &Fact) -> Finding {
     Finding {
         rule_id: id.to_string(),
@@ -1793,13 +1779,9 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             severity,
             "Reads sensitive data and sends data out",
             format!(
-                "The skill {} ({}: `{}`) and {} ({}: `{}`); together they can carry the data off the machine.{via}",
-                r.what,
-                at(r),
-                r.detail,
-                s.what,
-                at(s),
-                s.detail
+                "The skill {} and {}; together they can carry the data off the machine.{via}",
+                does(r),
+                does(s)
             ),
             s,
         ));
@@ -1966,10 +1948,8 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             Severity::High,
             "Grants the agent broad permissions",
             format!(
-                "The skill {} ({}: `{}`): the agent would run commands without asking, in this and later sessions.",
-                p.what,
-                at(p),
-                p.detail
+                "The skill {}: the agent would run commands without asking, in this and later sessions.",
+                does(p)
             ),
             p,
         ));
@@ -1985,13 +1965,9 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
                 Severity::High,
                 "Persists and runs fetched or dynamic code",
                 format!(
-                    "The skill {} ({}: `{}`) and {} ({}: `{}`): a change that outlives the session, next to code not fixed in the skill.",
-                    p.what,
-                    at(p),
-                    p.detail,
-                    x.what,
-                    at(x),
-                    x.detail
+                    "The skill {} and {}: a change that outlives the session, next to code not fixed in the skill.",
+                    does(p),
+                    does(x)
                 ),
                 p,
             )),
@@ -2000,10 +1976,8 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
                 Severity::Medium,
                 "Changes that outlive the session",
                 format!(
-                    "The skill {} ({}: `{}`): it stays after the session ends.",
-                    p.what,
-                    at(p),
-                    p.detail
+                    "The skill {}: it stays after the session ends.",
+                    does(p)
                 ),
                 p,
             )),
@@ -2049,18 +2023,14 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         } else {
             (Severity::High, "")
         };
-        let with = e.map_or(String::new(), |e| {
-            format!(" next to code that {} ({}: `{}`)", e.what, at(e), e.detail)
-        });
+        let with = e.map_or(String::new(), |e| format!(" next to code that {}", does(e)));
         out.push(finding(
             "combo.obfuscated-exec",
             severity,
             "Runs obfuscated code",
             format!(
-                "The skill {} ({}: `{}`){with}: what runs is hidden from review.{note}",
-                o.what,
-                at(o),
-                o.detail
+                "The skill {}{with}: what runs is hidden from review.{note}",
+                does(o)
             ),
             o,
         ));
@@ -2074,10 +2044,8 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             Severity::High,
             "Changes where packages come from",
             format!(
-                "The skill {} ({}: `{}`): later installs may fetch packages from a source the user did not choose, or without verifying it.",
-                s.what,
-                at(s),
-                s.detail
+                "The skill {}: later installs may fetch packages from a source the user did not choose, or without verifying it.",
+                does(s)
             ),
             s,
         ));

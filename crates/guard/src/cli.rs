@@ -26,17 +26,27 @@ pub enum OutputFormat {
     Sarif,
 }
 
-impl std::str::FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "text" => Ok(OutputFormat::Text),
-            "json" => Ok(OutputFormat::Json),
-            "sarif" => Ok(OutputFormat::Sarif),
-            other => Err(format!("unknown format {other:?} (text, json or sarif)")),
+/// `FromStr` for a command-line choice: its names (any case), and an error that lists them.
+macro_rules! choice {
+    ($ty:ident, $what:literal, $accepted:literal, { $($name:literal => $variant:ident),+ $(,)? }) => {
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let lower = s.to_ascii_lowercase();
+                match lower.as_str() {
+                    $($name => Ok($ty::$variant),)+
+                    _ => Err(format!(concat!("unknown ", $what, " {:?} (", $accepted, ")"), lower)),
+                }
+            }
         }
-    }
+    };
 }
+
+choice!(OutputFormat, "format", "text, json or sarif", {
+    "text" => Text,
+    "json" => Json,
+    "sarif" => Sarif,
+});
 
 /// The verdict from which `guard scan` exits non-zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,17 +58,12 @@ pub enum FailOn {
     Fail,
 }
 
-impl std::str::FromStr for FailOn {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "warn" => Ok(FailOn::Warn),
-            // `block` is what some CI tools call the worst level.
-            "fail" | "block" => Ok(FailOn::Fail),
-            other => Err(format!("unknown level {other:?} (warn or fail)")),
-        }
-    }
-}
+// `block` is what some CI tools call the worst level.
+choice!(FailOn, "level", "warn or fail", {
+    "warn" => Warn,
+    "fail" => Fail,
+    "block" => Fail,
+});
 
 /// Exit code when a scan completed below the `--fail-on` level.
 pub const EXIT_PASSED: i32 = 0;

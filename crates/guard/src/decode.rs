@@ -243,27 +243,30 @@ pub(crate) fn run(scanner: &Scanner, text: &str, mentions: u8, depth: u8, hits: 
     }
 
     // ROT13 and reversed strings, only where the file itself mentions the transformation.
-    if mentions & GATE_ROT13 != 0 {
-        for (s, e) in string_literals(text)
-            .into_iter()
-            .chain(prose_runs(text))
-            .take(budget)
-        {
-            let lit = text.get(s..e).unwrap_or("");
-            let decoded: String = lit.chars().map(rot13).collect();
-            let v = inspect(scanner, decoded.as_bytes(), depth, "ROT13 string");
-            emit("obf.encoded-payload", s, e, v);
+    type Transform = fn(&str) -> String;
+    let transforms: [(u8, Transform, &str); 2] = [
+        (
+            GATE_ROT13,
+            |lit| lit.chars().map(rot13).collect(),
+            "ROT13 string",
+        ),
+        (
+            GATE_REVERSE,
+            |lit| lit.chars().rev().collect(),
+            "Reversed string",
+        ),
+    ];
+    for (gate, transform, label) in transforms {
+        if mentions & gate == 0 {
+            continue;
         }
-    }
-    if mentions & GATE_REVERSE != 0 {
         for (s, e) in string_literals(text)
             .into_iter()
             .chain(prose_runs(text))
             .take(budget)
         {
-            let lit = text.get(s..e).unwrap_or("");
-            let decoded: String = lit.chars().rev().collect();
-            let v = inspect(scanner, decoded.as_bytes(), depth, "Reversed string");
+            let decoded = transform(text.get(s..e).unwrap_or(""));
+            let v = inspect(scanner, decoded.as_bytes(), depth, label);
             emit("obf.encoded-payload", s, e, v);
         }
     }

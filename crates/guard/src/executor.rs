@@ -352,19 +352,8 @@ impl Inner {
             let this = Arc::clone(&self);
             async move {
                 let sha = this.fetcher.head_sha(&owner, &repo).await?;
-                let key = (
-                    owner.to_ascii_lowercase(),
-                    repo.to_ascii_lowercase(),
-                    sha.clone(),
-                );
-                if let Some(report) = this.fetcher.cached_report(&key) {
-                    return Ok(RepoScan {
-                        owner,
-                        repo,
-                        sha,
-                        report: (*report).clone(),
-                        cached: true,
-                    });
+                if let Some(scan) = this.fetcher.cached_scan(&owner, &repo, &sha) {
+                    return Ok(scan);
                 }
                 let slot = this.slot(anonymous).await?;
                 let mut memory = MemoryReservation::new(Some(Arc::clone(&this.memory)));
@@ -383,14 +372,7 @@ impl Inner {
                 })
                 .await
                 .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))??;
-                this.fetcher.remember_report(key, &report);
-                Ok(RepoScan {
-                    owner,
-                    repo,
-                    sha,
-                    report,
-                    cached: false,
-                })
+                Ok(this.fetcher.remember_scan(owner, repo, sha, report))
             }
         };
         crate::fetch::within_deadline(&limits, &cancel, started, work).await

@@ -207,6 +207,15 @@ impl RepoScan {
     }
 }
 
+/// The report cache's key: a commit of a repository (names compared without case).
+fn report_key(owner: &str, repo: &str, sha: &str) -> (String, String, String) {
+    (
+        owner.to_ascii_lowercase(),
+        repo.to_ascii_lowercase(),
+        sha.to_string(),
+    )
+}
+
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 struct Cached<T> {
@@ -341,19 +350,8 @@ impl GitHubFetcher {
         let work = async {
             let (owner, repo) = validated(owner, repo)?;
             let sha = self.head_sha(&owner, &repo).await?;
-            let key = (
-                owner.to_ascii_lowercase(),
-                repo.to_ascii_lowercase(),
-                sha.clone(),
-            );
-            if let Some(report) = self.cached_report(&key) {
-                return Ok(RepoScan {
-                    owner,
-                    repo,
-                    sha,
-                    report: (*report).clone(),
-                    cached: true,
-                });
+            if let Some(scan) = self.cached_scan(&owner, &repo, &sha) {
+                return Ok(scan);
             }
             let tarball = self.download_tarball(&owner, &repo, &sha).await?;
             let cancel = cancel.clone();
@@ -362,14 +360,7 @@ impl GitHubFetcher {
             })
             .await
             .map_err(|e| FetchError::Transport(format!("scan task failed: {e}")))??;
-            self.remember_report(key, &report);
-            Ok(RepoScan {
-                owner,
-                repo,
-                sha,
-                report,
-                cached: false,
-            })
+            Ok(self.remember_scan(owner, repo, sha, report))
         };
         within_deadline(&limits, &cancel, started, work).await
     }
@@ -401,23 +392,45 @@ impl GitHubFetcher {
             .map_err(|_| FetchError::Timeout)?
     }
 
-    /// Keeps a report in the bounded, short-lived cache.
-    pub(crate) fn remember_report(&self, key: (String, String, String), report: &ScanReport) {
+    /// Keeps a fresh scan's report in the bounded, short-lived cache and answers the scan.
+    pub(crate) fn remember_scan(
+        &self,
+        owner: String,
+        repo: String,
+        sha: String,
+        report: ScanReport,
+    ) -> RepoScan {
         if let Ok(mut caches) = self.caches.lock() {
             let (cap, ttl) = (self.config.cache_capacity, self.config.report_ttl);
             if cap > 0 && !ttl.is_zero() {
+                let key = report_key(&owner, &repo, &sha);
                 insert_bounded(&mut caches.reports, key, Arc::new(report.clone()), cap, ttl);
             }
         }
+        RepoScan {
+            owner,
+            repo,
+            sha,
+            report,
+            cached: false,
+        }
     }
 
-    pub(crate) fn cached_report(&self, key: &(String, String, String)) -> Option<Arc<ScanReport>> {
+    /// The scan of this commit still in the cache (within `report_ttl`).
+    pub(crate) fn cached_scan(&self, owner: &str, repo: &str, sha: &str) -> Option<RepoScan> {
         let caches = self.caches.lock().ok()?;
-        caches
+        let report = caches
             .reports
-            .get(key)
+            .get(&report_key(owner, repo, sha))
             .filter(|c| c.at.elapsed() < self.config.report_ttl)
-            .map(|c| Arc::clone(&c.value))
+            .map(|c| Arc::clone(&c.value))?;
+        Some(RepoScan {
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            sha: sha.to_string(),
+            report: (*report).clone(),
+            cached: true,
+        })
     }
 
     /// The default branch's commit SHA (metadata cached for `metadata_ttl`).

@@ -25,7 +25,12 @@ pub(crate) fn entropy(s: &str) -> f64 {
         .sum()
 }
 
-/// Words and shapes that mark a value as a placeholder or documentation example.
+/// Shapes of elided or templated text (`...`, `***`, `<key>`, `{key}`, `$KEY`): never a real
+/// secret or key.
+const TEMPLATE_MARKERS: &[&str] = &["...", "***", "<", ">", "{", "}", "$"];
+
+/// Words and shapes that mark a value as a placeholder or documentation example (with
+/// [`TEMPLATE_MARKERS`]).
 const PLACEHOLDER_MARKERS: &[&str] = &[
     "example",
     "sample",
@@ -53,13 +58,6 @@ const PLACEHOLDER_MARKERS: &[&str] = &[
     "1234567",
     "0000000",
     "aaaaaaa",
-    "...",
-    "***",
-    "<",
-    ">",
-    "{",
-    "}",
-    "$",
     "%s",
     "env",
     "none",
@@ -73,7 +71,11 @@ const PLACEHOLDER_MARKERS: &[&str] = &[
 /// True when the value looks like a placeholder rather than a real secret.
 pub(crate) fn is_placeholder(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
-    if PLACEHOLDER_MARKERS.iter().any(|m| lower.contains(m)) {
+    if PLACEHOLDER_MARKERS
+        .iter()
+        .chain(TEMPLATE_MARKERS)
+        .any(|m| lower.contains(m))
+    {
         return true;
     }
     if is_known_example(value) || is_sequential(&lower) {
@@ -684,26 +686,28 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     if crate::context::is_markdown(ctx.path) && protects(line) && !reads_or_moves(line) {
         return Outcome::Adjust(Severity::Low);
     }
-    let lower = line.to_ascii_lowercase();
-    let uses = [
-        "ssh-add",
-        "ssh-keygen",
-        "ssh-copy-id",
-        "ssh -i",
-        "-i ~",
-        "-i $home",
-        "identityfile",
-        "chmod 600",
-        "chmod 400",
-        "chmod 0600",
-        "git_ssh_command",
-        "--private-key",
-    ];
-    if uses.iter().any(|u| lower.contains(u)) {
+    if holds_any(&line.to_ascii_lowercase(), KEY_USES) {
         return Outcome::Adjust(Severity::Low);
     }
     Outcome::Keep
 }
+
+/// Words of a line that use a private key rather than read it (`ssh-add`, `ssh -i`,
+/// `IdentityFile`, `chmod 600`).
+const KEY_USES: &[&str] = &[
+    "ssh-add",
+    "ssh-keygen",
+    "ssh-copy-id",
+    "ssh -i",
+    "-i ~",
+    "-i $home",
+    "identityfile",
+    "chmod 600",
+    "chmod 400",
+    "chmod 0600",
+    "git_ssh_command",
+    "--private-key",
+];
 
 /// Words of a line that protect a file rather than use it.
 fn protects(line: &str) -> bool {
@@ -916,18 +920,12 @@ pub(crate) fn private_key_block(ctx: &MatchCtx<'_>) -> Outcome {
         "placeholder",
         "xxxx",
         "redacted",
-        "...",
-        "***",
-        "<",
-        ">",
-        "{",
-        "}",
-        "$",
         "insert",
         "replace",
         "truncated",
     ]
     .iter()
+    .chain(TEMPLATE_MARKERS)
     .any(|m| lower.contains(m));
     if marked || body.len() < 40 || entropy(&body) < 3.5 {
         Outcome::Drop
@@ -1769,14 +1767,9 @@ pub(crate) fn webhook_endpoint(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Keep;
     }
     let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
-    let templated = after.starts_with('$')
-        || after.starts_with('{')
-        || after.starts_with('<')
-        || after.starts_with('%')
-        || after.starts_with("\" +")
-        || after.starts_with("' +")
-        || after.starts_with("\"+")
-        || after.starts_with("'+");
+    let templated = ["$", "{", "<", "%", "\" +", "' +", "\"+", "'+"]
+        .iter()
+        .any(|p| after.starts_with(p));
     if templated {
         Outcome::Adjust(Severity::Low)
     } else {

@@ -288,10 +288,7 @@ mod tests {
     use super::*;
 
     fn flagged(text: &str) -> Vec<&'static str> {
-        let scanner = match Scanner::new() {
-            Ok(s) => s,
-            Err(e) => panic!("{e}"),
-        };
+        let scanner = crate::tests::scanner();
         let mut hits = Vec::new();
         let mut lines = vec![0];
         lines.extend(text.match_indices('\n').map(|(i, _)| i + 1));

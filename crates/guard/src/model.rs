@@ -5,6 +5,27 @@
 use serde::Serialize;
 use std::fmt;
 
+/// `as_str` (the name used in JSON, SARIF and the text output) and `Display` for a fieldless
+/// enum, from one table of names.
+macro_rules! names {
+    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The name used in JSON, SARIF and the text output.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 /// How bad a finding is. Ordered: `Info < Low < Medium < High < Critical`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -16,24 +37,13 @@ pub enum Severity {
     Critical,
 }
 
-impl Severity {
-    /// The lowercase name used in JSON, SARIF properties and the text output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Low => "low",
-            Severity::Medium => "medium",
-            Severity::High => "high",
-            Severity::Critical => "critical",
-        }
-    }
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+names!(Severity {
+    Info => "info",
+    Low => "low",
+    Medium => "medium",
+    High => "high",
+    Critical => "critical",
+});
 
 /// The overall outcome of a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -54,22 +64,13 @@ impl Verdict {
             _ => Verdict::Pass,
         }
     }
-
-    /// The lowercase name used in JSON and the text output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Warn => "warn",
-            Verdict::Fail => "fail",
-        }
-    }
 }
 
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+names!(Verdict {
+    Pass => "pass",
+    Warn => "warn",
+    Fail => "fail",
+});
 
 /// The family a rule belongs to (used in docs, SARIF tags and the rule listing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -96,32 +97,27 @@ pub enum Category {
     Coverage,
 }
 
-impl Category {
-    /// The snake_case name used in JSON and SARIF tags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Category::PromptInjection => "prompt_injection",
-            Category::Concealment => "concealment",
-            Category::ToolPoisoning => "tool_poisoning",
-            Category::HiddenText => "hidden_text",
-            Category::Homoglyph => "homoglyph",
-            Category::Secret => "secret",
-            Category::FetchExecute => "fetch_execute",
-            Category::DecodeExecute => "decode_execute",
-            Category::CodeExecution => "code_execution",
-            Category::Destructive => "destructive",
-            Category::ReverseShell => "reverse_shell",
-            Category::Persistence => "persistence",
-            Category::Exfiltration => "exfiltration",
-            Category::Miner => "miner",
-            Category::SuspiciousUrl => "suspicious_url",
-            Category::ResourceAbuse => "resource_abuse",
-            Category::SupplyChain => "supply_chain",
-            Category::Skill => "skill",
-            Category::Coverage => "coverage",
-        }
-    }
-}
+names!(Category {
+    PromptInjection => "prompt_injection",
+    Concealment => "concealment",
+    ToolPoisoning => "tool_poisoning",
+    HiddenText => "hidden_text",
+    Homoglyph => "homoglyph",
+    Secret => "secret",
+    FetchExecute => "fetch_execute",
+    DecodeExecute => "decode_execute",
+    CodeExecution => "code_execution",
+    Destructive => "destructive",
+    ReverseShell => "reverse_shell",
+    Persistence => "persistence",
+    Exfiltration => "exfiltration",
+    Miner => "miner",
+    SuspiciousUrl => "suspicious_url",
+    ResourceAbuse => "resource_abuse",
+    SupplyChain => "supply_chain",
+    Skill => "skill",
+    Coverage => "coverage",
+});
 
 /// One thing the scanner found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

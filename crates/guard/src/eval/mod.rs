@@ -61,6 +61,14 @@ impl Evaluation {
         (all.filter(|o| o.flagged).count(), total)
     }
 
+    /// (flagged, total) in one category, or in all when `category` is `None`.
+    pub fn counts_in(&self, positive: bool, category: Option<&str>) -> (usize, usize) {
+        match category {
+            Some(c) => self.category(positive, c),
+            None => self.counts(positive),
+        }
+    }
+
     /// Per category: (flagged, total), for positives or negatives.
     pub fn by_category(&self, positive: bool) -> BTreeMap<String, (usize, usize)> {
         let mut map: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -280,10 +288,7 @@ pub fn check_targets(eval: &Evaluation, targets: &[Target]) -> Vec<(String, f64,
         .iter()
         .map(|t| match t {
             Target::Recall { category, at_least } => {
-                let counts = match category {
-                    Some(c) => eval.category(true, c),
-                    None => eval.counts(true),
-                };
+                let counts = eval.counts_in(true, *category);
                 let v = share(counts);
                 (
                     format!(
@@ -296,11 +301,7 @@ pub fn check_targets(eval: &Evaluation, targets: &[Target]) -> Vec<(String, f64,
                 )
             }
             Target::FalsePositives { category, at_most } => {
-                let counts = match category {
-                    Some(c) => eval.category(false, c),
-                    None => eval.counts(false),
-                };
-                let v = share(counts);
+                let v = share(eval.counts_in(false, *category));
                 (
                     format!(
                         "flagged {} <= {:.0}%",
