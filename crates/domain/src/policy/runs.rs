@@ -1422,6 +1422,19 @@ mod tests {
         )
     }
 
+    /// The plan of a run of `body` that [`prepare_with`] admits, with fresh leases.
+    fn planned(store: &Fake, slots: &Sink, t: &crate::model::Tenant, body: Value) -> RunPlan {
+        prepare_with(
+            store,
+            &NodeQuotas::default(),
+            slots,
+            t,
+            &mut Some(Ok::<_, ()>(body)),
+        )
+        .unwrap()
+        .unwrap()
+    }
+
     fn setup(
         answers: Vec<Result<(), UpstreamFailure>>,
     ) -> (Runs<Scripted>, Arc<Sink>, RunPlan, Fake) {
@@ -1436,15 +1449,7 @@ mod tests {
         let store = Fake::with_keys(keys);
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let sink = Arc::new(Sink::default());
-        let plan = prepare_with(
-            &store,
-            &NodeQuotas::default(),
-            &sink,
-            &t,
-            &mut Some(Ok::<_, ()>(body)),
-        )
-        .unwrap()
-        .unwrap();
+        let plan = planned(&store, &sink, &t, body);
         let upstream = Arc::new(Scripted {
             answers: Mutex::new(answers.into()),
             used: Mutex::new(Vec::new()),
@@ -1648,14 +1653,7 @@ mod tests {
         let (t, k) = limited_tenant(|l| l.requests_per_minute = Some(1));
         let store = Fake::with_keys(vec![k]);
         let body = || json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare_as(
-            &store,
-            &NodeQuotas::default(),
-            &t,
-            &mut Some(Ok::<_, ()>(body())),
-        )
-        .unwrap()
-        .unwrap();
+        let plan = planned(&store, &Sink::default(), &t, body());
         assert_eq!(plan.limits().requests.unwrap().remaining, 0);
         let e = prepare_as(
             &store,
@@ -1762,15 +1760,7 @@ mod tests {
         let body =
             json!({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 50});
         let sink = Arc::new(Sink::default());
-        let plan = prepare_with(
-            &store,
-            &NodeQuotas::default(),
-            &sink,
-            &t,
-            &mut Some(Ok::<_, ()>(body)),
-        )
-        .unwrap()
-        .unwrap();
+        let plan = planned(&store, &sink, &t, body);
         // 3 + (3 + 1 + 3) prompt, 50 allowance.
         let (reservation, prompt) = plan.reserved.unwrap();
         assert_eq!((reservation.tokens, prompt), (60, 10));
@@ -1958,14 +1948,7 @@ mod tests {
         bad.sealed_secret = "garbage".into();
         let store = Fake::with_keys(vec![bad.clone(), good]);
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare_as(
-            &store,
-            &NodeQuotas::default(),
-            &t,
-            &mut Some(Ok::<_, ()>(body)),
-        )
-        .unwrap()
-        .unwrap();
+        let plan = planned(&store, &Sink::default(), &t, body);
         assert_eq!(plan.keys.len(), 1);
         let verdicts = store.verdicts.lock().unwrap();
         assert_eq!(verdicts.len(), 1);
