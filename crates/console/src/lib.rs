@@ -42,35 +42,32 @@ struct Asset {
     content_type: &'static str,
 }
 
-macro_rules! asset {
-    ($path:literal, $content_type:expr) => {
-        Asset {
-            path: $path,
-            body: include_bytes!(concat!("../assets/", $path)),
-            content_type: $content_type,
-        }
+/// The embedded files: `assets!(path: content type, ...; js: module, ...)`, the modules
+/// being JavaScript under `js/`.
+macro_rules! assets {
+    ($($path:literal: $content_type:expr),* ; js: $($module:literal),*) => {
+        &[
+            $(Asset {
+                path: $path,
+                body: include_bytes!(concat!("../assets/", $path)),
+                content_type: $content_type,
+            },)*
+            $(Asset {
+                path: concat!("js/", $module),
+                body: include_bytes!(concat!("../assets/js/", $module)),
+                content_type: "text/javascript; charset=utf-8",
+            },)*
+        ]
     };
 }
 
-const JS: &str = "text/javascript; charset=utf-8";
-
 /// Every file under `assets/` that is served (the shell is served by [`page`]).
-const ASSETS: &[Asset] = &[
-    asset!("app.css", "text/css; charset=utf-8"),
-    asset!("favicon.svg", "image/svg+xml"),
-    asset!("js/app.js", JS),
-    asset!("js/api.js", JS),
-    asset!("js/ui.js", JS),
-    asset!("js/messages.js", JS),
-    asset!("js/limits.js", JS),
-    asset!("js/pages/account.js", JS),
-    asset!("js/pages/workspace.js", JS),
-    asset!("js/pages/records.js", JS),
-    asset!("js/pages/keys.js", JS),
-    asset!("js/pages/composer.js", JS),
-    asset!("js/pages/guard.js", JS),
-    asset!("js/pages/admin.js", JS),
-];
+const ASSETS: &[Asset] = assets!(
+    "app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml";
+    js: "app.js", "api.js", "ui.js", "messages.js", "limits.js", "pages/account.js",
+        "pages/workspace.js", "pages/records.js", "pages/keys.js", "pages/composer.js",
+        "pages/guard.js", "pages/admin.js"
+);
 
 /// The HTML shell; `{{build}}` is replaced by [`build_id`].
 const SHELL: &str = include_str!("../assets/index.html");

@@ -29,6 +29,18 @@ fn gateway(base_url: String, timeout: Duration) -> RegionGateway {
     .unwrap()
 }
 
+/// A gateway to a loopback port nothing listens on (just now).
+fn gateway_to_nowhere() -> RegionGateway {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    gateway(
+        format!("http://127.0.0.1:{port}/v1"),
+        Duration::from_secs(2),
+    )
+}
+
 async fn setup() -> (MockHandle, RegionGateway) {
     let (_, mock) = MockUpstream::start().await.unwrap();
     let gw = gateway(mock.base_url(), Duration::from_secs(5));
@@ -37,6 +49,15 @@ async fn setup() -> (MockHandle, RegionGateway) {
 
 fn secret() -> Secret {
     Secret::new(KEY)
+}
+
+/// The usage the mock reports for a prompt and a completion of these sizes.
+fn usage(prompt_tokens: u64, completion_tokens: u64) -> Option<Usage> {
+    Some(Usage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
+    })
 }
 
 fn messages() -> Value {
@@ -55,6 +76,18 @@ async fn chat(gw: &RegionGateway, body: Value) -> Result<ChatOutcome, UpstreamEr
 
 async fn open_stream(gw: &RegionGateway, body: Value) -> (RunStream, oneshot::Receiver<RunReport>) {
     with_report(chat(gw, body).await)
+}
+
+/// A stream of `chunks` chunks the mock sends one at a time, each when released (the first
+/// is released already), and its report once it ends.
+async fn gated_stream(
+    mock: &MockHandle,
+    gw: &RegionGateway,
+    chunks: usize,
+) -> (RunStream, oneshot::Receiver<RunReport>) {
+    mock.push_behavior(Behavior::StreamGated { chunks });
+    mock.release(1);
+    open_stream(gw, stream_body()).await
 }
 
 /// The stream of a call's answer, and its report once it ends.
@@ -192,14 +225,7 @@ async fn non_streamed_completion_is_passed_through() {
     };
     assert_eq!(c.status, 200);
     assert_eq!(c.model, "region-default");
-    assert_eq!(
-        c.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 7,
-            total_tokens: 12
-        })
-    );
+    assert_eq!(c.usage, usage(5, 7));
     let body: Value = serde_json::from_slice(&c.body).unwrap();
     assert_eq!(
         body["choices"][0]["message"]["content"],
@@ -267,9 +293,7 @@ async fn model_auto_resolves_to_the_default_and_other_fields_are_kept() {
 #[tokio::test]
 async fn stream_is_passed_through_chunk_by_chunk() {
     let (mock, gw) = setup().await;
-    mock.push_behavior(Behavior::StreamGated { chunks: 3 });
-    mock.release(1);
-    let (mut s, report) = open_stream(&gw, stream_body()).await;
+    let (mut s, report) = gated_stream(&mock, &gw, 3).await;
 
     for i in 0..3 {
         let frame = next_frame(&mut s).await.unwrap();
@@ -289,14 +313,7 @@ async fn stream_is_passed_through_chunk_by_chunk() {
 
     let report = report.await.unwrap();
     assert_eq!(report.status, RunStatus::Ok);
-    assert_eq!(
-        report.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 3,
-            total_tokens: 8
-        })
-    );
+    assert_eq!(report.usage, usage(5, 3));
     assert_eq!(report.model, "region-default");
     assert!(report.ttft_ms.is_some());
     assert!(report.ttft_ms <= Some(report.latency_ms));
@@ -637,14 +654,7 @@ async fn https_goes_through_rustls() {
 
 #[tokio::test]
 async fn unreachable_upstream_is_a_transport_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let gw = gateway(
-        format!("http://127.0.0.1:{port}/v1"),
-        Duration::from_secs(2),
-    );
+    let gw = gateway_to_nowhere();
     for body in [messages(), stream_body()] {
         let err = chat(&gw, body).await.unwrap_err();
         assert!(matches!(err, UpstreamError::Unreachable(_)), "{err:?}");
@@ -652,6 +662,17 @@ async fn unreachable_upstream_is_a_transport_error() {
         assert_eq!(err.code(), "upstream_error");
         assert_no_secret(&err);
     }
+}
+
+/// The payloads of a whole stream the mock answers with `behavior`, and its report.
+async fn stream_events(
+    mock: &MockHandle,
+    gw: &RegionGateway,
+    behavior: Behavior,
+) -> (Vec<String>, oneshot::Receiver<RunReport>) {
+    mock.push_behavior(behavior);
+    let (s, report) = open_stream(gw, stream_body()).await;
+    (payloads(&collect(s).await), report)
 }
 
 fn error_frame(payload: &str) -> Value {
@@ -664,9 +685,7 @@ fn error_frame(payload: &str) -> Value {
 #[tokio::test]
 async fn a_stream_broken_mid_way_ends_with_an_error_frame_then_done() {
     let (mock, gw) = setup().await;
-    mock.push_behavior(Behavior::BreakMidStream { after: 2 });
-    let (s, report) = open_stream(&gw, stream_body()).await;
-    let events = payloads(&collect(s).await);
+    let (events, report) = stream_events(&mock, &gw, Behavior::BreakMidStream { after: 2 }).await;
     assert_eq!(events.len(), 4, "{events:?}");
     assert!(events[0].contains("chunk-0") && events[1].contains("chunk-1"));
     assert_eq!(error_frame(&events[2])["error"]["code"], "upstream_error");
@@ -679,9 +698,8 @@ async fn a_stream_broken_mid_way_ends_with_an_error_frame_then_done() {
 #[tokio::test]
 async fn a_stream_without_done_ends_with_an_error_frame_then_done() {
     let (mock, gw) = setup().await;
-    mock.push_behavior(Behavior::StreamWithoutDone { chunks: 2 });
-    let (s, report) = open_stream(&gw, stream_body()).await;
-    let events = payloads(&collect(s).await);
+    let (events, report) =
+        stream_events(&mock, &gw, Behavior::StreamWithoutDone { chunks: 2 }).await;
     assert_eq!(events.len(), 2 + 2, "{events:?}"); // chunks, error, [DONE]
     let err = error_frame(&events[2]);
     assert_eq!(err["error"]["code"], "upstream_error");
@@ -696,9 +714,7 @@ async fn a_stream_without_done_ends_with_an_error_frame_then_done() {
 async fn an_idle_stream_times_out_with_an_error_frame() {
     let (mock, _) = setup().await;
     let gw = gateway(mock.base_url(), Duration::from_millis(300));
-    mock.push_behavior(Behavior::StreamThenHang { after: 1 });
-    let (s, report) = open_stream(&gw, stream_body()).await;
-    let events = payloads(&collect(s).await);
+    let (events, report) = stream_events(&mock, &gw, Behavior::StreamThenHang { after: 1 }).await;
     assert_eq!(events.len(), 3, "{events:?}");
     assert!(events[0].contains("chunk-0"));
     assert_eq!(error_frame(&events[1])["error"]["code"], "upstream_timeout");
@@ -714,9 +730,7 @@ async fn an_idle_stream_times_out_with_an_error_frame() {
 #[tokio::test]
 async fn dropping_the_stream_cancels_the_upstream_request() {
     let (mock, gw) = setup().await;
-    mock.push_behavior(Behavior::StreamGated { chunks: 5 });
-    mock.release(1);
-    let (mut s, report) = open_stream(&gw, stream_body()).await;
+    let (mut s, report) = gated_stream(&mock, &gw, 5).await;
     let first = next_frame(&mut s).await.unwrap();
     assert!(std::str::from_utf8(&first).unwrap().contains("chunk-0"));
     assert_eq!(mock.client_aborts(), 0);
@@ -834,14 +848,7 @@ async fn probe_reports_ready_not_ready_and_unreachable() {
     assert_eq!((reach.reachable, reach.status_code), (true, Some(401)));
     assert_eq!(mock.requests().last().unwrap().authorization, None);
 
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let down = gateway(
-        format!("http://127.0.0.1:{port}/v1"),
-        Duration::from_secs(2),
-    );
+    let down = gateway_to_nowhere();
     for p in [down.probe(&secret()).await, down.check_reachable().await] {
         assert!(!p.reachable);
         assert_eq!(p.status_code, None);
@@ -1028,14 +1035,7 @@ async fn a_response_goes_to_responses_with_the_default_model_and_its_usage_read(
     };
     let answer: Value = serde_json::from_slice(&done.body).unwrap();
     assert_eq!(answer["object"], "response");
-    assert_eq!(
-        done.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 7,
-            total_tokens: 12
-        })
-    );
+    assert_eq!(done.usage, usage(5, 7));
     assert_eq!(done.model, "region-default");
     let sent = mock.requests_to("/responses");
     assert_eq!(sent.len(), 1);
@@ -1085,14 +1085,7 @@ async fn a_responses_stream_keeps_its_event_names_and_ends_after_response_comple
     assert!(sent.get("stream_options").is_none(), "{sent}");
     let report = report.await.unwrap();
     assert_eq!(report.status, RunStatus::Ok);
-    assert_eq!(
-        report.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 2,
-            total_tokens: 7
-        })
-    );
+    assert_eq!(report.usage, usage(5, 2));
     assert_eq!(report.model, "region-default");
     // "chunk-0 " and "chunk-1 ": 3 tokens each in both encodings.
     assert!(report.relayed_tokens.is_some_and(|n| n > 0), "{report:?}");
@@ -1150,14 +1143,7 @@ async fn embeddings_go_to_embeddings_with_the_caller_s_model() {
     };
     let answer: Value = serde_json::from_slice(&done.body).unwrap();
     assert_eq!(answer["data"].as_array().unwrap().len(), 3);
-    assert_eq!(
-        done.usage,
-        Some(Usage {
-            prompt_tokens: 5,
-            completion_tokens: 0,
-            total_tokens: 5
-        })
-    );
+    assert_eq!(done.usage, usage(5, 0));
     assert_eq!(done.model, "text-embedding-3-small");
     assert_eq!(done.report().relayed_tokens, None);
     let sent = mock.requests_to("/embeddings");
@@ -1199,9 +1185,7 @@ fn time_spent_away_from_the_stream_is_not_upstream_silence() {
         .unwrap();
     gc.block_on(async {
         let gw = gateway(mock.base_url(), Duration::from_millis(300));
-        mock.push_behavior(Behavior::StreamGated { chunks: 3 });
-        mock.release(1);
-        let (mut s, report) = open_stream(&gw, stream_body()).await;
+        let (mut s, report) = gated_stream(&mock, &gw, 3).await;
         let first = next_frame(&mut s).await.unwrap();
         assert!(std::str::from_utf8(&first).unwrap().contains("chunk-0 "));
         mock.release(2);

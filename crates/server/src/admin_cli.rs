@@ -29,6 +29,16 @@ use uuid::Uuid;
 use crate::config::{AdminCommand, TenantCommand, UserCommand, UsersCommand};
 use crate::Config;
 
+/// One `gc-server admin` invocation: the configuration, the store, the operator at the
+/// console, and whether reports are JSON (`--json`).
+#[derive(Clone, Copy)]
+pub struct Invocation<'a> {
+    pub config: &'a Config,
+    pub store: &'a gc_persistence::DbStore,
+    pub operator: &'a LocalOperator,
+    pub json: bool,
+}
+
 /// Runs one admin command, writing its report to `out` (JSON with `json`).
 pub fn run(
     config: &Config,
@@ -38,9 +48,15 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let store = crate::open_store(config)?;
     let operator = LocalOperator::at_the_console(&login_name());
+    let inv = Invocation {
+        config,
+        store: &store,
+        operator: &operator,
+        json,
+    };
     match command {
         AdminCommand::Create { email, name } => {
-            let user = create_user(config, &store, &operator, &email, &name, None, true)?;
+            let user = create_user(&inv, &email, &name, None, true)?;
             let id = user.id;
             report_user(out, json, user, |e| {
                 format!("created platform admin {e} ({id})")
@@ -56,15 +72,7 @@ pub fn run(
                 },
         } => {
             let tenant = tenant.as_deref().map(tenant_id).transpose()?;
-            let user = create_user(
-                config,
-                &store,
-                &operator,
-                &email,
-                &name,
-                tenant,
-                platform_admin,
-            )?;
+            let user = create_user(&inv, &email, &name, tenant, platform_admin)?;
             let id = user.id;
             report_user(out, json, user, |_| id.to_string())?;
         }
@@ -72,27 +80,27 @@ pub fn run(
         | AdminCommand::Users {
             command: UsersCommand::Other(command),
         } => {
-            user_command(config, &store, &operator, command, json, out)?;
+            users(&inv, command, out)?;
         }
         AdminCommand::Tenants { command } => {
-            tenant_command(&store, &operator, command, json, out)?;
+            tenants(&inv, command, out)?;
         }
         AdminCommand::AiKeys { command } => {
-            crate::cli::ai_keys(config, &store, &operator, command, json, out)?;
+            crate::cli::ai_keys(&inv, command, out)?;
         }
         AdminCommand::Limits { command } => {
-            crate::cli::limits(&store, &operator, command, json, out)?;
+            crate::cli::limits(&inv, command, out)?;
         }
         AdminCommand::Keys { command } => {
-            crate::cli::keys(&store, &operator, command, json, out)?;
+            crate::cli::keys(&inv, command, out)?;
         }
         AdminCommand::Tokens { command } => {
-            crate::cli::tokens(&store, &operator, command, json, out)?;
+            crate::cli::tokens(&inv, command, out)?;
         }
         AdminCommand::Diagnostics(args) => {
-            crate::cli::diagnostics(config, &store, &operator, args, json, out)?;
+            crate::cli::diagnostics(&inv, args, out)?;
         }
-        AdminCommand::Usage(args) => crate::cli::usage(&store, &operator, args, json, out)?,
+        AdminCommand::Usage(args) => crate::cli::usage(&inv, args, out)?,
     }
     Ok(())
 }
@@ -161,14 +169,18 @@ pub(crate) fn all_pages<T>(
 
 /// Creates an account through the domain (the password from `GC_ADMIN_PASSWORD` or stdin).
 fn create_user(
-    config: &Config,
-    store: &gc_persistence::DbStore,
-    operator: &LocalOperator,
+    inv: &Invocation<'_>,
     email: &str,
     name: &str,
     tenant: Option<Uuid>,
     platform_admin: bool,
 ) -> anyhow::Result<User> {
+    let Invocation {
+        config,
+        store,
+        operator,
+        ..
+    } = *inv;
     let hasher = crate::hasher(config)?;
     let password = read_password()?;
     let signup = Signup::parse(email, password, name).map_err(domain)?;
@@ -196,14 +208,8 @@ fn report_user(
     )
 }
 
-fn user_command(
-    config: &Config,
-    store: &gc_persistence::DbStore,
-    operator: &LocalOperator,
-    command: UserCommand,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+fn users(inv: &Invocation, command: UserCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (config, store, operator, json) = (inv.config, inv.store, inv.operator, inv.json);
     let by_email = |email: &str| admin::find_user_by_email(store, operator, email).map_err(domain);
     // Changes the account `email` names and reports it with the line `said` makes.
     let changed = |out: &mut dyn Write, email: &str, patch: UserPatch, said: fn(&str) -> String| {
@@ -243,18 +249,26 @@ fn user_command(
                 },
             )?;
         }
-        UserCommand::Suspend { email } => changed(out, &email, status(Status::Suspended), |e| {
-            format!("suspended {e}")
-        })?,
-        UserCommand::Activate { email } => changed(out, &email, status(Status::Active), |e| {
-            format!("activated {e}")
-        })?,
-        UserCommand::Promote { email } => changed(out, &email, role(Role::PlatformAdmin), |e| {
-            format!("{e} is a platform admin")
-        })?,
-        UserCommand::Demote { email } => changed(out, &email, role(Role::Member), |e| {
-            format!("{e} is a member")
-        })?,
+        UserCommand::Suspend { email } => {
+            changed(out, &email, status(Status::Suspended), |e| {
+                format!("suspended {e}")
+            })?;
+        }
+        UserCommand::Activate { email } => {
+            changed(out, &email, status(Status::Active), |e| {
+                format!("activated {e}")
+            })?;
+        }
+        UserCommand::Promote { email } => {
+            changed(out, &email, role(Role::PlatformAdmin), |e| {
+                format!("{e} is a platform admin")
+            })?;
+        }
+        UserCommand::Demote { email } => {
+            changed(out, &email, role(Role::Member), |e| {
+                format!("{e} is a member")
+            })?;
+        }
         UserCommand::ResetPassword { email } => {
             let user = by_email(&email)?;
             let hasher = crate::hasher(config)?;
@@ -295,13 +309,8 @@ fn report_tenant(
     report(out, json, view, || said(&t, access))
 }
 
-fn tenant_command(
-    store: &gc_persistence::DbStore,
-    operator: &LocalOperator,
-    command: TenantCommand,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+fn tenants(inv: &Invocation, command: TenantCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (store, operator, json) = (inv.store, inv.operator, inv.json);
     let set_status = |id: &str, status: Status| {
         let id = tenant_id(id)?;
         let patch = TenantPatch {

@@ -10,7 +10,7 @@ use gc_persistence::testing::{fresh_sqlite_url, postgres_or_skip};
 use serde_json::{json, Value};
 
 mod common;
-use common::{free_port, run_with_stdin, wait_for_health};
+use common::{free_port, run_with_stdin, wait_for_health, CREATE_ACME};
 
 const UPSTREAM_SECRET: &str = "sk-provisioned-by-cli-XYZ9";
 const MEMBER_PASSWORD: &str = "member-password-123";
@@ -49,19 +49,10 @@ async fn provision_with_the_cli_then_run(url: &str) {
     let (_, upstream) = gc_gateway::mock::MockUpstream::start().await.unwrap();
     let up = upstream.base_url();
     let cli = |args: &[&str], stdin: &str| admin(url, &up, args, stdin, &[]);
+    // A command written as one line (arguments without spaces), with nothing on stdin.
+    let line = |command: &str| cli(&command.split_whitespace().collect::<Vec<_>>(), "");
 
-    let tenant = json_ok(cli(
-        &[
-            "tenants",
-            "create",
-            "--name",
-            "Acme",
-            "--region",
-            "AIHK",
-            "--ai-enabled",
-        ],
-        "",
-    ));
+    let tenant = json_ok(cli(&CREATE_ACME, ""));
     let tenant_id = tenant["id"].as_str().unwrap().to_owned();
     assert_eq!(tenant["ai_access"], "not_ready", "{tenant}");
 
@@ -88,24 +79,12 @@ async fn provision_with_the_cli_then_run(url: &str) {
     let keys = json_ok(cli(&["ai-keys", "list", "--tenant", &tenant_id], ""));
     assert_eq!(keys["data"].as_array().unwrap().len(), 1, "{keys}");
 
-    let limited = json_ok(cli(
-        &[
-            "limits",
-            "tenant",
-            &tenant_id,
-            "--requests-per-minute",
-            "100",
-            "--monthly-tokens",
-            "none",
-        ],
-        "",
-    ));
+    let limited = json_ok(line(&format!(
+        "limits tenant {tenant_id} --requests-per-minute 100 --monthly-tokens none"
+    )));
     assert_eq!(limited["limits"]["requests_per_minute"], 100, "{limited}");
     // The domain's rules: a limit must be a positive integer.
-    let (code, _, err) = cli(
-        &["limits", "tenant", &tenant_id, "--tokens-per-minute", "0"],
-        "",
-    );
+    let (code, _, err) = line(&format!("limits tenant {tenant_id} --tokens-per-minute 0"));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("validation_failed"), "{err}");
 
@@ -128,18 +107,8 @@ async fn provision_with_the_cli_then_run(url: &str) {
     assert_eq!(member["tenant_id"], tenant_id.as_str(), "{member}");
     assert_eq!(member["role"], "member", "{member}");
 
-    let created = json_ok(cli(
-        &[
-            "keys",
-            "create",
-            "--member",
-            "dev@acme.test",
-            "--name",
-            "ci",
-            "--scope",
-            "run",
-        ],
-        "",
+    let created = json_ok(line(
+        "keys create --member dev@acme.test --name ci --scope run",
     ));
     let workspace_key = created["key"].as_str().unwrap().to_owned();
     assert!(workspace_key.starts_with("gc_"), "{created}");
@@ -203,126 +172,60 @@ async fn provision_with_the_cli_then_run(url: &str) {
         "",
         &[("GC_ADMIN_PASSWORD", "amber-falcon-tundra-31")],
     ));
-    let token = json_ok(cli(
-        &[
-            "tokens",
-            "create",
-            "--admin",
-            "ops@acme.test",
-            "--name",
-            "terraform",
-            "--scope",
-            "admin:read",
-        ],
-        "",
+    let token = json_ok(line(
+        "tokens create --admin ops@acme.test --name terraform --scope admin:read",
     ));
     let secret = token["token"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("gca_"), "{token}");
-    let tenants = client
-        .get(format!("{base}/admin/tenants"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(tenants.status(), 200);
+    // The tenants' list, asked for with the token.
+    let with_token = || {
+        client
+            .get(format!("{base}/admin/tenants"))
+            .bearer_auth(&secret)
+            .send()
+    };
+    assert_eq!(with_token().await.unwrap().status(), 200);
     let listed = json_ok(cli(&["tokens", "list", "--admin", "ops@acme.test"], ""));
     assert_eq!(listed["data"][0]["name"], "terraform", "{listed}");
     assert!(!listed.to_string().contains(&secret));
     // The token's audit trail without SQL: the use above, for its admin only.
     let token_id = token["id"].as_str().unwrap().to_owned();
-    let uses = json_ok(cli(
-        &["tokens", "uses", "--admin", "ops@acme.test", &token_id],
-        "",
-    ));
+    let uses = json_ok(line(&format!(
+        "tokens uses --admin ops@acme.test {token_id}"
+    )));
     assert_eq!(
         uses["data"][0]["route"], "GET /api/v1/admin/tenants",
         "{uses}"
     );
     assert_eq!(uses["data"][0]["token_name"], "terraform", "{uses}");
-    let (code, _, err) = cli(
-        &["tokens", "uses", "--admin", "dev@acme.test", &token_id],
-        "",
-    );
+    let (code, _, err) = line(&format!("tokens uses --admin dev@acme.test {token_id}"));
     assert_eq!(code, 1, "another admin's token's uses are refused: {err}");
-    let (code, _, err) = cli(
-        &["tokens", "uses", "--admin", "ops@acme.test", "not-a-uuid"],
-        "",
-    );
+    let (code, _, err) = line("tokens uses --admin ops@acme.test not-a-uuid");
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("is not a token id"), "{err}");
-    let (code, _, err) = cli(
-        &[
-            "tokens",
-            "uses",
-            "--admin",
-            "ops@acme.test",
-            &token_id,
-            "--limit",
-            "0",
-        ],
-        "",
-    );
-    assert_ne!(code, 0, "a limit outside 1..=10000 is refused: {err}");
-    let (code, _, err) = cli(
-        &[
-            "tokens",
-            "create",
-            "--admin",
-            "dev@acme.test",
-            "--name",
-            "x",
-        ],
-        "",
-    );
-    assert_eq!(code, 1, "{err}");
-    json_ok(cli(
-        &[
-            "tokens",
-            "revoke",
-            "--admin",
-            "ops@acme.test",
-            token["id"].as_str().unwrap(),
-        ],
-        "",
+    let (code, _, err) = line(&format!(
+        "tokens uses --admin ops@acme.test {token_id} --limit 0"
     ));
-    let refused = client
-        .get(format!("{base}/admin/tenants"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 401);
+    assert_ne!(code, 0, "a limit outside 1..=10000 is refused: {err}");
+    let (code, _, err) = line("tokens create --admin dev@acme.test --name x");
+    assert_eq!(code, 1, "{err}");
+    json_ok(line(&format!(
+        "tokens revoke --admin ops@acme.test {token_id}"
+    )));
+    assert_eq!(with_token().await.unwrap().status(), 401);
 
     // A suspended member gets no key: the member's own rules hold.
     json_ok(cli(&["users", "suspend", "dev@acme.test"], ""));
-    let (code, _, err) = cli(
-        &[
-            "keys",
-            "create",
-            "--member",
-            "dev@acme.test",
-            "--name",
-            "x",
-            "--scope",
-            "run",
-        ],
-        "",
-    );
+    let (code, _, err) = line("keys create --member dev@acme.test --name x --scope run");
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("member_suspended"), "{err}");
 
     let listed = json_ok(cli(&["tenants", "list"], ""));
     assert_eq!(listed["data"][0]["id"], tenant_id.as_str(), "{listed}");
-    let removed = json_ok(cli(
-        &[
-            "ai-keys",
-            "remove",
-            "--tenant",
-            &tenant_id,
-            key["id"].as_str().unwrap(),
-        ],
-        "",
-    ));
+    let key_id = key["id"].as_str().unwrap();
+    let removed = json_ok(line(&format!(
+        "ai-keys remove --tenant {tenant_id} {key_id}"
+    )));
     assert_eq!(removed["deleted"], true);
 
     server.kill().unwrap();

@@ -2,11 +2,11 @@
 //! | keys | tokens | diagnostics | usage`), run by [`crate::admin_cli`].
 //!
 //! Like the rest of `gc-server admin`, they open the database directly and go through the
-//! domain's services with the [`LocalOperator`] as the admin: the same validation, sealing,
-//! probes and activity lines as the API, and no server needs to be running (see
-//! `docs/operations.md`, "Administration from the command line"). Secrets are never taken as
-//! arguments (they would land in shell history and `ps`): an AI key's secret comes from
-//! standard input or a file.
+//! domain's services with the [`LocalOperator`](gc_domain::access::LocalOperator) as the
+//! admin: the same validation, sealing, probes and activity lines as the API, and no server
+//! needs to be running (see `docs/operations.md`, "Administration from the command line").
+//! Secrets are never taken as arguments (they would land in shell history and `ps`): an AI
+//! key's secret comes from standard input or a file.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -15,7 +15,6 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use chrono::Utc;
 use clap::{Args, Subcommand};
-use gc_domain::access::LocalOperator;
 use gc_domain::admin;
 use gc_domain::admin_tokens::AdminTokenRequest;
 use gc_domain::model::TenantPatch;
@@ -37,9 +36,8 @@ use gc_persistence::DbStore;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::admin_cli::{all_pages, domain, report, report_list, shown, tenant_id};
+use crate::admin_cli::{all_pages, domain, report, report_list, shown, tenant_id, Invocation};
 use crate::upstream::GatewayProbes;
-use crate::Config;
 
 #[derive(Debug, Subcommand)]
 pub enum AiKeyCommand {
@@ -214,14 +212,8 @@ fn block_on<T>(work: impl std::future::Future<Output = T>) -> anyhow::Result<T> 
     Ok(rt.block_on(work))
 }
 
-pub fn ai_keys(
-    config: &Config,
-    store: &DbStore,
-    operator: &LocalOperator,
-    command: AiKeyCommand,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+pub fn ai_keys(inv: &Invocation, command: AiKeyCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (config, store, operator, json) = (inv.config, inv.store, inv.operator, inv.json);
     match command {
         AiKeyCommand::Add {
             tenant,
@@ -319,13 +311,8 @@ fn limit_arg(field: &str, raw: Option<&str>) -> anyhow::Result<Option<Option<i64
     .transpose()
 }
 
-pub fn limits(
-    store: &DbStore,
-    operator: &LocalOperator,
-    command: LimitsCommand,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+pub fn limits(inv: &Invocation, command: LimitsCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (store, operator, json) = (inv.store, inv.operator, inv.json);
     match command {
         LimitsCommand::Tenant {
             id,
@@ -376,13 +363,8 @@ pub fn limits(
     Ok(())
 }
 
-pub fn keys(
-    store: &DbStore,
-    operator: &LocalOperator,
-    command: KeyCommand,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+pub fn keys(inv: &Invocation, command: KeyCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (store, operator, json) = (inv.store, inv.operator, inv.json);
     match command {
         KeyCommand::Create {
             member,
@@ -415,32 +397,35 @@ pub fn keys(
                 Utc::now(),
             )
             .map_err(domain)?;
+            let secret = created.secret.expose();
             let view = serde_json::to_value(CreatedApiKey {
                 view: ApiKeyView::from(&created.key),
-                key: created.secret.expose().to_owned(),
+                key: secret.to_owned(),
             });
-            // The secret alone on standard output, so `KEY=$(gc-server admin keys create ...)`
-            // works; what it is goes to standard error.
-            report(out, json, view, || {
-                eprintln!(
-                    "workspace key {} for {} (shown once; store it now):",
-                    created.key.id,
-                    shown(&member)
-                );
-                created.secret.expose().to_owned()
-            })?;
+            let what = format!("workspace key {} for {}", created.key.id, shown(&member));
+            report_secret(out, json, view, secret, &what)?;
         }
     }
     Ok(())
 }
 
-pub fn tokens(
-    store: &DbStore,
-    operator: &LocalOperator,
-    command: TokenCommand,
-    json: bool,
+/// Reports a secret shown once: `view` with `--json`; else the secret alone on standard output,
+/// so `KEY=$(gc-server admin keys create ...)` works, and what it is (`what`) on standard error.
+fn report_secret(
     out: &mut dyn Write,
+    json: bool,
+    view: serde_json::Result<serde_json::Value>,
+    secret: &str,
+    what: &str,
 ) -> anyhow::Result<()> {
+    report(out, json, view, || {
+        eprintln!("{what} (shown once; store it now):");
+        secret.to_owned()
+    })
+}
+
+pub fn tokens(inv: &Invocation, command: TokenCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (store, operator, json) = (inv.store, inv.operator, inv.json);
     match command {
         TokenCommand::Create {
             admin,
@@ -462,18 +447,13 @@ pub fn tokens(
                 Utc::now(),
             )
             .map_err(domain)?;
+            let secret = created.secret.expose();
             let view = serde_json::to_value(token_view::CreatedAdminToken {
                 view: token_view::AdminTokenView::from(&created.token),
-                token: created.secret.expose().to_owned(),
+                token: secret.to_owned(),
             });
-            report(out, json, view, || {
-                eprintln!(
-                    "admin token {} for {} (shown once; store it now):",
-                    created.token.id,
-                    shown(&admin)
-                );
-                created.secret.expose().to_owned()
-            })?;
+            let what = format!("admin token {} for {}", created.token.id, shown(&admin));
+            report_secret(out, json, view, secret, &what)?;
         }
         TokenCommand::List { admin } => {
             let all =
@@ -538,13 +518,11 @@ pub fn tokens(
 }
 
 pub fn diagnostics(
-    config: &Config,
-    store: &DbStore,
-    operator: &LocalOperator,
+    inv: &Invocation,
     args: DiagnosticsArgs,
-    json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let (config, store, operator, json) = (inv.config, inv.store, inv.operator, inv.json);
     let request = DiagnosisRequest {
         region: args.region,
         tenant_id: args.tenant.as_deref().map(tenant_id).transpose()?,
@@ -601,13 +579,8 @@ pub fn diagnostics(
     Ok(())
 }
 
-pub fn usage(
-    store: &DbStore,
-    operator: &LocalOperator,
-    args: UsageArgs,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+pub fn usage(inv: &Invocation, args: UsageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (store, operator, json) = (inv.store, inv.operator, inv.json);
     let tenant = args.tenant.as_deref().map(tenant_id).transpose()?;
     let range = UsageRange::parse(
         args.from.as_deref(),

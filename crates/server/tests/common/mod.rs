@@ -8,6 +8,17 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gc-server");
 
+/// `gc-server admin` arguments that create tenant Acme in region AIHK with AI enabled.
+pub const CREATE_ACME: [&str; 7] = [
+    "tenants",
+    "create",
+    "--name",
+    "Acme",
+    "--region",
+    "AIHK",
+    "--ai-enabled",
+];
+
 /// `gc-server` with only these variables: the database `url`, fast bcrypt, warnings only, a
 /// fixed master key.
 pub fn base_command(url: &str) -> Command {
@@ -79,6 +90,15 @@ pub fn outcome(out: Output) -> (i32, String, String) {
         text(&out.stdout),
         text(&out.stderr),
     )
+}
+
+/// Runs `cmd` and fails the test, showing its standard error, unless it exits with 0; its
+/// output.
+#[track_caller]
+pub fn succeeded(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    out
 }
 
 /// Runs `cmd` with `stdin` on its standard input; its [`outcome`].
