@@ -10,6 +10,12 @@ import { conflict } from './workspace.js';
 
 const KIB256 = 256 * 1024;
 
+// The name and description fields of skills, collections and drafts (fresh objects per form).
+const nameAndDescription = () => [
+  { name: 'name', label: 'Name', required: true, max: 100 },
+  { name: 'description', label: 'Description', type: 'textarea', max: 1000, rows: 2 },
+];
+
 const KINDS = {
   skills: {
     title: 'Skills',
@@ -17,8 +23,7 @@ const KINDS = {
     intro: 'SKILL.md texts, stored as written. They are never run. The Guard scans each one when it is saved; its verdict informs, it never blocks.',
     scan: true,
     fields: () => [
-      { name: 'name', label: 'Name', required: true, max: 100 },
-      { name: 'description', label: 'Description', type: 'textarea', max: 1000, rows: 2 },
+      ...nameAndDescription(),
       { name: 'content', label: 'Content (SKILL.md)', type: 'textarea', required: true, maxBytes: KIB256, rows: 12, trim: false },
       { name: 'tags', label: 'Tags', type: 'tags', help: 'Separated by commas.' },
     ],
@@ -32,8 +37,7 @@ const KINDS = {
     one: 'collection',
     intro: 'Collections of sources. Stored only: nothing is indexed or fetched.',
     fields: () => [
-      { name: 'name', label: 'Name', required: true, max: 100 },
-      { name: 'description', label: 'Description', type: 'textarea', max: 1000, rows: 2 },
+      ...nameAndDescription(),
     ],
     columns: [['Sources', (r) => h('a', { href: `/memory/${r.id}` }, 'Open sources')]],
   },
@@ -54,8 +58,7 @@ const KINDS = {
     one: 'draft',
     intro: 'Agent, workflow and app drafts. Stored only: they are not run.',
     fields: () => [
-      { name: 'name', label: 'Name', required: true, max: 100 },
-      { name: 'description', label: 'Description', type: 'textarea', max: 1000, rows: 2 },
+      ...nameAndDescription(),
       { name: 'definition', label: 'Definition (JSON object)', type: 'json', value: {}, rows: 10, validate: (v) => (new TextEncoder().encode(JSON.stringify(v)).length > KIB256 ? 'must be at most 256 KiB' : null) },
     ],
     columns: [],
