@@ -330,35 +330,32 @@ mod tests {
                 "{p} not read from app.js: {patterns:?}"
             );
         }
-        for path in [
-            "/",
-            "/signin",
-            "/skills",
-            "/skills/",
-            "/memory/0190f0f0-0000-7000-8000-000000000000",
-            "/drafts/agents",
-            "/admin",
-            "/admin/tenants/abc",
-            "/admin/diagnostics",
+        // Each path, and whether it is one of the console's pages.
+        for (path, page) in [
+            ("/", true),
+            ("/signin", true),
+            ("/skills", true),
+            ("/skills/", true),
+            ("/memory/0190f0f0-0000-7000-8000-000000000000", true),
+            ("/drafts/agents", true),
+            ("/admin", true),
+            ("/admin/tenants/abc", true),
+            ("/admin/diagnostics", true),
+            ("/api", false),
+            ("/api/v1/nope", false),
+            ("/api/other", false),
+            ("/metrics", false),
+            ("/apis", false),
+            ("/healthz", false),
+            ("/readyz", false),
+            ("/nope.php", false),
+            ("/index.html", false),
+            ("/skills/x", false),
+            ("/memory//", false),
+            ("/admin/tenants/a/b", false),
+            ("/no/such/page", false),
         ] {
-            assert!(is_console_path(path), "{path}");
-        }
-        for path in [
-            "/api",
-            "/api/v1/nope",
-            "/api/other",
-            "/metrics",
-            "/apis",
-            "/healthz",
-            "/readyz",
-            "/nope.php",
-            "/index.html",
-            "/skills/x",
-            "/memory//",
-            "/admin/tenants/a/b",
-            "/no/such/page",
-        ] {
-            assert!(!is_console_path(path), "{path}");
+            assert_eq!(is_console_path(path), page, "{path}");
         }
     }
 }
