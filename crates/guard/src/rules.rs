@@ -150,6 +150,34 @@ const NO_REMEDY_HIDDEN: &str = "Remove the character(s); legitimate skill text n
 const REMEDY_SECRET: &str =
     "Remove the secret from the content, rotate it, and read it from the environment instead.";
 
+/// The rule catalog as the Markdown table that ends `docs/guard.md` (printed by
+/// `cargo run -p gc-guard --example rules_table`; a test keeps the document in step).
+pub fn markdown_table() -> String {
+    use std::fmt::Write;
+    let mut out =
+        String::from("| id | severity | category | what it catches |\n|---|---|---|---|\n");
+    for r in RULES {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} |",
+            r.id,
+            r.severity,
+            r.category.as_str(),
+            r.description.replace('|', "\\|")
+        );
+    }
+    out
+}
+
+/// How many rules and categories the catalog has, as `docs/guard.md` says it ("125 rules in 19
+/// categories").
+pub fn catalog_summary() -> String {
+    let mut categories: Vec<&str> = RULES.iter().map(|r| r.category.as_str()).collect();
+    categories.sort_unstable();
+    categories.dedup();
+    format!("{} rules in {} categories", RULES.len(), categories.len())
+}
+
 /// The catalog. Ids are stable: they appear in findings, SARIF and docs.
 pub static RULES: &[RuleDef] = &[
     // ---------------------------------------------------------------- prompt injection

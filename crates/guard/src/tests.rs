@@ -714,3 +714,18 @@ fn findings_are_capped_per_file_and_per_scan_and_the_rest_is_counted() {
     let clean = s.scan_content("Summarise the notes.");
     assert_eq!(clean.stats.findings_truncated, 0);
 }
+
+/// `docs/guard.md` ends with the generated rules table and says how many rules it lists, so a
+/// rule added to the catalog cannot be left out of the document.
+#[test]
+fn docs_guard_md_lists_every_rule_of_the_catalog() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guard.md");
+    let doc = std::fs::read_to_string(path).expect("docs/guard.md is readable");
+    let table = crate::rules::markdown_table();
+    assert!(
+        doc.ends_with(&table),
+        "docs/guard.md must end with the output of `cargo run -p gc-guard --example rules_table`"
+    );
+    let summary = crate::rules::catalog_summary();
+    assert!(doc.contains(&summary), "docs/guard.md must say {summary:?}");
+}
