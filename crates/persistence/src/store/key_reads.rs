@@ -55,21 +55,40 @@ impl Waiter {
 
 #[derive(Default)]
 struct Queue {
-    /// A statement is running (or a thread was handed the lead and is about to run one).
-    leading: bool,
+    /// Statements running (or threads handed the lead, about to run one).
+    leaders: usize,
     waiting: Vec<(String, Arc<Waiter>)>,
 }
 
+/// Statements of one store that may run at once; a read that finds fewer runs its own at once.
+pub(crate) const STATEMENTS_AT_ONCE: usize = 2;
+
 /// The queue of one store's key reads (shared by its clones).
-#[derive(Default)]
 pub(crate) struct KeyReads {
+    /// At most this many statements at once ([`STATEMENTS_AT_ONCE`]).
+    most_leaders: usize,
     queue: Mutex<Queue>,
     /// Statements run, and keys they read (for the tests and the decision's figures).
     statements: std::sync::atomic::AtomicU64,
     keys: std::sync::atomic::AtomicU64,
 }
 
+impl Default for KeyReads {
+    fn default() -> Self {
+        Self::with_statements_at_once(STATEMENTS_AT_ONCE)
+    }
+}
+
 impl KeyReads {
+    fn with_statements_at_once(most_leaders: usize) -> Self {
+        Self {
+            most_leaders: most_leaders.max(1),
+            queue: Mutex::default(),
+            statements: std::sync::atomic::AtomicU64::new(0),
+            keys: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
     /// The rows of the key whose hash is `hash`, read by a statement that started after this
     /// call began. `fetch` reads the rows of several hashes (any order, absent ones left out).
     pub(crate) fn read(
@@ -83,11 +102,16 @@ impl KeyReads {
         });
         let lead_now = {
             let mut queue = self.queue.lock();
-            queue.waiting.push((hash.to_owned(), Arc::clone(&me)));
-            !std::mem::replace(&mut queue.leading, true)
+            if queue.leaders < self.most_leaders {
+                queue.leaders += 1;
+                true
+            } else {
+                queue.waiting.push((hash.to_owned(), Arc::clone(&me)));
+                false
+            }
         };
         if lead_now {
-            self.lead(&fetch);
+            self.lead((hash.to_owned(), Arc::clone(&me)), &fetch);
         }
         let mut slot = me.slot.lock();
         loop {
@@ -95,7 +119,7 @@ impl KeyReads {
                 Slot::Done(answer) => return *answer,
                 Slot::Lead => {
                     drop(slot);
-                    self.lead(&fetch);
+                    self.lead((hash.to_owned(), Arc::clone(&me)), &fetch);
                     slot = me.slot.lock();
                 }
                 Slot::Waiting => me.woken.wait(&mut slot),
@@ -103,13 +127,19 @@ impl KeyReads {
         }
     }
 
-    /// Runs one statement for the queued reads, answers them, and hands the lead on.
-    fn lead(&self, fetch: &dyn Fn(&[&str]) -> DomainResult<Vec<KeyRows>>) {
-        let batch = {
+    /// Runs one statement for `own` read and the queued ones, answers them, and hands the
+    /// lead on.
+    fn lead(
+        &self,
+        own: (String, Arc<Waiter>),
+        fetch: &dyn Fn(&[&str]) -> DomainResult<Vec<KeyRows>>,
+    ) {
+        let mut batch = vec![own];
+        {
             let mut queue = self.queue.lock();
-            let n = queue.waiting.len().min(MOST_PER_STATEMENT);
-            queue.waiting.drain(..n).collect::<Vec<_>>()
-        };
+            let n = queue.waiting.len().min(MOST_PER_STATEMENT - 1);
+            batch.extend(queue.waiting.drain(..n));
+        }
         // Dropped last: the lead passes on even if `fetch` panics, and every waiter of the
         // batch not answered yet is (with `Unavailable`).
         let mut batch = Batch {
@@ -155,10 +185,13 @@ impl Drop for Batch<'_> {
                 retry_after_secs: RETRY_AFTER_SECS,
             }))));
         }
+        // The longest-waiting read leads next (taken out of the queue: it is told once).
         let mut queue = self.reads.queue.lock();
-        match queue.waiting.first() {
-            Some((_, next)) => next.tell(Slot::Lead),
-            None => queue.leading = false,
+        if queue.waiting.is_empty() {
+            queue.leaders = queue.leaders.saturating_sub(1);
+        } else {
+            let (_, next) = queue.waiting.remove(0);
+            next.tell(Slot::Lead);
         }
     }
 }
@@ -271,7 +304,7 @@ mod tests {
 
     #[test]
     fn reads_that_wait_for_a_statement_are_made_by_one_next_statement() {
-        let reads = Arc::new(KeyReads::default());
+        let reads = Arc::new(KeyReads::with_statements_at_once(1));
         let (release, hold) = mpsc::channel::<()>();
         let hold = Mutex::new(hold);
         std::thread::scope(|s| {
@@ -283,7 +316,7 @@ mod tests {
                     Ok(vec![rows("k0", 0)])
                 })
             });
-            while !reads.queue.lock().leading {
+            while reads.queue.lock().leaders == 0 {
                 std::thread::yield_now();
             }
             let others: Vec<_> = (1..=5)
@@ -320,8 +353,9 @@ mod tests {
             (2, 6),
             "one statement for the five that waited"
         );
-        assert!(
-            !reads.queue.lock().leading,
+        assert_eq!(
+            reads.queue.lock().leaders,
+            0,
             "the lead is given up when no one waits"
         );
     }
@@ -382,7 +416,7 @@ mod tests {
 
     #[test]
     fn a_panicking_statement_answers_its_waiters_and_passes_the_lead_on() {
-        let reads = KeyReads::default();
+        let reads = KeyReads::with_statements_at_once(1);
         let (release, hold) = mpsc::channel::<()>();
         let hold = Mutex::new(hold);
         std::thread::scope(|s| {
@@ -392,7 +426,7 @@ mod tests {
                     Ok(vec![rows("k0", 0)])
                 })
             });
-            while !reads.queue.lock().leading {
+            while reads.queue.lock().leaders == 0 {
                 std::thread::yield_now();
             }
             // Two reads queue; the one handed the lead panics in its statement.
@@ -417,7 +451,7 @@ mod tests {
                 assert!(matches!(answered, Err(DomainError::Unavailable { .. })));
             }
         });
-        assert!(!reads.queue.lock().leading);
+        assert_eq!(reads.queue.lock().leaders, 0);
         let after = reads
             .read("k3", |h| Ok(h.iter().map(|h| rows(h, 1)).collect()))
             .expect("answered");
