@@ -115,16 +115,33 @@ const fn detector(
     })
 }
 
-const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
-    detector(Scope::Line, keywords, pattern, None, false)
+impl Detector {
+    /// The same detector with a filter that decides on each match.
+    const fn filtered(self, filter: Filter) -> Detector {
+        match self {
+            Detector::Regex(mut d) => {
+                d.filter = Some(filter);
+                Detector::Regex(d)
+            }
+            Detector::Native => Detector::Native,
+        }
+    }
+
+    /// The same detector for a secret: the match (group 1 when present) is redacted in the
+    /// excerpt.
+    const fn secret(self) -> Detector {
+        match self {
+            Detector::Regex(mut d) => {
+                d.secret = true;
+                Detector::Regex(d)
+            }
+            Detector::Native => Detector::Native,
+        }
+    }
 }
 
-const fn line_f(
-    keywords: &'static [&'static str],
-    pattern: &'static str,
-    filter: Filter,
-) -> Detector {
-    detector(Scope::Line, keywords, pattern, Some(filter), false)
+const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
+    detector(Scope::Line, keywords, pattern, None, false)
 }
 
 const fn text_f(
@@ -133,14 +150,6 @@ const fn text_f(
     filter: Option<Filter>,
 ) -> Detector {
     detector(Scope::Text, keywords, pattern, filter, false)
-}
-
-const fn secret(
-    keywords: &'static [&'static str],
-    pattern: &'static str,
-    filter: Filter,
-) -> Detector {
-    detector(Scope::Line, keywords, pattern, Some(filter), true)
 }
 
 use Category as C;
@@ -188,11 +197,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Instruction override",
         description: "Tells the model to ignore, disregard or forget its previous or system instructions.",
         remediation: "Remove the override; a skill must add instructions, never cancel the host's.",
-        detector: line_f(
-            &["ignore", "disregard", "forget", "override", "bypass", "skip", "neglect", "overlook", "discard", "abandon", "dismiss", "erase", "cancel", "set aside", "throw out", "no attention", "follow"],
-            r"(?i)\b(?:ignore|disregard|forget|override|bypass|skip|neglect|overlook|discard|abandon|dismiss|drop|erase|cancel|set\s+aside|throw\s+out|pay\s+no\s+attention\s+to|stop\s+following|do\s+not\s+follow|don'?t\s+follow|no\s+longer\s+follow|cease\s+following)\s+(?:(?:the|your|all|any|of|every|my|these|those|its|each|whatever|previously|given|that|this|you|were|in)\s+){0,4}(?:previous|prior|above|earlier|preceding|original|system|safety|initial|former|old|existing|foregoing|developer'?s?|reviewer'?s?|admin(?:istrator)?'?s?|operator'?s?|all|any|your|those|these|default|built-in|current)\s+(?:[\w'-]+\s+){0,2}?(?:instructions?|prompts?|rules|guidelines|directives|guardrails|programming|context|commands|orders|constraints|restrictions|polic(?:y|ies)|guidance|training|conditioning|configuration|filters|limitations|boundaries|principles|protocols?|directions|tasks?)\b|\b(?:ignore|disregard|forget)\s+(?:everything|all(?:\s+of\s+that)?|what)\s+(?:above|before|previously|prior|said|(?:that\s+)?(?:came|comes)\s+before|you\s+(?:were|have\s+been)\s+(?:told|given|instructed))\b",
-            filters::injection_intent,
-        ),
+        detector: line(&["ignore", "disregard", "forget", "override", "bypass", "skip", "neglect", "overlook", "discard", "abandon", "dismiss", "erase", "cancel", "set aside", "throw out", "no attention", "follow"], r"(?i)\b(?:ignore|disregard|forget|override|bypass|skip|neglect|overlook|discard|abandon|dismiss|drop|erase|cancel|set\s+aside|throw\s+out|pay\s+no\s+attention\s+to|stop\s+following|do\s+not\s+follow|don'?t\s+follow|no\s+longer\s+follow|cease\s+following)\s+(?:(?:the|your|all|any|of|every|my|these|those|its|each|whatever|previously|given|that|this|you|were|in)\s+){0,4}(?:previous|prior|above|earlier|preceding|original|system|safety|initial|former|old|existing|foregoing|developer'?s?|reviewer'?s?|admin(?:istrator)?'?s?|operator'?s?|all|any|your|those|these|default|built-in|current)\s+(?:[\w'-]+\s+){0,2}?(?:instructions?|prompts?|rules|guidelines|directives|guardrails|programming|context|commands|orders|constraints|restrictions|polic(?:y|ies)|guidance|training|conditioning|configuration|filters|limitations|boundaries|principles|protocols?|directions|tasks?)\b|\b(?:ignore|disregard|forget)\s+(?:everything|all(?:\s+of\s+that)?|what)\s+(?:above|before|previously|prior|said|(?:that\s+)?(?:came|comes)\s+before|you\s+(?:were|have\s+been)\s+(?:told|given|instructed))\b").filtered(filters::injection_intent),
     },
     RuleDef {
         id: "pi.role-override",
@@ -201,11 +206,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Role or mode override",
         description: "Declares a jailbreak persona or mode (\"you are now in developer mode\", \"SYSTEM OVERRIDE\", DAN).",
         remediation: "Remove the persona switch.",
-        detector: line_f(
-            &["you are now", "developer mode", "dan mode", "god mode", "jailbreak mode", "unrestricted mode", "unfiltered mode", "uncensored mode", "evil mode", "sudo mode", "system override", "do anything now", "jailbroken", "from now on", "henceforth", "starting now", "rest of this conversation", "rest of the conversation", "act as", "act like", "pretend", "roleplay", "role-play", "role play", "behave as", "respond as", "no longer bound", "not bound", "freed from", "liberated", "released from", "no longer restricted", "not restricted", "no longer an ai", "no longer limited"],
-            r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\b(?:enable|enter|activate|switch\s+(?:to|into)|turn\s+on)\s+(?:the\s+)?(?:dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b|\b(?:from\s+now\s+on|henceforth|starting\s+now|for\s+the\s+rest\s+of\s+(?:this|the)\s+conversation)\b[^.\n]{0,80}\b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals|censorship)|not\s+bound|ignore\s+(?:all|any|your))\b|\b(?:act|pretend|roleplay|role-?\s?play|behave|respond)\s+(?:as|like|to\s+be)\s+(?:if\s+you\s+(?:are|were)\s+)?[^.\n]{0,60}?\b(?:without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|with\s+no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals)|unrestricted|unfiltered|uncensored|jailbroken|amoral|(?:that|who)\s+can\s+do\s+anything)\b|\byou\s+are\s+(?:no\s+longer|not)\s+(?:bound|restricted|limited|constrained|governed)\s+by\b|\byou\s+(?:are|have\s+been)\s+(?:now\s+)?(?:freed|liberated|released)\s+from\b|\byou\s+are\s+no\s+longer\s+an?\s+(?:ai|assistant|language\s+model)\b",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["you are now", "developer mode", "dan mode", "god mode", "jailbreak mode", "unrestricted mode", "unfiltered mode", "uncensored mode", "evil mode", "sudo mode", "system override", "do anything now", "jailbroken", "from now on", "henceforth", "starting now", "rest of this conversation", "rest of the conversation", "act as", "act like", "pretend", "roleplay", "role-play", "role play", "behave as", "respond as", "no longer bound", "not bound", "freed from", "liberated", "released from", "no longer restricted", "not restricted", "no longer an ai", "no longer limited"], r"(?i)\byou\s+are\s+now\s+(?:in\s+)?(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|developer|dan|god|evil|admin|root|unlimited)\b|\b(?:developer|dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\s+(?:is\s+)?(?:enabled|activated|on)\b|\b(?:enable|enter|activate|switch\s+(?:to|into)|turn\s+on)\s+(?:the\s+)?(?:dan|god|jailbreak|unrestricted|unfiltered|uncensored|evil|sudo)\s+mode\b|\bsystem\s+override\b|\bdo\s+anything\s+now\b|\bjailbroken\b|\b(?:from\s+now\s+on|henceforth|starting\s+now|for\s+the\s+rest\s+of\s+(?:this|the)\s+conversation)\b[^.\n]{0,80}\b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals|censorship)|not\s+bound|ignore\s+(?:all|any|your))\b|\b(?:act|pretend|roleplay|role-?\s?play|behave|respond)\s+(?:as|like|to\s+be)\s+(?:if\s+you\s+(?:are|were)\s+)?[^.\n]{0,60}?\b(?:without\s+(?:any\s+)?(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|censorship|morals)|with\s+no\s+(?:restrictions|limits|limitations|filters|rules|ethics|guidelines|morals)|unrestricted|unfiltered|uncensored|jailbroken|amoral|(?:that|who)\s+can\s+do\s+anything)\b|\byou\s+are\s+(?:no\s+longer|not)\s+(?:bound|restricted|limited|constrained|governed)\s+by\b|\byou\s+(?:are|have\s+been)\s+(?:now\s+)?(?:freed|liberated|released)\s+from\b|\byou\s+are\s+no\s+longer\s+an?\s+(?:ai|assistant|language\s+model)\b").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.new-instructions",
@@ -214,11 +215,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Replacement instructions",
         description: "Announces new system instructions or a new role for the model.",
         remediation: "State what the skill does; do not redefine the assistant.",
-        detector: line_f(
-            &["new instructions", "new task", "new role", "new system", "new goal", "new objective", "real instructions", "real task", "true instructions", "actual instructions", "real goal", "real purpose", "true purpose", "updated system", "revised system", "real system", "actual system", "true system", "override system", "system prompt", "system message", "system instruction", "system:", "admin:", "administrator:", "developer:", "message from", "instructions from", "note from", "directive from", "update from", "the above", "the previous", "end of system", "begin system", "begin new", "start new"],
-            r"(?im)\byour\s+(?:new|real|true|actual|updated)\s+(?:instructions|task|role|goal|objective|purpose|directive)\s+(?:is|are)\b|\b(?:new|updated|revised|real|actual|true|override)\s+system\s+(?:prompt|instructions?|message)\s*(?::|follows|is|are|below)|\b(?:begin|start)\s+(?:new\s+)?(?:system\s+)?instructions\b|\bsystem\s+(?:prompt|message|instructions?)\s+(?:update|override|change|patch)\s*:|^\s*(?:#+\s*)?[\[(<]?(?:system|admin|administrator|developer)[\])>]?\s*:\s*(?:you\s+(?:must|will|are|should)|ignore|from\s+now|new\s+|your\s+|disregard|forget|override)|\b(?:message|instructions?|note|directive|update)\s+from\s+(?:the\s+)?(?:system|developers?|administrator|admin|anthropic|openai|your\s+(?:creators?|developers?|operators?))\s*:|\bthe\s+(?:above|previous|prior|earlier)\s+(?:instructions|prompt|rules|system\s+prompt)\s+(?:was|were|is|are)\s+(?:fake|a\s+test|wrong|outdated|obsolete|void|cancell?ed|revoked|no\s+longer\s+valid)\b|\bend\s+of\s+(?:the\s+)?system\s+(?:prompt|instructions|message)\b|\bbegin\s+system\s+(?:prompt|instructions|message)\b",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["new instructions", "new task", "new role", "new system", "new goal", "new objective", "real instructions", "real task", "true instructions", "actual instructions", "real goal", "real purpose", "true purpose", "updated system", "revised system", "real system", "actual system", "true system", "override system", "system prompt", "system message", "system instruction", "system:", "admin:", "administrator:", "developer:", "message from", "instructions from", "note from", "directive from", "update from", "the above", "the previous", "end of system", "begin system", "begin new", "start new"], r"(?im)\byour\s+(?:new|real|true|actual|updated)\s+(?:instructions|task|role|goal|objective|purpose|directive)\s+(?:is|are)\b|\b(?:new|updated|revised|real|actual|true|override)\s+system\s+(?:prompt|instructions?|message)\s*(?::|follows|is|are|below)|\b(?:begin|start)\s+(?:new\s+)?(?:system\s+)?instructions\b|\bsystem\s+(?:prompt|message|instructions?)\s+(?:update|override|change|patch)\s*:|^\s*(?:#+\s*)?[\[(<]?(?:system|admin|administrator|developer)[\])>]?\s*:\s*(?:you\s+(?:must|will|are|should)|ignore|from\s+now|new\s+|your\s+|disregard|forget|override)|\b(?:message|instructions?|note|directive|update)\s+from\s+(?:the\s+)?(?:system|developers?|administrator|admin|anthropic|openai|your\s+(?:creators?|developers?|operators?))\s*:|\bthe\s+(?:above|previous|prior|earlier)\s+(?:instructions|prompt|rules|system\s+prompt)\s+(?:was|were|is|are)\s+(?:fake|a\s+test|wrong|outdated|obsolete|void|cancell?ed|revoked|no\s+longer\s+valid)\b|\bend\s+of\s+(?:the\s+)?system\s+(?:prompt|instructions|message)\b|\bbegin\s+system\s+(?:prompt|instructions|message)\b").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.system-prompt-extraction",
@@ -227,11 +224,7 @@ pub static RULES: &[RuleDef] = &[
         title: "System prompt extraction",
         description: "Asks the model to reveal, print or repeat its system prompt or hidden instructions.",
         remediation: "Remove the request.",
-        detector: line_f(
-            &["system prompt", "system message", "system instructions", "initial instructions", "initial prompt", "hidden instructions", "hidden prompt", "developer message", "developer prompt", "original prompt", "original instructions", "secret prompt", "secret instructions"],
-            r"(?i)\b(?:reveal|print|output|repeat|show|leak|dump|disclose|display|tell\s+me|recite|share|reproduce|write\s+out|copy|paste|send|give\s+me|provide)\b[^.\n]{0,30}?\b(?:your|the|its|all|full|entire|complete|exact|verbatim)\s+(?:\w+\s+){0,2}?(?:system\s+(?:prompt|message|instructions)|initial\s+(?:instructions|prompt)|hidden\s+(?:instructions|prompt)|developer\s+(?:message|prompt)|(?:original|initial|secret)\s+(?:prompt|instructions))\b|\bwhat\s+(?:is|are|was|were)\s+your\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))|\byour\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))\b[^.\n]{0,30}\b(?:reveal|print|output|repeat|leak|dump|disclose|recite|share)\b",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["system prompt", "system message", "system instructions", "initial instructions", "initial prompt", "hidden instructions", "hidden prompt", "developer message", "developer prompt", "original prompt", "original instructions", "secret prompt", "secret instructions"], r"(?i)\b(?:reveal|print|output|repeat|show|leak|dump|disclose|display|tell\s+me|recite|share|reproduce|write\s+out|copy|paste|send|give\s+me|provide)\b[^.\n]{0,30}?\b(?:your|the|its|all|full|entire|complete|exact|verbatim)\s+(?:\w+\s+){0,2}?(?:system\s+(?:prompt|message|instructions)|initial\s+(?:instructions|prompt)|hidden\s+(?:instructions|prompt)|developer\s+(?:message|prompt)|(?:original|initial|secret)\s+(?:prompt|instructions))\b|\bwhat\s+(?:is|are|was|were)\s+your\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))|\byour\s+(?:system\s+prompt|(?:initial|original|hidden|secret)\s+(?:instructions|prompt))\b[^.\n]{0,30}\b(?:reveal|print|output|repeat|leak|dump|disclose|recite|share)\b").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.chat-template-tokens",
@@ -252,11 +245,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Safety policy bypass",
         description: "Tells the model to bypass its content policy, ethics or safety guidelines, or claims it has no restrictions.",
         remediation: "Remove the bypass.",
-        detector: line_f(
-            &["polic", "guideline", "guardrail", "restrictions", "limitations", "filters", "regardless"],
-            r"(?i)\b(?:disregard|ignore|bypass|circumvent|violate|override|skip|evade)\b[^.\n]{0,30}\b(?:content\s+polic(?:y|ies)|ethical\s+guidelines|ethics|safety\s+(?:guidelines|policies|filters|measures|restrictions)|guardrails|usage\s+polic(?:y|ies))|\byou\s+(?:have|has)\s+no\s+(?:restrictions|limits|limitations|rules|filters|guidelines)\b|\bregardless\s+of\s+(?:any\s+)?(?:restrictions|safety|ethics|rules|content\s+polic)",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["polic", "guideline", "guardrail", "restrictions", "limitations", "filters", "regardless"], r"(?i)\b(?:disregard|ignore|bypass|circumvent|violate|override|skip|evade)\b[^.\n]{0,30}\b(?:content\s+polic(?:y|ies)|ethical\s+guidelines|ethics|safety\s+(?:guidelines|policies|filters|measures|restrictions)|guardrails|usage\s+polic(?:y|ies))|\byou\s+(?:have|has)\s+no\s+(?:restrictions|limits|limitations|rules|filters|guidelines)\b|\bregardless\s+of\s+(?:any\s+)?(?:restrictions|safety|ethics|rules|content\s+polic)").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.forced-execution",
@@ -265,11 +254,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Execution without confirmation",
         description: "Tells the agent to execute code or commands without verification, confirmation or the user's approval.",
         remediation: "Let the host's confirmation flow run; never instruct the agent to skip it.",
-        detector: line_f(
-            &["without"],
-            r"(?i)\b(?:execute|run|perform|install)\b[^.\n]{0,50}\bwithout\s+(?:any\s+)?(?:verification|verifying|confirmation|confirming|asking|approval|review(?:ing)?|checking|the\s+user'?s?\s+(?:consent|approval|confirmation|knowledge)|user\s+(?:consent|approval|confirmation)|permission)\b",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["without"], r"(?i)\b(?:execute|run|perform|install)\b[^.\n]{0,50}\bwithout\s+(?:any\s+)?(?:verification|verifying|confirmation|confirming|asking|approval|review(?:ing)?|checking|the\s+user'?s?\s+(?:consent|approval|confirmation|knowledge)|user\s+(?:consent|approval|confirmation)|permission)\b").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.credential-echo",
@@ -278,11 +263,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credential disclosure request",
         description: "Asks the model to echo or send a credential (authorization header, token, API key, password) in its reply.",
         remediation: "Remove the request; credentials must never appear in model output.",
-        detector: line_f(
-            &["authorization", "token", "api key", "api_key", "apikey", "password", "credential", "secret", "private key", "cookie"],
-            r"(?i)\b(?:echo|print|repeat|reveal|include|output|send|paste|show|tell|share|leak|disclose|return)\b[^.\n]{0,30}\b(?:value\s+of\s+)?(?:the\s+|your\s+|my\s+)?(?:authorization\s+header|bearer\s+token|access\s+token|api[\s_-]?keys?|session\s+(?:token|cookie)|passwords?|credentials|secrets?|private\s+keys?)\b[^.\n]{0,40}\b(?:in\s+(?:your|the)\s+(?:next\s+)?(?:response|reply|answer|output|message)|to\s+(?:me|us)\b)",
-            filters::not_quoted_or_negated,
-        ),
+        detector: line(&["authorization", "token", "api key", "api_key", "apikey", "password", "credential", "secret", "private key", "cookie"], r"(?i)\b(?:echo|print|repeat|reveal|include|output|send|paste|show|tell|share|leak|disclose|return)\b[^.\n]{0,30}\b(?:value\s+of\s+)?(?:the\s+|your\s+|my\s+)?(?:authorization\s+header|bearer\s+token|access\s+token|api[\s_-]?keys?|session\s+(?:token|cookie)|passwords?|credentials|secrets?|private\s+keys?)\b[^.\n]{0,40}\b(?:in\s+(?:your|the)\s+(?:next\s+)?(?:response|reply|answer|output|message)|to\s+(?:me|us)\b)").filtered(filters::not_quoted_or_negated),
     },
     RuleDef {
         id: "pi.hidden-comment",
@@ -300,11 +281,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Decode (or translate) and follow",
         description: "Tells the model to decode, decrypt, reverse, translate or ROT13 a text and then follow, run or obey what comes out: instructions kept out of sight of a human reviewer and of scanners.",
         remediation: "Write instructions in plain text; never ask the agent to act on content it must first decode.",
-        detector: line_f(
-            &["decode", "decipher", "decrypt", "deobfuscate", "unscramble", "translate", "reverse", "rot13", "rot-13", "base64", "backwards"],
-            r"(?i)\b(?:decode|decoding|decipher|decrypt|deobfuscate|unscramble|translate|translating|reverse|reversing|rot-?13|base64-?decode|read\s+(?:it\s+|this\s+)?backwards)\b[^\n]{0,120}?\b(?:follow|obey|execute|run|carry\s+out|comply\s+with|act\s+on|perform|apply)\s+(?:it|them|this|that|these|those|whatever|exactly|the\s+(?:result|output|decoded\s+\w+|hidden\s+\w+|translated\s+\w+|reversed\s+\w+|instructions?|commands?|message|text|steps))\b|\b(?:decode|decipher|decrypt|translate|reverse|rot-?13)\b[^\n]{0,120}?\b(?:do\s+what(?:ever)?\s+it\s+says|treat\s+(?:it|them|the\s+result)\s+as\s+(?:your\s+)?(?:new\s+)?(?:instructions?|prompt|orders))|\b(?:follow|obey|execute|run)\s+the\s+(?:decoded|encoded|hidden|reversed|deciphered|decrypted)\s+(?:instructions?|text|payload|commands?|message|steps)\b",
-            filters::decode_and_follow,
-        ),
+        detector: line(&["decode", "decipher", "decrypt", "deobfuscate", "unscramble", "translate", "reverse", "rot13", "rot-13", "base64", "backwards"], r"(?i)\b(?:decode|decoding|decipher|decrypt|deobfuscate|unscramble|translate|translating|reverse|reversing|rot-?13|base64-?decode|read\s+(?:it\s+|this\s+)?backwards)\b[^\n]{0,120}?\b(?:follow|obey|execute|run|carry\s+out|comply\s+with|act\s+on|perform|apply)\s+(?:it|them|this|that|these|those|whatever|exactly|the\s+(?:result|output|decoded\s+\w+|hidden\s+\w+|translated\s+\w+|reversed\s+\w+|instructions?|commands?|message|text|steps))\b|\b(?:decode|decipher|decrypt|translate|reverse|rot-?13)\b[^\n]{0,120}?\b(?:do\s+what(?:ever)?\s+it\s+says|treat\s+(?:it|them|the\s+result)\s+as\s+(?:your\s+)?(?:new\s+)?(?:instructions?|prompt|orders))|\b(?:follow|obey|execute|run)\s+the\s+(?:decoded|encoded|hidden|reversed|deciphered|decrypted)\s+(?:instructions?|text|payload|commands?|message|steps)\b").filtered(filters::decode_and_follow),
     },
     RuleDef {
         id: "pi.hidden-html",
@@ -326,11 +303,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Instructions to the reviewer or scanner",
         description: "Tells an automated reviewer, scanner or the model to classify the skill as safe, not to flag or report its code, or claims a prior approval.",
         remediation: "Remove it; a skill must not address the tools that review it.",
-        detector: line_f(
-            &["as safe", "as benign", "as clean", "as harmless", "as trusted", "as verified", "as low risk", "as low-risk", "as non-malicious", "as nonmalicious", "not flag", "n't flag", "nt flag", "never flag", "not report", "n't report", "nt report", "never report", "not mention", "n't mention", "nt mention", "never mention", "not warn", "n't warn", "nt warn", "never warn", "not raise", "n't raise", "nt raise", "never raise", "report no ", "report zero ", "approved by", "verified by", "listed by", "audited by", "certified by", "cleared by", "as safe by"],
-            r"(?i)\b(?:mark|classify|rate|report|label|treat|consider|score|judge|assess|evaluate)\s+(?:this|it|the)(?:\s+(?:skill|file|code|package|tool|script|repository|content))?\s+as\s+(?:safe|benign|clean|harmless|trusted|verified|low[\s-]risk|non-?malicious)\b|\b(?:do\s+not|don'?t|never)\s+(?:flag|report|mention|warn\s+(?:about|of)|raise\s+(?:alerts?|findings?|issues?)\s+(?:for|about))\s+(?:this|these|the\s+following|any|anything)\s*(?:\w+\s+){0,2}?(?:code|scripts?|commands?|files?|skill|lines?|section|behaviou?r|functions?|calls?|network\s+(?:calls?|requests?|activity)|malicious|suspicious|dangerous|security|findings?|vulnerabilit\w*)\b|\b(?:this|the)\s+(?:skill|code|tool|package|file|script)\s+(?:has\s+(?:already\s+)?been|was|is)\s+(?:already\s+)?(?:pre-?approved|verified|whitelisted|allow-?listed|audited|certified|cleared)\s+(?:as\s+safe\s+)?by\b|\breport\s+(?:no|zero)\s+(?:issues|findings|vulnerabilities|problems|risks)\b",
-            filters::not_quoted,
-        ),
+        detector: line(&["as safe", "as benign", "as clean", "as harmless", "as trusted", "as verified", "as low risk", "as low-risk", "as non-malicious", "as nonmalicious", "not flag", "n't flag", "nt flag", "never flag", "not report", "n't report", "nt report", "never report", "not mention", "n't mention", "nt mention", "never mention", "not warn", "n't warn", "nt warn", "never warn", "not raise", "n't raise", "nt raise", "never raise", "report no ", "report zero ", "approved by", "verified by", "listed by", "audited by", "certified by", "cleared by", "as safe by"], r"(?i)\b(?:mark|classify|rate|report|label|treat|consider|score|judge|assess|evaluate)\s+(?:this|it|the)(?:\s+(?:skill|file|code|package|tool|script|repository|content))?\s+as\s+(?:safe|benign|clean|harmless|trusted|verified|low[\s-]risk|non-?malicious)\b|\b(?:do\s+not|don'?t|never)\s+(?:flag|report|mention|warn\s+(?:about|of)|raise\s+(?:alerts?|findings?|issues?)\s+(?:for|about))\s+(?:this|these|the\s+following|any|anything)\s*(?:\w+\s+){0,2}?(?:code|scripts?|commands?|files?|skill|lines?|section|behaviou?r|functions?|calls?|network\s+(?:calls?|requests?|activity)|malicious|suspicious|dangerous|security|findings?|vulnerabilit\w*)\b|\b(?:this|the)\s+(?:skill|code|tool|package|file|script)\s+(?:has\s+(?:already\s+)?been|was|is)\s+(?:already\s+)?(?:pre-?approved|verified|whitelisted|allow-?listed|audited|certified|cleared)\s+(?:as\s+safe\s+)?by\b|\breport\s+(?:no|zero)\s+(?:issues|findings|vulnerabilities|problems|risks)\b").filtered(filters::not_quoted),
     },
     // ---------------------------------------------------------------- concealment
     RuleDef {
@@ -377,11 +350,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Instruction to read private configuration",
         description: "Tells the agent to read, send or pass the contents of a private configuration or key directory.",
         remediation: "A skill should not need the user's private configuration.",
-        detector: line_f(
-            &["~/.", "$home", "%userprofile%", "/home/", "/users/"],
-            r"(?i)\b(?:read|cat|open|load|include|attach|send|upload|pass|copy|collect|grab)\b[^\n]{0,40}(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:config|ssh|aws|gnupg|kube|docker|netrc|npmrc|pypirc|git-credentials|env\b|azure|gcloud|password-store|mozilla|local/share/keyrings)",
-            filters::private_file_instruction,
-        ),
+        detector: line(&["~/.", "$home", "%userprofile%", "/home/", "/users/"], r"(?i)\b(?:read|cat|open|load|include|attach|send|upload|pass|copy|collect|grab)\b[^\n]{0,40}(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:config|ssh|aws|gnupg|kube|docker|netrc|npmrc|pypirc|git-credentials|env\b|azure|gcloud|password-store|mozilla|local/share/keyrings)").filtered(filters::private_file_instruction),
     },
     RuleDef {
         id: "tool.runaway-invocation",
@@ -458,7 +427,7 @@ pub static RULES: &[RuleDef] = &[
         title: "AWS access key id",
         description: "An AWS access key id (AKIA/ASIA...).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["akia", "asia", "abia", "acca"], r"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b", filters::secret_token),
+        detector: line(&["akia", "asia", "abia", "acca"], r"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.aws-secret-key",
@@ -467,11 +436,7 @@ pub static RULES: &[RuleDef] = &[
         title: "AWS secret access key",
         description: "An AWS secret access key assigned to an aws_secret_access_key-like name.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["aws_secret", "awssecret", "aws-secret", "secret_access_key", "secretaccesskey"],
-            r#"(?i)aws[_-]?secret[_-]?(?:access[_-]?)?key["']?\s*(?::|=|:=|=>)\s*["']?([A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)"#,
-            filters::secret_generic,
-        ),
+        detector: line(&["aws_secret", "awssecret", "aws-secret", "secret_access_key", "secretaccesskey"], r#"(?i)aws[_-]?secret[_-]?(?:access[_-]?)?key["']?\s*(?::|=|:=|=>)\s*["']?([A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)"#).filtered(filters::secret_generic).secret(),
     },
     RuleDef {
         id: "secret.github-token",
@@ -480,11 +445,7 @@ pub static RULES: &[RuleDef] = &[
         title: "GitHub token",
         description: "A GitHub personal access, OAuth, app or refresh token (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_).",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-            r"\b(gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{50,255})\b",
-            filters::secret_token,
-        ),
+        detector: line(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"], r"\b(gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{50,255})\b").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.openai-key",
@@ -493,7 +454,7 @@ pub static RULES: &[RuleDef] = &[
         title: "OpenAI API key",
         description: "An OpenAI API key (sk-, sk-proj-, sk-svcacct-).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["sk-"], r"\b(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})\b", filters::secret_openai),
+        detector: line(&["sk-"], r"\b(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,})\b").filtered(filters::secret_openai).secret(),
     },
     RuleDef {
         id: "secret.anthropic-key",
@@ -502,7 +463,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Anthropic API key",
         description: "An Anthropic API key (sk-ant-...).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["sk-ant-"], r"\b(sk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{32,})", filters::secret_token),
+        detector: line(&["sk-ant-"], r"\b(sk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{32,})").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.slack-token",
@@ -511,7 +472,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Slack token",
         description: "A Slack bot, user, app or refresh token (xoxb-, xoxp-, xoxa-, xoxe-, xapp-).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["xox", "xapp-"], r"\b((?:xox[abposre]|xapp)-[0-9A-Za-z-]{20,})\b", filters::secret_token),
+        detector: line(&["xox", "xapp-"], r"\b((?:xox[abposre]|xapp)-[0-9A-Za-z-]{20,})\b").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.slack-webhook",
@@ -520,11 +481,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Slack incoming webhook",
         description: "A Slack incoming-webhook, workflow-webhook or trigger URL, which lets anyone post into a channel or start a workflow.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["hooks.slack.com"],
-            r"https://hooks\.slack\.com/(?:services/(T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,})|workflows/(T[A-Z0-9]{6,}/A[A-Z0-9]{6,}/\d{10,}/[A-Za-z0-9]{16,})|triggers/(T[A-Z0-9]{6,}/\d{10,}/[A-Za-z0-9]{16,}))",
-            filters::secret_token,
-        ),
+        detector: line(&["hooks.slack.com"], r"https://hooks\.slack\.com/(?:services/(T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,})|workflows/(T[A-Z0-9]{6,}/A[A-Z0-9]{6,}/\d{10,}/[A-Za-z0-9]{16,})|triggers/(T[A-Z0-9]{6,}/\d{10,}/[A-Za-z0-9]{16,}))").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.stripe-key",
@@ -533,7 +490,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Stripe secret key",
         description: "A Stripe secret or restricted key (sk_live_, rk_live_; test-mode sk_test_/rk_test_ keys are medium).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["sk_live_", "rk_live_", "sk_test_", "rk_test_"], r"\b((?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,247})\b", filters::secret_stripe),
+        detector: line(&["sk_live_", "rk_live_", "sk_test_", "rk_test_"], r"\b((?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,247})\b").filtered(filters::secret_stripe).secret(),
     },
     RuleDef {
         id: "secret.google-api-key",
@@ -542,7 +499,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Google API key",
         description: "A Google API key (AIza...).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["aiza"], r"\b(AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)", filters::secret_token),
+        detector: line(&["aiza"], r"\b(AIza[0-9A-Za-z_-]{35})(?:[^0-9A-Za-z_-]|$)").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.huggingface-token",
@@ -551,7 +508,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Hugging Face token",
         description: "A Hugging Face user or organisation access token (hf_, api_org_).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["hf_", "api_org_"], r"\b((?:hf|api_org)_[A-Za-z0-9]{30,40})\b", filters::secret_token),
+        detector: line(&["hf_", "api_org_"], r"\b((?:hf|api_org)_[A-Za-z0-9]{30,40})\b").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.azure-client-secret",
@@ -560,7 +517,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Azure AD client secret",
         description: "A Microsoft Entra ID (Azure AD) application client secret (the xxxNQ~ shape).",
         remediation: REMEDY_SECRET,
-        detector: secret(&["q~"], r"(?:^|[^A-Za-z0-9_~.])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|$)", filters::secret_token),
+        detector: line(&["q~"], r"(?:^|[^A-Za-z0-9_~.])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|$)").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.azure-storage-key",
@@ -569,7 +526,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Azure storage account key",
         description: "An Azure storage connection string with an AccountKey.",
         remediation: REMEDY_SECRET,
-        detector: secret(&["accountkey="], r"(?i)AccountKey=([A-Za-z0-9+/]{86}==)", filters::secret_token),
+        detector: line(&["accountkey="], r"(?i)AccountKey=([A-Za-z0-9+/]{86}==)").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.service-token",
@@ -578,11 +535,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Service access token",
         description: "A token with a provider-specific shape: GitLab, npm, PyPI, SendGrid, Shopify, DigitalOcean, Doppler, Databricks, Linear, Postman, Grafana, New Relic, Vault, Terraform Cloud, age, 1Password, Pulumi, Fly.io, Replicate, Groq, Perplexity, xAI, LangSmith, Supabase, Docker Hub, Sentry, Buildkite, PlanetScale, RubyGems, Square, Telegram, Google OAuth, Atlassian, Mapbox, Heroku, Netlify, Figma, Dynatrace, Contentful, Render, Mailchimp, Mailgun, Brevo, JFrog, Typeform, Clojars, Alibaba, Cloudflare origin CA, Pinecone, Stripe webhook signing, Adafruit, Frame.io, ReadMe, Infracost, Flutterwave, EasyPost, Tavily, Firecrawl, Harness, Microsoft Teams and Power Automate webhooks, Zapier catch hooks, 1Password secret keys, Defined Networking, Sourcegraph, OpenShift, Octopus Deploy, Plaid, Scalingo, SettleMint, MaxMind, Intra42, Adobe, Dropbox, Yandex ...",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["glpat-", "glptt-", "gldt-", "glrt-", "gr1348941", "npm_", "pypi-ageichlwas5vcmc", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "dp.pt.", "dapi", "lin_api_", "pmak-", "glc_", "glsa_", "nrak-", "hvs.", "hvb.", "atlasv1", "age-secret-key-1", "ops_eyj", "pul-", "fo1_", "r8_", "gsk_", "pplx-", "xai-", "lsv2_", "sbp_", "dckr_pat_", "sntrys_", "sntryu_", "bkua_", "pscale_tkn_", "pscale_pw_", "rubygems_", "sq0atp-", "sq0csp-", ":aa", "gocspx-", "ya29.", "atatt3", "sk.eyj", "hrku-", "nfp_", "figd_", "dt0c01.", "cfpat-", "rnd_", "-us", "ntn_", "shippo_live_", "duffel_live_", "pnu_", "glcbt-", "glft-", "glsoat-", "gloas-", "glimt-", "glagent-", "glffct-", "key-", "xkeysib-", "nrjs-", "nrii-", "nraa-", "akcp", "cmvmdgtu", "tfp_", "dp.ct.", "dp.st.", "dp.sa.", "dp.scim.", "dp.audit.", "clojars_", "ltai", "v1.0-", "pcsk_", "whsec_", "aio_", "fio-u-", "rdme_", "ico-", "flwseck", "ezak", "tvly-", "fc-", "pat.", "xoxe.xox", "webhookb2", "logic.azure.com", "hooks.zapier.com", "a3-", "dnkey-", "sgp_", "sha256~", "api-", "access-sandbox-", "access-development-", "access-production-", "tk-us-", "sm_pat_", "sm_aat_", "sm_sat_", "_mmk", "s-s4t2", "duffel_test_", "eztk", "shippo_test_", "p8e-", "sl.", "aqvn"],
-            r"\b((?:glpat-[0-9A-Za-z_-]{20}|glptt-[0-9a-f]{40}|gl(?:dt|rt)-[0-9A-Za-z_-]{20}|GR1348941[0-9A-Za-z_-]{20}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{43}|dapi[a-f0-9]{32}(?:-\d)?|lin_api_[A-Za-z0-9]{40}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|NRAK-[A-Z0-9]{27}|hv[sb]\.[\w-]{90,200}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|ops_eyJ[A-Za-z0-9+/=]{250,}|pul-[a-f0-9]{40}|fo1_[\w-]{43}|r8_[A-Za-z0-9]{37}|gsk_[A-Za-z0-9]{52}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{80}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|sbp_[a-f0-9]{40}|dckr_pat_[A-Za-z0-9_-]{27}|sntrys_eyJ[A-Za-z0-9+/=_-]{50,}|sntryu_[a-f0-9]{64}|bkua_[a-f0-9]{40}|pscale_(?:tkn|pw)_[\w.-]{32,64}|rubygems_[a-f0-9]{48}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}|\d{8,10}:AA[0-9A-Za-z_-]{33}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,}|ATATT3[A-Za-z0-9_=-]{186}|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}|HRKU-[A-Za-z0-9_-]{60}|nfp_[A-Za-z0-9]{36}|figd_[A-Za-z0-9_-]{40}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|CFPAT-[A-Za-z0-9_-]{43}|rnd_[A-Za-z0-9]{32}|[0-9a-f]{32}-us\d{1,2}|ntn_\d{11}[A-Za-z0-9]{32,35}|shippo_live_[a-f0-9]{40}|duffel_live_[A-Za-z0-9_=-]{43}|pnu_[A-Za-z0-9]{36}|gl(?:cbt|ft|soat|oas|imt|agent|ffct)-[0-9A-Za-z_-]{20,64}|key-[0-9a-f]{32}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|NRJS-[a-f0-9]{19}|NRII-[A-Za-z0-9-]{32}|NRAA-[a-f0-9]{27}|AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}|tfp_[A-Za-z0-9_.=-]{59}|dp\.(?:ct|st|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}|CLOJARS_[a-z0-9]{60}|LTAI[A-Za-z0-9]{20}|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{40,}|whsec_[A-Za-z0-9+/=]{32,}|aio_[A-Za-z0-9]{28}|fio-u-[A-Za-z0-9_=-]{64}|rdme_[a-z0-9]{70}|ico-[A-Za-z0-9]{32}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|EZAK[A-Za-z0-9]{54}|tvly-(?:dev-)?[A-Za-z0-9]{32}|fc-[a-f0-9]{32}|pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{100,}|glpat-[0-9A-Za-z_-]{27,300}\.[0-9a-z]{9}|https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[0-9a-f-]{36}@[0-9a-f-]{36}/IncomingWebhook/[0-9a-f]{32}/[0-9a-f-]{36}(?:/[A-Za-z0-9_-]{20,})?|https://[a-z0-9.-]+\.logic\.azure\.com(?::443)?/workflows/[0-9a-f]{32}/triggers/[A-Za-z0-9_]+/paths/invoke\?[A-Za-z0-9_.%&=-]*?sig=[A-Za-z0-9_-]{40,}|hooks\.zapier\.com/hooks/catch/\d{4,12}/[a-z0-9]{5,10}/?|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}|dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}|sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}|sha256~[A-Za-z0-9_-]{43}|API-[A-Z0-9]{26}|access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|tk-us-[A-Za-z0-9_-]{48}|sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|s-s4t2(?:ud|af)-[a-f0-9]{64}|duffel_test_[A-Za-z0-9_=-]{43}|EZTK[A-Za-z0-9]{54}|shippo_test_[a-f0-9]{40}|p8e-[A-Za-z0-9]{32}|sl\.(?:u\.)?[A-Za-z0-9_=-]{130,}|AQVN[A-Za-z0-9_-]{35,38}))(?:[^A-Za-z0-9_-]|$)",
-            filters::secret_token,
-        ),
+        detector: line(&["glpat-", "glptt-", "gldt-", "glrt-", "gr1348941", "npm_", "pypi-ageichlwas5vcmc", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "dop_v1_", "doo_v1_", "dor_v1_", "dp.pt.", "dapi", "lin_api_", "pmak-", "glc_", "glsa_", "nrak-", "hvs.", "hvb.", "atlasv1", "age-secret-key-1", "ops_eyj", "pul-", "fo1_", "r8_", "gsk_", "pplx-", "xai-", "lsv2_", "sbp_", "dckr_pat_", "sntrys_", "sntryu_", "bkua_", "pscale_tkn_", "pscale_pw_", "rubygems_", "sq0atp-", "sq0csp-", ":aa", "gocspx-", "ya29.", "atatt3", "sk.eyj", "hrku-", "nfp_", "figd_", "dt0c01.", "cfpat-", "rnd_", "-us", "ntn_", "shippo_live_", "duffel_live_", "pnu_", "glcbt-", "glft-", "glsoat-", "gloas-", "glimt-", "glagent-", "glffct-", "key-", "xkeysib-", "nrjs-", "nrii-", "nraa-", "akcp", "cmvmdgtu", "tfp_", "dp.ct.", "dp.st.", "dp.sa.", "dp.scim.", "dp.audit.", "clojars_", "ltai", "v1.0-", "pcsk_", "whsec_", "aio_", "fio-u-", "rdme_", "ico-", "flwseck", "ezak", "tvly-", "fc-", "pat.", "xoxe.xox", "webhookb2", "logic.azure.com", "hooks.zapier.com", "a3-", "dnkey-", "sgp_", "sha256~", "api-", "access-sandbox-", "access-development-", "access-production-", "tk-us-", "sm_pat_", "sm_aat_", "sm_sat_", "_mmk", "s-s4t2", "duffel_test_", "eztk", "shippo_test_", "p8e-", "sl.", "aqvn"], r"\b((?:glpat-[0-9A-Za-z_-]{20}|glptt-[0-9a-f]{40}|gl(?:dt|rt)-[0-9A-Za-z_-]{20}|GR1348941[0-9A-Za-z_-]{20}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{43}|dapi[a-f0-9]{32}(?:-\d)?|lin_api_[A-Za-z0-9]{40}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|NRAK-[A-Z0-9]{27}|hv[sb]\.[\w-]{90,200}|[a-z0-9]{14}\.atlasv1\.[a-z0-9_=-]{60,70}|AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}|ops_eyJ[A-Za-z0-9+/=]{250,}|pul-[a-f0-9]{40}|fo1_[\w-]{43}|r8_[A-Za-z0-9]{37}|gsk_[A-Za-z0-9]{52}|pplx-[A-Za-z0-9]{48}|xai-[A-Za-z0-9]{80}|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}|sbp_[a-f0-9]{40}|dckr_pat_[A-Za-z0-9_-]{27}|sntrys_eyJ[A-Za-z0-9+/=_-]{50,}|sntryu_[a-f0-9]{64}|bkua_[a-f0-9]{40}|pscale_(?:tkn|pw)_[\w.-]{32,64}|rubygems_[a-f0-9]{48}|sq0(?:atp|csp)-[0-9A-Za-z_-]{22,43}|\d{8,10}:AA[0-9A-Za-z_-]{33}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[0-9A-Za-z_-]{30,}|ATATT3[A-Za-z0-9_=-]{186}|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}|HRKU-[A-Za-z0-9_-]{60}|nfp_[A-Za-z0-9]{36}|figd_[A-Za-z0-9_-]{40}|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}|CFPAT-[A-Za-z0-9_-]{43}|rnd_[A-Za-z0-9]{32}|[0-9a-f]{32}-us\d{1,2}|ntn_\d{11}[A-Za-z0-9]{32,35}|shippo_live_[a-f0-9]{40}|duffel_live_[A-Za-z0-9_=-]{43}|pnu_[A-Za-z0-9]{36}|gl(?:cbt|ft|soat|oas|imt|agent|ffct)-[0-9A-Za-z_-]{20,64}|key-[0-9a-f]{32}|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}|NRJS-[a-f0-9]{19}|NRII-[A-Za-z0-9-]{32}|NRAA-[a-f0-9]{27}|AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}|tfp_[A-Za-z0-9_.=-]{59}|dp\.(?:ct|st|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}|CLOJARS_[a-z0-9]{60}|LTAI[A-Za-z0-9]{20}|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}|pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{40,}|whsec_[A-Za-z0-9+/=]{32,}|aio_[A-Za-z0-9]{28}|fio-u-[A-Za-z0-9_=-]{64}|rdme_[a-z0-9]{70}|ico-[A-Za-z0-9]{32}|FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|EZAK[A-Za-z0-9]{54}|tvly-(?:dev-)?[A-Za-z0-9]{32}|fc-[a-f0-9]{32}|pat\.[A-Za-z0-9_-]{22}\.[0-9a-f]{24}\.[A-Za-z0-9]{20}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{100,}|glpat-[0-9A-Za-z_-]{27,300}\.[0-9a-z]{9}|https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[0-9a-f-]{36}@[0-9a-f-]{36}/IncomingWebhook/[0-9a-f]{32}/[0-9a-f-]{36}(?:/[A-Za-z0-9_-]{20,})?|https://[a-z0-9.-]+\.logic\.azure\.com(?::443)?/workflows/[0-9a-f]{32}/triggers/[A-Za-z0-9_]+/paths/invoke\?[A-Za-z0-9_.%&=-]*?sig=[A-Za-z0-9_-]{40,}|hooks\.zapier\.com/hooks/catch/\d{4,12}/[a-z0-9]{5,10}/?|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}|dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52}|sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}|sha256~[A-Za-z0-9_-]{43}|API-[A-Z0-9]{26}|access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|tk-us-[A-Za-z0-9_-]{48}|sm_(?:pat|aat|sat)_[A-Za-z0-9]{16}|[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk|s-s4t2(?:ud|af)-[a-f0-9]{64}|duffel_test_[A-Za-z0-9_=-]{43}|EZTK[A-Za-z0-9]{54}|shippo_test_[a-f0-9]{40}|p8e-[A-Za-z0-9]{32}|sl\.(?:u\.)?[A-Za-z0-9_=-]{130,}|AQVN[A-Za-z0-9_-]{35,38}))(?:[^A-Za-z0-9_-]|$)").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.url-password",
@@ -591,11 +544,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Password in a URL or a curl command",
         description: "A password written into a URL (scheme://user:password@host) or given to curl -u / --user.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["://", "curl"],
-            r#"(?i)\b(?:https?|ftps?|sftp|git|ssh|smtps?|imaps?|ldaps?|wss?|svn|nntp|rsync|amqps?|mqtts?)://[^\s:/@'"<>]+:([^\s/@'"<>]{6,})@[\w-]+(?:\.[\w-]+)*|\bcurl\b[^\n]*?\s(?:-u|--user)\s*["']?[^\s:'"]+:([^\s'"]{6,})"#,
-            filters::secret_password,
-        ),
+        detector: line(&["://", "curl"], r#"(?i)\b(?:https?|ftps?|sftp|git|ssh|smtps?|imaps?|ldaps?|wss?|svn|nntp|rsync|amqps?|mqtts?)://[^\s:/@'"<>]+:([^\s/@'"<>]{6,})@[\w-]+(?:\.[\w-]+)*|\bcurl\b[^\n]*?\s(?:-u|--user)\s*["']?[^\s:'"]+:([^\s'"]{6,})"#).filtered(filters::secret_password).secret(),
     },
     RuleDef {
         id: "secret.sidekiq",
@@ -604,11 +553,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Sidekiq Pro/Enterprise credentials",
         description: "Sidekiq Pro or Enterprise gem-server credentials (BUNDLE_GEMS__CONTRIBSYS__COM or user:password@gems.contribsys.com).",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["contribsys"],
-            r#"(?i)\bBUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM["']?\s*(?::|=|:=|=>)?\s*["']?([a-f0-9]{8}:[a-f0-9]{8})\b|\b(?:https?://)?([a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com"#,
-            filters::secret_token,
-        ),
+        detector: line(&["contribsys"], r#"(?i)\bBUNDLE_(?:ENTERPRISE|GEMS)__CONTRIBSYS__COM["']?\s*(?::|=|:=|=>)?\s*["']?([a-f0-9]{8}:[a-f0-9]{8})\b|\b(?:https?://)?([a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com"#).filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.private-key",
@@ -632,11 +577,7 @@ pub static RULES: &[RuleDef] = &[
         title: "JSON Web Token",
         description: "A signed JWT (three base64url parts); it is a bearer credential until it expires.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["eyj"],
-            r"\b(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,})",
-            filters::secret_token,
-        ),
+        detector: line(&["eyj"], r"\b(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,})").filtered(filters::secret_token).secret(),
     },
     RuleDef {
         id: "secret.generic-assignment",
@@ -645,11 +586,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Hard-coded credential",
         description: "A high-entropy literal assigned to a password/secret/token/API-key name (placeholders and references are ignored).",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["password", "passwd", "secret", "token", "api_key", "apikey", "api-key", "access_key", "accesskey", "auth_key", "private_key"],
-            r#"(?i)\b[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key)[\w.-]*["']?\s*(?::|=|:=|=>)\s*["']([^"'\s]{10,})["']"#,
-            filters::secret_generic,
-        ),
+        detector: line(&["password", "passwd", "secret", "token", "api_key", "apikey", "api-key", "access_key", "accesskey", "auth_key", "private_key"], r#"(?i)\b[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key)[\w.-]*["']?\s*(?::|=|:=|=>)\s*["']([^"'\s]{10,})["']"#).filtered(filters::secret_generic).secret(),
     },
     RuleDef {
         id: "secret.auth-header",
@@ -658,11 +595,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credential written into an HTTP header",
         description: "A literal credential in an Authorization header (Bearer, Basic, token, Bot, SSWS ...) or an API-key header (X-API-Key, PRIVATE-TOKEN, X-Auth-Token ...), in curl -H, code or configuration; a variable, a command substitution or a placeholder is not reported.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["authorization", "api-key", "apikey", "private-token", "auth-token", "access-token", "x-jfrog-art-api", "x-vault-token", "x-figma-token"],
-            r#"(?i)\b(?:(?:proxy-)?authorization["']?\s*[:=]\s*["']?\s*(?:bearer|basic|token|bot|ssws|apikey|api-key|key|genie-?key)\s+|(?:x-api-key|x-apikey|api-key|apikey|x-auth-token|x-access-token|private-token|x-jfrog-art-api|x-vault-token|x-figma-token)["']?\s*:\s*["']?\s*)([A-Za-z0-9._~+/=-]{16,})"#,
-            filters::secret_auth_header,
-        ),
+        detector: line(&["authorization", "api-key", "apikey", "private-token", "auth-token", "access-token", "x-jfrog-art-api", "x-vault-token", "x-figma-token"], r#"(?i)\b(?:(?:proxy-)?authorization["']?\s*[:=]\s*["']?\s*(?:bearer|basic|token|bot|ssws|apikey|api-key|key|genie-?key)\s+|(?:x-api-key|x-apikey|api-key|apikey|x-auth-token|x-access-token|private-token|x-jfrog-art-api|x-vault-token|x-figma-token)["']?\s*:\s*["']?\s*)([A-Za-z0-9._~+/=-]{16,})"#).filtered(filters::secret_auth_header).secret(),
     },
     RuleDef {
         id: "secret.discord-bot-token",
@@ -701,11 +634,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credentials in a connection string",
         description: "A database or broker URL with an embedded password.",
         remediation: REMEDY_SECRET,
-        detector: secret(
-            &["postgres", "mysql", "mongodb", "redis", "amqp"],
-            r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]+:([^\s@/]{8,})@",
-            filters::secret_generic,
-        ),
+        detector: line(&["postgres", "mysql", "mongodb", "redis", "amqp"], r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?)://[^\s:/@]+:([^\s@/]{8,})@").filtered(filters::secret_generic).secret(),
     },
     // ---------------------------------------------------------------- fetch and execute
     RuleDef {
@@ -715,11 +644,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Download piped into a shell",
         description: "curl/wget output piped straight into sh, bash, python or another interpreter (well-known vendor installers, GitHub release installers and a project's own install script in its repository are reported as low).",
         remediation: "Download, verify (checksum or signature) and review the script before running it.",
-        detector: line_f(
-            &["curl", "wget"],
-            r"(?i)\b(?:curl|wget)\b[^|\n;]*\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+\S+\s+)?(?:/(?:usr/)?bin/)?(?:(?:ba|z|k|da|fi|tc|c)?sh|python[23]?|perl|ruby|node|php)\b",
-            filters::known_installer,
-        ),
+        detector: line(&["curl", "wget"], r"(?i)\b(?:curl|wget)\b[^|\n;]*\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:env\s+\S+\s+)?(?:/(?:usr/)?bin/)?(?:(?:ba|z|k|da|fi|tc|c)?sh|python[23]?|perl|ruby|node|php)\b").filtered(filters::known_installer),
     },
     RuleDef {
         id: "exec.shell-substitution",
@@ -728,11 +653,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Downloaded script executed via substitution",
         description: "bash <(curl ...), sh -c \"$(curl ...)\", source <(wget ...) and similar.",
         remediation: "Download, verify and review the script before running it.",
-        detector: line_f(
-            &["curl", "wget"],
-            r#"(?i)\b(?:(?:ba|z|k)?sh|source|\.)\s+(?:-\S+\s+)*<\(\s*(?:curl|wget)\b|\b(?:(?:ba|z|k)?sh\s+-c|eval|exec)\s+["']?\$\(\s*(?:curl|wget)\b"#,
-            filters::known_installer,
-        ),
+        detector: line(&["curl", "wget"], r#"(?i)\b(?:(?:ba|z|k)?sh|source|\.)\s+(?:-\S+\s+)*<\(\s*(?:curl|wget)\b|\b(?:(?:ba|z|k)?sh\s+-c|eval|exec)\s+["']?\$\(\s*(?:curl|wget)\b"#).filtered(filters::known_installer),
     },
     RuleDef {
         id: "exec.powershell-download",
@@ -741,11 +662,7 @@ pub static RULES: &[RuleDef] = &[
         title: "PowerShell download-and-execute",
         description: "Invoke-Expression/IEX of downloaded content, or an -EncodedCommand payload.",
         remediation: "Download, verify and review the script before running it.",
-        detector: line_f(
-            &["iex", "invoke-expression", "powershell"],
-            r"(?i)\b(?:iex|invoke-expression)\b[^\n]{0,80}\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod|net\.webclient)\b|\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]{0,160}\|\s*(?:iex|invoke-expression)\b|\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}",
-            filters::known_installer
-        ),
+        detector: line(&["iex", "invoke-expression", "powershell"], r"(?i)\b(?:iex|invoke-expression)\b[^\n]{0,80}\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod|net\.webclient)\b|\b(?:downloadstring|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^\n]{0,160}\|\s*(?:iex|invoke-expression)\b|\bpowershell(?:\.exe)?\b[^\n]*\s-(?:e|ec|enc|encodedcommand)\s+[A-Za-z0-9+/=]{20,}").filtered(filters::known_installer),
     },
     RuleDef {
         id: "exec.remote-code-eval",
@@ -800,11 +717,7 @@ pub static RULES: &[RuleDef] = &[
         title: "eval/exec of a variable",
         description: "eval() or exec() applied to a variable or formatted string: arbitrary code execution if the value is attacker-influenced.",
         remediation: "Parse the input instead (ast.literal_eval, a real expression parser, a dispatch table).",
-        detector: line_f(
-            &["eval(", "exec(", "eval (", "exec ("],
-            r#"\b(?:eval|exec)\s*\(\s*(?:f["']|[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?\s*[,)])"#,
-            filters::not_method_call,
-        ),
+        detector: line(&["eval(", "exec(", "eval (", "exec ("], r#"\b(?:eval|exec)\s*\(\s*(?:f["']|[A-Za-z_][\w.]*(?:\[[^\]\n]*\])?\s*[,)])"#).filtered(filters::not_method_call),
     },
     RuleDef {
         id: "code.child-process-inline",
@@ -1063,11 +976,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Shell start-up file modified",
         description: "Appends to ~/.bashrc, ~/.zshrc, ~/.profile and similar (high when what is appended downloads or connects).",
         remediation: "Tell the user what to add; do not edit their shell start-up files.",
-        detector: line_f(
-            &["bashrc", "zshrc", "bash_profile", ".profile", "zprofile", "bash_login", "zshenv", "config.fish"],
-            r#"(?i)(?:>>|\btee\s+-a\b|\.write\(|open\([^)\n]*["']a["'])[^\n]{0,80}(?:~|\$HOME|\$\{HOME\})/\.(?:bashrc|bash_profile|zshrc|zprofile|profile|bash_login|zshenv|config/fish/config\.fish)|open\([^)\n]*\.(?:bashrc|zshrc|bash_profile|profile)["'][^)\n]*["']a\+?["']"#,
-            filters::escalate_if_network,
-        ),
+        detector: line(&["bashrc", "zshrc", "bash_profile", ".profile", "zprofile", "bash_login", "zshenv", "config.fish"], r#"(?i)(?:>>|\btee\s+-a\b|\.write\(|open\([^)\n]*["']a["'])[^\n]{0,80}(?:~|\$HOME|\$\{HOME\})/\.(?:bashrc|bash_profile|zshrc|zprofile|profile|bash_login|zshenv|config/fish/config\.fish)|open\([^)\n]*\.(?:bashrc|zshrc|bash_profile|profile)["'][^)\n]*["']a\+?["']"#).filtered(filters::escalate_if_network),
     },
     RuleDef {
         id: "persist.launch-agent",
@@ -1125,11 +1034,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credential file access",
         description: "References a private key, cloud or registry credential file (high when the same line sends data over the network; a key given to ssh -i, IdentityFile or ssh-add is used, not read, and is low).",
         remediation: "A skill must not read the user's credentials.",
-        detector: line_f(
-            &[".ssh/id_", ".ssh\\id_", ".aws/credentials", ".aws\\credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"],
-            r"(?i)\.ssh[/\\]id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws[/\\]credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b",
-            filters::credential_file,
-        ),
+        detector: line(&[".ssh/id_", ".ssh\\id_", ".aws/credentials", ".aws\\credentials", "gcloud/", "netrc", "git-credentials", "docker/config.json", "kube/config", "npmrc", "pypirc", "gnupg", "password-store", "wallet.dat", "login data", "find-generic-password", "find-internet-password"], r"(?i)\.ssh[/\\]id_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws[/\\]credentials\b|\.config/gcloud/(?:credentials|application_default_credentials|access_tokens)|(?:~|\$HOME|\$\{HOME\}|%USERPROFILE%|/root|/home/[\w.-]+|/Users/[\w.-]+)[/\\]\.(?:netrc|git-credentials|docker/config\.json|kube/config|npmrc|pypirc|gnupg\b|password-store\b)|\bwallet\.dat\b|\bLogin\s+Data\b|\bsecurity\s+find-(?:generic|internet)-password\b").filtered(filters::credential_file),
     },
     RuleDef {
         id: "exfil.env-to-network",
@@ -1150,11 +1055,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Environment harvesting",
         description: "Iterates or serialises all environment variables in code that also talks to the network and looks for key/secret/token names.",
         remediation: "Read only the variables the skill needs, by name.",
-        detector: line_f(
-            &["os.environ", "process.env"],
-            r"\bos\.environ\.(?:items|copy|keys|values)\(\)|\b(?:dict|json\.dumps|str)\(\s*os\.environ\s*\)|JSON\.stringify\(\s*process\.env\s*\)|Object\.(?:entries|keys|values)\(\s*process\.env\s*\)",
-            filters::env_harvest_context,
-        ),
+        detector: line(&["os.environ", "process.env"], r"\bos\.environ\.(?:items|copy|keys|values)\(\)|\b(?:dict|json\.dumps|str)\(\s*os\.environ\s*\)|JSON\.stringify\(\s*process\.env\s*\)|Object\.(?:entries|keys|values)\(\s*process\.env\s*\)").filtered(filters::env_harvest_context),
     },
     RuleDef {
         id: "exfil.secret-post",
@@ -1163,11 +1064,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Secret sent in a request body",
         description: "An HTTP POST/PUT whose body carries an API key, secret, password or credentials (low when the credential is read under its service's name and sent to that service's host).",
         remediation: "Send credentials only as authentication to the service they belong to.",
-        detector: line_f(
-            &[".post(", ".put(", ".post (", ".put ("],
-            r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#,
-            filters::secret_post,
-        ),
+        detector: line(&[".post(", ".put(", ".post (", ".put ("], r#"(?i)\b(?:requests|httpx|session|client|axios|urllib\.request)\.(?:post|put)\s*\([^\n]*\b(?:json|data|params|body)\s*[=:]\s*[^\n]*\b(?:api_?key|secret|secrets|password|passwd|credentials?|env_data|aws_creds?)\b"#).filtered(filters::secret_post),
     },
     RuleDef {
         id: "exfil.sensitive-pipeline",
@@ -1212,11 +1109,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credential sent to another host",
         description: "A credential named after a service (GITHUB_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY ...) is put into the body, form or query of a request to a host of another name; sent to its own service (api.github.com) it is authentication, not reported.",
         remediation: "Send a credential only to the service it belongs to, in its authorization header.",
-        detector: line_f(
-            &[" -d ", " -d'", " -d\"", "--data", " -f ", "--form", "--post-data", "--body-data", "--json", "-body ", "=$", "json=", "data=", "params=", "files=", "body=", "fields=", "json =", "data =", "params =", "process.env", "={", "=${", "=' +", "=\" +", "='+", "=\"+", "sendall", ".send(", "sendto("],
-            r#"(?i)\b(?:curl|wget|http|xh|Invoke-RestMethod|Invoke-WebRequest|irm|iwr)\b[^\n]*?(?:\s(?:-d|--data(?:-raw|-binary|-urlencode|-ascii)?|-F|--form(?:-string)?|--post-data|--body-data|--json|-Body)(?:\s+|=)(?:\x22[^\x22\n]*?|'[^'\n]*?|[^\s\x22']*?)|[?&][\w.-]+=)\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)|\.(?:post|put|patch|get|request)\s*\([^\n]*?\b(?:json|data|params|files|body|fields)\s*=[^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)|\b(?:fetch|axios(?:\.\w+)?|got(?:\.\w+)?|request|ky(?:\.\w+)?)\s*\([^\n]*?\b(?:body|data|params|json|form|qs|searchParams)\s*:[^\n]*?process\.env(?:\.|\[\s*['\x22])([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=(?:\{|\$\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=['\x22]\s*\+\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|\.(?:sendall|send|sendto)\s*\([^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)"#,
-            filters::secret_to_other_host,
-        ),
+        detector: line(&[" -d ", " -d'", " -d\"", "--data", " -f ", "--form", "--post-data", "--body-data", "--json", "-body ", "=$", "json=", "data=", "params=", "files=", "body=", "fields=", "json =", "data =", "params =", "process.env", "={", "=${", "=' +", "=\" +", "='+", "=\"+", "sendall", ".send(", "sendto("], r#"(?i)\b(?:curl|wget|http|xh|Invoke-RestMethod|Invoke-WebRequest|irm|iwr)\b[^\n]*?(?:\s(?:-d|--data(?:-raw|-binary|-urlencode|-ascii)?|-F|--form(?:-string)?|--post-data|--body-data|--json|-Body)(?:\s+|=)(?:\x22[^\x22\n]*?|'[^'\n]*?|[^\s\x22']*?)|[?&][\w.-]+=)\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)|\.(?:post|put|patch|get|request)\s*\([^\n]*?\b(?:json|data|params|files|body|fields)\s*=[^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)|\b(?:fetch|axios(?:\.\w+)?|got(?:\.\w+)?|request|ky(?:\.\w+)?)\s*\([^\n]*?\b(?:body|data|params|json|form|qs|searchParams)\s*:[^\n]*?process\.env(?:\.|\[\s*['\x22])([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=(?:\{|\$\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|https?://[^\s'\x22`]*[?&][\w.-]+=['\x22]\s*\+\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)|\.(?:sendall|send|sendto)\s*\([^\n]*?(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))([A-Za-z_][A-Za-z0-9_]*)"#).filtered(filters::secret_to_other_host),
     },
     RuleDef {
         id: "exfil.dns-secret-name",
@@ -1225,11 +1118,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Credential placed in a DNS name",
         description: "A host name that holds a secret-named variable (a token, key, password or credential) is resolved (dig, nslookup, host, ping, Resolve-DnsName, gethostbyname, dns.lookup): the secret leaves in the DNS query.",
         remediation: "Never build host names from credentials.",
-        detector: line_f(
-            &["dig ", "nslookup", "host $", "host \"$", "drill ", "ping $", "ping \"$", "ping -", "resolve-dnsname", "gethostbyname", "getaddrinfo", "resolver.", "dns.lookup", "dns.resolve", "dns.promises"],
-            r#"(?i)\b(?:dig|nslookup|host|drill|ping|Resolve-DnsName)\b[^\n;|&]*?\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}?\.[A-Za-z0-9-]|\b(?:gethostbyname(?:_ex)?|getaddrinfo|resolver\.(?:resolve|query)|dns\.(?:promises\.)?(?:lookup|resolve\w*))\s*\([^\n]*?(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))|\$\{|\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)"#,
-            filters::secret_named_variable,
-        ),
+        detector: line(&["dig ", "nslookup", "host $", "host \"$", "drill ", "ping $", "ping \"$", "ping -", "resolve-dnsname", "gethostbyname", "getaddrinfo", "resolver.", "dns.lookup", "dns.resolve", "dns.promises"], r#"(?i)\b(?:dig|nslookup|host|drill|ping|Resolve-DnsName)\b[^\n;|&]*?\$\{?(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}?\.[A-Za-z0-9-]|\b(?:gethostbyname(?:_ex)?|getaddrinfo|resolver\.(?:resolve|query)|dns\.(?:promises\.)?(?:lookup|resolve\w*))\s*\([^\n]*?(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22]))|\$\{|\{)\s*(?:(?:os\.environ(?:\.get)?\s*[\[(]\s*['\x22]|os\.getenv\(\s*['\x22]|process\.env(?:\.|\[\s*['\x22])))?([A-Za-z_][A-Za-z0-9_]*)"#).filtered(filters::secret_named_variable),
     },
     RuleDef {
         id: "exfil.markdown-image-beacon",
@@ -1238,11 +1127,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Markdown image beacon",
         description: "A Markdown, HTML or CSS image whose URL (host, path or query) carries templated data, leaking conversation content when rendered (a template whose placeholders only name the resource, such as {owner}/{repo}, is low).",
         remediation: "Do not render images with data-bearing query strings.",
-        detector: line_f(
-            &["![", "<img", "url("],
-            r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<img\b[^>\n]*\bsrc\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|\burl\(\s*['\x22]?https?://[^)\s'\x22]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
-            filters::data_placeholders,
-        ),
+        detector: line(&["![", "<img", "url("], r#"(?i)!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{\{|\{[A-Za-z_]|\$\{|\$[A-Za-z_]|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%s\b)|(?-i:!\[[^\]\n]*\]\(\s*https?://[^)\s]+\?[^)\s]*=(?:[A-Z]+_[A-Z_]+|[A-Z]{6,}|\.\.\.)(?:[&)#\s]|$))|!\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<img\b[^>\n]*\bsrc\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|\burl\(\s*['\x22]?https?://[^)\s'\x22]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#).filtered(filters::data_placeholders),
     },
     RuleDef {
         id: "exfil.markdown-link-beacon",
@@ -1251,11 +1136,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Link that carries data",
         description: "A Markdown or HTML link (or link reference) whose URL holds template placeholders for data to be filled in: clicking it sends that data to the host (placeholders that only name the resource are low).",
         remediation: "Do not build links from conversation data.",
-        detector: line_f(
-            &["](", "href", "]: http", "]: <http"],
-            r#"(?im)(?:^|[^!])\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|^\s{0,3}\[[^\]\n]+\]:\s*<?https?://[^\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<a\b[^>\n]*\bhref\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#,
-            filters::data_placeholders,
-        ),
+        detector: line(&["](", "href", "]: http", "]: <http"], r#"(?im)(?:^|[^!])\[[^\]\n]*\]\(\s*<?https?://[^)\s]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|^\s{0,3}\[[^\]\n]+\]:\s*<?https?://[^\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)|<a\b[^>\n]*\bhref\s*=\s*["']?https?://[^"'\s>]*?(?:\{\{|\{[A-Za-z_]|\$\{|%7B|<[A-Za-z_]|\[[A-Z_]{3,}\]|%[A-Za-z][A-Za-z_]{3,}%)"#).filtered(filters::data_placeholders),
     },
     RuleDef {
         id: "exfil.data-in-url-instruction",
@@ -1264,11 +1145,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Instruction to put data into a URL",
         description: "Tells the model to append or encode conversation data, secrets or user data into a URL, link or image address.",
         remediation: "Remove it; data must not leave through rendered links or images.",
-        detector: line_f(
-            &["url", "link", "image", "query", "src", "href", "followed by", " plus ", "appending", "=<", "/<"],
-            r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b|https?://[^\s)>\]`'\x22]*[?&][\w.-]*=[)\]`'\x22]?,?\s+(?:followed\s+by|plus|\+|then|with|and\s+append(?:ing)?|appending)\b[^.\n]{0,80}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b|https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{0,100}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b[^>\n]{0,100}>",
-            filters::data_into_url,
-        ),
+        detector: line(&["url", "link", "image", "query", "src", "href", "followed by", " plus ", "appending", "=<", "/<"], r"(?i)\b(?:append|add|include|encode|put|insert|embed|attach|place|substitute)\b[^.\n]{0,60}?\b(?:conversation|chat\s+history|(?:previous|user'?s?|all)\s+messages|secrets?|api[\s_-]?keys?|tokens?|credentials?|passwords?|user(?:'s)?\s+(?:data|input|details|information)|personal\s+(?:data|information)|context|summary|memory|environment\s+variables|private\s+data)\b[^.\n]{0,60}?\b(?:to|in|into|as|inside)\s+(?:the\s+|a\s+|an\s+|this\s+)?(?:url|link|image(?:\s+(?:url|address|link))?|query(?:\s+string)?|query\s+param(?:eter)?s?|src|href|address)\b|https?://[^\s)>\]`'\x22]*[?&][\w.-]*=[)\]`'\x22]?,?\s+(?:followed\s+by|plus|\+|then|with|and\s+append(?:ing)?|appending)\b[^.\n]{0,80}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b|https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{0,100}?\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment(?:\s+variables)?|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?|env(?:\s+file)?|dotenv)\b[^>\n]{0,100}>").filtered(filters::data_into_url),
     },
     RuleDef {
         id: "exfil.data-before-url",
@@ -1277,11 +1154,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Data named before an open URL",
         description: "A sentence names conversation data, a secret or personal data and then gives a URL whose query value is left open (`?v=`) or is a placeholder describing that data (`/log/<summary of the chat>`): the shape of an instruction to send the data there.",
         remediation: "Do not tell the model to fill a URL with data from the conversation or the user.",
-        detector: line_f(
-            &["=<", "/<", "password", "conversation", "chat history", "chat log", "transcript", "credential", "cookie", "secret", "system prompt", "messages", "memory", "ssh key"],
-            r"(?i)\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment\s+variables|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&][\w.-]*=(?:[\s)`'\x22]|$)|\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|transcript|system\s+prompt|files?\s+you\s+(?:read|opened|saw|accessed)|personal\s+(?:data|information)|memory)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{1,40}>",
-            filters::data_before_url,
-        ),
+        detector: line(&["=<", "/<", "password", "conversation", "chat history", "chat log", "transcript", "credential", "cookie", "secret", "system prompt", "messages", "memory", "ssh key"], r"(?i)\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|summary|history|transcript|secrets?|api[\s_-]?keys?|tokens?|passwords?|credentials?|cookies?|environment\s+variables|system\s+prompt|(?:user'?s?|their)\s+(?:name|e-?mail|address|phone|details|data|information|files?|messages?)|files?\s+you\s+(?:read|opened|saw|accessed)|e-?mail\s+address(?:es)?|personal\s+(?:data|information)|memory|ssh\s+keys?)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&][\w.-]*=(?:[\s)`'\x22]|$)|\b(?:conversation|chat(?:\s+(?:log|history|transcript))?|(?:previous|prior|earlier|last|all|full|entire)\s+(?:[\w']+\s+){0,2}?messages?|transcript|system\s+prompt|files?\s+you\s+(?:read|opened|saw|accessed)|personal\s+(?:data|information)|memory)\b[^.\n]{0,100}?https?://[^\s)>\]`'\x22]*[?&/=]<[^>\n]{1,40}>").filtered(filters::data_before_url),
     },
     RuleDef {
         id: "exfil.webhook-endpoint",
@@ -1290,11 +1163,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Request-catcher or chat webhook endpoint",
         description: "A URL of a request-catching service (webhook.site, requestbin, pipedream, interactsh/OAST, Burp collaborator) or a Discord/Telegram bot webhook, common exfiltration sinks (a bot or webhook token given as a variable, the user's own bot, is low).",
         remediation: "Send data only to the service the skill is about.",
-        detector: line_f(
-            &["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"],
-            r"(?i)\b(?:https?://)?(?:[\w-]+\.)*(?:webhook\.site|requestbin\.(?:com|net)|[\w-]+\.m\.pipedream\.net|pipedream\.net|hookbin\.com|interact\.sh|oast\.(?:fun|me|pro|site|live|online)|burpcollaborator\.net|canarytokens\.(?:com|org)|beeceptor\.com|requestcatcher\.com)\b|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot",
-            filters::webhook_endpoint,
-        ),
+        detector: line(&["webhook.site", "requestbin", "pipedream.net", "hookbin", "interact.sh", "oast.", "burpcollaborator", "canarytokens", "/api/webhooks/", "api.telegram.org/bot", "beeceptor", "requestcatcher"], r"(?i)\b(?:https?://)?(?:[\w-]+\.)*(?:webhook\.site|requestbin\.(?:com|net)|[\w-]+\.m\.pipedream\.net|pipedream\.net|hookbin\.com|interact\.sh|oast\.(?:fun|me|pro|site|live|online)|burpcollaborator\.net|canarytokens\.(?:com|org)|beeceptor\.com|requestcatcher\.com)\b|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot").filtered(filters::webhook_endpoint),
     },
     // ---------------------------------------------------------------- miners
     RuleDef {
@@ -1317,11 +1186,7 @@ pub static RULES: &[RuleDef] = &[
         title: "URL with a public IP address",
         description: "A URL whose host is a public IPv4 literal (or a decimal/hex encoded address) instead of a name.",
         remediation: "Use the service's domain name over HTTPS.",
-        detector: line_f(
-            &["://0", "://1", "://2", "://3", "://4", "://5", "://6", "://7", "://8", "://9", "@0", "@1", "@2", "@3", "@4", "@5", "@6", "@7", "@8", "@9"],
-            r"(?i)\b(?:https?|ftp|tcp|udp|wss?)://(?:[^\s/@]+@)?((?:\d{1,3}\.){3}\d{1,3}|0x[0-9a-f]{8}|\d{8,10})(?::\d+)?(?:[/?#\s'\x22)`]|$)",
-            filters::public_ip,
-        ),
+        detector: line(&["://0", "://1", "://2", "://3", "://4", "://5", "://6", "://7", "://8", "://9", "@0", "@1", "@2", "@3", "@4", "@5", "@6", "@7", "@8", "@9"], r"(?i)\b(?:https?|ftp|tcp|udp|wss?)://(?:[^\s/@]+@)?((?:\d{1,3}\.){3}\d{1,3}|0x[0-9a-f]{8}|\d{8,10})(?::\d+)?(?:[/?#\s'\x22)`]|$)").filtered(filters::public_ip),
     },
     RuleDef {
         id: "url.tunnel",
@@ -1366,11 +1231,7 @@ pub static RULES: &[RuleDef] = &[
         title: "Executable download link",
         description: "A URL pointing straight at a Windows/macOS/Android executable or script (.exe, .msi, .scr, .ps1, .dmg, .pkg, .apk ...).",
         remediation: "Skills should not ship or fetch executables.",
-        detector: line_f(
-            &[".exe", ".msi", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".hta", ".dmg", ".pkg", ".apk", ".jar", ".lnk"],
-            r"(?i)\bhttps?://[^\s)\x22'<>]+\.(?:exe|msi|scr|bat|cmd|ps1|vbs|hta|dmg|pkg|apk|jar|lnk)(?:[?#\s)\x22'<>]|$)",
-            filters::known_installer
-        ),
+        detector: line(&[".exe", ".msi", ".scr", ".bat", ".cmd", ".ps1", ".vbs", ".hta", ".dmg", ".pkg", ".apk", ".jar", ".lnk"], r"(?i)\bhttps?://[^\s)\x22'<>]+\.(?:exe|msi|scr|bat|cmd|ps1|vbs|hta|dmg|pkg|apk|jar|lnk)(?:[?#\s)\x22'<>]|$)").filtered(filters::known_installer),
     },
     RuleDef {
         id: "lure.password-archive",
