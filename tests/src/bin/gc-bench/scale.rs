@@ -26,7 +26,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{
-    cpu_ticks, free_port, load, rss_kib, set_up, spawn_server, wait_healthy, Server, Stats,
+    cpu_ticks, free_port, load, rss_kib, set_up, set_up_with, spawn_server, wait_healthy, Server,
+    Stats,
 };
 
 const LIMITS_ON: &str = r#"{"requests_per_minute": 1000000000, "tokens_per_minute": 1000000000000, "monthly_tokens": 1000000000000}"#;
@@ -660,7 +661,10 @@ async fn streams(bin: &str, secs: f64) {
     let db = dir.join("gc.db").display().to_string();
     let server = spawn_server(bin, &db, free_port(), Some(&mock.base_url()));
     wait_healthy(&client, &server.base).await;
-    let fx = set_up(&client, &server.base).await;
+    // No skills: their Guard scans would compile the Guard's rules in the background in the
+    // middle of the phase, and its RSS figures would be the rules' (docs/benchmarks.md, issue
+    // 33, twelfth session).
+    let fx = set_up_with(&client, &server.base, 0).await;
     let gc_addr = server
         .base
         .trim_start_matches("http://")
@@ -679,6 +683,8 @@ async fn streams(bin: &str, secs: f64) {
     let mock_addr = mock_addr.to_string();
 
     // One at a time, interleaved: direct, gc, direct, gc, ...
+    let rss_set_up = rss_kib(server.child.id());
+    let connections_before = mock.connections();
     for _ in 0..50 {
         let _ = one_stream(&mock_addr, Arc::clone(&direct_req)).await;
         let _ = one_stream(&gc_addr, Arc::clone(&gc_req)).await;
@@ -702,6 +708,11 @@ async fn streams(bin: &str, secs: f64) {
             None => bad += 1,
         }
     }
+    // Each direct stream opens one connection to the mock; the rest are gc's.
+    let gc_connections = mock
+        .connections()
+        .saturating_sub(connections_before + 50 + samples);
+    let rss_one = rss_kib(server.child.id());
     println!("| streams at once | target | first `data:` p50 ms | p99 ms | `[DONE]` p50 ms | p99 ms | streams | incomplete |");
     println!("|---|---|---|---|---|---|---|---|");
     let (n_direct, n_gc) = (df.len(), gf.len());
@@ -742,6 +753,13 @@ async fn streams(bin: &str, secs: f64) {
         );
     }
     println!("\nfirst byte through gc − direct at 1, p50: {gap:.3} ms (target ≤ 0.2 ms)\n");
+    println!(
+        "gc opened {gc_connections} upstream connections for {} streams one at a time; server RSS after set-up {:.1} MiB, after the streams one at a time {:.1} MiB, after the 64-stream phases {:.1} MiB\n",
+        50 + samples,
+        rss_set_up as f64 / 1024.0,
+        rss_one as f64 / 1024.0,
+        rss_kib(server.child.id()) as f64 / 1024.0
+    );
 
     // 1,000 streams open at once, each about 2 s long; the server's RSS sampled every 20 ms.
     mock.set_behavior(Behavior::Stream {
