@@ -20,8 +20,6 @@ use parking_lot::FairMutex;
 
 use crate::error::{db_error, redact_url, PersistenceError};
 
-mod key_reads;
-
 /// Seconds a caller is told to wait when the pool has no connection to give.
 pub const RETRY_AFTER_SECS: u64 = 2;
 
@@ -302,9 +300,6 @@ pub struct DbStore {
     /// This node's answers to `usable_ai_keys`, under the tenants' AI-key versions (shared by
     /// all clones; decision 0022).
     pub(crate) usable_keys: Arc<crate::repos::ai_keys::UsableKeys>,
-    /// PostgreSQL: the callers' key reads that wait for one running are made together
-    /// (shared by all clones; decision 0048).
-    pub(crate) key_reads: Arc<key_reads::KeyReads>,
     /// SQLite only: this process's writers queue here, in the process, for the one write
     /// lock SQLite has (decision 0028). Without it they queue in SQLite's busy handler, which
     /// polls with sleeps of up to 100 ms and wakes no one when the lock frees: under 16
@@ -496,7 +491,6 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
         backend,
         ident: Arc::new(()),
         usable_keys: Arc::default(),
-        key_reads: Arc::default(),
         write_gate: (backend == "sqlite").then(Arc::default),
     })
 }
