@@ -492,12 +492,12 @@ fn service_handlers_make_one_service_call_and_import_no_adapter() {
             "gc_gateway",
             "gc_persistence",
             "gc_auth",
-            "gc_domain::admin",
-            "gc_domain::accounts",
-            "gc_domain::workspace_service",
-            "gc_domain::workspace_keys",
-            "gc_domain::runs",
-            "gc_domain::system",
+            "gc_domain::services::admin",
+            "gc_domain::services::accounts",
+            "gc_domain::services::workspace",
+            "gc_domain::services::api_keys",
+            "gc_domain::policy::runs",
+            "gc_domain::services::system",
             "gc_domain::ports",
             ".db(",
             ".read(",
@@ -767,7 +767,8 @@ impl Module {
                     let segments: Vec<&str> = whole.split("::").collect();
                     let lower = |s: &str| s.chars().next().is_some_and(char::is_lowercase);
                     if whole.starts_with("gc_domain::")
-                        && !VALUE_MODULES.contains(&segments[1])
+                        && !VALUE_MODULES
+                            .contains(&segments[if segments[1] == "policy" { 2 } else { 1 }])
                         && segments.len() >= 3
                         && lower(segments[segments.len() - 1])
                         && lower(segments[segments.len() - 2])
@@ -1062,7 +1063,7 @@ fn the_import_based_call_counter_counts_service_calls_only() {
          use crate::cursor;\n\
          async fn h() { ai_keys::list(a).await; DomainError::invalid(b); cursor::encode(c); helper(); }\n\
          fn helper() { let _ = |s| scan::scan(s); }\n\
-         async fn one() { gc_domain::admin::list_users(x); Vec::new(); }",
+         async fn one() { gc_domain::services::admin::list_users(x); Vec::new(); }",
     );
     let calls = |name: &str| {
         let f = m.fns().into_iter().find(|f| f.sig.ident == name).unwrap();
@@ -1077,12 +1078,12 @@ fn the_import_based_call_counter_counts_service_calls_only() {
     );
     assert_eq!(
         calls("one"),
-        vec!["gc_domain::admin::list_users".to_owned()]
+        vec!["gc_domain::services::admin::list_users".to_owned()]
     );
     // A run handler as it was before decision 0041 (the domain's preparation, then the
     // orchestration's execute) makes two calls; as it is now, one.
     let m = module(
-        "use gc_domain::runs::prepare_for;\n\
+        "use gc_domain::policy::runs::prepare_for;\n\
          use gc_domain::services::run::{self, RunRequest};\n\
          async fn before() { let plan = caller.read(&state, |s, p| prepare_for(k, s, p)); \
          refill(&state); state.runs.execute(plan, r).await; }\n\
@@ -1098,7 +1099,7 @@ fn the_import_based_call_counter_counts_service_calls_only() {
     assert_eq!(
         calls("before"),
         vec![
-            "gc_domain::runs::prepare_for".to_owned(),
+            "gc_domain::policy::runs::prepare_for".to_owned(),
             "state.runs.execute".to_owned(),
             "state.runs.refill_due".to_owned(),
         ]

@@ -22,14 +22,19 @@ use crate::{cargo, run as run_cmd};
 
 /// The domain files whose mutants must be caught.
 const DOMAIN_FILES: &[&str] = &[
-    "crates/domain/src/access.rs",
-    "crates/domain/src/accounts.rs",
-    "crates/domain/src/admin.rs",
+    "crates/domain/src/policy/access.rs",
+    "crates/domain/src/services/accounts.rs",
+    "crates/domain/src/policy/accounts.rs",
+    "crates/domain/src/services/admin.rs",
     // Admin tokens (decision 0036): shape, expiry, audit line, token management by session.
-    "crates/domain/src/admin_tokens.rs",
-    "crates/domain/src/gateway.rs",
-    "crates/domain/src/quota.rs",
-    "crates/domain/src/runs.rs",
+    "crates/domain/src/policy/admin_tokens.rs",
+    "crates/domain/src/services/admin_tokens.rs",
+    "crates/domain/src/policy/ai_access.rs",
+    "crates/domain/src/policy/quota.rs",
+    // The leasing quota gate (decision 0046): leases, refills and token reads that speed up the
+    // rule in quota.rs must never admit more than it.
+    "crates/domain/src/policy/quota/leasing.rs",
+    "crates/domain/src/policy/runs.rs",
     // Feature services that decide access themselves (issue 30): who may scan and in whose
     // share, whether a scan is recorded; the admin check before any gateway is probed.
     "crates/domain/src/services/guard_scan.rs",
@@ -41,12 +46,13 @@ const DOMAIN_FILES: &[&str] = &[
     // Skills' Guard verdicts: nothing scanned for a caller who may not write; the retries of
     // an update or re-scan that lost a race.
     "crates/domain/src/services/skill_scan.rs",
+    "crates/domain/src/policy/skill_verdicts.rs",
     // Tenant AI keys: the admin check before any probe, the probe-to-status decision (which
     // keys count for AI access), the start-up re-check.
     "crates/domain/src/services/ai_keys.rs",
-    "crates/domain/src/workspace.rs",
-    "crates/domain/src/workspace_service.rs",
-    "crates/domain/src/workspace_keys.rs",
+    "crates/domain/src/model/workspace.rs",
+    "crates/domain/src/services/workspace.rs",
+    "crates/domain/src/services/api_keys.rs",
 ];
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {

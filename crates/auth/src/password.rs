@@ -3,7 +3,7 @@
 //! NUL terminator and so refuse a 72-byte password, which the contract allows; our own length
 //! guard gives the same protection for every length the contract accepts.)
 
-use gc_domain::accounts::PasswordHasher;
+use gc_domain::ports::PasswordHasher;
 use gc_domain::values::Password;
 use gc_domain::{DomainError, DomainResult};
 use rand::RngCore;

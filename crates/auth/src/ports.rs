@@ -32,12 +32,14 @@ impl CredentialCodec for Credentials {
     }
 
     fn new_admin_token(&self) -> (SecretString, String) {
-        let token = ApiKeySecret::generate_with_prefix(gc_domain::admin_tokens::TOKEN_PREFIX);
+        let token =
+            ApiKeySecret::generate_with_prefix(gc_domain::policy::admin_tokens::TOKEN_PREFIX);
         (SecretString::new(token.expose()), token.hash())
     }
 
     fn admin_token_hash(&self, raw: &str) -> Option<String> {
-        checksum_ok_with(gc_domain::admin_tokens::TOKEN_PREFIX, raw).then(|| sha256_hex(raw))
+        checksum_ok_with(gc_domain::policy::admin_tokens::TOKEN_PREFIX, raw)
+            .then(|| sha256_hex(raw))
     }
 }
 

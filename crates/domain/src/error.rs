@@ -32,9 +32,9 @@ pub enum DomainError {
     /// A run over one of its tenant's or key's quotas (before any upstream call).
     #[error("{reason}; retry in {retry_after_secs} s")]
     QuotaExceeded {
-        reason: crate::quota::QuotaReason,
+        reason: crate::policy::quota::QuotaReason,
         retry_after_secs: u64,
-        state: crate::quota::RateLimitState,
+        state: crate::policy::quota::RateLimitState,
     },
     #[error("an account with this email already exists")]
     EmailTaken,
@@ -91,7 +91,8 @@ impl DomainError {
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::QuotaExceeded {
                 reason:
-                    crate::quota::QuotaReason::MonthlyTokens | crate::quota::QuotaReason::MonthlySpend,
+                    crate::policy::quota::QuotaReason::MonthlyTokens
+                    | crate::policy::quota::QuotaReason::MonthlySpend,
                 ..
             } => ErrorCode::BudgetExhausted,
             Self::QuotaExceeded { .. } => ErrorCode::RateLimited,

@@ -8,27 +8,26 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::access::{AdminScope, TenantScope, WriteScope};
-use crate::admin_tokens::{
-    AdminToken, AdminTokenContext, AdminTokenRepo, AdminTokenUse, NewAdminToken,
-};
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::{KeyVerdict, NewTenantAiKey, TenantAiKey};
+use crate::model::workspace::{
+    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordFields, RecordKind,
+    Settings,
+};
 use crate::model::{
     NewUser, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
 };
 use crate::page::{Page, PageRequest};
+use crate::policy::access::{AdminScope, TenantScope, WriteScope};
+use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
+use crate::policy::ai_access::{KeyVerdict, NewTenantAiKey, TenantAiKey};
+use crate::policy::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
+use crate::ports::AdminTokenRepo;
 use crate::ports::{
     AiKeyRepo, ApiKeyRepo, CredentialCodec, KeySealer, QuotaRepo, Reservation, SessionRepo,
     SigninThrottleRepo, TenantRepo, UserRepo, WorkspaceRepo,
 };
-use crate::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
 use crate::secret::SecretString;
 use crate::values::Email;
-use crate::workspace::{
-    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordFields, RecordKind,
-    Settings,
-};
 
 /// A recorded `move_member`: member, from, to.
 pub type Move = (Uuid, Option<Uuid>, Option<Uuid>);
@@ -307,7 +306,7 @@ impl UserRepo for Fake {
         from: Option<Uuid>,
         to: Option<Uuid>,
         _: DateTime<Utc>,
-        _: Option<&crate::workspace::NewActivity>,
+        _: Option<&crate::model::workspace::NewActivity>,
     ) -> DomainResult<Option<User>> {
         self.moves.lock().unwrap().push((id, from, to));
         let mut users = self.users.lock().unwrap();
@@ -527,7 +526,7 @@ impl ApiKeyRepo for Fake {
         &self,
         scope: &WriteScope,
         id: Uuid,
-        patch: &crate::workspace::ApiKeyPatch,
+        patch: &crate::model::workspace::ApiKeyPatch,
         activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>> {
         let mut keys = self.api_keys.lock().unwrap();
@@ -1104,20 +1103,20 @@ impl crate::services::guard_scan::GuardScanner for FakeGuard {
 /// unless `full` is set (then no run gets a place: the run writer's queue is full).
 #[derive(Default)]
 pub struct FakeSink {
-    pub events: std::sync::Arc<Mutex<Vec<crate::runs::RunEvent>>>,
+    pub events: std::sync::Arc<Mutex<Vec<crate::policy::runs::RunEvent>>>,
     pub full: std::sync::atomic::AtomicBool,
 }
 
-impl crate::runs::RunSink for FakeSink {
-    fn send(&self, event: crate::runs::RunEvent) {
+impl crate::policy::runs::RunSink for FakeSink {
+    fn send(&self, event: crate::policy::runs::RunEvent) {
         self.events.lock().unwrap().push(event);
     }
-    fn reserve(&self, _stream: bool) -> Option<crate::runs::RunSlot> {
+    fn reserve(&self, _stream: bool) -> Option<crate::policy::runs::RunSlot> {
         if self.full.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
         let events = std::sync::Arc::clone(&self.events);
-        Some(crate::runs::RunSlot::new(move |e| {
+        Some(crate::policy::runs::RunSlot::new(move |e| {
             events.lock().unwrap().push(e)
         }))
     }
@@ -1239,18 +1238,18 @@ impl crate::services::run::RunMetrics for FakeMetrics {
 pub struct FakeUpstream {
     pub unconfigured: Vec<crate::values::Region>,
     pub models: Vec<String>,
-    pub failures: Mutex<std::collections::VecDeque<crate::runs::UpstreamFailure>>,
+    pub failures: Mutex<std::collections::VecDeque<crate::policy::runs::UpstreamFailure>>,
     /// Every call: the kind, region, key secret and body sent.
     pub calls: Mutex<Vec<UpstreamCall>>,
     pub finishing: Mutex<Vec<StreamEnd>>,
 }
 
 /// What a stream does with its report when it ends.
-pub type StreamEnd = Box<dyn FnOnce(crate::runs::RunReport) + Send>;
+pub type StreamEnd = Box<dyn FnOnce(crate::policy::runs::RunReport) + Send>;
 
 /// One call a [`FakeUpstream`] received: the kind, region, key secret and body.
 pub type UpstreamCall = (
-    crate::runs::RunKind,
+    crate::policy::runs::RunKind,
     crate::values::Region,
     String,
     Map<String, Value>,
@@ -1280,10 +1279,12 @@ impl FakeUpstream {
     }
 }
 
-type FakeAnswer =
-    Result<crate::runs::ChatAnswer<Map<String, Value>, u32>, crate::runs::UpstreamFailure>;
+type FakeAnswer = Result<
+    crate::policy::runs::ChatAnswer<Map<String, Value>, u32>,
+    crate::policy::runs::UpstreamFailure,
+>;
 
-impl crate::runs::ChatUpstream for FakeUpstream {
+impl crate::policy::runs::ChatUpstream for FakeUpstream {
     type Body = Map<String, Value>;
     type Stream = u32;
     fn configured(&self, region: crate::values::Region) -> bool {
@@ -1295,16 +1296,16 @@ impl crate::runs::ChatUpstream for FakeUpstream {
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl std::future::Future<Output = FakeAnswer> + Send {
-        self.call(crate::runs::RunKind::Chat, region, key, body)
+        self.call(crate::policy::runs::RunKind::Chat, region, key, body)
     }
     fn call(
         &self,
-        kind: crate::runs::RunKind,
+        kind: crate::policy::runs::RunKind,
         region: crate::values::Region,
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl std::future::Future<Output = FakeAnswer> + Send {
-        use crate::runs::{ChatAnswer, RunEnd, RunReport, TokenUsage};
+        use crate::policy::runs::{ChatAnswer, RunEnd, RunReport, TokenUsage};
         let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
         let model = body
             .get("model")
@@ -1346,7 +1347,7 @@ impl crate::runs::ChatUpstream for FakeUpstream {
         &self,
         stream: u32,
         _count_relayed: bool,
-        done: Box<dyn FnOnce(crate::runs::RunReport) + Send>,
+        done: Box<dyn FnOnce(crate::policy::runs::RunReport) + Send>,
     ) -> u32 {
         self.finishing.lock().unwrap().push(done);
         stream

@@ -19,32 +19,8 @@ pub mod model;
 pub mod page;
 pub mod policy;
 pub mod ports;
-pub mod quota;
 pub mod secret;
 pub mod services;
 pub mod values;
 
 pub use error::{DomainError, DomainResult, ErrorCode};
-
-// moved: see decision 0045. The old paths of the moved modules, kept until every crate uses
-// the new ones; the rewrite of decision 0045 removes everything from this line on.
-pub use model::workspace;
-pub use policy::{access, ai_access as gateway, models, prices, records, runs};
-pub use services::{
-    accounts, admin, api_keys as workspace_keys, system, workspace as workspace_service,
-};
-
-/// The old path (decision 0045): the tokens' rules are in [`policy::admin_tokens`], their
-/// port in [`ports`], their management in [`services::admin_tokens`].
-pub mod admin_tokens {
-    pub use crate::policy::admin_tokens::*;
-    pub use crate::ports::AdminTokenRepo;
-    pub use crate::services::admin_tokens::*;
-}
-
-/// The old path (decision 0045): the ranges and queries are in [`policy::usage`], the two
-/// reads in [`services::usage`].
-pub mod usage {
-    pub use crate::policy::usage::*;
-    pub use crate::services::usage::*;
-}

@@ -22,9 +22,9 @@ use crate::page::{Page, PageRequest};
 use crate::policy::access::{AdminScope, TenantScope, WriteScope};
 use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
 use crate::policy::ai_access::{KeyVerdict, NewTenantAiKey, TenantAiKey};
+use crate::policy::quota::{QuotaWindow, RequestTake, Take, TokenTake};
 use crate::policy::runs::RunLine;
 use crate::policy::usage::{UsagePage, UsageQuery};
-use crate::quota::{QuotaWindow, RequestTake, Take, TokenTake};
 use crate::values::{Email, Password};
 
 pub trait UserRepo {
@@ -293,7 +293,7 @@ pub trait AiKeyRepo {
     fn usable_ai_keys(&self, tenant: &Tenant) -> DomainResult<Vec<TenantAiKey>>;
 }
 
-/// Quota counters, shared by every node on the database (see `crate::quota`).
+/// Quota counters, shared by every node on the database (see `crate::policy::quota`).
 pub trait QuotaRepo {
     /// The tokens counted in each window, in order (0 for a window never written).
     fn window_tokens(&self, windows: &[QuotaWindow]) -> DomainResult<Vec<u64>>;

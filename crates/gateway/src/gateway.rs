@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use gc_domain::runs::RunKind;
+use gc_domain::policy::runs::RunKind;
 
 use crate::error::{describe_chain, retry_after, ErrorDetails, GatewayError, UpstreamError};
 use crate::report::{RunReport, RunStatus, Usage};

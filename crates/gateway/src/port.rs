@@ -1,11 +1,11 @@
-//! The domain's upstream port (`gc_domain::runs::ChatUpstream`), implemented over one
+//! The domain's upstream port (`gc_domain::policy::runs::ChatUpstream`), implemented over one
 //! [`RegionGateway`] per configured region.
 
 use std::collections::HashMap;
 use std::future::Future;
 
 use bytes::Bytes;
-use gc_domain::runs::{
+use gc_domain::policy::runs::{
     ChatAnswer, ChatUpstream, RunEnd, RunKind, RunReport as DomainReport, TokenUsage,
     UpstreamFailure,
 };

@@ -18,7 +18,7 @@ impl Usage {
     /// `completion_tokens` (none for embeddings) and `total_tokens`; the Responses API's
     /// `input_tokens` and `output_tokens` as prompt and completion tokens. `None` when it is
     /// not such an object (a number where a count should be, a count of another kind).
-    pub fn of(kind: gc_domain::runs::RunKind, usage: serde_json::Value) -> Option<Self> {
+    pub fn of(kind: gc_domain::policy::runs::RunKind, usage: serde_json::Value) -> Option<Self> {
         #[derive(Deserialize)]
         struct ResponsesUsage {
             input_tokens: u64,
@@ -27,7 +27,7 @@ impl Usage {
             total_tokens: Option<u64>,
         }
         match kind {
-            gc_domain::runs::RunKind::Responses => {
+            gc_domain::policy::runs::RunKind::Responses => {
                 let u = serde_json::from_value::<ResponsesUsage>(usage).ok()?;
                 Some(Self {
                     prompt_tokens: u.input_tokens,

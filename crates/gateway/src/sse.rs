@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
-use gc_domain::runs::RunKind;
+use gc_domain::policy::runs::RunKind;
 use gc_domain::ErrorCode;
 use hyper::body::{Body, Incoming};
 use serde::Deserialize;

@@ -989,7 +989,7 @@ async fn the_key_in_streamed_or_completed_content_is_redacted() {
 
 // ---- The Responses API and embeddings (issue 32) ---------------------------------------------
 
-use gc_domain::runs::RunKind;
+use gc_domain::policy::runs::RunKind;
 
 async fn call(
     gw: &RegionGateway,

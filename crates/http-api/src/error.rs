@@ -31,7 +31,7 @@ pub struct ApiError {
 /// of the tenant's and the key's per-minute request limit, and of their per-minute token limit
 /// (the monthly budget has no header; its refusal says so). Resets are `<seconds>s`.
 pub fn rate_limit_headers(
-    state: &gc_domain::quota::RateLimitState,
+    state: &gc_domain::policy::quota::RateLimitState,
 ) -> impl Iterator<Item = (header::HeaderName, HeaderValue)> {
     // Names made at compile time and integer values, yielded one by one (no list is built):
     // made per limited run, so no name is checked and no text formatted for it (issue 10:
@@ -93,7 +93,7 @@ impl ApiError {
     }
 
     /// Adds the `x-ratelimit-*` headers of a run's limits.
-    pub fn with_rate_limits(mut self, state: &gc_domain::quota::RateLimitState) -> Self {
+    pub fn with_rate_limits(mut self, state: &gc_domain::policy::quota::RateLimitState) -> Self {
         self.headers.extend(rate_limit_headers(state));
         self
     }

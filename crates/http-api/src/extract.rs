@@ -9,8 +9,10 @@ use actix_web::http::{header, Method};
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use chrono::Utc;
 use futures_util::future::LocalBoxFuture;
-use gc_domain::access::{Credential, Principal};
-use gc_domain::accounts::{self, check_credential, CheckedCredential, Presented as Shown};
+use gc_domain::policy::access::{Credential, Principal};
+use gc_domain::services::accounts::{
+    self, check_credential, CheckedCredential, Presented as Shown,
+};
 use gc_domain::DomainError;
 use gc_domain::ErrorCode;
 
@@ -74,7 +76,9 @@ fn check_origin(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
 fn check(req: &HttpRequest, state: &AppState) -> Result<Option<CheckedCredential>, ApiError> {
     match presented(req)? {
         Presented::Nothing => Ok(None),
-        Presented::Bearer(key) if key.starts_with(gc_domain::admin_tokens::TOKEN_PREFIX) => {
+        Presented::Bearer(key)
+            if key.starts_with(gc_domain::policy::admin_tokens::TOKEN_PREFIX) =>
+        {
             let route = format!("{} {}", req.method(), req.path());
             let shown = Shown::AdminToken {
                 raw: &key,

@@ -10,7 +10,7 @@
 //! table declares each operation's credentials and the statuses that kind of route can answer
 //! whoever calls it (401 for bad credentials, 403 refusals, the body and query errors, 503).
 
-use gc_domain::records::nullable;
+use gc_domain::policy::records::nullable;
 use gc_domain::ErrorCode;
 use gc_domain::ErrorCode as C;
 use serde_json::{json, Map, Value};
@@ -306,10 +306,10 @@ fn uuid(nullable: bool) -> Value {
     json!({"type": if nullable { json!(["string", "null"]) } else { json!("string") }, "format": "uuid"})
 }
 
-/// A quota as `gc_domain::quota::limit_value` accepts it: a positive integer up to 10^12, or
+/// A quota as `gc_domain::policy::quota::limit_value` accepts it: a positive integer up to 10^12, or
 /// null for none.
 fn limit_schema() -> Value {
-    json!({"type": ["integer", "null"], "minimum": 1, "maximum": gc_domain::quota::MAX_LIMIT,
+    json!({"type": ["integer", "null"], "minimum": 1, "maximum": gc_domain::policy::quota::MAX_LIMIT,
            "description": "A positive integer (at most 10^12), or null for no limit."})
 }
 
@@ -343,7 +343,7 @@ const WHITE_SPACE: &str =
 /// The characters `char::is_control` names (Unicode `Cc`).
 const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
 
-/// A money limit as `gc_domain::prices::money_limit` takes it (`parse_money` after a trim):
+/// A money limit as `gc_domain::policy::prices::money_limit` takes it (`parse_money` after a trim):
 /// digits with at most one point, at most 12 digits before it and 1 to 9 after it, more than
 /// zero and at most 10^9. The pattern is exactly that rule: whole units 1 to 999,999,999
 /// (leading zeros within the 12 digits) with any decimals; no whole units (or only zeros)
@@ -374,7 +374,7 @@ fn future_time_schema(what: &str) -> Value {
            "description": format!("An RFC 3339 time in the future (the server takes any such time; the pattern describes a safe subset); absent or null: {what}.")})
 }
 
-/// A tenant's `allowed_models` as `gc_domain::models::allowed_models` takes it: null, or at
+/// A tenant's `allowed_models` as `gc_domain::policy::models::allowed_models` takes it: null, or at
 /// most 100 names, each (trimmed) 1 to 200 bytes without control characters and not `auto`.
 /// The pattern states the trimming exactly and at most 50 characters once trimmed, which are
 /// at most 200 bytes (a byte count has no JSON Schema keyword).
@@ -384,7 +384,7 @@ fn allowed_models_schema() -> Value {
     );
     json!({
         "type": ["array", "null"],
-        "maxItems": gc_domain::models::MAX_ALLOWED_MODELS,
+        "maxItems": gc_domain::policy::models::MAX_ALLOWED_MODELS,
         "items": {
             "type": "string",
             "pattern": name,
@@ -419,19 +419,19 @@ fn positive_schema() -> Value {
     json!({"type": ["integer", "null"], "minimum": 1, "maximum": u32::MAX})
 }
 
-/// The fields a run body may not hold (`gc_domain::runs::PROVIDER_FIELDS`: 422
+/// The fields a run body may not hold (`gc_domain::policy::runs::PROVIDER_FIELDS`: 422
 /// `provider_not_allowed`).
 fn no_provider_fields() -> Value {
-    let each: Vec<Value> = gc_domain::runs::PROVIDER_FIELDS
+    let each: Vec<Value> = gc_domain::policy::runs::PROVIDER_FIELDS
         .iter()
         .map(|f| json!({"required": [f]}))
         .collect();
     json!({"anyOf": each})
 }
 
-/// The body of `POST /responses`, as `gc_domain::runs::validate_responses_body` checks it.
+/// The body of `POST /responses`, as `gc_domain::policy::runs::validate_responses_body` checks it.
 fn responses_request_schema() -> Value {
-    let max = gc_domain::runs::MAX_INPUT_ITEMS;
+    let max = gc_domain::policy::runs::MAX_INPUT_ITEMS;
     json!({
         "type": "object",
         "description": "OpenAI's Responses body. A `provider`, `base_url`, `api_key`, `region` or `gateway` field is refused (422 `provider_not_allowed`); other OpenAI parameters pass through.",
@@ -454,9 +454,9 @@ fn responses_request_schema() -> Value {
     })
 }
 
-/// The body of `POST /embeddings`, as `gc_domain::runs::validate_embeddings_body` checks it.
+/// The body of `POST /embeddings`, as `gc_domain::policy::runs::validate_embeddings_body` checks it.
 fn embeddings_request_schema() -> Value {
-    let max = gc_domain::runs::MAX_INPUT_ITEMS;
+    let max = gc_domain::policy::runs::MAX_INPUT_ITEMS;
     let token = json!({"type": "integer", "minimum": 0, "maximum": u32::MAX});
     json!({
         "type": "object",
@@ -481,13 +481,13 @@ fn embeddings_request_schema() -> Value {
 }
 
 /// The constraints the server enforces on the typed request bodies, from the same domain rules
-/// (`gc_domain::values`, `gc_domain::records::text_schema`). Each entry replaces one property.
+/// (`gc_domain::values`, `gc_domain::policy::records::text_schema`). Each entry replaces one property.
 fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
-    use gc_domain::records::text_schema;
+    use gc_domain::policy::records::text_schema;
     let region = one_of(&["AIHK", "AICA"]);
     let status = one_of(&["active", "suspended"]);
     let role = one_of(&["member", "platform_admin"]);
-    let scopes: Vec<&str> = gc_domain::workspace::KeyScope::ALL
+    let scopes: Vec<&str> = gc_domain::model::workspace::KeyScope::ALL
         .iter()
         .map(|s| s.as_str())
         .collect();
@@ -539,8 +539,8 @@ fn body_constraints() -> Vec<(&'static str, &'static str, Value)> {
             "CreateAdminTokenBody",
             "scope",
             one_of(&[
-                gc_domain::admin_tokens::AdminTokenScope::Admin.as_str(),
-                gc_domain::admin_tokens::AdminTokenScope::AdminRead.as_str(),
+                gc_domain::policy::admin_tokens::AdminTokenScope::Admin.as_str(),
+                gc_domain::policy::admin_tokens::AdminTokenScope::AdminRead.as_str(),
             ]),
         ),
         (
@@ -733,12 +733,12 @@ fn json_content(name: &str) -> Value {
     json!({"application/json": {"schema": schema_ref(name)}})
 }
 
-/// The record bodies, generated from `gc_domain::records`' field tables: (method, path,
+/// The record bodies, generated from `gc_domain::policy::records`' field tables: (method, path,
 /// schema name, schema). Each record kind is created on its list path and patched on its own
 /// path, as `<name>Create` and `<name>Patch`; the settings are patched.
 fn record_bodies() -> Vec<(&'static str, &'static str, String, Value)> {
-    use gc_domain::records::{body_schema, settings_schema};
-    use gc_domain::workspace::RecordKind as K;
+    use gc_domain::model::workspace::RecordKind as K;
+    use gc_domain::policy::records::{body_schema, settings_schema};
     const KINDS: [(&str, &str, &str, K); 4] = [
         (
             "/workspace/skills",

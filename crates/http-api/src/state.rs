@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use actix_web::cookie::Cookie;
 use actix_web::HttpRequest;
-use gc_domain::accounts::{AccountPolicy, ClientMeta, PasswordHasher};
+use gc_domain::policy::runs::{ChatUpstream, Runs};
 use gc_domain::ports::{CredentialCodec, KeySealer, Store};
-use gc_domain::runs::{ChatUpstream, Runs};
+use gc_domain::services::accounts::{AccountPolicy, ClientMeta, PasswordHasher};
 use gc_domain::services::run::{RunPorts, RunUpstream, Served, UpstreamChecks};
 use gc_domain::{DomainError, DomainResult, ErrorCode};
 use ipnet::IpNet;
@@ -32,8 +32,8 @@ struct MeteredSink {
 }
 
 impl MeteredSink {
-    fn count(metrics: &Metrics, event: &gc_domain::runs::RunEvent) {
-        if let gc_domain::runs::RunEvent::Run(_, line) = event {
+    fn count(metrics: &Metrics, event: &gc_domain::policy::runs::RunEvent) {
+        if let gc_domain::policy::runs::RunEvent::Run(_, line) = event {
             let usage = line.usage();
             metrics.run_finished(
                 line.region().as_str(),
@@ -45,21 +45,21 @@ impl MeteredSink {
     }
 }
 
-impl gc_domain::runs::RunSink for MeteredSink {
-    fn send(&self, event: gc_domain::runs::RunEvent) {
+impl gc_domain::policy::runs::RunSink for MeteredSink {
+    fn send(&self, event: gc_domain::policy::runs::RunEvent) {
         Self::count(&self.metrics, &event);
         self.recorder.try_send(event);
     }
 
     /// A run's place in the writer's queue (decision 0033); none free is counted as a run
     /// refused `busy`.
-    fn reserve(&self, stream: bool) -> Option<gc_domain::runs::RunSlot> {
+    fn reserve(&self, stream: bool) -> Option<gc_domain::policy::runs::RunSlot> {
         let Some(slot) = self.recorder.reserve(stream) else {
             self.metrics.run_refused_busy();
             return None;
         };
         let metrics = Arc::clone(&self.metrics);
-        Some(gc_domain::runs::RunSlot::new(move |event| {
+        Some(gc_domain::policy::runs::RunSlot::new(move |event| {
             Self::count(&metrics, &event);
             slot.send(event);
         }))
@@ -274,12 +274,12 @@ impl AppState {
     }
 
     /// The token counts this process's runs read, for the writer that adds to them.
-    pub fn token_reads(&self) -> Arc<gc_domain::quota::TokenReads> {
+    pub fn token_reads(&self) -> Arc<gc_domain::policy::quota::TokenReads> {
         self.runs.quotas().token_reads()
     }
 
     /// This process's quota state (leases; the completion allowance reservations assume).
-    pub fn quotas(&self) -> &gc_domain::quota::NodeQuotas {
+    pub fn quotas(&self) -> &gc_domain::policy::quota::NodeQuotas {
         self.runs.quotas()
     }
 

@@ -1,11 +1,11 @@
 //! Response bodies, as the contract names their fields.
 
 use chrono::{DateTime, Utc};
-use gc_domain::access::Principal;
-use gc_domain::gateway::AiAccess;
 use gc_domain::model::{Session, Tenant, User};
 use gc_domain::page::Page;
-use gc_domain::quota::TenantLimits;
+use gc_domain::policy::access::Principal;
+use gc_domain::policy::ai_access::AiAccess;
+use gc_domain::policy::quota::TenantLimits;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -149,7 +149,7 @@ impl From<&TenantLimits> for TenantLimitsView {
             requests_per_minute: l.requests_per_minute,
             tokens_per_minute: l.tokens_per_minute,
             monthly_tokens: l.monthly_tokens,
-            monthly_spend: l.monthly_spend.map(gc_domain::prices::format_money),
+            monthly_spend: l.monthly_spend.map(gc_domain::policy::prices::format_money),
         }
     }
 }

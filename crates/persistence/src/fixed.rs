@@ -87,7 +87,7 @@ where
 }
 
 /// The largest count a window's tokens are kept at (2^62): each change is at most
-/// `gc_domain::quota::MAX_RUN_TOKENS` times a batch, so `tokens + change` never leaves the
+/// `gc_domain::policy::quota::MAX_RUN_TOKENS` times a batch, so `tokens + change` never leaves the
 /// 64-bit range on either database.
 pub(crate) const MAX_WINDOW_TOKENS: i64 = 1 << 62;
 

@@ -5,15 +5,15 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
-use gc_domain::model::{Role, Session, Status, Tenant, User};
-use gc_domain::quota::{KeyLimits, TenantLimits};
-use gc_domain::services::skill_scan::SkillGuard;
-use gc_domain::values::{Email, Region};
-use gc_domain::workspace::{
+use gc_domain::model::workspace::{
     Activity, ActivityTarget, Actor, ActorKind, ApiKey, KeyScope, NewActivity, Record,
     RecordFields, RecordKind,
 };
+use gc_domain::model::{Role, Session, Status, Tenant, User};
+use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
+use gc_domain::policy::quota::{KeyLimits, TenantLimits};
+use gc_domain::services::skill_scan::SkillGuard;
+use gc_domain::values::{Email, Region};
 use gc_domain::DomainResult;
 use serde_json::{Map, Value};
 use uuid::Uuid;

@@ -552,8 +552,8 @@ fn throttle_holds_under_concurrency(db: &Db) {
 /// a limit together; a refused one counts nothing in any window; hand-backs and settlements
 /// never go below zero, and hostile sizes stay in range.
 fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
+    use gc_domain::policy::quota::{QuotaSubject, QuotaWindow, Take, TokenTake};
     use gc_domain::ports::QuotaRepo;
-    use gc_domain::quota::{QuotaSubject, QuotaWindow, Take, TokenTake};
     let start_ms = 1_800_000_000_000;
     let (t, k) = (new_id(), new_id());
     let minute = QuotaWindow {
@@ -636,8 +636,8 @@ fn token_reservations_hold_under_concurrency_and_settle(db: &Db) {
 }
 
 fn quota_takes_hold_under_concurrency(db: &Db) {
+    use gc_domain::policy::quota::{Grant, QuotaSubject, QuotaWindow, RequestTake, Take};
     use gc_domain::ports::QuotaRepo;
-    use gc_domain::quota::{Grant, QuotaSubject, QuotaWindow, RequestTake, Take};
     let start_ms = 1_800_000_000_000;
     let window = |subject| QuotaWindow { subject, start_ms };
     let tenant = window(QuotaSubject::TenantMinute(new_id()));
@@ -707,11 +707,13 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
 
 // ---- Workspace records, settings, activity -----------------------------------------------
 
-use gc_domain::access::{TenantScope, WriteScope};
 use gc_domain::model::new_id;
+use gc_domain::model::workspace::{
+    ApiKey, KeyScope, NewActivity, Record, RecordFields, RecordKind,
+};
 use gc_domain::page::Page;
+use gc_domain::policy::access::{TenantScope, WriteScope};
 use gc_domain::ports::{AiKeyRepo, ApiKeyRepo, WorkspaceRepo};
-use gc_domain::workspace::{ApiKey, KeyScope, NewActivity, Record, RecordFields, RecordKind};
 use gc_domain::DomainResult;
 use serde_json::{json, Map, Value};
 
@@ -796,7 +798,7 @@ fn actions(db: &Db, m: &Member) -> Vec<String> {
     )
 }
 
-fn action_names(lines: Vec<gc_domain::workspace::Activity>) -> Vec<String> {
+fn action_names(lines: Vec<gc_domain::model::workspace::Activity>) -> Vec<String> {
     lines.into_iter().map(|a| a.action).collect()
 }
 
@@ -1283,11 +1285,11 @@ fn activity_is_per_tenant_newest_first(db: &Db) {
     let target = new_id();
     let mut lines = Vec::new();
     for i in 0..3 {
-        let line = gc_domain::workspace::NewActivity::write(
+        let line = gc_domain::model::workspace::NewActivity::write(
             &m.write,
             now(),
             &format!("run{i}"),
-            Some(gc_domain::workspace::ActivityTarget {
+            Some(gc_domain::model::workspace::ActivityTarget {
                 kind: "skill".into(),
                 id: target,
             }),
@@ -1487,15 +1489,15 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     use std::future::Future;
     use std::sync::{Arc, Mutex};
 
-    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
-    use gc_domain::ports::{KeySealer, QuotaRepo, UsageRepo};
-    use gc_domain::quota::{token_windows, NodeQuotas};
-    use gc_domain::runs::{
+    use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
+    use gc_domain::policy::quota::{token_windows, NodeQuotas};
+    use gc_domain::policy::runs::{
         prepare, ChatAnswer, ChatUpstream, RunEnd, RunEvent, RunLine, RunReport, RunSink, Runs,
         TokenUsage, UpstreamFailure,
     };
+    use gc_domain::policy::usage::{UsageGroup, UsageQuery, UsageRange};
+    use gc_domain::ports::{KeySealer, QuotaRepo, UsageRepo};
     use gc_domain::secret::SecretString;
-    use gc_domain::usage::{UsageGroup, UsageQuery, UsageRange};
     use gc_domain::DomainResult;
     use serde_json::{Map, Value};
 
@@ -1559,7 +1561,10 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     }
     type Kept<T> = Arc<Mutex<Vec<T>>>;
     #[derive(Default)]
-    struct Lines(Kept<RunLine>, Kept<gc_domain::workspace::NewActivity>);
+    struct Lines(
+        Kept<RunLine>,
+        Kept<gc_domain::model::workspace::NewActivity>,
+    );
     impl RunSink for Lines {
         fn send(&self, event: RunEvent) {
             if let RunEvent::Run(activity, line) = event {
@@ -1567,9 +1572,9 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
                 self.1.lock().unwrap().push(activity);
             }
         }
-        fn reserve(&self, _: bool) -> Option<gc_domain::runs::RunSlot> {
+        fn reserve(&self, _: bool) -> Option<gc_domain::policy::runs::RunSlot> {
             let kept = Self(Arc::clone(&self.0), Arc::clone(&self.1));
-            Some(gc_domain::runs::RunSlot::new(move |e| kept.send(e)))
+            Some(gc_domain::policy::runs::RunSlot::new(move |e| kept.send(e)))
         }
     }
 
@@ -1684,7 +1689,12 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     // minute; the runs may straddle one).
     let month = token_windows(m.tenant.id, None, lines[0].at())
         .into_iter()
-        .find(|w| matches!(w.subject, gc_domain::quota::QuotaSubject::TenantMonth(_)))
+        .find(|w| {
+            matches!(
+                w.subject,
+                gc_domain::policy::quota::QuotaSubject::TenantMonth(_)
+            )
+        })
         .unwrap();
     assert_eq!(
         db.store.window_tokens(&[month]).unwrap(),
@@ -1721,8 +1731,8 @@ fn read(db: &Db, t: &gc_domain::model::Tenant, region: Region) -> gc_domain::mod
 /// the same transaction, and nothing else does; `usable_ai_keys` answers from memory under an
 /// unchanged version and reads again under a new one, whichever store (node) made the change.
 fn ai_key_versions_follow_every_key_change(db: &Db) {
-    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
     use gc_domain::model::TenantPatch;
+    use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
     let t = tenant(&db.store, "Versions");
     let other = tenant(&db.store, "Other");
     let version = |t: &gc_domain::model::Tenant| read(db, t, Region::Aihk).ai_keys_version;
@@ -1766,7 +1776,7 @@ fn ai_key_versions_follow_every_key_change(db: &Db) {
     assert_eq!(db.store.usable_ai_keys(&before).unwrap(), vec![key.clone()]);
     // Another node (store) on the same database marks the key not ready.
     let node_b = db.reopen(PoolOptions::default());
-    gc_domain::admin::record_diagnosis(
+    gc_domain::services::admin::record_diagnosis(
         &node_b,
         &db.admin().clone(),
         &[(key.clone(), AiKeyStatus::NotReady, Some("401".into()))],
@@ -1787,7 +1797,7 @@ fn ai_key_versions_follow_every_key_change(db: &Db) {
         vec![]
     );
     // An answer read under an older version never replaces one kept under a newer version.
-    gc_domain::admin::record_diagnosis(
+    gc_domain::services::admin::record_diagnosis(
         &node_b,
         &db.admin().clone(),
         &[(key.clone(), AiKeyStatus::Ready, None)],
@@ -1813,7 +1823,7 @@ fn ai_key_versions_follow_every_key_change(db: &Db) {
 }
 
 fn ai_keys_usable_filter(db: &Db) {
-    use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+    use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
     let t = tenant(&db.store, "AI");
     let other = tenant(&db.store, "Other");
     let key = |tenant_id, region, chat_enabled, status| TenantAiKey {
@@ -1874,7 +1884,7 @@ fn ai_keys_usable_filter(db: &Db) {
 
     let checked = now();
     let admin = db.admin().clone();
-    gc_domain::admin::record_diagnosis(
+    gc_domain::services::admin::record_diagnosis(
         &db.store,
         &admin,
         &[
@@ -2030,9 +2040,9 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
     assert!(matches!(err, DomainError::Unavailable { .. }), "{err:?}");
     assert!(guard.deferred());
     drop(guard);
-    let take = gc_domain::quota::RequestTake {
-        window: gc_domain::quota::QuotaWindow {
-            subject: gc_domain::quota::QuotaSubject::TenantMinute(m.tenant.id),
+    let take = gc_domain::policy::quota::RequestTake {
+        window: gc_domain::policy::quota::QuotaWindow {
+            subject: gc_domain::policy::quota::QuotaSubject::TenantMinute(m.tenant.id),
             start_ms: 0,
         },
         max: 10,
@@ -2047,7 +2057,8 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
     assert!(guard.deferred());
     drop(guard);
     // Nothing was counted: on the pool, the same take is the window's first request.
-    let gc_domain::quota::Take::Taken(grants) = db.store.take_request(&[take]).unwrap() else {
+    let gc_domain::policy::quota::Take::Taken(grants) = db.store.take_request(&[take]).unwrap()
+    else {
         panic!("a take below the limit");
     };
     assert_eq!(grants[0].count, 1);

@@ -7,7 +7,8 @@
 mod support;
 
 use chrono::Duration;
-use gc_domain::admin_tokens::{AdminTokenRepo, AdminTokenUse};
+use gc_domain::policy::admin_tokens::AdminTokenUse;
+use gc_domain::ports::AdminTokenRepo;
 use support::{now, Db};
 use uuid::Uuid;
 

@@ -15,7 +15,7 @@ mod support;
 use chrono::NaiveDate;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, SqliteConnection};
-use gc_domain::usage::{UsageGroup, UsageLine, UsageQuery, UsageRange};
+use gc_domain::policy::usage::{UsageGroup, UsageLine, UsageQuery, UsageRange};
 use support::*;
 use uuid::Uuid;
 

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use gc_domain::policy::quota::{QuotaSubject, QuotaWindow, RequestTake, Take};
 use gc_domain::ports::QuotaRepo;
-use gc_domain::quota::{QuotaSubject, QuotaWindow, RequestTake, Take};
 use gc_persistence::{open, testing, PoolOptions};
 use uuid::Uuid;
 

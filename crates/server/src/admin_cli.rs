@@ -1,6 +1,6 @@
 //! `gc-server admin ...`: administration by the operator at the machine.
 //!
-//! Every command goes through the domain's administration services (`gc_domain::admin`) with
+//! Every command goes through the domain's administration services (`gc_domain::services::admin`) with
 //! a [`LocalOperator`], so the API's rules apply (email and password rules, keys revoked when a
 //! member leaves a tenant, activity lines) and the operator is recorded as the actor. Running
 //! it needs the database URL, and whoever has that could change any row directly: the command
@@ -14,12 +14,12 @@ use std::io::{Read, Write};
 
 use anyhow::{anyhow, bail, Context};
 use chrono::{SecondsFormat, Utc};
-use gc_domain::access::LocalOperator;
-use gc_domain::accounts::{PasswordHasher, Signup};
-use gc_domain::admin::{self, tenant_name};
-use gc_domain::gateway::AiAccess;
 use gc_domain::model::{Role, Status, Tenant, TenantPatch, User, UserPatch};
 use gc_domain::page::{Page, PageRequest};
+use gc_domain::policy::access::LocalOperator;
+use gc_domain::policy::ai_access::AiAccess;
+use gc_domain::services::accounts::{PasswordHasher, Signup};
+use gc_domain::services::admin::{self, tenant_name};
 use gc_domain::values::Region;
 use gc_domain::{DomainError, DomainResult};
 use gc_http_api::views::{TenantView, UserView};

@@ -747,8 +747,8 @@ impl Config {
     /// Each region's models (`auto`'s model and, when `GC_GATEWAY_<REGION>_MODELS` is set, the
     /// allow-list: that model and the listed ones) and the price table of `GC_PRICES` (a file
     /// that cannot be read or mixes currencies stops the start).
-    pub fn model_catalog(&self) -> anyhow::Result<gc_domain::models::Catalog> {
-        use gc_domain::models::{Catalog, RegionModels};
+    pub fn model_catalog(&self) -> anyhow::Result<gc_domain::policy::models::Catalog> {
+        use gc_domain::policy::models::{Catalog, RegionModels};
         use gc_domain::values::Region;
         let mut regions = std::collections::HashMap::new();
         for (region, default, models) in [
@@ -787,11 +787,12 @@ impl Config {
             );
         }
         let prices = match &self.prices {
-            None => gc_domain::prices::Prices::shipped(),
+            None => gc_domain::policy::prices::Prices::shipped(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| anyhow::anyhow!("GC_PRICES: {}: {e}", path.display()))?;
-                gc_domain::prices::Prices::from_json(&text).map_err(|e| anyhow::anyhow!(e))?
+                gc_domain::policy::prices::Prices::from_json(&text)
+                    .map_err(|e| anyhow::anyhow!(e))?
             }
         };
         Ok(Catalog::new(regions, prices))

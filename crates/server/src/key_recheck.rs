@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use actix_web::web;
 use chrono::Utc;
-use gc_domain::gateway::AiKeyStatus;
+use gc_domain::policy::ai_access::AiKeyStatus;
 use gc_domain::services::ai_keys::{recheck_after_configuration, RecheckBounds};
 use gc_domain::values::Region;
 use gc_gateway::Gateways;

@@ -1,5 +1,5 @@
 //! The region gateways (`gc-gateway`) as the domain's ports: the run upstream is
-//! `gc_gateway::Gateways` itself (it implements `gc_domain::runs::ChatUpstream`), which
+//! `gc_gateway::Gateways` itself (it implements `gc_domain::policy::runs::ChatUpstream`), which
 //! [`gc_http_api::AppState::new`] puts behind the domain's `RunUpstream`; the key and
 //! reachability checks are [`GatewayProbes`] (`KeyProbe`) and, for the state, [`GatewayChecks`]
 //! (`KeyProbe`, and so the domain's dyn-compatible `UpstreamChecks`). The HTTP

@@ -469,8 +469,8 @@ fn line_of<'a>(listing: &'a str, email: &str) -> &'a str {
 
 #[test]
 fn the_admin_commands_manage_users_and_tenants_through_the_domain_rules() {
-    use gc_domain::accounts::{open_session, verify_signin, AccountPolicy, ClientMeta};
     use gc_domain::ports::SessionRepo;
+    use gc_domain::services::accounts::{open_session, verify_signin, AccountPolicy, ClientMeta};
 
     let (url, _dir) = fresh_sqlite_url();
     ok(admin(

@@ -138,7 +138,7 @@ pub struct Tenant {
     pub ai_enabled: bool,
     pub created_at: DateTime<Utc>,
     /// Quotas set by platform admins (none by default).
-    pub limits: crate::quota::TenantLimits,
+    pub limits: crate::policy::quota::TenantLimits,
     /// The models its runs may name, within the region's (`None`: the region's list).
     pub allowed_models: Option<Vec<String>>,
     /// The store's count of changes to the tenant's AI keys, read with the tenant (0 for a new

@@ -210,7 +210,7 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
     /// The key's own per-minute limits, at most the tenant's when set.
-    pub limits: crate::quota::KeyLimits,
+    pub limits: crate::policy::quota::KeyLimits,
 }
 
 impl ApiKey {
@@ -511,7 +511,7 @@ mod tests {
             last_used_at: None,
             expires_at: None,
             revoked_at: None,
-            limits: crate::quota::KeyLimits::default(),
+            limits: crate::policy::quota::KeyLimits::default(),
         }
     }
 

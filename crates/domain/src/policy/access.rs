@@ -26,7 +26,7 @@ pub enum Credential {
         name: String,
         scopes: Vec<KeyScope>,
         /// The key's own quotas, as loaded for this request.
-        limits: crate::quota::KeyLimits,
+        limits: crate::policy::quota::KeyLimits,
     },
     /// A platform admin's `gca_` token, presented on an `/admin/**` route (decision 0036).
     AdminToken {
@@ -397,7 +397,7 @@ pub(crate) mod tests {
             region: Region::Aihk,
             ai_enabled: true,
             created_at: Utc::now(),
-            limits: crate::quota::TenantLimits::default(),
+            limits: crate::policy::quota::TenantLimits::default(),
             allowed_models: None,
             ai_keys_version: 0,
         }
@@ -436,7 +436,7 @@ pub(crate) mod tests {
                 key_id: Uuid::now_v7(),
                 name: "ci".into(),
                 scopes,
-                limits: crate::quota::KeyLimits::default(),
+                limits: crate::policy::quota::KeyLimits::default(),
             },
         )
     }
@@ -568,7 +568,7 @@ pub(crate) mod tests {
                 key_id: Uuid::now_v7(),
                 name: "ci".into(),
                 scopes: vec![KeyScope::WorkspaceRead],
-                limits: crate::quota::KeyLimits::default(),
+                limits: crate::policy::quota::KeyLimits::default(),
             },
         };
         assert!(p.read_scope(KeyScope::WorkspaceRead).is_ok());

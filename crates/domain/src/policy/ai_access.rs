@@ -90,7 +90,7 @@ pub struct RunScope {
     tenant: Tenant,
     actor: crate::model::workspace::Actor,
     /// The workspace key the caller used, with its own limits (`None` for a session).
-    key: Option<(Uuid, crate::quota::KeyLimits)>,
+    key: Option<(Uuid, crate::policy::quota::KeyLimits)>,
     keys: Vec<TenantAiKey>,
 }
 
@@ -186,7 +186,7 @@ impl RunScope {
     }
 
     /// The workspace key the caller used and its own limits; `None` for a session.
-    pub fn key(&self) -> Option<(Uuid, crate::quota::KeyLimits)> {
+    pub fn key(&self) -> Option<(Uuid, crate::policy::quota::KeyLimits)> {
         self.key
     }
 
@@ -401,7 +401,7 @@ pub(crate) mod tests {
             key_id: Uuid::now_v7(),
             name: "k".into(),
             scopes: vec![KeyScope::WorkspaceRead],
-            limits: crate::quota::KeyLimits::default(),
+            limits: crate::policy::quota::KeyLimits::default(),
         };
         let err =
             RunScope::authorize(&member(&t, key_without_run), &Fake::default(), true).unwrap_err();

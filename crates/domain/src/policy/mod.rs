@@ -8,13 +8,11 @@
 //! - [`admin_tokens`]: an admin token's scope and expiry;
 //! - [`ai_access`]: tenant AI keys, AI access, the `RunScope` and key verdicts;
 //! - [`models`], [`prices`]: model allow-lists, prices and money;
+//! - [`quota`]: limits, quota windows and admission;
 //! - [`records`]: field rules of stored records and settings;
 //! - [`runs`]: run body checks, estimates, refusals and admission, key rotation and failover;
 //! - [`skill_verdicts`]: what is stored of a Guard scan of a skill;
 //! - [`usage`]: usage ranges, groupings and queries.
-//!
-//! The quotas (`crate::quota`: limits, windows, admission) belong here too; that move is left
-//! to the rewrite of decision 0045.
 
 pub mod access;
 pub mod accounts;
@@ -22,6 +20,7 @@ pub mod admin_tokens;
 pub mod ai_access;
 pub mod models;
 pub mod prices;
+pub mod quota;
 pub mod records;
 pub mod runs;
 pub mod skill_verdicts;

@@ -9,7 +9,7 @@
 //! refusal is the caller's and leaves the tenant's keys as they were. A connect failure or an
 //! upstream 5xx (nothing has reached the client yet) is retried once, on the next ready key,
 //! after the port's short jittered back-off; never once a response is on its way. The tenant's
-//! and key's quotas are applied last in [`prepare`] ([`crate::quota::admit`]), so a refused
+//! and key's quotas are applied last in [`prepare`] ([`crate::policy::quota::admit`]), so a refused
 //! run never reaches the upstream. Run records, usage lines and key verdicts leave through
 //! the [`RunSink`] port (a bounded queue), off the request path; a run's record has its place
 //! in that queue from before its admission ([`RunSlot`], decision 0033).
@@ -26,8 +26,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::model::workspace::NewActivity;
 use crate::policy::access::Principal;
 use crate::policy::ai_access::{ai_key_binding, KeyVerdict, RunScope, TenantAiKey};
+use crate::policy::quota::{NodeQuotas, QuotaWindow, RateLimitState, TokenReservation};
 use crate::ports::{AiKeyRepo, KeySealer, QuotaRepo};
-use crate::quota::{NodeQuotas, QuotaWindow, RateLimitState, TokenReservation};
 use crate::secret::SecretString;
 use crate::values::Region;
 
@@ -73,7 +73,7 @@ impl RunKind {
         body: &Map<String, Value>,
         default_completion: u64,
         count: &impl Fn(&str, &str) -> u64,
-    ) -> crate::quota::RunEstimate {
+    ) -> crate::policy::quota::RunEstimate {
         match self {
             Self::Chat => estimate(body, default_completion, count),
             Self::Responses => estimate_responses(body, default_completion, count),
@@ -472,7 +472,7 @@ pub struct RunLine {
     /// What the run cost at its model's price (nano-units; 0 without a known price), and the
     /// money reserved at admission (a spend limit applied), which the writer settles to it.
     cost: crate::policy::prices::Money,
-    spend: Option<crate::quota::SpendReservation>,
+    spend: Option<crate::policy::quota::SpendReservation>,
 }
 
 impl RunLine {
@@ -525,10 +525,13 @@ impl RunLine {
         );
         match self.reservation {
             Some(r) => (
-                crate::quota::token_windows(self.tenant_id, self.key_id, r.at),
-                crate::quota::settle_delta(r.tokens, total),
+                crate::policy::quota::token_windows(self.tenant_id, self.key_id, r.at),
+                crate::policy::quota::settle_delta(r.tokens, total),
             ),
-            None => (self.token_windows(), crate::quota::settle_delta(0, total)),
+            None => (
+                self.token_windows(),
+                crate::policy::quota::settle_delta(0, total),
+            ),
         }
     }
     pub fn latency_ms(&self) -> u64 {
@@ -544,12 +547,12 @@ impl RunLine {
     pub fn spend_changes(&self) -> (Vec<QuotaWindow>, i64) {
         match self.spend {
             Some(r) => (
-                crate::quota::spend_windows(self.tenant_id, self.key_id, r.at),
-                crate::quota::settle_delta(r.nanos, self.cost),
+                crate::policy::quota::spend_windows(self.tenant_id, self.key_id, r.at),
+                crate::policy::quota::settle_delta(r.nanos, self.cost),
             ),
             None => (
-                crate::quota::spend_windows(self.tenant_id, self.key_id, self.at),
-                crate::quota::settle_delta(0, self.cost),
+                crate::policy::quota::spend_windows(self.tenant_id, self.key_id, self.at),
+                crate::policy::quota::settle_delta(0, self.cost),
             ),
         }
     }
@@ -563,7 +566,7 @@ impl RunLine {
     }
     /// The quota windows its tokens count in.
     pub fn token_windows(&self) -> Vec<QuotaWindow> {
-        crate::quota::token_windows(self.tenant_id, self.key_id, self.at)
+        crate::policy::quota::token_windows(self.tenant_id, self.key_id, self.at)
     }
 }
 
@@ -579,7 +582,7 @@ pub struct RunPlan {
     /// The token reservation and the prompt's counted tokens, when a token limit applies.
     reserved: Option<(TokenReservation, u64)>,
     /// The model's price and the money reservation (decision 0038).
-    cost: crate::quota::RunCost,
+    cost: crate::policy::quota::RunCost,
     /// The run writer's place for this run's record, taken before admission.
     slot: RunSlot,
 }
@@ -701,7 +704,7 @@ pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
                 "the run's body was already used".into(),
             ));
         };
-        crate::quota::admit_run(store, quotas, &scope, Utc::now(), model.price, || {
+        crate::policy::quota::admit_run(store, quotas, &scope, Utc::now(), model.price, || {
             let e = kind.estimate(map, quotas.completion_default(), &count_tokens);
             prompt = e.prompt_tokens;
             e
@@ -721,7 +724,7 @@ pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
         stream,
         limits: admission.state,
         reserved: admission.reservation.map(|r| (r, prompt)),
-        cost: crate::quota::RunCost {
+        cost: crate::policy::quota::RunCost {
             price: model.price,
             spend: admission.spend,
             prompt_tokens: admission.prompt_tokens,
@@ -747,7 +750,7 @@ pub fn estimate(
     body: &Map<String, Value>,
     default_completion: u64,
     count: &impl Fn(&str, &str) -> u64,
-) -> crate::quota::RunEstimate {
+) -> crate::policy::quota::RunEstimate {
     let mut prompt = Prompt::of(body, count);
     for m in body
         .get("messages")
@@ -803,7 +806,7 @@ pub fn estimate_responses(
     body: &Map<String, Value>,
     default_completion: u64,
     count: &impl Fn(&str, &str) -> u64,
-) -> crate::quota::RunEstimate {
+) -> crate::policy::quota::RunEstimate {
     /// Parts and items whose data is not text: priced as a low-detail image.
     fn opaque(v: &Value) -> bool {
         matches!(
@@ -892,8 +895,8 @@ impl<'a, C: Fn(&str, &str) -> u64> Prompt<'a, C> {
         }
     }
 
-    fn estimate(self, completion_tokens: u64) -> crate::quota::RunEstimate {
-        crate::quota::RunEstimate {
+    fn estimate(self, completion_tokens: u64) -> crate::policy::quota::RunEstimate {
+        crate::policy::quota::RunEstimate {
             prompt_tokens: self.tokens,
             completion_tokens,
         }
@@ -905,7 +908,7 @@ impl<'a, C: Fn(&str, &str) -> u64> Prompt<'a, C> {
 pub fn estimate_embeddings(
     body: &Map<String, Value>,
     count: &impl Fn(&str, &str) -> u64,
-) -> crate::quota::RunEstimate {
+) -> crate::policy::quota::RunEstimate {
     let model = body.get("model").and_then(Value::as_str).unwrap_or("auto");
     let len = |a: &Vec<Value>| u64::try_from(a.len()).unwrap_or(u64::MAX);
     let prompt = match body.get("input") {
@@ -920,7 +923,7 @@ pub fn estimate_embeddings(
         }),
         _ => 0,
     };
-    crate::quota::RunEstimate {
+    crate::policy::quota::RunEstimate {
         prompt_tokens: prompt,
         completion_tokens: 0,
     }
@@ -1113,7 +1116,7 @@ struct RunRecord {
     /// The run's token reservation and its prompt's counted tokens (a token limit applied).
     reserved: Option<(TokenReservation, u64)>,
     /// The model's price and the money reservation.
-    cost: crate::quota::RunCost,
+    cost: crate::policy::quota::RunCost,
 }
 
 impl RunRecord {
@@ -1137,7 +1140,7 @@ impl RunRecord {
             (Some(u), _) => u,
             (None, Some(prompt)) => {
                 let completion = relayed.unwrap_or(0);
-                let total = crate::quota::settled_tokens(None, prompt, relayed);
+                let total = crate::policy::quota::settled_tokens(None, prompt, relayed);
                 TokenUsage {
                     prompt_tokens: prompt,
                     completion_tokens: completion,
@@ -1604,7 +1607,7 @@ mod tests {
             key_id: uuid::Uuid::now_v7(),
             name: "k".into(),
             scopes: vec![crate::model::workspace::KeyScope::WorkspaceRead],
-            limits: crate::quota::KeyLimits::default(),
+            limits: crate::policy::quota::KeyLimits::default(),
         };
         let e = models(|r| upstream.models(r), &member(&t, no_run)).unwrap_err();
         assert_eq!(e.code(), "insufficient_scope");
@@ -1612,7 +1615,7 @@ mod tests {
 
     /// An active tenant with the limits `set` sets, and a ready AIHK key of it that opens.
     fn limited_tenant(
-        set: impl FnOnce(&mut crate::quota::TenantLimits),
+        set: impl FnOnce(&mut crate::policy::quota::TenantLimits),
     ) -> (crate::model::Tenant, TenantAiKey) {
         let mut t = crate::policy::access::tests::tenant(Status::Active);
         set(&mut t.limits);
@@ -1748,7 +1751,7 @@ mod tests {
             m.insert("max_completion_tokens".into(), hostile);
             let e = estimate(&m, 1024, &|_: &str, _: &str| u64::MAX);
             assert_eq!(e.prompt_tokens, u64::MAX);
-            let r = crate::quota::reservation_size(e, 100);
+            let r = crate::policy::quota::reservation_size(e, 100);
             assert_eq!(r, 100);
         }
     }
@@ -2147,7 +2150,7 @@ mod tests {
         assert_eq!(line.latency_ms(), 7);
         assert_eq!(
             line.token_windows(),
-            crate::quota::token_windows(tenant_id, None, line.at())
+            crate::policy::quota::token_windows(tenant_id, None, line.at())
         );
         assert_eq!(activity.detail()["status"], "ok");
         assert_eq!(activity.detail()["usage"]["total_tokens"], 5);
@@ -2164,7 +2167,7 @@ mod tests {
             key_id,
             name: "ci".into(),
             scopes: vec![crate::model::workspace::KeyScope::Run],
-            limits: crate::quota::KeyLimits::default(),
+            limits: crate::policy::quota::KeyLimits::default(),
         };
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let sink = Arc::new(Sink::default());

@@ -777,7 +777,7 @@ mod tests {
             last_used_at: None,
             expires_at: None,
             revoked_at: None,
-            limits: crate::quota::KeyLimits::default(),
+            limits: crate::policy::quota::KeyLimits::default(),
         };
         store.api_keys.lock().unwrap().push(key.clone());
         key

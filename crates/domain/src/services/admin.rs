@@ -80,7 +80,7 @@ pub fn create_tenant<P: TenantRepo + AiKeyRepo + ?Sized>(
             region,
             ai_enabled,
             created_at: now,
-            limits: crate::quota::TenantLimits::default(),
+            limits: crate::policy::quota::TenantLimits::default(),
             allowed_models: None,
             ai_keys_version: 0,
         },

@@ -5,10 +5,10 @@ use chrono::Duration;
 use std::task::Poll;
 
 use super::*;
-use crate::access::tests::tenant;
 use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
-use crate::gateway::tests::key;
 use crate::model::Status;
+use crate::policy::access::tests::tenant;
+use crate::policy::ai_access::tests::key;
 
 #[test]
 fn a_recheck_takes_not_ready_or_unchecked_keys_judged_before_the_start_only() {

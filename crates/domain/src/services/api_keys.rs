@@ -15,8 +15,8 @@ use crate::model::new_id;
 use crate::model::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, NewActivity};
 use crate::page::{Page, PageRequest};
 use crate::policy::access::{Principal, WriteScope};
+use crate::policy::quota::{limit_change, KeyLimits};
 use crate::ports::{ApiKeyRepo, CredentialCodec};
-use crate::quota::{limit_change, KeyLimits};
 use crate::secret::SecretString;
 use crate::values::{expiry, text};
 
@@ -244,7 +244,7 @@ mod tests {
     use crate::model::{Role, Status, Tenant};
     use crate::policy::access::tests::{session, tenant, user};
     use crate::policy::access::Credential;
-    use crate::quota::TenantLimits;
+    use crate::policy::quota::TenantLimits;
 
     fn member_of(t: &Tenant) -> Principal {
         session(

@@ -326,7 +326,7 @@ mod tests {
                 key_id: uuid::Uuid::now_v7(),
                 name: "ci".into(),
                 scopes: vec![KeyScope::WorkspaceRead],
-                limits: crate::quota::KeyLimits::default(),
+                limits: crate::policy::quota::KeyLimits::default(),
             },
         );
         let suspended = session(

@@ -1,5 +1,5 @@
 //! Runs (`/run`, `/chat/completions`, `/responses`, `/embeddings`): one async entry, [`run`],
-//! that authenticates the caller, decides and admits the run ([`crate::runs::prepare_for`]:
+//! that authenticates the caller, decides and admits the run ([`crate::policy::runs::prepare_for`]:
 //! every refusal in the contract's order, the run writer's place, the quotas), calls the
 //! upstream port ([`RunUpstream::execute`]: key rotation, failover, the run's record) and
 //! measures it. The HTTP layer extracts the request, makes this one call and maps the answer.
@@ -24,17 +24,17 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::ai_keys::{GatewayCheck, KeyProbe, KeyProbeAnswer};
-use crate::access::Principal;
-use crate::accounts::{self, AccountPolicy, CheckedCredential};
-use crate::admin_tokens::AdminTokenRepo;
 use crate::error::{DomainError, DomainResult, ErrorCode};
+use crate::policy::access::Principal;
+use crate::policy::quota::{NodeQuotas, RateLimitState};
+use crate::policy::runs::{prepare_for, ChatUpstream, RunPlan, RunSink, Runs};
+use crate::ports::AdminTokenRepo;
 use crate::ports::{AiKeyRepo, ApiKeyRepo, KeySealer, QuotaRepo, SessionRepo};
-use crate::quota::{NodeQuotas, RateLimitState};
-use crate::runs::{prepare_for, ChatUpstream, RunPlan, RunSink, Runs};
 use crate::secret::SecretString;
+use crate::services::accounts::{self, AccountPolicy, CheckedCredential};
 use crate::values::Region;
 
-pub use crate::runs::{ChatAnswer, RunError, RunKind, UpstreamFailure};
+pub use crate::policy::runs::{ChatAnswer, RunError, RunKind, UpstreamFailure};
 
 /// A boxed future that may move between threads.
 pub type SendFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -352,7 +352,7 @@ pub fn models<B: 'static, S: 'static>(
     upstream: &dyn RunUpstream<B, S>,
     principal: &Principal,
 ) -> DomainResult<Vec<String>> {
-    let all = crate::runs::models(|region| upstream.models(region), principal)?;
+    let all = crate::policy::runs::models(|region| upstream.models(region), principal)?;
     Ok(match principal.tenant() {
         Some(t) => upstream
             .quotas()
@@ -361,4 +361,6 @@ pub fn models<B: 'static, S: 'static>(
         None => all,
     })
 }
-#[cfg(test)] #[path = "run_tests.rs"] mod tests;
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

@@ -18,9 +18,9 @@ use chrono::Utc;
 use crate::error::{DomainError, DomainResult};
 use crate::model::workspace::NewActivity;
 use crate::policy::ai_access::KeyVerdict;
+use crate::policy::quota::TokenReads;
 use crate::policy::runs::{RunEvent, RunLine};
 use crate::ports::{AiKeyRepo, QuotaRepo, UsageRepo};
-use crate::quota::TokenReads;
 use crate::services::Storage;
 
 /// The receiving end of the bounded run-record queue (a tokio channel in the server).

@@ -11,18 +11,18 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::*;
-use crate::access::tests::{tenant, user};
-use crate::accounts::{check_credential, Presented};
-use crate::admin_tokens::{AdminToken, AdminTokenScope, NewAdminToken};
 use crate::fakes::{
     ready, FakeCodec, FakeMetrics, FakeProbe, FakeRunStorage, FakeSealer, FakeSink, FakeUpstream,
 };
-use crate::gateway::tests::key;
-use crate::gateway::AiKeyStatus;
+use crate::model::workspace::{ApiKey, KeyScope};
 use crate::model::{Role, Session, Status, Tenant, User};
-use crate::quota::TenantLimits;
-use crate::runs::RunEvent;
-use crate::workspace::{ApiKey, KeyScope};
+use crate::policy::access::tests::{tenant, user};
+use crate::policy::admin_tokens::{AdminToken, AdminTokenScope, NewAdminToken};
+use crate::policy::ai_access::tests::key;
+use crate::policy::ai_access::AiKeyStatus;
+use crate::policy::quota::TenantLimits;
+use crate::policy::runs::RunEvent;
+use crate::services::accounts::{check_credential, Presented};
 
 type Body = Map<String, Value>;
 type Outcome = Ran<Body, String, &'static str>;
@@ -139,7 +139,7 @@ impl World {
     }
 
     /// The run records sent to the run writer: activity lines' details and usage lines.
-    fn run_lines(&self) -> Vec<(Value, crate::runs::RunLine)> {
+    fn run_lines(&self) -> Vec<(Value, crate::policy::runs::RunLine)> {
         self.sink
             .events
             .lock()
@@ -424,7 +424,7 @@ fn a_spent_budget_is_counted_by_its_reason() {
         },
         FakeUpstream::default(),
     );
-    let month = crate::quota::token_windows(w.tenant.id, None, Utc::now());
+    let month = crate::policy::quota::token_windows(w.tenant.id, None, Utc::now());
     w.store().add_tokens_now(month, 10);
     let ran = w.run(session(ANN), chat());
     assert_eq!(code(&ran), "budget_exhausted");
@@ -528,8 +528,8 @@ fn a_stream_reaches_the_caller_in_its_type_and_is_recorded_when_it_ends() {
     assert_eq!(s, "stream 1");
     assert!(w.run_lines().is_empty(), "recorded when it ends");
     let done = w.fake_upstream.finishing.lock().unwrap().pop().unwrap();
-    done(crate::runs::RunReport {
-        end: crate::runs::RunEnd::Ok,
+    done(crate::policy::runs::RunReport {
+        end: crate::policy::runs::RunEnd::Ok,
         model: "m-default".into(),
         latency_ms: 3,
         ttft_ms: Some(1),

@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use serde_json::json;
 
 use super::*;
-use crate::access::tests::{session, tenant, user};
 use crate::fakes::{ready, Fake};
 use crate::model::{Role, Status};
+use crate::policy::access::tests::{session, tenant, user};
 
 /// A scanner that passes everything under `version`, counts its scans, and while `races` is
 /// above 0 changes every stored record during a scan (as another writer would).

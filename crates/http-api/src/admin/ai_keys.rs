@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::gateway::{AiKeyStatus, TenantAiKey};
+use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
 use gc_domain::services::ai_keys::{self, NewAiKey};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

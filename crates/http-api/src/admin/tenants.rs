@@ -3,11 +3,11 @@
 
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
-use gc_domain::admin::{self, tenant_name};
 use gc_domain::model::{Status, TenantPatch};
-use gc_domain::models::allowed_models;
-use gc_domain::prices::money_limit;
-use gc_domain::quota::limit_change;
+use gc_domain::policy::models::allowed_models;
+use gc_domain::policy::prices::money_limit;
+use gc_domain::policy::quota::limit_change;
+use gc_domain::services::admin::{self, tenant_name};
 use gc_domain::values::Region;
 use serde::Deserialize;
 use utoipa::ToSchema;

@@ -1,11 +1,11 @@
 //! `/admin/tokens`: a platform admin's API tokens for scripts (decision 0036). Managed with a
 //! signed-in session only; the token is shown once, at creation, and stored as SHA-256. Every
-//! decision is in `gc_domain::admin_tokens`; the session check before the body is read only
+//! decision is in `gc_domain::services::admin_tokens`; the session check before the body is read only
 //! orders the refusals.
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::admin_tokens::{self as service, AdminToken, AdminTokenRequest};
+use gc_domain::services::admin_tokens::{self as service, AdminToken, AdminTokenRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;

@@ -1,7 +1,7 @@
 //! `GET /admin/usage`: every tenant's usage (or one's), grouped by tenant, for platform admins.
 
 use actix_web::{web, HttpResponse};
-use gc_domain::usage::{self, UsageGroup};
+use gc_domain::services::usage::{self, UsageGroup};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;

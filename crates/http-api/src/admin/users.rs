@@ -1,9 +1,9 @@
 use actix_web::{web, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts::Signup;
-use gc_domain::admin::{self, person_name};
 use gc_domain::model::{Role, Status, UserPatch};
 use gc_domain::page::PageRequest;
+use gc_domain::services::accounts::Signup;
+use gc_domain::services::admin::{self, person_name};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;

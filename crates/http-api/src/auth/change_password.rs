@@ -1,5 +1,5 @@
 use actix_web::{web, HttpRequest, HttpResponse};
-use gc_domain::accounts;
+use gc_domain::services::accounts;
 use gc_domain::values::Password;
 use serde::Deserialize;
 use utoipa::ToSchema;

@@ -1,5 +1,5 @@
 use actix_web::{web, HttpResponse};
-use gc_domain::admin;
+use gc_domain::services::admin;
 use gc_domain::DomainError;
 use serde::Deserialize;
 use utoipa::ToSchema;

@@ -34,7 +34,7 @@ pub async fn patch_me(
     let name = body.after(p.require_session())?.name;
     let caller = p.clone();
     let user = state
-        .db(move |ports| gc_domain::accounts::rename(ports, &caller, name.as_deref()))
+        .db(move |ports| gc_domain::services::accounts::rename(ports, &caller, name.as_deref()))
         .await?;
     Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant(), p.shadow())))
 }

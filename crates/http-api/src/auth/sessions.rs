@@ -1,5 +1,5 @@
 use actix_web::{web, HttpResponse};
-use gc_domain::accounts;
+use gc_domain::services::accounts;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;

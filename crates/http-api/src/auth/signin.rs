@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts;
+use gc_domain::services::accounts;
 use serde::Deserialize;
 use utoipa::ToSchema;
 

@@ -11,7 +11,7 @@ use crate::state::AppState;
 pub async fn signout(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
     p.require_session()?;
     state
-        .db(move |ports| gc_domain::accounts::sign_out(ports, &p))
+        .db(move |ports| gc_domain::services::accounts::sign_out(ports, &p))
         .await?;
     Ok(HttpResponse::NoContent()
         .cookie(expired_session_cookie(&state))

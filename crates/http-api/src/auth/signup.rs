@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use gc_domain::accounts::{self, Signup};
+use gc_domain::services::accounts::{self, Signup};
 use gc_domain::DomainError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

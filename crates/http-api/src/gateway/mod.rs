@@ -7,8 +7,8 @@ use actix_web::HttpMessage;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use gc_domain::runs::{RunEvent, RunSink, RunSlot};
-use gc_domain::workspace::NewActivity;
+use gc_domain::model::workspace::NewActivity;
+use gc_domain::policy::runs::{RunEvent, RunSink, RunSlot};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 

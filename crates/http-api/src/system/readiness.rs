@@ -155,7 +155,7 @@ impl Readiness {
         let started = Instant::now();
         let work = state.db(move |store| {
             let _done = done;
-            gc_domain::system::ready(store)
+            gc_domain::services::system::ready(store)
         });
         let check = tokio::time::timeout(DATABASE_TIMEOUT, work).await;
         state.metrics.readiness_check(match &check {

@@ -2,8 +2,8 @@
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::workspace::{Activity, KeyScope};
-use gc_domain::workspace_service as service;
+use gc_domain::model::workspace::{Activity, KeyScope};
+use gc_domain::services::workspace as service;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;

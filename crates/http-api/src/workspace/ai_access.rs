@@ -2,9 +2,9 @@
 //! to calling `/run` with a workspace key.
 
 use actix_web::{web, HttpResponse};
-use gc_domain::gateway::AiAccess;
-use gc_domain::workspace::KeyScope;
-use gc_domain::workspace_service as service;
+use gc_domain::model::workspace::KeyScope;
+use gc_domain::policy::ai_access::AiAccess;
+use gc_domain::services::workspace as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -1,12 +1,12 @@
 //! `/workspace/api-keys`: scoped workspace keys, managed with a signed-in session only. The
 //! secret is shown once, at creation; only its SHA-256 is stored. Every decision is in
-//! `gc_domain::workspace_keys`; the session check before the body is read only orders the
+//! `gc_domain::services::api_keys`; the session check before the body is read only orders the
 //! refusals (a caller who may not manage keys hears 401/403, not a complaint about the body).
 
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::workspace::ApiKey;
-use gc_domain::workspace_keys::{
+use gc_domain::model::workspace::ApiKey;
+use gc_domain::services::api_keys::{
     self as service, KeyLimitsRequest, KeyPatchRequest, NewKeyRequest,
 };
 use serde::{Deserialize, Serialize};
@@ -87,7 +87,10 @@ impl From<&ApiKey> for ApiKeyView {
             limits: KeyLimitsView {
                 requests_per_minute: k.limits.requests_per_minute,
                 tokens_per_minute: k.limits.tokens_per_minute,
-                monthly_spend: k.limits.monthly_spend.map(gc_domain::prices::format_money),
+                monthly_spend: k
+                    .limits
+                    .monthly_spend
+                    .map(gc_domain::policy::prices::format_money),
             },
         }
     }

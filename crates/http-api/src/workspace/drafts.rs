@@ -2,7 +2,7 @@
 //! `{kind}` is an unknown route (404), answered before credentials are looked at.
 
 use actix_web::web;
-use gc_domain::workspace::RecordKind;
+use gc_domain::model::workspace::RecordKind;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -56,7 +56,7 @@ record_routes! {
     parent: [("kind" = String, Path, description = "`agents`, `workflows` or `apps`")],
     parent_missing: [(status = 404, description = "not_found: unknown kind")],
     list_answers: [],
-    body: "The fields of a draft (schema generated from gc_domain::records)",
+    body: "The fields of a draft (schema generated from gc_domain::policy::records)",
     id: "Draft id", missing: "not_found", deleted: "Deleted",
     list_drafts: "The tenant's drafts of one kind, newest first.",
     create_draft: "Stores a draft (version 1).",

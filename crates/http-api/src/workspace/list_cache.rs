@@ -1,7 +1,7 @@
 //! Record lists kept per node and served again while the tenant's records are unchanged
 //! (decisions 0019, 0046): the caching adapter in front of the records port. The list handlers
 //! make one call, [`record_list`]; the domain states when a kept answer may be served
-//! (`gc_domain::workspace_service::list_records_kept`, behind its `KeptLists` port) and this
+//! (`gc_domain::services::workspace::list_records_kept`, behind its `KeptLists` port) and this
 //! module makes it fast: it keeps the rendered bodies, bounded, and renders and offers a page
 //! read from the database.
 //!
@@ -21,11 +21,11 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use gc_domain::model::workspace::RecordKind;
 use gc_domain::page::PageRequest;
 use gc_domain::services::skill_scan::SkillScanner;
-use gc_domain::workspace::RecordKind;
-pub use gc_domain::workspace_service::ListKey;
-use gc_domain::workspace_service::{self as service, KeptLists};
+pub use gc_domain::services::workspace::ListKey;
+use gc_domain::services::workspace::{self as service, KeptLists};
 use lru::LruCache;
 use uuid::Uuid;
 
@@ -169,7 +169,7 @@ impl ListCache {
 }
 
 /// The adapter behind the domain's port: the domain decides when a kept answer may be served
-/// (`gc_domain::workspace_service::list_records_kept`); this keeps the bodies, bounded.
+/// (`gc_domain::services::workspace::list_records_kept`); this keeps the bodies, bounded.
 impl KeptLists for ListCache {
     type Answer = Bytes;
 
@@ -185,7 +185,7 @@ impl KeptLists for ListCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gc_domain::workspace::RecordKind;
+    use gc_domain::model::workspace::RecordKind;
     use uuid::Uuid;
 
     fn key(tenant: u128, limit: u32) -> ListKey {

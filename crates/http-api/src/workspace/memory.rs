@@ -1,7 +1,7 @@
 //! `/workspace/memory`: memory collections. Deleting one deletes its sources in the same
 //! transaction.
 
-use gc_domain::workspace::RecordKind;
+use gc_domain::model::workspace::RecordKind;
 use uuid::Uuid;
 
 use super::records::{record_routes, TopLevel};
@@ -27,7 +27,7 @@ record_routes! {
     parent: [], parent_missing: [],
     list_answers: [(status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")],
-    body: "The fields of a memory collection (schema generated from gc_domain::records)",
+    body: "The fields of a memory collection (schema generated from gc_domain::policy::records)",
     id: "Collection id", missing: "not_found (also for another tenant's collection)",
     deleted: "Deleted, with its sources",
     list_collections: "The tenant's memory collections, newest first.",

@@ -1,6 +1,6 @@
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::workspace_service as service;
+use gc_domain::services::workspace as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -36,7 +36,7 @@ pub struct Counts {
 pub struct AiAccessSummary {
     /// `ready`, `disabled` or `not_ready`.
     #[schema(value_type = String)]
-    pub status: gc_domain::gateway::AiAccess,
+    pub status: gc_domain::policy::ai_access::AiAccess,
 }
 
 /// A platform admin currently in this tenant's Shadow support view.

@@ -1,6 +1,6 @@
 //! One generic resource for the stored records: skills, memory collections, memory sources and
 //! drafts are one stored record (`RecordKind` + a JSON map of fields validated by
-//! `gc_domain::records`). Here are the one implementation of list, get, create, patch and
+//! `gc_domain::policy::records`). Here are the one implementation of list, get, create, patch and
 //! delete ([`list`] … [`delete`], generic over a [`RecordResource`]) and the
 //! [`record_routes!`] descriptor each kind's module (`skills`, `memory`, `sources`, `drafts`)
 //! invokes once with its paths, view and OpenAPI wording.
@@ -14,9 +14,9 @@
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
+use gc_domain::model::workspace::{KeyScope, Record, RecordKind};
 use gc_domain::services::skill_scan::{self, SkillGuard, SkillScanner};
-use gc_domain::workspace::{KeyScope, Record, RecordKind};
-use gc_domain::workspace_service as service;
+use gc_domain::services::workspace as service;
 use gc_domain::{DomainError, DomainResult, ErrorCode};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -38,7 +38,7 @@ pub type Fields = crate::extract::Body<Map<String, Value>>;
 /// that): ids are hex and hyphens and timestamps RFC 3339 digits, so nothing needs escaping, and
 /// the fields are the stored object's text, spliced in as they are (issue 14: parsing them into
 /// a map and escaping every string again was a third of a list's work). Validated fields never
-/// use a metadata name (`gc_domain::records` refuses unknown fields, and no field table has
+/// use a metadata name (`gc_domain::policy::records` refuses unknown fields, and no field table has
 /// one), so the members stay unique.
 fn write_record(out: &mut Vec<u8>, r: &Record, rules: &str) {
     out.extend_from_slice(b"{\"id\":");
@@ -64,7 +64,7 @@ fn write_record(out: &mut Vec<u8>, r: &Record, rules: &str) {
         out.extend_from_slice(members.as_bytes());
     }
     if r.kind == RecordKind::Skill {
-        // `guard` is no field name (`gc_domain::records` refuses it), so members stay unique.
+        // `guard` is no field name (`gc_domain::policy::records` refuses it), so members stay unique.
         out.extend_from_slice(b",\"guard\":");
         match &r.guard {
             Some(guard) => guard.write_shown(out, rules),
@@ -282,7 +282,11 @@ pub async fn create<R: RecordResource>(
             .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
             .await?
     };
-    Ok(with_etag(HttpResponse::Created(), &stored, state.guard.as_ref()))
+    Ok(with_etag(
+        HttpResponse::Created(),
+        &stored,
+        state.guard.as_ref(),
+    ))
 }
 
 /// One record, with its version as `ETag`.
@@ -320,7 +324,11 @@ pub async fn patch<R: RecordResource>(
             })
             .await?
     };
-    Ok(with_etag(HttpResponse::Ok(), &updated, state.guard.as_ref()))
+    Ok(with_etag(
+        HttpResponse::Ok(),
+        &updated,
+        state.guard.as_ref(),
+    ))
 }
 
 /// Scans a stored skill again and stores the verdict (`POST /workspace/skills/{id}/scan`).
@@ -469,7 +477,7 @@ pub(crate) use record_routes;
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use gc_domain::workspace::RecordFields;
+    use gc_domain::model::workspace::RecordFields;
 
     /// The record's JSON as serde would write it, member by member.
     fn by_serde(r: &Record) -> Value {

@@ -3,9 +3,9 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use gc_domain::records::settings_with_defaults;
-use gc_domain::workspace::{KeyScope, Settings};
-use gc_domain::workspace_service as service;
+use gc_domain::model::workspace::{KeyScope, Settings};
+use gc_domain::policy::records::settings_with_defaults;
+use gc_domain::services::workspace as service;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
@@ -53,7 +53,7 @@ pub async fn get_settings(
 }
 
 /// Changes some settings; `If-Match: "<version>"` makes it conditional.
-#[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body(content = Object, description = "The fields of the settings (schema generated from gc_domain::records)"),
+#[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body(content = Object, description = "The fields of the settings (schema generated from gc_domain::policy::records)"),
     params(("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
     responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),

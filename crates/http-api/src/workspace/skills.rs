@@ -3,7 +3,7 @@
 //! `POST /workspace/skills/{id}/scan`. [`crate::guard::GuardService`] is the domain's `SkillScanner`
 //! port (over the Guard adapter the binary wires).
 
-use gc_domain::workspace::RecordKind;
+use gc_domain::model::workspace::RecordKind;
 use uuid::Uuid;
 
 use super::records::{record_routes, TopLevel};
@@ -66,7 +66,7 @@ record_routes! {
     parent: [], parent_missing: [],
     list_answers: [(status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")],
-    body: "The fields of a skill (schema generated from gc_domain::records)",
+    body: "The fields of a skill (schema generated from gc_domain::policy::records)",
     id: "Skill id", missing: "not_found (also for another tenant's skill)", deleted: "Deleted",
     list_skills: "The tenant's skills, newest first.",
     create_skill: "Stores a skill (version 1), with the Guard's verdict on its content.",

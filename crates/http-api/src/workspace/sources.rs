@@ -3,7 +3,7 @@
 //! a source reached through another collection's id is not found.
 
 use actix_web::web;
-use gc_domain::workspace::RecordKind;
+use gc_domain::model::workspace::RecordKind;
 use uuid::Uuid;
 
 use super::records::{record_routes, RecordResource};
@@ -43,7 +43,7 @@ record_routes! {
     parent: [("collectionId" = Uuid, Path, description = "Collection id")],
     parent_missing: [(status = 404, description = "not_found: no such collection in your tenant")],
     list_answers: [],
-    body: "The fields of a memory source (schema generated from gc_domain::records)",
+    body: "The fields of a memory source (schema generated from gc_domain::policy::records)",
     id: "Source id", missing: "not_found (also under another collection or tenant)",
     deleted: "Deleted",
     list_sources: "The sources of a collection, newest first.",

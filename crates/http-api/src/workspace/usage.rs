@@ -5,8 +5,8 @@ use actix_web::{web, HttpResponse};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::Utc;
-use gc_domain::usage::{self, UsageGroup, UsageLine, UsagePage, UsageQuery, UsageRange};
-use gc_domain::workspace::KeyScope;
+use gc_domain::model::workspace::KeyScope;
+use gc_domain::services::usage::{self, UsageGroup, UsageLine, UsagePage, UsageQuery, UsageRange};
 use gc_domain::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -101,7 +101,7 @@ impl UsageLineView {
             prompt_tokens: line.prompt_tokens,
             completion_tokens: line.completion_tokens,
             total_tokens: line.total_tokens,
-            cost: gc_domain::prices::format_money(line.cost),
+            cost: gc_domain::policy::prices::format_money(line.cost),
             currency: currency.to_owned(),
         };
         match group {

@@ -4,16 +4,16 @@ use chrono::{DateTime, Duration, Utc};
 use diesel::dsl::{count_star, min};
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
-use gc_domain::access::AdminScope;
+use gc_domain::model::workspace::NewActivity;
 use gc_domain::model::{
     new_id, NewUser, Role, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
 };
 use gc_domain::page::{Page, PageRequest};
+use gc_domain::policy::access::AdminScope;
 use gc_domain::ports::{
     HealthRepo, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
 };
 use gc_domain::values::Email;
-use gc_domain::workspace::NewActivity;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 

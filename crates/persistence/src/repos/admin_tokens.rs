@@ -2,10 +2,11 @@
 //! every use is one line in `admin_token_uses`.
 
 use diesel::prelude::*;
-use gc_domain::admin_tokens::{
-    AdminToken, AdminTokenContext, AdminTokenRepo, AdminTokenScope, AdminTokenUse, NewAdminToken,
-};
 use gc_domain::page::{Page, PageRequest};
+use gc_domain::policy::admin_tokens::{
+    AdminToken, AdminTokenContext, AdminTokenScope, AdminTokenUse, NewAdminToken,
+};
+use gc_domain::ports::AdminTokenRepo;
 use gc_domain::DomainResult;
 use uuid::Uuid;
 

@@ -5,9 +5,9 @@ use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use gc_domain::access::AdminScope;
-use gc_domain::gateway::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
 use gc_domain::model::Tenant;
+use gc_domain::policy::access::AdminScope;
+use gc_domain::policy::ai_access::{AiKeyStatus, KeyVerdict, NewTenantAiKey, TenantAiKey};
 use gc_domain::ports::AiKeyRepo;
 use gc_domain::values::Region;
 use gc_domain::DomainResult;

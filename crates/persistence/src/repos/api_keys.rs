@@ -2,10 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use gc_domain::access::{TenantScope, WriteScope};
+use gc_domain::model::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
 use gc_domain::page::{Page, PageRequest};
+use gc_domain::policy::access::{TenantScope, WriteScope};
 use gc_domain::ports::ApiKeyRepo;
-use gc_domain::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
 use gc_domain::DomainResult;
 use uuid::Uuid;
 

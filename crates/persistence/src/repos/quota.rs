@@ -3,7 +3,7 @@
 //! Requests are counted with one conditional upsert per window (`INSERT … ON CONFLICT DO
 //! UPDATE … WHERE requests + n <= max RETURNING requests`), which both SQLite and PostgreSQL
 //! run atomically: concurrent callers on any number of nodes queue on the row, and no answer
-//! ever exceeds the maximum. A take of `n` requests (a node's lease, see `gc_domain::quota`)
+//! ever exceeds the maximum. A take of `n` requests (a node's lease, see `gc_domain::policy::quota`)
 //! that does not fit falls back to one. Several windows are taken in one write transaction,
 //! the earlier ones handed back when a later one is full. Every statement commits before it
 //! answers (`synchronous = FULL` on SQLite). Tokens are added when run lines are stored, in
@@ -13,12 +13,12 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use diesel::prelude::*;
-use gc_domain::access::{AdminScope, TenantScope};
+use gc_domain::model::workspace::NewActivity;
+use gc_domain::policy::access::{AdminScope, TenantScope};
+use gc_domain::policy::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
+use gc_domain::policy::runs::RunLine;
+use gc_domain::policy::usage::{UsagePage, UsageQuery};
 use gc_domain::ports::{QuotaRepo, UsageRepo};
-use gc_domain::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
-use gc_domain::runs::RunLine;
-use gc_domain::usage::{UsagePage, UsageQuery};
-use gc_domain::workspace::NewActivity;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 

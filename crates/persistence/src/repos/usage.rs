@@ -19,9 +19,9 @@ use diesel::prelude::*;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId, SqlQuery};
 use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Text};
-use gc_domain::access::{AdminScope, TenantScope};
-use gc_domain::runs::RunLine;
-use gc_domain::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
+use gc_domain::policy::access::{AdminScope, TenantScope};
+use gc_domain::policy::runs::RunLine;
+use gc_domain::policy::usage::{UsageGroup, UsageLine, UsagePage, UsageQuery};
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 

@@ -3,13 +3,13 @@
 use chrono::{DateTime, Utc};
 use diesel::dsl::count_star;
 use diesel::prelude::*;
-use gc_domain::access::{TenantScope, WriteScope};
-use gc_domain::page::{Page, PageRequest};
-use gc_domain::ports::WorkspaceRepo;
-use gc_domain::services::skill_scan::SkillGuard;
-use gc_domain::workspace::{
+use gc_domain::model::workspace::{
     Activity, NewActivity, Record, RecordCounts, RecordFields, RecordKind, Settings,
 };
+use gc_domain::page::{Page, PageRequest};
+use gc_domain::policy::access::{TenantScope, WriteScope};
+use gc_domain::ports::WorkspaceRepo;
+use gc_domain::services::skill_scan::SkillGuard;
 use gc_domain::{DomainError, DomainResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;

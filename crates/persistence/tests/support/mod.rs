@@ -3,11 +3,11 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration, Utc};
-use gc_domain::access::{AdminScope, Principal, TenantScope, WriteScope};
+use gc_domain::model::workspace::{Actor, ActorKind, KeyScope, NewActivity};
 use gc_domain::model::{new_id, NewUser, Role, Session, Status, Tenant, User};
+use gc_domain::policy::access::{AdminScope, Principal, TenantScope, WriteScope};
 use gc_domain::ports::{SessionRepo, TenantRepo, UserRepo};
 use gc_domain::values::{Email, Region};
-use gc_domain::workspace::{Actor, ActorKind, KeyScope, NewActivity};
 use gc_persistence::{open, testing, DbStore, PoolOptions};
 use serde_json::json;
 use uuid::Uuid;
@@ -140,9 +140,9 @@ pub fn session(store: &DbStore, user: &User, token_hash: &str) -> Session {
 pub fn principal(store: &DbStore, user: &User) -> Principal {
     let hash = format!("test-token-{}", new_id());
     session(store, user, &hash);
-    gc_domain::accounts::authenticate_session(
+    gc_domain::services::accounts::authenticate_session(
         store,
-        &gc_domain::accounts::AccountPolicy::default(),
+        &gc_domain::services::accounts::AccountPolicy::default(),
         &hash,
         now(),
     )
@@ -205,8 +205,8 @@ pub fn activity_w(scope: &WriteScope, action: &str, target: Option<(&str, Uuid)>
     )
 }
 
-fn target_of(target: Option<(&str, Uuid)>) -> Option<gc_domain::workspace::ActivityTarget> {
-    target.map(|(kind, id)| gc_domain::workspace::ActivityTarget {
+fn target_of(target: Option<(&str, Uuid)>) -> Option<gc_domain::model::workspace::ActivityTarget> {
+    target.map(|(kind, id)| gc_domain::model::workspace::ActivityTarget {
         kind: kind.into(),
         id,
     })

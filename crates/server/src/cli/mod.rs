@@ -2,7 +2,7 @@
 //! | keys | tokens | diagnostics | usage`), run by [`crate::admin_cli`].
 //!
 //! Like the rest of `gc-server admin`, they open the database directly and go through the
-//! domain's services with the [`LocalOperator`](gc_domain::access::LocalOperator) as the
+//! domain's services with the [`LocalOperator`](gc_domain::policy::access::LocalOperator) as the
 //! admin: the same validation, sealing, probes and activity lines as the API, and no server
 //! needs to be running (see `docs/operations.md`, "Administration from the command line").
 //! Secrets are never taken as arguments (they would land in shell history and `ps`): an AI
@@ -15,16 +15,16 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use chrono::Utc;
 use clap::{Args, Subcommand};
-use gc_domain::admin;
-use gc_domain::admin_tokens::AdminTokenRequest;
 use gc_domain::model::TenantPatch;
-use gc_domain::quota::limit_change;
+use gc_domain::policy::quota::limit_change;
+use gc_domain::services::admin;
+use gc_domain::services::admin_tokens::AdminTokenRequest;
 use gc_domain::services::ai_keys::{self, NewAiKey};
+use gc_domain::services::api_keys::{KeyLimitsRequest, NewKeyRequest};
 use gc_domain::services::diagnostics::{self, DiagnosisRequest};
 use gc_domain::services::provisioning;
+use gc_domain::services::usage::{self, UsageGroup, UsageQuery, UsageRange};
 use gc_domain::services::Storage;
-use gc_domain::usage::{self, UsageGroup, UsageQuery, UsageRange};
-use gc_domain::workspace_keys::{KeyLimitsRequest, NewKeyRequest};
 use gc_domain::DomainResult;
 use gc_gateway::Gateways;
 use gc_http_api::admin::ai_keys::AiKeyView;

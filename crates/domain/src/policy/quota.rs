@@ -26,10 +26,10 @@ use smallvec::SmallVec;
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
-use crate::gateway::RunScope;
-use crate::models::Catalog;
+use crate::policy::ai_access::RunScope;
+use crate::policy::models::Catalog;
+use crate::policy::prices::{Money, Price};
 use crate::ports::QuotaRepo;
-use crate::prices::{Money, Price};
 
 mod leasing;
 
@@ -44,7 +44,7 @@ pub struct TenantLimits {
     pub requests_per_minute: Option<u64>,
     pub tokens_per_minute: Option<u64>,
     pub monthly_tokens: Option<u64>,
-    /// Money per UTC month, in nano-units ([`crate::prices::Money`], decision 0038).
+    /// Money per UTC month, in nano-units ([`crate::policy::prices::Money`], decision 0038).
     pub monthly_spend: Option<Money>,
 }
 
@@ -926,14 +926,14 @@ fn admit_requests<P: QuotaRepo + ?Sized, G: QuotaGate>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::access::tests::tenant;
-    use crate::access::Credential;
     use crate::fakes::Fake;
-    use crate::gateway::tests::{key, member, session};
-    use crate::gateway::AiKeyStatus;
+    use crate::model::workspace::KeyScope;
     use crate::model::Status;
+    use crate::policy::access::tests::tenant;
+    use crate::policy::access::Credential;
+    use crate::policy::ai_access::tests::{key, member, session};
+    use crate::policy::ai_access::AiKeyStatus;
     use crate::values::Region;
-    use crate::workspace::KeyScope;
 
     /// Runs a rule's test body once with each gate, `$gate` bound to it: the plain
     /// [`ExactGate`] and a process's [`NodeQuotas`] (the leasing gate). The rule's answers

@@ -722,12 +722,12 @@ mod tests {
     use super::*;
     use crate::error::DomainError;
     use crate::fakes::Fake;
-    use crate::gateway::RunScope;
-    use crate::quota::tests::{
+    use crate::policy::ai_access::RunScope;
+    use crate::policy::quota::tests::{
         at, key_rpm, refused_after_reserving, relimit, rpm, run_of, scope, shared_requests,
         spend_refused_by_requests, tokens_in,
     };
-    use crate::quota::{
+    use crate::policy::quota::{
         admit, admit_run, minute_start, token_windows, RateLimitState, TenantLimits,
     };
 
