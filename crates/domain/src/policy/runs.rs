@@ -689,6 +689,12 @@ pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     }
     // The model allow-list and price (decision 0038), before anything is counted or sent.
     let model = crate::policy::models::choose(quotas.catalog(), scope.tenant(), body.as_ref())?;
+    // The prompt is counted in the encoding of the model the run goes to: `auto` (or no model)
+    // as the region's default, the model the upstream counts the answer with (decision 0047).
+    let counted = quotas
+        .catalog()
+        .priced_model(scope.tenant(), model.model.as_deref());
+    let count_tokens = |m: &str, text: &str| count_tokens(counted.as_deref().unwrap_or(m), text);
     // A place for the run's record before anything is counted: a refusal here costs the
     // caller no quota and leaves no reservation behind.
     let Some(slot) = slots.reserve(stream) else {
@@ -1843,6 +1849,51 @@ mod tests {
             json!({"messages": [{"role": "user", "content": "hi"}]}),
         );
         assert_eq!(p.kind(), RunKind::Chat);
+    }
+
+    #[test]
+    fn the_prompt_is_counted_in_the_encoding_of_the_model_the_run_goes_to() {
+        let (t, k) = limited_tenant(|l| l.monthly_tokens = Some(1000));
+        let regions = [(
+            Region::Aihk,
+            crate::policy::models::RegionModels {
+                default_model: "m-wide".into(),
+                allowed: None,
+            },
+        )];
+        let with_default = NodeQuotas::default();
+        with_default.set_catalog(crate::policy::models::Catalog::new(
+            regions.into(),
+            Default::default(),
+        ));
+        // `m-wide`'s encoding counts two tokens a word, every other encoding one.
+        let prompt = |quotas: &NodeQuotas, body: Value| {
+            let plan = prepare_for(
+                RunKind::Chat,
+                &Fake::with_keys(vec![k.clone()]),
+                &FakeSealer,
+                quotas,
+                &Sink::default(),
+                &member(&t, session()),
+                &mut Some(Ok::<_, ()>(body)),
+                |_| true,
+                |model, text| words(text) * if model == "m-wide" { 2 } else { 1 },
+            );
+            plan.unwrap().unwrap().reserved.unwrap().1
+        };
+        let messages = json!([{"role": "user", "content": "one two three"}]);
+        // 3 for the reply, 3 + 1 for the message, its text in the region default's encoding.
+        for body in [
+            json!({"messages": messages}),
+            json!({"model": "auto", "messages": messages}),
+        ] {
+            assert_eq!(prompt(&with_default, body.clone()), 3 + 4 + 6, "{body}");
+            // A region the catalog does not know: counted as the body names it.
+            assert_eq!(prompt(&NodeQuotas::default(), body), 3 + 4 + 3);
+        }
+        // A named model is counted in its own encoding.
+        let named = json!({"model": "m-narrow", "messages": messages});
+        assert_eq!(prompt(&with_default, named), 3 + 4 + 3);
     }
 
     #[test]
