@@ -45,11 +45,26 @@ struct World {
 
 impl World {
     fn new() -> Self {
-        Self::with(|_| {}, FakeUpstream::default())
+        Self::build(|_| {}, FakeUpstream::default())
+    }
+
+    /// A world whose tenant `change` adjusts.
+    fn with(change: impl FnOnce(&mut Tenant)) -> Self {
+        Self::build(change, FakeUpstream::default())
+    }
+
+    /// A world whose tenant has the quota `limits`.
+    fn limited(limits: TenantLimits) -> Self {
+        Self::with(|t| t.limits = limits)
+    }
+
+    /// A world over `upstream`.
+    fn over(upstream: FakeUpstream) -> Self {
+        Self::build(|_| {}, upstream)
     }
 
     /// A world whose tenant `change` adjusts, over `upstream`.
-    fn with(change: impl FnOnce(&mut Tenant), upstream: FakeUpstream) -> Self {
+    fn build(change: impl FnOnce(&mut Tenant), upstream: FakeUpstream) -> Self {
         let mut t = tenant(Status::Active);
         change(&mut t);
         let storage = FakeRunStorage::default();
@@ -118,6 +133,13 @@ impl World {
         ))
     }
 
+    /// A user of `role` and `status`, member of `tenant`, in the store.
+    fn add_user(&self, role: Role, status: Status, tenant: Option<&Tenant>) -> User {
+        let u = user(role, status, tenant);
+        self.store().users.lock().unwrap().push(u.clone());
+        u
+    }
+
     /// A workspace key of Ann's with `scopes`; its credential.
     fn api_key(&self, scopes: Vec<KeyScope>) -> CheckedCredential {
         let raw = format!("gc_test_{}", Uuid::now_v7().simple());
@@ -152,6 +174,14 @@ impl World {
                 _ => None,
             })
             .collect()
+    }
+
+    /// `ran` was refused with `code`, its caller `by`, and nothing was sent upstream,
+    /// recorded or measured.
+    fn assert_refused_untouched(&self, ran: &Outcome, code: &str, by: Option<Uuid>) {
+        assert_eq!(refusal(ran).code().as_str(), code);
+        assert_eq!(caller(ran), by);
+        self.assert_untouched();
     }
 
     /// Nothing was sent upstream, recorded or measured.
@@ -222,9 +252,7 @@ fn a_store_that_cannot_answer_refuses_the_run_unavailable() {
     let w = World::new();
     *w.storage.unavailable.lock().unwrap() = 1;
     let ran = w.run(session(ANN), chat());
-    assert_eq!(code(&ran), "service_unavailable");
-    assert!(ran.principal.is_none());
-    w.assert_untouched();
+    w.assert_refused_untouched(&ran, "service_unavailable", None);
     // The next read answers: the same caller runs.
     let ran = w.run(session(ANN), chat());
     assert!(ran.outcome.is_ok());
@@ -235,9 +263,7 @@ fn a_store_that_cannot_answer_refuses_the_run_unavailable() {
 fn a_key_without_the_run_scope_is_refused_with_its_principal() {
     let w = World::new();
     let ran = w.run(w.api_key(vec![KeyScope::WorkspaceRead]), chat());
-    assert_eq!(code(&ran), "insufficient_scope");
-    assert_eq!(caller(&ran), Some(w.ann.id));
-    w.assert_untouched();
+    w.assert_refused_untouched(&ran, "insufficient_scope", Some(w.ann.id));
     let ran = w.run(w.api_key(vec![KeyScope::Run]), chat());
     assert!(ran.outcome.is_ok());
     let (_, line) = &w.run_lines()[0];
@@ -247,39 +273,32 @@ fn a_key_without_the_run_scope_is_refused_with_its_principal() {
 #[test]
 fn a_shadow_view_is_read_only() {
     let w = World::new();
-    let admin = user(Role::PlatformAdmin, Status::Active, None);
-    w.store().users.lock().unwrap().push(admin.clone());
+    let admin = w.add_user(Role::PlatformAdmin, Status::Active, None);
     let mut s = session_of(&admin, "session_admin");
     s.shadow_tenant_id = Some(w.tenant.id);
     s.shadow_since = Some(Utc::now());
     w.store().sessions.lock().unwrap().push(s);
     let ran = w.run(session("session_admin"), chat());
-    assert_eq!(code(&ran), "shadow_read_only");
-    assert_eq!(caller(&ran), Some(admin.id));
-    w.assert_untouched();
+    w.assert_refused_untouched(&ran, "shadow_read_only", Some(admin.id));
 }
 
 #[test]
 fn a_suspended_member_is_refused_before_the_body_is_looked_at() {
     let w = World::new();
-    let bob = user(Role::Member, Status::Suspended, Some(&w.tenant));
-    w.store().users.lock().unwrap().push(bob.clone());
+    let bob = w.add_user(Role::Member, Status::Suspended, Some(&w.tenant));
     w.store()
         .sessions
         .lock()
         .unwrap()
         .push(session_of(&bob, "session_bob"));
     let ran = w.run(session("session_bob"), Err("not JSON"));
-    assert_eq!(code(&ran), "member_suspended");
-    assert_eq!(caller(&ran), Some(bob.id));
-    w.assert_untouched();
+    w.assert_refused_untouched(&ran, "member_suspended", Some(bob.id));
 }
 
 #[test]
 fn an_admin_token_is_recorded_then_refused_a_run() {
     let w = World::new();
-    let admin = user(Role::PlatformAdmin, Status::Active, None);
-    w.store().users.lock().unwrap().push(admin.clone());
+    let admin = w.add_user(Role::PlatformAdmin, Status::Active, None);
     let raw = "gca_test_run";
     w.store().admin_tokens.lock().unwrap().push(NewAdminToken {
         token: AdminToken {
@@ -324,7 +343,7 @@ fn the_bodys_own_error_comes_after_the_caller_checks() {
 
 #[test]
 fn an_invalid_body_is_refused_before_ai_access() {
-    let w = World::with(|t| t.ai_enabled = false, FakeUpstream::default());
+    let w = World::with(|t| t.ai_enabled = false);
     let ran = w.run(session(ANN), Ok(json!({"messages": []})));
     assert_eq!(code(&ran), "validation_failed");
     w.assert_untouched();
@@ -332,22 +351,17 @@ fn an_invalid_body_is_refused_before_ai_access() {
 
 #[test]
 fn ai_turned_off_is_refused_disabled() {
-    let w = World::with(|t| t.ai_enabled = false, FakeUpstream::default());
+    let w = World::with(|t| t.ai_enabled = false);
     let ran = w.run(session(ANN), chat());
-    assert_eq!(code(&ran), "ai_access_disabled");
-    assert_eq!(caller(&ran), Some(w.ann.id));
-    w.assert_untouched();
+    w.assert_refused_untouched(&ran, "ai_access_disabled", Some(w.ann.id));
 }
 
 #[test]
 fn a_region_without_a_gateway_is_not_ready() {
-    let w = World::with(
-        |_| {},
-        FakeUpstream {
-            unconfigured: vec![Region::Aihk],
-            ..FakeUpstream::default()
-        },
-    );
+    let w = World::over(FakeUpstream {
+        unconfigured: vec![Region::Aihk],
+        ..FakeUpstream::default()
+    });
     let ran = w.run(session(ANN), chat());
     assert_eq!(code(&ran), "ai_access_not_ready");
     w.assert_untouched();
@@ -375,15 +389,7 @@ fn no_usable_key_is_not_ready_and_a_key_that_does_not_open_is_marked() {
 
 #[test]
 fn a_full_run_writer_queue_refuses_busy_and_counts_no_quota() {
-    let w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                requests_per_minute: Some(1),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let w = World::limited(per_minute(1));
     w.sink.full.store(true, Ordering::Relaxed);
     let ran = w.run(session(ANN), chat());
     assert_eq!(code(&ran), "busy");
@@ -396,15 +402,7 @@ fn a_full_run_writer_queue_refuses_busy_and_counts_no_quota() {
 
 #[test]
 fn a_rate_limit_refusal_is_counted_by_its_reason() {
-    let w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                requests_per_minute: Some(1),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let w = World::limited(per_minute(1));
     assert!(w.run(session(ANN), chat()).outcome.is_ok());
     let ran = w.run(session(ANN), chat());
     assert_eq!(code(&ran), "rate_limited");
@@ -415,15 +413,10 @@ fn a_rate_limit_refusal_is_counted_by_its_reason() {
 
 #[test]
 fn a_spent_budget_is_counted_by_its_reason() {
-    let w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                monthly_tokens: Some(10),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let w = World::limited(TenantLimits {
+        monthly_tokens: Some(10),
+        ..TenantLimits::default()
+    });
     let month = crate::policy::quota::token_windows(w.tenant.id, None, Utc::now());
     w.store().add_tokens_now(month, 10);
     let ran = w.run(session(ANN), chat());
@@ -434,15 +427,7 @@ fn a_spent_budget_is_counted_by_its_reason() {
 
 #[test]
 fn a_read_run_again_after_a_store_failure_still_has_the_body() {
-    let mut w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                requests_per_minute: Some(100),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let mut w = World::limited(per_minute(100));
     w.storage.retry_refused = true;
     // The first attempt's quota write fails; the second attempt runs with the same body.
     *w.store().refuse_takes.lock().unwrap() = 1;
@@ -455,15 +440,7 @@ fn a_read_run_again_after_a_store_failure_still_has_the_body() {
 
 #[test]
 fn an_answered_run_is_served_with_its_limits_recorded_and_measured() {
-    let w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                requests_per_minute: Some(100),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let w = World::limited(per_minute(100));
     let ran = w.run(session(ANN), chat());
     assert_eq!(caller(&ran), Some(w.ann.id));
     let Ok(RunAnswer { answer, limits }) = ran.outcome else {
@@ -542,15 +519,7 @@ fn a_stream_reaches_the_caller_in_its_type_and_is_recorded_when_it_ends() {
 
 #[test]
 fn an_upstream_failure_is_returned_with_the_limits_and_recorded_with_its_code() {
-    let w = World::with(
-        |t| {
-            t.limits = TenantLimits {
-                requests_per_minute: Some(100),
-                ..TenantLimits::default()
-            }
-        },
-        FakeUpstream::default(),
-    );
+    let w = World::limited(per_minute(100));
     w.fake_upstream
         .failures
         .lock()
@@ -645,16 +614,17 @@ fn run_until_a_refill_is_detached(w: &World) -> usize {
     panic!("no refill was started")
 }
 
-fn busy_tenant(t: &mut Tenant) {
-    t.limits = TenantLimits {
-        requests_per_minute: Some(1_000_000),
+/// Limits of `n` requests a minute.
+fn per_minute(n: u64) -> TenantLimits {
+    TenantLimits {
+        requests_per_minute: Some(n),
         ..TenantLimits::default()
-    };
+    }
 }
 
 #[test]
 fn a_due_lease_refill_starts_in_the_background_once() {
-    let w = World::with(busy_tenant, FakeUpstream::default());
+    let w = World::limited(per_minute(1_000_000));
     let n = run_until_a_refill_is_detached(&w);
     assert!(n > 1, "small leases are taken on the request path");
     assert_eq!(w.storage.detached_names(), ["the quota refiller"]);
@@ -673,7 +643,7 @@ fn a_due_lease_refill_starts_in_the_background_once() {
 
 #[test]
 fn a_refill_that_could_not_count_is_logged() {
-    let w = World::with(busy_tenant, FakeUpstream::default());
+    let w = World::limited(per_minute(1_000_000));
     run_until_a_refill_is_detached(&w);
     *w.store().refuse_takes.lock().unwrap() = 1;
     let (ran, warnings) = run_detached(&w);
@@ -693,51 +663,29 @@ fn no_refill_is_started_for_a_tenant_without_limits() {
 #[test]
 fn models_lists_auto_then_the_regions_models_narrowed_to_the_tenants() {
     let w = World::new();
-    let p = accounts::authenticate(
-        w.store(),
-        &AccountPolicy::default(),
-        &session(ANN),
-        Utc::now(),
-    )
-    .unwrap();
+    let listed = |w: &World, credential: &CheckedCredential| {
+        let p =
+            accounts::authenticate(w.store(), &AccountPolicy::default(), credential, Utc::now());
+        models(w.upstream.as_ref(), &p.unwrap()).map_err(|e| e.code().as_str())
+    };
     assert_eq!(
-        models(w.upstream.as_ref(), &p).unwrap(),
+        listed(&w, &session(ANN)).unwrap(),
         ["auto", "m-default", "m-large"]
     );
-    let w = World::with(
-        |t| t.allowed_models = Some(vec!["m-large".into()]),
-        FakeUpstream::default(),
-    );
-    let p = accounts::authenticate(
-        w.store(),
-        &AccountPolicy::default(),
-        &session(ANN),
-        Utc::now(),
-    )
-    .unwrap();
-    assert_eq!(
-        models(w.upstream.as_ref(), &p).unwrap(),
-        ["auto", "m-large"]
-    );
+    let w = World::with(|t| t.allowed_models = Some(vec!["m-large".into()]));
+    assert_eq!(listed(&w, &session(ANN)).unwrap(), ["auto", "m-large"]);
     // The run's caller rules: a key without the `run` scope may not list them.
     let key = w.api_key(vec![KeyScope::WorkspaceRead]);
-    let p = accounts::authenticate(w.store(), &AccountPolicy::default(), &key, Utc::now()).unwrap();
-    assert_eq!(
-        models(w.upstream.as_ref(), &p).unwrap_err().code().as_str(),
-        "insufficient_scope"
-    );
+    assert_eq!(listed(&w, &key).unwrap_err(), "insufficient_scope");
 }
 
 #[test]
 fn served_passes_the_adapters_answers_through() {
-    let w = World::with(
-        |_| {},
-        FakeUpstream {
-            unconfigured: vec![Region::Aihk],
-            models: vec!["m-one".into()],
-            ..FakeUpstream::default()
-        },
-    );
+    let w = World::over(FakeUpstream {
+        unconfigured: vec![Region::Aihk],
+        models: vec!["m-one".into()],
+        ..FakeUpstream::default()
+    });
     let up = w.upstream.as_ref();
     assert!(!up.configured(Region::Aihk));
     assert!(up.configured(Region::Aica));
