@@ -982,10 +982,7 @@ pub(crate) mod tests {
 
     #[test]
     fn exactly_the_limit_gets_through_per_minute() {
-        let limits = TenantLimits {
-            requests_per_minute: Some(3),
-            ..TenantLimits::default()
-        };
+        let limits = rpm(3);
         let (scope, store) = scope(limits, None);
         let now = at("2026-11-21T10:00:15Z");
         for left in [2, 1, 0] {
@@ -1017,10 +1014,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_key_limit_below_the_tenant_refuses_first_and_counts_nothing_else() {
-        let limits = TenantLimits {
-            requests_per_minute: Some(10),
-            ..TenantLimits::default()
-        };
+        let limits = rpm(10);
         let key_limits = key_rpm(1);
         let (scope, store) = scope(limits, Some(key_limits));
         let now = at("2026-11-21T10:00:00Z");
@@ -1040,11 +1034,7 @@ pub(crate) mod tests {
 
     #[test]
     fn used_tokens_refuse_the_next_request() {
-        let limits = TenantLimits {
-            tokens_per_minute: Some(100),
-            monthly_tokens: Some(1000),
-            ..TenantLimits::default()
-        };
+        let limits = tokens(100, 1000);
         let (scope, store) = scope(limits, None);
         let now = at("2026-11-21T10:00:30Z");
         // A run of one token (the least a run reserves).
@@ -1083,11 +1073,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn token_limits() -> TenantLimits {
-        TenantLimits {
-            tokens_per_minute: Some(100),
-            monthly_tokens: Some(1000),
-            ..TenantLimits::default()
-        }
+        tokens(100, 1000)
     }
 
     pub(crate) fn run_of(prompt: u64, completion: u64) -> impl FnOnce() -> RunEstimate {
@@ -1241,13 +1227,7 @@ pub(crate) mod tests {
     }
 
     fn scope_with_rpm() -> (RunScope, Fake) {
-        scope(
-            TenantLimits {
-                requests_per_minute: Some(10),
-                ..TenantLimits::default()
-            },
-            None,
-        )
+        scope(rpm(10), None)
     }
 
     #[test]
@@ -1430,6 +1410,15 @@ pub(crate) mod tests {
         let e = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
         assert_eq!(e.code(), "rate_limited");
         (store, spend_windows(scope.tenant().id, None, now))
+    }
+
+    /// Limits of `per_minute` tokens a minute and `monthly` a month.
+    pub(crate) fn tokens(per_minute: u64, monthly: u64) -> TenantLimits {
+        TenantLimits {
+            tokens_per_minute: Some(per_minute),
+            monthly_tokens: Some(monthly),
+            ..TenantLimits::default()
+        }
     }
 
     pub(crate) fn rpm(n: u64) -> TenantLimits {

@@ -725,11 +725,9 @@ mod tests {
     use crate::policy::ai_access::RunScope;
     use crate::policy::quota::tests::{
         at, key_rpm, refused_after_reserving, relimit, rpm, run_of, scope, shared_requests,
-        spend_refused_by_requests, tokens_in,
+        spend_refused_by_requests, tokens, tokens_in,
     };
-    use crate::policy::quota::{
-        admit, admit_run, minute_start, token_windows, RateLimitState, TenantLimits,
-    };
+    use crate::policy::quota::{admit, admit_run, minute_start, token_windows, RateLimitState};
 
     /// A tenant limited to `per_minute` requests, a fresh gate and the instant `when`.
     fn limited(per_minute: u64, when: &str) -> (RunScope, Fake, LeasingGate, DateTime<Utc>) {
@@ -756,11 +754,7 @@ mod tests {
 
     #[test]
     fn a_busy_subject_far_from_its_limits_reserves_in_few_writes() {
-        let limits = TenantLimits {
-            tokens_per_minute: Some(1_000_000),
-            monthly_tokens: Some(100_000_000),
-            ..TenantLimits::default()
-        };
+        let limits = tokens(1_000_000, 100_000_000);
         let (scope, store) = scope(limits, None);
         let node = LeasingGate::default();
         let now = at("2026-11-21T10:00:30Z");
@@ -1139,24 +1133,9 @@ mod tests {
 
     #[test]
     fn a_refiller_that_panics_lets_the_next_one_start() {
-        struct Panics;
-        impl QuotaRepo for Panics {
-            fn window_tokens(&self, _: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-                Ok(Vec::new())
-            }
-            fn take_request(&self, _: &[RequestTake]) -> DomainResult<Take> {
-                panic!("the store panicked")
-            }
-            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
-                unreachable!("no token limit here")
-            }
-            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
-                unreachable!("no token limit here")
-            }
-            fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
-                Ok(0)
-            }
-        }
+        let panics = RequestsOnly(|_: &[RequestTake]| -> DomainResult<Take> {
+            panic!("the store panicked")
+        });
         let now = at("2026-11-21T10:00:30Z");
         let w = QuotaWindow {
             subject: QuotaSubject::TenantMinute(Uuid::from_u128(1)),
@@ -1178,9 +1157,31 @@ mod tests {
         assert!(node.queue_refill(w, 100));
         let claim = node.refill_due().unwrap();
         let node = std::panic::AssertUnwindSafe(node);
-        assert!(std::panic::catch_unwind(|| node.refill(claim, &Panics, || now)).is_err());
+        assert!(std::panic::catch_unwind(|| node.refill(claim, &panics, || now)).is_err());
         assert!(node.queue_refill(w, 100));
         assert!(node.refill_due().is_some(), "the panicked refiller ended");
+    }
+
+    /// A store whose request takes its function answers, for tests without a token limit: it
+    /// has counted no tokens and prunes nothing.
+    struct RequestsOnly<F>(F);
+
+    impl<F: Fn(&[RequestTake]) -> DomainResult<Take>> QuotaRepo for RequestsOnly<F> {
+        fn window_tokens(&self, _: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
+            Ok(Vec::new())
+        }
+        fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
+            (self.0)(takes)
+        }
+        fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
+            unreachable!("no token limit here")
+        }
+        fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
+            unreachable!("no token limit here")
+        }
+        fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
+            Ok(0)
+        }
     }
 
     /// A store that holds every request take until released (in the order they came), and
@@ -1342,29 +1343,14 @@ mod tests {
     fn a_take_that_fails_or_panics_leaves_no_take_in_flight() {
         // A store that fails, then panics: neither may leave the subject marked as taking,
         // or every later take of it would count single requests only.
-        struct Broken;
-        impl QuotaRepo for Broken {
-            fn window_tokens(&self, _: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
-                Ok(Vec::new())
+        let broken = RequestsOnly(|takes: &[RequestTake]| -> DomainResult<Take> {
+            if takes.iter().any(|t| t.want > 100) {
+                panic!("the store panicked")
             }
-            fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
-                if takes.iter().any(|t| t.want > 100) {
-                    panic!("the store panicked")
-                }
-                Err(DomainError::Unavailable {
-                    retry_after_secs: 1,
-                })
-            }
-            fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
-                unreachable!("no token limit here")
-            }
-            fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
-                unreachable!("no token limit here")
-            }
-            fn prune_windows(&self, _: i64, _: i64) -> DomainResult<u64> {
-                Ok(0)
-            }
-        }
+            Err(DomainError::Unavailable {
+                retry_after_secs: 1,
+            })
+        });
         let (scope, store) = scope(rpm(1_000_000), None);
         let subject = QuotaSubject::TenantMinute(scope.tenant().id);
         let now = at("2026-11-21T10:00:30Z");
@@ -1379,11 +1365,11 @@ mod tests {
             refilling: false,
         };
         node.lock().insert(subject, used_up(8));
-        assert!(admit(&Broken, &node, &scope, now).is_err());
+        assert!(admit(&broken, &node, &scope, now).is_err());
         assert!(node.taking_lock().is_empty(), "after a failed take");
         node.lock().insert(subject, used_up(64));
         let node = std::panic::AssertUnwindSafe(node);
-        assert!(std::panic::catch_unwind(|| admit(&Broken, &*node, &scope, now)).is_err());
+        assert!(std::panic::catch_unwind(|| admit(&broken, &*node, &scope, now)).is_err());
         assert!(node.taking_lock().is_empty(), "after a panicked take");
         // The next take is a lease again (twice the last size), not a single request.
         admit(&store, &*node, &scope, now).unwrap();
