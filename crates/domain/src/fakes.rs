@@ -97,6 +97,40 @@ impl Fake {
         fake
     }
 
+    /// Takes all of `takes` or none, as the stores do: `Full` at the first whose window's
+    /// `count` (requests or tokens) is `full` at what it has `used`, else each window's count
+    /// raised by its `grant`.
+    fn take_all<T>(
+        &self,
+        takes: &[T],
+        window: impl Fn(&T) -> QuotaWindow,
+        count: fn(&mut (u64, u64)) -> &mut u64,
+        full: impl Fn(&T, u64) -> bool,
+        grant: impl Fn(&T, u64) -> u64,
+    ) -> Take {
+        let mut quota = self.quota.lock().unwrap();
+        let used = |t: &T| {
+            quota
+                .get(&window(t))
+                .copied()
+                .map_or(0, |mut c| *count(&mut c))
+        };
+        if let Some(i) = takes.iter().position(|t| full(t, used(t))) {
+            return Take::Full(i);
+        }
+        Take::Taken(
+            takes
+                .iter()
+                .map(|t| {
+                    let n = count(quota.entry(window(t)).or_default());
+                    let granted = grant(t, *n);
+                    *n += granted;
+                    Grant { granted, count: *n }
+                })
+                .collect(),
+        )
+    }
+
     /// Adds tokens as the run-record writer does when runs end.
     pub fn add_tokens_now(&self, windows: Vec<QuotaWindow>, tokens: u64) {
         let mut quota = self.quota.lock().unwrap();
@@ -126,49 +160,22 @@ impl QuotaRepo for Fake {
                 });
             }
         }
-        let mut quota = self.quota.lock().unwrap();
-        if let Some(i) = takes
-            .iter()
-            .position(|t| quota.get(&t.window).map_or(0, |c| c.0) >= t.max)
-        {
-            return Ok(Take::Full(i));
-        }
-        Ok(Take::Taken(
-            takes
-                .iter()
-                .map(|t| {
-                    let c = quota.entry(t.window).or_default();
-                    let granted = if c.0 + t.want <= t.max { t.want } else { 1 };
-                    c.0 += granted;
-                    Grant {
-                        granted,
-                        count: c.0,
-                    }
-                })
-                .collect(),
+        Ok(self.take_all(
+            takes,
+            |t| t.window,
+            |c| &mut c.0,
+            |t, used| used >= t.max,
+            |t, used| if used + t.want <= t.max { t.want } else { 1 },
         ))
     }
     fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take> {
         *self.quota_calls.lock().unwrap() += 1;
-        let mut quota = self.quota.lock().unwrap();
-        if let Some(i) = takes.iter().position(|t| {
-            t.max
-                .is_some_and(|max| quota.get(&t.window).map_or(0, |c| c.1) + t.tokens > max)
-        }) {
-            return Ok(Take::Full(i));
-        }
-        Ok(Take::Taken(
-            takes
-                .iter()
-                .map(|t| {
-                    let c = quota.entry(t.window).or_default();
-                    c.1 += t.tokens;
-                    Grant {
-                        granted: t.tokens,
-                        count: c.1,
-                    }
-                })
-                .collect(),
+        Ok(self.take_all(
+            takes,
+            |t| t.window,
+            |c| &mut c.1,
+            |t, used| t.max.is_some_and(|max| used + t.tokens > max),
+            |t, _| t.tokens,
         ))
     }
     fn release_tokens(&self, windows: &[QuotaWindow], tokens: u64) -> DomainResult<()> {
@@ -206,13 +213,14 @@ impl AdminTokenRepo for Fake {
     }
     /// Whatever the state of the token and its admin: the domain must decide.
     fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>> {
-        let token = first(&self.admin_tokens, |t| t.token_hash == token_hash);
-        let Some((token, user)) = self.with_user(token, |t| t.token.user_id)? else {
-            return Ok(None);
-        };
-        Ok(Some(AdminTokenContext {
-            tenant: self.tenant(user.tenant_id),
-            token: token.token,
+        let found = self.with_owner(
+            &self.admin_tokens,
+            |t| t.token_hash == token_hash,
+            |t| t.token.user_id,
+        )?;
+        Ok(found.map(|(t, user, tenant)| AdminTokenContext {
+            tenant,
+            token: t.token,
             user,
         }))
     }
@@ -357,16 +365,21 @@ impl Fake {
         first(&self.tenants, |t| t.id == id)
     }
 
-    /// `found` with its user, when both are stored.
-    fn with_user<T>(
+    /// The first of `list` that `pick` picks, with its user (`user_id`) and the user's tenant,
+    /// when it and its user are stored: a credential's context, whatever their states.
+    fn with_owner<T: Clone>(
         &self,
-        found: Option<T>,
+        list: &Mutex<Vec<T>>,
+        pick: impl Fn(&T) -> bool,
         user_id: impl Fn(&T) -> Uuid,
-    ) -> DomainResult<Option<(T, User)>> {
-        let Some(found) = found else {
+    ) -> DomainResult<Option<(T, User, Option<Tenant>)>> {
+        let Some(found) = first(list, pick) else {
             return Ok(None);
         };
-        Ok(self.find_user(user_id(&found))?.map(|user| (found, user)))
+        Ok(self.find_user(user_id(&found))?.map(|user| {
+            let tenant = self.tenant(user.tenant_id);
+            (found, user, tenant)
+        }))
     }
 }
 
@@ -398,12 +411,13 @@ impl SessionRepo for Fake {
     }
     /// Whatever the state of the session, its user and tenants: the domain must decide.
     fn session_context(&self, token_hash: &str) -> DomainResult<Option<SessionContext>> {
-        let session = first(&self.sessions, |s| s.token_hash == token_hash);
-        let Some((session, user)) = self.with_user(session, |s| s.user_id)? else {
-            return Ok(None);
-        };
-        Ok(Some(SessionContext {
-            tenant: self.tenant(user.tenant_id),
+        let found = self.with_owner(
+            &self.sessions,
+            |s| s.token_hash == token_hash,
+            |s| s.user_id,
+        )?;
+        Ok(found.map(|(session, user, tenant)| SessionContext {
+            tenant,
             shadow_tenant: self.tenant(session.shadow_tenant_id),
             session,
             user,
@@ -512,15 +526,8 @@ impl ApiKeyRepo for Fake {
     }
     /// Whatever the state of the key, its member and tenant: the domain must decide.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>> {
-        let key = first(&self.api_keys, |k| k.key_hash == key_hash);
-        let Some((key, user)) = self.with_user(key, |k| k.user_id)? else {
-            return Ok(None);
-        };
-        Ok(Some(KeyContext {
-            tenant: self.tenant(user.tenant_id),
-            key,
-            user,
-        }))
+        let found = self.with_owner(&self.api_keys, |k| k.key_hash == key_hash, |k| k.user_id)?;
+        Ok(found.map(|(key, user, tenant)| KeyContext { tenant, key, user }))
     }
     fn update_api_key(
         &self,
@@ -1279,6 +1286,25 @@ impl FakeUpstream {
     }
 }
 
+/// The report of an answered run of `model`: in 7 ms, no first-token time, a usage of 2 + 3
+/// tokens.
+pub fn answered(model: impl Into<String>) -> crate::policy::runs::RunReport {
+    use crate::policy::runs::{RunEnd, RunReport, TokenUsage};
+    RunReport {
+        end: RunEnd::Ok,
+        model: model.into(),
+        latency_ms: 7,
+        ttft_ms: None,
+        usage: Some(TokenUsage {
+            prompt_tokens: 2,
+            completion_tokens: 3,
+            total_tokens: 5,
+        }),
+        error_code: None,
+        relayed_tokens: None,
+    }
+}
+
 type FakeAnswer = Result<
     crate::policy::runs::ChatAnswer<Map<String, Value>, u32>,
     crate::policy::runs::UpstreamFailure,
@@ -1305,7 +1331,7 @@ impl crate::policy::runs::ChatUpstream for FakeUpstream {
         key: &SecretString,
         body: Map<String, Value>,
     ) -> impl std::future::Future<Output = FakeAnswer> + Send {
-        use crate::policy::runs::{ChatAnswer, RunEnd, RunReport, TokenUsage};
+        use crate::policy::runs::ChatAnswer;
         let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
         let model = body
             .get("model")
@@ -1320,19 +1346,7 @@ impl crate::policy::runs::ChatUpstream for FakeUpstream {
             None if stream => Ok(ChatAnswer::Stream(n)),
             None => Ok(ChatAnswer::Complete {
                 body,
-                report: RunReport {
-                    end: RunEnd::Ok,
-                    model,
-                    latency_ms: 7,
-                    ttft_ms: None,
-                    usage: Some(TokenUsage {
-                        prompt_tokens: 2,
-                        completion_tokens: 3,
-                        total_tokens: 5,
-                    }),
-                    error_code: None,
-                    relayed_tokens: None,
-                },
+                report: answered(model),
             }),
         };
         std::future::ready(answer)

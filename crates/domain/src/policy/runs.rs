@@ -1321,17 +1321,8 @@ mod tests {
                     Some(Ok(())) => Ok(ChatAnswer::Complete {
                         body: (),
                         report: RunReport {
-                            end: RunEnd::Ok,
-                            model: "m".into(),
-                            latency_ms: 7,
                             ttft_ms: Some(1),
-                            usage: Some(TokenUsage {
-                                prompt_tokens: 2,
-                                completion_tokens: 3,
-                                total_tokens: 5,
-                            }),
-                            error_code: None,
-                            relayed_tokens: None,
+                            ..crate::fakes::answered("m")
                         },
                     }),
                     Some(Err(e)) => Err(e),
