@@ -858,7 +858,8 @@ pub fn estimate_responses(
 }
 
 /// A prompt's tokens as an estimate counts them: 3 for the reply's priming, then what each
-/// part adds, saturating; text is counted in the encoding of the body's model.
+/// part adds, saturating; text is counted in the encoding of the body's model (in a run,
+/// [`prepare_for`]'s count takes `auto` as the model the run goes to).
 struct Prompt<'a, C> {
     model: &'a str,
     count: &'a C,
