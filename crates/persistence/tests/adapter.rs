@@ -1492,8 +1492,8 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
     use gc_domain::policy::quota::{token_windows, NodeQuotas};
     use gc_domain::policy::runs::{
-        prepare, ChatAnswer, ChatUpstream, RunEnd, RunEvent, RunLine, RunReport, RunSink, Runs,
-        TokenUsage, UpstreamFailure,
+        prepare_for, ChatAnswer, ChatUpstream, RunEnd, RunEvent, RunKind, RunLine, RunReport,
+        RunSink, Runs, TokenUsage, UpstreamFailure,
     };
     use gc_domain::policy::usage::{UsageGroup, UsageQuery, UsageRange};
     use gc_domain::ports::{KeySealer, QuotaRepo, UsageRepo};
@@ -1604,7 +1604,8 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
     let mut waker = std::task::Context::from_waker(std::task::Waker::noop());
     for _ in 0..159 {
         let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
-        let plan = prepare(
+        let plan = prepare_for(
+            RunKind::Chat,
             &db.store,
             &Opened,
             &quotas,

@@ -1,7 +1,7 @@
 //! Runs: a chat, Responses or embeddings request ([`RunKind`]) through the tenant's region
 //! gateway.
 //!
-//! [`prepare`] (synchronous, on the blocking pool) applies every refusal and opens the keys:
+//! [`prepare_for`] (synchronous, on the blocking pool) applies every refusal and opens the keys:
 //! the member rules and the `run` scope, then the body, then AI access, through
 //! [`RunScope::authorize`], which loads the keys itself. [`Runs::execute`] (async) sends the
 //! request through the [`ChatUpstream`] port, trying the next key only when the upstream
@@ -9,7 +9,7 @@
 //! refusal is the caller's and leaves the tenant's keys as they were. A connect failure or an
 //! upstream 5xx (nothing has reached the client yet) is retried once, on the next ready key,
 //! after the port's short jittered back-off; never once a response is on its way. The tenant's
-//! and key's quotas are applied last in [`prepare`] ([`crate::policy::quota::admit`]), so a refused
+//! and key's quotas are applied last in [`prepare_for`] ([`crate::policy::quota::admit`]), so a refused
 //! run never reaches the upstream. Run records, usage lines and key verdicts leave through
 //! the [`RunSink`] port (a bounded queue), off the request path; a run's record has its place
 //! in that queue from before its admission ([`RunSlot`], decision 0033).
@@ -405,7 +405,7 @@ pub trait ChatUpstream: Send + Sync + 'static {
 /// Where run records and key verdicts go, off the request path: a bounded queue drained by
 /// the run writer (decisions 0003 and 0033).
 ///
-/// A run's own record never waits for a free place when it ends: [`prepare`] takes a place
+/// A run's own record never waits for a free place when it ends: [`prepare_for`] takes a place
 /// with [`RunSink::reserve`] before the run is admitted, and the record goes through that
 /// [`RunSlot`]. With no place free the run is refused (503 `busy`), before its quotas are
 /// counted, so no admitted run's usage line, activity line or token settlement is lost.
@@ -614,32 +614,8 @@ impl RunPlan {
 /// The body is taken out of `body` only after the last store call, or with the parse error
 /// it holds: a store call refused on a thread that serves connections (see
 /// `ports::InlineRepo`) leaves it in place for the attempt on the blocking pool.
-#[allow(clippy::too_many_arguments)]
-pub fn prepare<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
-    store: &P,
-    sealer: &dyn KeySealer,
-    quotas: &NodeQuotas,
-    slots: &dyn RunSink,
-    principal: &Principal,
-    body: &mut Option<Result<Value, E>>,
-    gateway_configured: impl Fn(Region) -> bool,
-    count_tokens: impl Fn(&str, &str) -> u64,
-) -> DomainResult<Result<RunPlan, E>> {
-    prepare_for(
-        RunKind::Chat,
-        store,
-        sealer,
-        quotas,
-        slots,
-        principal,
-        body,
-        gateway_configured,
-        count_tokens,
-    )
-}
-
-/// [`prepare`] for a run of `kind`: the same refusals in the same order, the body checked and
-/// its cost estimated as that kind's.
+///
+/// `kind` says which body the run takes and how its cost is estimated.
 #[allow(clippy::too_many_arguments)]
 pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
     kind: RunKind,
@@ -994,12 +970,12 @@ impl<U: ChatUpstream> Runs<U> {
     }
 
     /// This process's share of the quota counts (request leases, recent token reads), for
-    /// [`prepare`].
+    /// [`prepare_for`].
     pub fn quotas(&self) -> &NodeQuotas {
         &self.quotas
     }
 
-    /// Where this process's run records go: [`prepare`] takes each run's place from it.
+    /// Where this process's run records go: [`prepare_for`] takes each run's place from it.
     pub fn sink(&self) -> &dyn RunSink {
         self.sink.as_ref()
     }
@@ -1392,7 +1368,7 @@ mod tests {
         }
     }
 
-    /// [`prepare`] for a session of a member of `t`, with the fakes' sealer and every region's
+    /// [`prepare_for`] (a chat run) for a session of a member of `t`, with the fakes' sealer and every region's
     /// gateway configured.
     fn prepare_as<E>(
         store: &Fake,
@@ -1411,7 +1387,8 @@ mod tests {
         t: &crate::model::Tenant,
         body: &mut Option<Result<Value, E>>,
     ) -> DomainResult<Result<RunPlan, E>> {
-        prepare(
+        prepare_for(
+            RunKind::Chat,
             store,
             &FakeSealer,
             leases,
@@ -1624,7 +1601,7 @@ mod tests {
 
     #[test]
     fn a_refused_store_call_leaves_the_body_and_the_leases_for_the_next_attempt() {
-        // `Caller::read` runs `prepare` again on the blocking pool when the serving thread's
+        // `Caller::read` runs `prepare_for` again on the blocking pool when the serving thread's
         // store refused a call (a lease refill is a write).
         let (t, k) = limited_tenant(|l| l.requests_per_minute = Some(100));
         let store = Fake::with_keys(vec![k]);
@@ -2214,7 +2191,8 @@ mod tests {
         };
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let sink = Arc::new(Sink::default());
-        let plan = prepare(
+        let plan = prepare_for(
+            RunKind::Chat,
             &store,
             &FakeSealer,
             &NodeQuotas::default(),
