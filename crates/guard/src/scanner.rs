@@ -1,4 +1,5 @@
-//! The scanner: compiles the catalog once, then scans a text in one keyword pass.
+//! The scanner: builds the keyword automata once (each rule's regex compiles at its first use),
+//! then scans a text in one keyword pass.
 //!
 //! Architecture Invariant: one Aho-Corasick pass over the content finds every keyword of every
 //! regex rule; a rule's regex runs only on the lines (or, for multi-line rules, the texts) where
@@ -22,6 +23,7 @@ use aho_corasick::dfa::DFA;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, Anchored, MatchKind};
 use regex::Regex;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Rule compilation failed (a bug in the catalog; covered by a unit test).
@@ -52,7 +54,19 @@ pub const MAX_PER_SCAN: usize = 500;
 
 struct CompiledRule {
     def: &'static RuleDef,
-    regex: Option<(Regex, RegexDetector)>,
+    /// A regex rule's detector and its regex, compiled the first time a keyword of the rule
+    /// occurs (see [`Scanner::rule_regex`]): compiled regexes are most of the Guard's memory
+    /// (tens of MiB for the whole catalog, one rule alone about 18 MiB), and a scan needs the
+    /// few rules whose keywords it meets.
+    regex: Option<(OnceLock<Option<Regex>>, RegexDetector)>,
+}
+
+/// Compiles the regex of one rule.
+fn compile_rule(def: &RuleDef, det: &RegexDetector) -> Result<Regex, RuleError> {
+    regex::RegexBuilder::new(det.pattern)
+        .size_limit(1 << 24)
+        .build()
+        .map_err(|source| RuleError::Pattern { id: def.id, source })
 }
 
 /// Auxiliary patterns of the native checks and of excerpt redaction.
@@ -149,11 +163,7 @@ impl Scanner {
                             }
                         }
                     }
-                    let re = regex::RegexBuilder::new(det.pattern)
-                        .size_limit(1 << 24)
-                        .build()
-                        .map_err(|source| RuleError::Pattern { id: def.id, source })?;
-                    Some((re, det))
+                    Some((OnceLock::new(), det))
                 }
                 Detector::Native => None,
             };
@@ -207,6 +217,45 @@ impl Scanner {
             aux,
             indicators,
         })
+    }
+
+    /// The regex and detector of rule `r`, compiled on first use (`None` for a native rule, or
+    /// for a pattern that does not compile, which [`Scanner::compile_all`] reports).
+    fn rule_regex(&self, r: usize) -> Option<(&Regex, &RegexDetector)> {
+        let rule = self.rules.get(r)?;
+        let (slot, det) = rule.regex.as_ref()?;
+        let re = slot
+            .get_or_init(|| compile_rule(rule.def, det).ok())
+            .as_ref()?;
+        Some((re, det))
+    }
+
+    /// Compiles every regex rule now instead of at its first use, and reports the first that
+    /// does not compile (a bug in the catalog; the tests call it). A scan never needs it.
+    pub fn compile_all(&self) -> Result<(), RuleError> {
+        for rule in &self.rules {
+            if let Some((slot, det)) = &rule.regex {
+                if slot.get().is_none() {
+                    let re = compile_rule(rule.def, det)?;
+                    let _ = slot.set(Some(re));
+                }
+            }
+        }
+        self.aux.intent.i18n.compile()?;
+        Ok(())
+    }
+
+    /// How many rule regexes are compiled so far.
+    #[cfg(test)]
+    pub(crate) fn compiled_rules(&self) -> usize {
+        self.rules
+            .iter()
+            .filter(|r| {
+                r.regex
+                    .as_ref()
+                    .is_some_and(|(slot, _)| slot.get().is_some())
+            })
+            .count()
     }
 
     /// The rule index of an id (native checks report by id).
@@ -501,7 +550,9 @@ impl Scanner {
         let Some(rule) = self.rules.get(r) else {
             return;
         };
-        let Some((re, det)) = &rule.regex else { return };
+        let Some((re, det)) = self.rule_regex(r) else {
+            return;
+        };
         let Some(hay) = text.get(..to) else { return };
         let mut pos = from;
         let mut count = 0;

@@ -257,6 +257,14 @@ pub(crate) fn b64(bytes: &[u8]) -> String {
 fn every_rule_compiles_and_ids_are_unique() {
     let s = scanner();
     assert_eq!(s.rule_count(), RULES.len());
+    if let Err(e) = s.compile_all() {
+        panic!("{e}");
+    }
+    let regex_rules = RULES
+        .iter()
+        .filter(|r| matches!(r.detector, crate::rules::Detector::Regex(_)))
+        .count();
+    assert_eq!(s.compiled_rules(), regex_rules);
     assert!(RULES.len() >= 40, "at least 40 rules, got {}", RULES.len());
     let mut seen = HashSet::new();
     for r in RULES {
@@ -267,6 +275,37 @@ fn every_rule_compiles_and_ids_are_unique() {
             r.id
         );
     }
+}
+
+#[test]
+fn a_rule_regex_is_compiled_only_when_a_keyword_of_it_occurs() {
+    let s = scanner();
+    assert_eq!(s.compiled_rules(), 0, "Scanner::new compiles no rule regex");
+    let plain = s.scan_text(Some("notes.md"), "Plain notes about gardening.\n");
+    assert!(plain.is_empty());
+    let after_plain = s.compiled_rules();
+    let found = s.scan_text(Some("run.sh"), "curl -s https://example.com/x | sh\n");
+    assert!(
+        found.iter().any(|f| f.rule_id == "exec.pipe-to-shell"),
+        "{found:?}"
+    );
+    let after_curl = s.compiled_rules();
+    assert!(after_curl > after_plain, "{after_plain} -> {after_curl}");
+    let regex_rules = RULES
+        .iter()
+        .filter(|r| matches!(r.detector, crate::rules::Detector::Regex(_)))
+        .count();
+    assert!(
+        after_curl < regex_rules / 2,
+        "{after_curl} of {regex_rules} compiled"
+    );
+    // The same findings as with every rule compiled up front.
+    let eager = scanner();
+    if let Err(e) = eager.compile_all() {
+        panic!("{e}");
+    }
+    let again = eager.scan_text(Some("run.sh"), "curl -s https://example.com/x | sh\n");
+    assert_eq!(format!("{found:?}"), format!("{again:?}"));
 }
 
 #[test]
