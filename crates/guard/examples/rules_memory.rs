@@ -6,8 +6,11 @@
 //! benchmark text:
 //!
 //! ```text
-//! cargo run --release -p gc-guard --example rules_memory [-- --no-benchmark]
+//! cargo run --release -p gc-guard --example rules_memory [-- [--no-benchmark] [DIR...]]
 //! ```
+//!
+//! Each `DIR` is searched for skill folders (folders holding a `SKILL.md`), which are scanned
+//! one after the other before the benchmark text.
 //!
 //! For where the memory goes, run it under `valgrind --tool=massif` (or `--tool=dhat`).
 
@@ -79,6 +82,46 @@ fn small_skill() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// Folders under `dir` that hold a `SKILL.md` (not looked into further).
+fn skill_folders(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    if dir.join("SKILL.md").is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subs: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subs.sort();
+    for s in subs {
+        skill_folders(&s, out);
+    }
+}
+
+/// Every file under `dir`, with its path relative to `root`.
+fn read_all(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            read_all(root, &p, out);
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            out.push((rel, bytes));
+        }
+    }
+}
+
 fn main() {
     let base = memory();
     report("start", base);
@@ -91,6 +134,27 @@ fn main() {
     report("after an English ASCII skill", base);
     let report1 = scanner.scan_files(small_skill());
     report("after a skill in four languages", base);
+    // Then every skill folder (a folder holding a SKILL.md) under the folders given.
+    let dirs: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if !dirs.is_empty() {
+        let mut skills = Vec::new();
+        for d in &dirs {
+            skill_folders(std::path::Path::new(d), &mut skills);
+        }
+        let mut flagged = 0;
+        for skill in &skills {
+            let mut files = Vec::new();
+            read_all(skill, skill, &mut files);
+            if !scanner.scan_files(files).findings.is_empty() {
+                flagged += 1;
+            }
+        }
+        report(&format!("after {} skill folders", skills.len()), base);
+        println!("({flagged} of them with findings)");
+    }
     if std::env::args().any(|a| a == "--no-benchmark") {
         return;
     }
