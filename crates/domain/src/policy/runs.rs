@@ -2120,6 +2120,89 @@ mod tests {
     }
 
     #[test]
+    fn a_run_line_s_spend_settles_its_reservation_or_adds_its_cost() {
+        let tenant_id = uuid::Uuid::from_u128(7);
+        let key_id = uuid::Uuid::from_u128(8);
+        let admitted = chrono::DateTime::parse_from_rfc3339("2026-01-31T23:59:00Z")
+            .unwrap()
+            .to_utc();
+        let ended = chrono::DateTime::parse_from_rfc3339("2026-02-01T00:00:30Z")
+            .unwrap()
+            .to_utc();
+        let line = |spend| RunLine {
+            id: uuid::Uuid::now_v7(),
+            tenant_id,
+            key_id: Some(key_id),
+            at: ended,
+            region: Region::Aihk,
+            model: "m".into(),
+            outcome: "ok",
+            usage: TokenUsage::default(),
+            latency_ms: 1,
+            reservation: None,
+            cost: 300,
+            spend,
+        };
+        // Reserved at admission: the admission's month (January) settles 1,000 to 300.
+        let reserved = line(Some(crate::policy::quota::SpendReservation {
+            nanos: 1000,
+            at: admitted,
+        }));
+        assert_eq!(
+            reserved.spend_changes(),
+            (
+                crate::policy::quota::spend_windows(tenant_id, Some(key_id), admitted),
+                -700
+            )
+        );
+        // Nothing reserved: the cost is added to the month of the run's end (February).
+        let unreserved = line(None);
+        let (windows, change) = unreserved.spend_changes();
+        assert_eq!(
+            windows,
+            crate::policy::quota::spend_windows(tenant_id, Some(key_id), ended)
+        );
+        assert_eq!(windows.len(), 2, "the tenant's and the key's spend");
+        assert_eq!(change, 300);
+        assert_ne!(windows, reserved.spend_changes().0, "another month");
+    }
+
+    #[test]
+    fn the_estimate_counts_content_parts_and_tool_definitions() {
+        let count = |_: &str, t: &str| words(t);
+        let parts = |content: serde_json::Value| {
+            let body = json!({"messages": [{"role": "user", "content": content}]});
+            estimate(body.as_object().unwrap(), 0, &count).prompt_tokens
+        };
+        // Reply 3 and the message's 3 + 1, then the parts.
+        let base = 3 + 3 + 1;
+        assert_eq!(parts(json!([])), base);
+        assert_eq!(parts(json!([{"type": "text", "text": "a b c"}])), base + 3);
+        assert_eq!(
+            parts(json!([{"type": "image_url", "image_url": {"url": "data:x"}}])),
+            base + TOKENS_PER_IMAGE
+        );
+        // A part neither text nor image is counted as its JSON text (one "word" here).
+        assert_eq!(parts(json!([{"type": "input_audio"}])), base + 1);
+        let with_tools = |field: &str, defs: serde_json::Value| {
+            let mut body = json!({"messages": [{"role": "user", "content": ""}]});
+            body[field] = defs;
+            estimate(body.as_object().unwrap(), 0, &count).prompt_tokens
+        };
+        let none = with_tools("tools", serde_json::Value::Null);
+        assert_eq!(none, base + words(""));
+        let tools = json!([{"type": "function", "function": {"name": "lookup city weather"}}]);
+        assert_eq!(
+            with_tools("tools", tools.clone()),
+            none + words(&tools.to_string())
+        );
+        assert_eq!(
+            with_tools("functions", tools.clone()),
+            none + words(&tools.to_string())
+        );
+    }
+
+    #[test]
     fn a_run_line_s_day_is_its_utc_date() {
         for (at, day) in [
             ("2026-03-05T23:59:59.999Z", "2026-03-05"),

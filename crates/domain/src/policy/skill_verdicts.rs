@@ -238,3 +238,95 @@ fn finding_json(f: &FindingSummary) -> Value {
         "line": f.line,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(g: &SkillGuard, current: &str) -> Value {
+        let mut out = Vec::new();
+        g.write_shown(&mut out, current);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn a_scan_not_done_says_why_and_is_never_pass_nor_current() {
+        let mut messages = std::collections::BTreeSet::new();
+        for why in [
+            NotScanned::Busy,
+            NotScanned::OverShare,
+            NotScanned::Timeout,
+            NotScanned::Failed,
+        ] {
+            let g = SkillGuard::from_scan(SkillScan::NotScanned(why), "v1", Utc::now());
+            let v = shown(&g, "v1");
+            assert_eq!(v["verdict"], "warn");
+            assert_eq!(v["stale"], true);
+            assert_eq!(g.rules_version(), None);
+            assert_eq!(g.verdict().as_deref(), Some("warn"));
+            let finding = &v["findings"][0];
+            assert_eq!(finding["rule_id"], "scan.incomplete");
+            let message = finding["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("The skill was not scanned"),
+                "{message}"
+            );
+            assert!(
+                messages.insert(message.to_owned()),
+                "{why:?} says what another says"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stored_verdict_is_read_back_only_as_a_braced_object() {
+        let g = SkillGuard::from_scan(
+            SkillScan::Done {
+                verdict: GuardVerdict::Fail,
+                findings: Vec::new(),
+                truncated: 0,
+            },
+            "v2",
+            Utc::now(),
+        );
+        assert_eq!(g.rules_version(), Some("v2"));
+        assert_eq!(g.verdict().as_deref(), Some("fail"));
+        let text = g.as_str().to_owned();
+        assert!(
+            text.starts_with('{') && text.contains("\"verdict\":\"fail\""),
+            "{text}"
+        );
+        let back = SkillGuard::from_stored(text.clone(), Some("v2".into())).unwrap();
+        assert_eq!(back, g);
+        assert_eq!(back.as_str(), text);
+        assert!(!back.is_stale("v2"));
+        assert!(back.is_stale("v3"));
+        let spaced = SkillGuard::from_stored(format!(" {text}\n"), None).unwrap();
+        assert_eq!(spaced.rules_version(), None);
+        assert_eq!(spaced.verdict().as_deref(), Some("fail"));
+        for bad in [
+            "",
+            "{}",
+            "{",
+            "}",
+            "[1]",
+            "x}",
+            "{x",
+            "null",
+            "{\"a\":1}x",
+            "x{\"a\":1}",
+        ] {
+            assert!(
+                SkillGuard::from_stored(bad.into(), Some("v2".into())).is_none(),
+                "{bad:?}"
+            );
+        }
+        assert!(SkillGuard::from_stored("{\"a\":1}".into(), None).is_some());
+        assert_eq!(
+            SkillGuard::from_stored("{\"a\":1}".into(), None)
+                .unwrap()
+                .verdict(),
+            None
+        );
+    }
+}
