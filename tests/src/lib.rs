@@ -622,6 +622,12 @@ pub fn python_with(venv: &str, package: &str, version: &str) -> Result<std::path
     );
     let venv = target.join(venv);
     let python = venv.join("bin/python");
+    // One maker at a time in this process: a test's SQLite and PostgreSQL cases run at once,
+    // and two `venv`/`pip install` into one folder break each other's install.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let has = || {
         Command::new(&python)
             .args([
