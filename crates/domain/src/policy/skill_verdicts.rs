@@ -279,6 +279,86 @@ mod tests {
     }
 
     #[test]
+    fn findings_are_kept_most_severe_first_bounded_and_counted() {
+        let finding = |severity: &str, n: usize| FindingSummary {
+            rule_id: format!("r.{severity}.{n}"),
+            severity: severity.into(),
+            title: "t".into(),
+            message: "m".repeat(n),
+            path: Some("p".repeat(n)),
+            line: 1,
+        };
+        let severities = ["info", "low", "medium", "high", "critical", "unknown"];
+        let mut findings: Vec<_> = severities.iter().map(|s| finding(s, 1)).collect();
+        findings.push(finding("high", 2));
+        let g = SkillGuard::from_scan(
+            SkillScan::Done {
+                verdict: GuardVerdict::Fail,
+                findings,
+                truncated: 3,
+            },
+            "v",
+            Utc::now(),
+        );
+        let v = shown(&g, "v");
+        let kept: Vec<&str> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule_id"].as_str().unwrap())
+            .collect();
+        // Stable within a severity; `info` and unknown severities last, in the scanner's order.
+        assert_eq!(
+            kept,
+            [
+                "r.critical.1",
+                "r.high.1",
+                "r.high.2",
+                "r.medium.1",
+                "r.low.1",
+                "r.info.1",
+                "r.unknown.1"
+            ]
+        );
+        assert_eq!(v["findings_omitted"], 3);
+        // More than the stored maximum: the rest are counted, long texts are cut with an ellipsis.
+        let many: Vec<_> = (0..MAX_STORED_FINDINGS + 5)
+            .map(|i| finding(if i == 0 { "low" } else { "high" }, 400 + i))
+            .collect();
+        let g = SkillGuard::from_scan(
+            SkillScan::Done {
+                verdict: GuardVerdict::Warn,
+                findings: many,
+                truncated: 1,
+            },
+            "v",
+            Utc::now(),
+        );
+        let v = shown(&g, "v");
+        let kept = v["findings"].as_array().unwrap();
+        assert_eq!(kept.len(), MAX_STORED_FINDINGS);
+        assert_eq!(v["findings_omitted"], 6);
+        assert!(
+            kept.iter().all(|f| f["severity"] == "high"),
+            "the low one is left out"
+        );
+        let message = kept[0]["message"].as_str().unwrap();
+        assert_eq!(message, format!("{}…", "m".repeat(MAX_MESSAGE_CHARS)));
+        let path = kept[0]["path"].as_str().unwrap();
+        assert_eq!(path, format!("{}…", "p".repeat(200)));
+        let short = SkillGuard::from_scan(
+            SkillScan::Done {
+                verdict: GuardVerdict::Warn,
+                findings: vec![finding("low", 5)],
+                truncated: 0,
+            },
+            "v",
+            Utc::now(),
+        );
+        assert_eq!(shown(&short, "v")["findings"][0]["message"], "mmmmm");
+    }
+
+    #[test]
     fn a_stored_verdict_is_read_back_only_as_a_braced_object() {
         let g = SkillGuard::from_scan(
             SkillScan::Done {
