@@ -973,6 +973,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_node_keeps_one_gate_one_token_read_and_its_completion_default() {
+        let q = NodeQuotas::default();
+        assert!(
+            std::ptr::eq(q.gate(), q.gate()),
+            "one leasing gate per node"
+        );
+        assert!(Arc::ptr_eq(&q.token_reads(), &q.token_reads()));
+        assert_eq!(q.completion_default(), DEFAULT_RESERVE_COMPLETION);
+        q.set_completion_default(77);
+        assert_eq!(q.completion_default(), 77);
+        q.set_completion_default(0);
+        assert_eq!(q.completion_default(), 1, "at least 1");
+        q.set_completion_default(u64::MAX);
+        assert_eq!(q.completion_default(), MAX_LIMIT);
+    }
+    #[test]
     fn no_limits_cost_no_query() {
         let (scope, store) = scope(TenantLimits::default(), Some(KeyLimits::default()));
         let state = admit(&store, &ExactGate, &scope, Utc::now()).unwrap();
