@@ -1403,6 +1403,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_key_s_own_spend_limit_refuses_within_the_tenant_s() {
+        on_both_gates!(|node| {
+            let key_limits = KeyLimits {
+                requests_per_minute: None,
+                tokens_per_minute: None,
+                monthly_spend: Some(120),
+            };
+            let tenant_limits = TenantLimits {
+                monthly_spend: Some(10_000),
+                ..TenantLimits::default()
+            };
+            let (scope, store) = scope(tenant_limits, Some(key_limits));
+            let now = at("2026-11-21T10:00:30Z");
+            for _ in 0..2 {
+                let a = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
+                assert_eq!(a.spend.unwrap().nanos, 50);
+            }
+            // 100 of the key's 120 spent: the next 50 does not fit the key, though the
+            // tenant has 9,900 left.
+            let e = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap_err();
+            assert_eq!(e.code(), "budget_exhausted");
+        });
+    }
+
+    #[test]
     fn a_request_refusal_hands_the_spend_reservation_back() {
         let (store, month) = spend_refused_by_requests(&ExactGate);
         assert_eq!(
