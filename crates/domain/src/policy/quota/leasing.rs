@@ -753,6 +753,43 @@ mod tests {
     }
 
     #[test]
+    fn a_node_hands_a_refused_run_s_tokens_back_to_its_own_lease() {
+        let gate = LeasingGate::default();
+        let (scope, _, now) = refused_after_reserving(&gate);
+        let node = crate::policy::quota::NodeQuotas::default();
+        let (node_scope, _, _) = refused_after_reserving(&node);
+        let left = |g: &LeasingGate, s: &RunScope| {
+            let minute = token_windows(s.tenant().id, None, now)[0];
+            g.token_lock().get(&minute.subject).map(|l| l.left)
+        };
+        // Through `NodeQuotas` exactly as through the gate itself: the refused run's 30 are
+        // back in the node's lease.
+        let direct = left(&gate, &scope);
+        assert!(direct.is_some_and(|n| n >= 30), "{direct:?}");
+        assert_eq!(left(node.gate(), &node_scope), direct);
+    }
+
+    #[test]
+    fn a_token_lease_serves_only_the_window_it_was_taken_for() {
+        let (scope, store) = scope(tokens(1_000_000, 100_000_000), None);
+        let node = LeasingGate::default();
+        let now = at("2026-11-21T10:00:30Z");
+        for _ in 0..64 {
+            admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
+        }
+        // The node holds a lease of 10:00's minute; 10:01's run must reserve in 10:01's.
+        let next = at("2026-11-21T10:01:30Z");
+        let minute = token_windows(scope.tenant().id, None, next)[0];
+        assert_eq!(tokens_in(&store, minute), 0);
+        admit_run(&store, &node, &scope, next, None, run_of(10, 20)).unwrap();
+        assert!(
+            tokens_in(&store, minute) >= 30,
+            "{}",
+            tokens_in(&store, minute)
+        );
+    }
+
+    #[test]
     fn a_busy_subject_far_from_its_limits_reserves_in_few_writes() {
         let limits = tokens(1_000_000, 100_000_000);
         let (scope, store) = scope(limits, None);
