@@ -89,10 +89,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             // Build and run only these two test binaries of gc-tests (not all of its tests).
             "--cargo-arg=--test=access",
             "--cargo-arg=--test=guard",
+            // A Shadow view's refused run must carry its header (`Caller::authenticated`,
+            // since the run service authenticates itself).
+            "--cargo-arg=--test=workspace_shadow",
             "--",
             "--",
             "every_route_refuses_every_caller_it_should_sqlite",
             "trusted_proxies_give_the_forwarded_client_ip",
+            "an_admin_reads_in_the_shadow_view_and_writes_nothing::sqlite",
         ]);
         if let Err(e) = run_cmd(cmd) {
             failures.push(format!("extractors: {e}"));
