@@ -195,6 +195,23 @@ const REFILL_AT_SHARE: u64 = 4;
 /// the request path when used up, as a small one is.
 const REFILLS_MAX: usize = 64;
 
+/// Puts back into this process's leases the request each `takes[i]` with `from_lease[i]` took
+/// from one (a lease that no longer serves its window keeps nothing).
+fn put_back(
+    held: &mut FxHashMap<QuotaSubject, Lease>,
+    takes: &[(QuotaWindow, u64)],
+    from_lease: &[bool],
+) {
+    for ((w, max), _) in takes.iter().zip(from_lease).filter(|(_, taken)| **taken) {
+        if let Some(l) = held
+            .get_mut(&w.subject)
+            .filter(|l| l.serves(w.start_ms, *max))
+        {
+            l.left += 1;
+        }
+    }
+}
+
 fn lock_refills(refills: &Mutex<Refills>) -> std::sync::MutexGuard<'_, Refills> {
     refills.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -427,20 +444,8 @@ impl QuotaGate for LeasingGate {
                         .any(|(w, _)| t.contains_key(&w.subject))
                 };
                 if lacks(&taking) {
-                    {
-                        // Put back what this attempt took from local leases; the next looks again.
-                        let mut held = self.lock();
-                        for (i, (w, max)) in takes.iter().enumerate() {
-                            if from_lease[i] {
-                                if let Some(l) = held
-                                    .get_mut(&w.subject)
-                                    .filter(|l| l.serves(w.start_ms, *max))
-                                {
-                                    l.left += 1;
-                                }
-                            }
-                        }
-                    }
+                    // Put back what this attempt took from local leases; the next looks again.
+                    put_back(&mut self.lock(), takes, &from_lease);
                     let _ = self
                         .taken
                         .wait_timeout_while(taking, self.follow_wait(), |t| lacks(t))
@@ -492,16 +497,7 @@ impl QuotaGate for LeasingGate {
             Ok(Take::Taken(grants)) => grants,
             other => {
                 // Put back what this request took from local leases.
-                for (i, (w, max)) in takes.iter().enumerate() {
-                    if from_lease[i] {
-                        if let Some(l) = held
-                            .get_mut(&w.subject)
-                            .filter(|l| l.serves(w.start_ms, *max))
-                        {
-                            l.left += 1;
-                        }
-                    }
-                }
+                put_back(&mut held, takes, &from_lease);
                 return match other {
                     Ok(Take::Full(j)) => Ok(Err(missing.get(j).copied().unwrap_or(0))),
                     Ok(Take::Taken(_)) => Ok(Err(0)),
