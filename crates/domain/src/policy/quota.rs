@@ -486,32 +486,6 @@ impl NodeQuotas {
     }
 }
 
-/// Admission through a process's quotas goes through its gate.
-impl QuotaGate for NodeQuotas {
-    fn take_requests<P: QuotaRepo + ?Sized>(
-        &self,
-        store: &P,
-        takes: &[(QuotaWindow, u64)],
-        now_ms: i64,
-    ) -> DomainResult<Result<SmallVec<[u64; 2]>, usize>> {
-        self.gate.take_requests(store, takes, now_ms)
-    }
-
-    fn reserve_tokens<P: QuotaRepo + ?Sized>(
-        &self,
-        store: &P,
-        takes: &[TokenTake],
-        tokens: u64,
-        now_ms: i64,
-    ) -> DomainResult<Result<SmallVec<[u64; 3]>, usize>> {
-        self.gate.reserve_tokens(store, takes, tokens, now_ms)
-    }
-
-    fn give_back_tokens<P: QuotaRepo + ?Sized>(&self, store: &P, takes: &[TokenTake]) {
-        self.gate.give_back_tokens(store, takes);
-    }
-}
-
 /// The completion allowance a run without `max_tokens` reserves unless configured.
 pub const DEFAULT_RESERVE_COMPLETION: u64 = 1024;
 
@@ -936,7 +910,7 @@ pub(crate) mod tests {
     use crate::values::Region;
 
     /// Runs a rule's test body once with each gate, `$gate` bound to it: the plain
-    /// [`ExactGate`] and a process's [`NodeQuotas`] (the leasing gate). The rule's answers
+    /// [`ExactGate`] and a process's leasing gate ([`NodeQuotas::gate`]). The rule's answers
     /// must not depend on the gate.
     macro_rules! on_both_gates {
         (|$gate:ident| $body:block) => {{
@@ -945,7 +919,8 @@ pub(crate) mod tests {
                 $body
             }
             {
-                let $gate = &NodeQuotas::default();
+                let node = NodeQuotas::default();
+                let $gate = node.gate();
                 $body
             }
         }};

@@ -686,11 +686,18 @@ pub fn prepare_for<P: AiKeyRepo + QuotaRepo + ?Sized, E>(
                 "the run's body was already used".into(),
             ));
         };
-        crate::policy::quota::admit_run(store, quotas, &scope, Utc::now(), model.price, || {
-            let e = kind.estimate(map, quotas.completion_default(), &count_tokens);
-            prompt = e.prompt_tokens;
-            e
-        })?
+        crate::policy::quota::admit_run(
+            store,
+            quotas.gate(),
+            &scope,
+            Utc::now(),
+            model.price,
+            || {
+                let e = kind.estimate(map, quotas.completion_default(), &count_tokens);
+                prompt = e.prompt_tokens;
+                e
+            },
+        )?
     };
     let Some(Ok(Value::Object(mut body))) = body.take() else {
         return Err(DomainError::Internal(
@@ -1279,6 +1286,17 @@ mod tests {
         backoffs: Mutex<u32>,
     }
 
+    impl Scripted {
+        /// Answers with `answers` in turn, then fails every further call.
+        fn answering(answers: Vec<Result<(), UpstreamFailure>>) -> Self {
+            Self {
+                answers: Mutex::new(answers.into()),
+                used: Mutex::new(Vec::new()),
+                backoffs: Mutex::new(0),
+            }
+        }
+    }
+
     impl ChatUpstream for Scripted {
         type Body = ();
         type Stream = ();
@@ -1428,11 +1446,7 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let sink = Arc::new(Sink::default());
         let plan = planned(&store, &sink, &t, body);
-        let upstream = Arc::new(Scripted {
-            answers: Mutex::new(answers.into()),
-            used: Mutex::new(Vec::new()),
-            backoffs: Mutex::new(0),
-        });
+        let upstream = Arc::new(Scripted::answering(answers));
         (Runs::new(upstream, sink.clone()), sink, plan, store)
     }
 
@@ -1571,11 +1585,7 @@ mod tests {
     #[test]
     fn models_list_auto_first_without_duplicates() {
         let t = crate::policy::access::tests::tenant(Status::Active);
-        let upstream = Scripted {
-            answers: Mutex::new(VecDeque::new()),
-            used: Mutex::new(Vec::new()),
-            backoffs: Mutex::new(0),
-        };
+        let upstream = Scripted::answering(Vec::new());
         let list = models(|r| upstream.models(r), &member(&t, session())).unwrap();
         assert_eq!(list, vec!["auto", "m-default", "m-large"]);
         let no_run = crate::policy::access::Credential::ApiKey {
@@ -1672,11 +1682,7 @@ mod tests {
         );
         assert_eq!((e.code().as_str(), e.code().status()), ("busy", 503));
         // The first run's record reaches the queue through its place.
-        let upstream = Arc::new(Scripted {
-            answers: Mutex::new(vec![Ok(())].into()),
-            used: Mutex::new(Vec::new()),
-            backoffs: Mutex::new(0),
-        });
+        let upstream = Arc::new(Scripted::answering(vec![Ok(())]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(first, "/run")).is_ok());
         {
@@ -1742,11 +1748,7 @@ mod tests {
         // 3 + (3 + 1 + 3) prompt, 50 allowance.
         let (reservation, prompt) = plan.reserved.unwrap();
         assert_eq!((reservation.tokens, prompt), (60, 10));
-        let upstream = Arc::new(Scripted {
-            answers: Mutex::new(vec![Err(UpstreamFailure::Timeout)].into()),
-            used: Mutex::new(Vec::new()),
-            backoffs: Mutex::new(0),
-        });
+        let upstream = Arc::new(Scripted::answering(vec![Err(UpstreamFailure::Timeout)]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(plan, "/run")).is_err());
         let events = sink.0.lock().unwrap();
@@ -2119,6 +2121,24 @@ mod tests {
         );
     }
 
+    /// An answered run of a new tenant ended `at`, without a key, cost or reservation.
+    fn line_at(at: chrono::DateTime<Utc>) -> RunLine {
+        RunLine {
+            id: uuid::Uuid::now_v7(),
+            tenant_id: uuid::Uuid::now_v7(),
+            key_id: None,
+            at,
+            region: Region::Aihk,
+            model: "m".into(),
+            outcome: "ok",
+            usage: TokenUsage::default(),
+            latency_ms: 1,
+            reservation: None,
+            cost: 0,
+            spend: None,
+        }
+    }
+
     #[test]
     fn a_run_line_s_spend_settles_its_reservation_or_adds_its_cost() {
         let tenant_id = uuid::Uuid::from_u128(7);
@@ -2130,18 +2150,11 @@ mod tests {
             .unwrap()
             .to_utc();
         let line = |spend| RunLine {
-            id: uuid::Uuid::now_v7(),
             tenant_id,
             key_id: Some(key_id),
-            at: ended,
-            region: Region::Aihk,
-            model: "m".into(),
-            outcome: "ok",
-            usage: TokenUsage::default(),
-            latency_ms: 1,
-            reservation: None,
             cost: 300,
             spend,
+            ..line_at(ended)
         };
         // Reserved at admission: the admission's month (January) settles 1,000 to 300.
         let reserved = line(Some(crate::policy::quota::SpendReservation {
@@ -2209,20 +2222,7 @@ mod tests {
             ("2026-12-31T00:00:00Z", "2026-12-31"),
             ("0987-01-09T12:00:00Z", "0987-01-09"),
         ] {
-            let line = RunLine {
-                id: uuid::Uuid::now_v7(),
-                tenant_id: uuid::Uuid::now_v7(),
-                key_id: None,
-                at: chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc(),
-                region: Region::Aihk,
-                model: "m".into(),
-                outcome: "ok",
-                usage: TokenUsage::default(),
-                latency_ms: 1,
-                reservation: None,
-                cost: 0,
-                spend: None,
-            };
+            let line = line_at(chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc());
             assert_eq!(line.day(), day);
             assert_eq!(line.day(), line.at.format("%Y-%m-%d").to_string());
         }
@@ -2287,11 +2287,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let upstream = Arc::new(Scripted {
-            answers: Mutex::new(vec![Ok(())].into()),
-            used: Mutex::new(Vec::new()),
-            backoffs: Mutex::new(0),
-        });
+        let upstream = Arc::new(Scripted::answering(vec![Ok(())]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(plan, "/run")).is_ok());
         let events = sink.0.lock().unwrap();

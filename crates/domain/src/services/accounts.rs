@@ -636,11 +636,16 @@ mod tests {
         session
     }
 
-    fn session_code(store: &Fake, now: DateTime<Utc>) -> String {
-        match authenticate_session(store, &policy(), "tok", now) {
+    /// "ok", or the error code of a refused authentication.
+    fn code(authenticated: DomainResult<Principal>) -> String {
+        match authenticated {
             Ok(_) => "ok".into(),
             Err(e) => e.code().to_string(),
         }
+    }
+
+    fn session_code(store: &Fake, now: DateTime<Utc>) -> String {
+        code(authenticate_session(store, &policy(), "tok", now))
     }
 
     #[test]
@@ -784,10 +789,7 @@ mod tests {
     }
 
     fn key_code(store: &Fake, now: DateTime<Utc>) -> String {
-        match authenticate_key(store, &policy(), "kh", now) {
-            Ok(_) => "ok".into(),
-            Err(e) => e.code().to_string(),
-        }
+        code(authenticate_key(store, &policy(), "kh", now))
     }
 
     /// A store holding a member of a tenant and one key of theirs.

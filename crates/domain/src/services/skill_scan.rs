@@ -68,6 +68,21 @@ fn writer_tenant(p: &Principal) -> DomainResult<Uuid> {
     Ok(p.write_scope(KeyScope::WorkspaceWrite)?.tenant_id())
 }
 
+/// Runs `once` until it settles, at most [`ATTEMPTS`] times: `once(again)` answers `Ok(None)`
+/// to be run again (it lost a race), which it may only do while `again` is true.
+async fn settle<T, Fut>(mut once: impl FnMut(bool) -> Fut) -> DomainResult<T>
+where
+    Fut: Future<Output = DomainResult<Option<T>>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        if let Some(done) = once(attempt < ATTEMPTS).await? {
+            return Ok(done);
+        }
+    }
+}
+
 /// Stores a new skill with the verdict on its content. The caller's right to write and the
 /// fields are checked before the scan; the record and its verdict are one write.
 pub async fn create_skill<D, G>(
@@ -108,33 +123,31 @@ where
     G: SkillScanner + ?Sized,
 {
     let tenant = writer_tenant(&p)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let (who, body) = (p.clone(), input.clone());
-        let plan = db
-            .run(move |store| {
-                records::plan_update(store, &who, RecordKind::Skill, None, id, expected, &body)
-            })
-            .await?;
-        let unchanged = plan.before.fields.map().get("content") == plan.fields.get("content");
-        let guard = match &plan.before.guard {
-            Some(g) if unchanged && !g.is_stale(scanner.rules_version()) => g.clone(),
-            _ => scan(scanner, tenant, content_of(&plan.fields), now).await,
-        };
-        let who = p.clone();
-        let written = db
-            .run(move |store| records::finish_update(store, &who, plan, expected, Some(guard), now))
-            .await;
-        match written {
-            Err(DomainError::VersionConflict { .. })
-                if expected.is_none() && attempt < ATTEMPTS =>
-            {
-                continue
+    settle(|again| {
+        let (who, body, p) = (p.clone(), input.clone(), p.clone());
+        async move {
+            let plan = db
+                .run(move |store| {
+                    records::plan_update(store, &who, RecordKind::Skill, None, id, expected, &body)
+                })
+                .await?;
+            let unchanged = plan.before.fields.map().get("content") == plan.fields.get("content");
+            let guard = match &plan.before.guard {
+                Some(g) if unchanged && !g.is_stale(scanner.rules_version()) => g.clone(),
+                _ => scan(scanner, tenant, content_of(&plan.fields), now).await,
+            };
+            let written = db
+                .run(move |store| {
+                    records::finish_update(store, &p, plan, expected, Some(guard), now)
+                })
+                .await;
+            match written {
+                Err(DomainError::VersionConflict { .. }) if expected.is_none() && again => Ok(None),
+                other => other.map(Some),
             }
-            other => return other,
         }
-    }
+    })
+    .await
 }
 
 /// Scans a stored skill again and stores the verdict (write scope; refused in the Shadow view;
@@ -155,30 +168,28 @@ where
     G: SkillScanner + ?Sized,
 {
     let tenant = writer_tenant(&p)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let who = p.clone();
-        let current = db
-            .run(move |store| records::find_for_write(store, &who, RecordKind::Skill, id))
-            .await?;
-        let guard = scan(scanner, tenant, content_of(&current.fields.map()), now).await;
-        let who = p.clone();
-        let version = current.version;
-        let stored = db
-            .run(move |store| records::store_guard(store, &who, id, version, guard, now))
-            .await?;
-        match stored {
-            Some(record) => return Ok(record),
-            None if attempt < ATTEMPTS => continue,
-            None => {
-                let who = p.clone();
-                return db
-                    .run(move |store| records::get_record(store, &who, RecordKind::Skill, None, id))
-                    .await;
+    settle(|again| {
+        let (who, p) = (p.clone(), p.clone());
+        async move {
+            let current = db
+                .run(move |store| records::find_for_write(store, &who, RecordKind::Skill, id))
+                .await?;
+            let guard = scan(scanner, tenant, content_of(&current.fields.map()), now).await;
+            let (who, version) = (p.clone(), current.version);
+            let stored = db
+                .run(move |store| records::store_guard(store, &who, id, version, guard, now))
+                .await?;
+            match stored {
+                Some(record) => Ok(Some(record)),
+                None if again => Ok(None),
+                None => db
+                    .run(move |store| records::get_record(store, &p, RecordKind::Skill, None, id))
+                    .await
+                    .map(Some),
             }
         }
-    }
+    })
+    .await
 }
 
 #[cfg(test)]

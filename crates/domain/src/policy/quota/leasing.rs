@@ -749,23 +749,6 @@ mod tests {
     }
 
     #[test]
-    fn a_node_hands_a_refused_run_s_tokens_back_to_its_own_lease() {
-        let gate = LeasingGate::default();
-        let (scope, _, now) = refused_after_reserving(&gate);
-        let node = crate::policy::quota::NodeQuotas::default();
-        let (node_scope, _, _) = refused_after_reserving(&node);
-        let left = |g: &LeasingGate, s: &RunScope| {
-            let minute = token_windows(s.tenant().id, None, now)[0];
-            g.token_lock().get(&minute.subject).map(|l| l.left)
-        };
-        // Through `NodeQuotas` exactly as through the gate itself: the refused run's 30 are
-        // back in the node's lease.
-        let direct = left(&gate, &scope);
-        assert!(direct.is_some_and(|n| n >= 30), "{direct:?}");
-        assert_eq!(left(node.gate(), &node_scope), direct);
-    }
-
-    #[test]
     fn a_token_lease_serves_only_the_window_it_was_taken_for() {
         let (scope, store) = scope(tokens(1_000_000, 100_000_000), None);
         let node = LeasingGate::default();
