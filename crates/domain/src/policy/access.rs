@@ -452,6 +452,22 @@ pub(crate) mod tests {
         (t, p)
     }
 
+    /// "ok", or the code of the refusal.
+    pub fn code<T>(answer: DomainResult<T>) -> String {
+        answer.map_or_else(|e| e.code().to_string(), |_| "ok".into())
+    }
+
+    /// What `p` is answered for each scope: workspace read, workspace write, key management,
+    /// admin.
+    pub fn answers(p: &Principal) -> [String; 4] {
+        [
+            code(p.read_scope(KeyScope::WorkspaceRead)),
+            code(p.write_scope(KeyScope::WorkspaceWrite)),
+            code(p.key_management_scope()),
+            code(p.admin_scope()),
+        ]
+    }
+
     pub fn session(user: User, tenant: Option<Tenant>, shadow: Option<Tenant>) -> Principal {
         Principal {
             user,
@@ -512,14 +528,7 @@ pub(crate) mod tests {
             ),
         ];
         for (p, code) in cases {
-            assert_eq!(
-                p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
-                code
-            );
-            assert_eq!(
-                p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
-                code
-            );
+            assert_eq!(answers(&p)[..3], [code; 3]);
         }
     }
 
@@ -529,14 +538,8 @@ pub(crate) mod tests {
         let scope = p.read_scope(KeyScope::WorkspaceRead).unwrap();
         assert_eq!(scope.tenant_id(), t.id);
         assert!(scope.is_shadow());
-        assert_eq!(
-            p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
-            "shadow_read_only"
-        );
-        assert_eq!(
-            p.key_management_scope().unwrap_err().code(),
-            "shadow_read_only"
-        );
+        let refused = "shadow_read_only";
+        assert_eq!(answers(&p), ["ok", refused, refused, "ok"]);
     }
 
     #[test]
@@ -552,35 +555,14 @@ pub(crate) mod tests {
     fn a_shadow_view_of_a_demoted_admin_is_ignored() {
         let t = tenant(Status::Active);
         let p = session(user(Role::Member, Status::Active, None), None, Some(t));
-        assert_eq!(
-            p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
-            "member_unassigned"
-        );
+        assert_eq!(answers(&p)[0], "member_unassigned");
     }
 
     #[test]
     fn keys_need_their_scope_and_never_manage_keys() {
-        let t = tenant(Status::Active);
-        let p = Principal {
-            user: user(Role::Member, Status::Active, Some(&t)),
-            tenant: Some(t),
-            credential: Credential::ApiKey {
-                key_id: Uuid::now_v7(),
-                name: "ci".into(),
-                scopes: vec![KeyScope::WorkspaceRead],
-                limits: crate::policy::quota::KeyLimits::default(),
-            },
-        };
-        assert!(p.read_scope(KeyScope::WorkspaceRead).is_ok());
-        assert_eq!(
-            p.write_scope(KeyScope::WorkspaceWrite).unwrap_err().code(),
-            "insufficient_scope"
-        );
-        assert_eq!(
-            p.key_management_scope().unwrap_err().code(),
-            "session_required"
-        );
-        assert_eq!(p.admin_scope().unwrap_err().code(), "session_required");
+        let p = keyed(&tenant(Status::Active), vec![KeyScope::WorkspaceRead]);
+        let session = "session_required";
+        assert_eq!(answers(&p), ["ok", "insufficient_scope", session, session]);
     }
 
     #[test]
@@ -593,16 +575,13 @@ pub(crate) mod tests {
             None,
             None,
         );
-        assert_eq!(
-            suspended.admin_scope().unwrap_err().code(),
-            "member_suspended"
-        );
+        assert_eq!(answers(&suspended)[3], "member_suspended");
         let member = session(
             user(Role::Member, Status::Active, Some(&t)),
             Some(t.clone()),
             None,
         );
-        assert_eq!(member.admin_scope().unwrap_err().code(), "admin_required");
+        assert_eq!(answers(&member), ["ok", "ok", "ok", "admin_required"]);
     }
 
     #[test]
@@ -624,9 +603,6 @@ pub(crate) mod tests {
             Some(t),
         );
         assert!(p.shadow().is_none());
-        assert_eq!(
-            p.read_scope(KeyScope::WorkspaceRead).unwrap_err().code(),
-            "member_suspended"
-        );
+        assert_eq!(answers(&p)[0], "member_suspended");
     }
 }

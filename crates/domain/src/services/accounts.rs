@@ -440,6 +440,7 @@ mod tests {
     }
 
     use crate::fakes::Fake;
+    use crate::policy::access::tests::code;
 
     struct Plain;
 
@@ -634,14 +635,6 @@ mod tests {
         };
         store.sessions.lock().unwrap().push(session.clone());
         session
-    }
-
-    /// "ok", or the error code of a refused authentication.
-    fn code(authenticated: DomainResult<Principal>) -> String {
-        match authenticated {
-            Ok(_) => "ok".into(),
-            Err(e) => e.code().to_string(),
-        }
     }
 
     fn session_code(store: &Fake, now: DateTime<Utc>) -> String {
