@@ -1330,8 +1330,15 @@ pub(crate) mod tests {
     pub(crate) fn key_rpm(n: u64) -> KeyLimits {
         KeyLimits {
             requests_per_minute: Some(n),
-            tokens_per_minute: None,
-            monthly_spend: None,
+            ..KeyLimits::default()
+        }
+    }
+
+    /// A tenant's monthly spend limit of `n` nano-units.
+    fn spend(n: u64) -> TenantLimits {
+        TenantLimits {
+            monthly_spend: Some(n),
+            ..TenantLimits::default()
         }
     }
 
@@ -1345,11 +1352,7 @@ pub(crate) mod tests {
     fn a_spend_limit_reserves_the_run_s_cost_and_refuses_when_it_does_not_fit() {
         on_both_gates!(|node| {
             // 10 prompt and 20 completion tokens: 10 + 40 = 50 nano-units reserved per run.
-            let limits = TenantLimits {
-                monthly_spend: Some(120),
-                ..TenantLimits::default()
-            };
-            let (scope, store) = scope(limits, None);
+            let (scope, store) = scope(spend(120), None);
             let now = at("2026-11-21T10:00:30Z");
             for _ in 0..2 {
                 let a = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();
@@ -1385,11 +1388,7 @@ pub(crate) mod tests {
                 tokens_per_minute: None,
                 monthly_spend: Some(120),
             };
-            let tenant_limits = TenantLimits {
-                monthly_spend: Some(10_000),
-                ..TenantLimits::default()
-            };
-            let (scope, store) = scope(tenant_limits, Some(key_limits));
+            let (scope, store) = scope(spend(10_000), Some(key_limits));
             let now = at("2026-11-21T10:00:30Z");
             for _ in 0..2 {
                 let a = admit_run(&store, node, &scope, now, Some(PRICE), run_of(10, 20)).unwrap();

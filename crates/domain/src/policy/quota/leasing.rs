@@ -1233,31 +1233,33 @@ mod tests {
         }
     }
 
-    impl Held {
-        /// A held store over `inner`, the receiver told each time a take enters it, and the
-        /// sender that releases one take.
-        fn over(
-            inner: Fake,
-        ) -> (
-            Self,
-            std::sync::mpsc::Receiver<()>,
-            std::sync::mpsc::Sender<()>,
-        ) {
-            let (entered_tx, entered) = std::sync::mpsc::channel();
-            let (release, release_rx) = std::sync::mpsc::channel();
-            let store = Held {
-                inner,
-                wants: Mutex::default(),
-                entered: Mutex::new(entered_tx),
-                release: Mutex::new(release_rx),
-            };
-            (store, entered, release)
-        }
-    }
+    /// A tenant of 10^6 requests a minute at 10:00:30 and its minute; a store over it whose
+    /// takes are held (`entered` is told each time a take enters, `release` lets one go); a
+    /// gate whose lease of 64 of that minute, taken at that instant, was just used up: the
+    /// next take asks for twice as many.
+    type InFlight = (
+        RunScope,
+        QuotaSubject,
+        DateTime<Utc>,
+        Held,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+        LeasingGate,
+    );
 
-    /// A lease of 64 of a 10^6 limit, taken at `now` and just used up: the next take asks for
-    /// twice as many.
-    fn used_up_lease(node: &LeasingGate, subject: QuotaSubject, now: DateTime<Utc>) {
+    fn in_flight() -> InFlight {
+        let (scope, inner) = scope(rpm(1_000_000), None);
+        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
+        let now = at("2026-11-21T10:00:30Z");
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel();
+        let store = Held {
+            inner,
+            wants: Mutex::default(),
+            entered: Mutex::new(entered_tx),
+            release: Mutex::new(release_rx),
+        };
+        let node = LeasingGate::default();
         node.lock().insert(
             subject,
             Lease {
@@ -1270,17 +1272,13 @@ mod tests {
                 refilling: false,
             },
         );
+        (scope, subject, now, store, entered, release, node)
     }
 
     #[test]
     fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
-        let (scope, inner) = scope(rpm(1_000_000), None);
-        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
-        let now = at("2026-11-21T10:00:30Z");
-        let (store, entered, release) = Held::over(inner);
-        let node = LeasingGate::default();
+        let (scope, subject, now, store, entered, release, node) = in_flight();
         node.follow_wait_ms.store(10_000, Ordering::Relaxed);
-        used_up_lease(&node, subject, now);
         let wait = std::time::Duration::from_secs(10);
         let (second_took, wants) = std::thread::scope(|threads| {
             let first = threads.spawn(|| admit(&store, &node, &scope, now));
@@ -1309,13 +1307,8 @@ mod tests {
 
     #[test]
     fn a_take_in_flight_makes_the_others_of_its_subject_count_one_request() {
-        let (scope, inner) = scope(rpm(1_000_000), None);
-        let subject = QuotaSubject::TenantMinute(scope.tenant().id);
-        let now = at("2026-11-21T10:00:30Z");
-        let (store, entered, release) = Held::over(inner);
         // A lease of 64 just used up: the next take asks for twice as many.
-        let node = LeasingGate::default();
-        used_up_lease(&node, subject, now);
+        let (scope, subject, now, store, entered, release, node) = in_flight();
         let wait = std::time::Duration::from_secs(10);
         let held_wants = std::thread::scope(|threads| {
             let first = threads.spawn(|| admit(&store, &node, &scope, now));
