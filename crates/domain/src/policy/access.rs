@@ -444,12 +444,17 @@ pub(crate) mod tests {
     /// An active tenant and an active member of it, signed in with a session.
     pub fn active_member() -> (Tenant, Principal) {
         let t = tenant(Status::Active);
-        let p = session(
-            user(Role::Member, Status::Active, Some(&t)),
+        let p = member_of(&t);
+        (t, p)
+    }
+
+    /// An active member of `t`, signed in with a session.
+    pub fn member_of(t: &Tenant) -> Principal {
+        session(
+            user(Role::Member, Status::Active, Some(t)),
             Some(t.clone()),
             None,
-        );
-        (t, p)
+        )
     }
 
     /// "ok", or the code of the refusal.

@@ -241,18 +241,10 @@ fn key_activity(
 mod tests {
     use super::*;
     use crate::fakes::{Fake, FakeCodec};
-    use crate::model::{Role, Status, Tenant};
-    use crate::policy::access::tests::{session, tenant, user};
+    use crate::model::{Role, Status};
+    use crate::policy::access::tests::{member_of, session, tenant, user};
     use crate::policy::access::Credential;
     use crate::policy::quota::TenantLimits;
-
-    fn member_of(t: &Tenant) -> Principal {
-        session(
-            user(Role::Member, Status::Active, Some(t)),
-            Some(t.clone()),
-            None,
-        )
-    }
 
     fn request(name: &str, scopes: &[&str]) -> NewKeyRequest {
         NewKeyRequest {

@@ -198,8 +198,8 @@ mod tests {
 
     use super::*;
     use crate::fakes::{ready, Fake};
-    use crate::model::{Role, Status};
-    use crate::policy::access::tests::{keyed, session, shadow_view, tenant, user};
+    use crate::model::Status;
+    use crate::policy::access::tests::{keyed, member_of as member, shadow_view, tenant};
     use std::sync::Mutex;
 
     /// A scanner that answers from a rule: content with `| sh` fails, `busy` is not scanned.
@@ -264,14 +264,6 @@ mod tests {
         let mut out = Vec::new();
         r.guard.as_ref().unwrap().write_shown(&mut out, current);
         serde_json::from_slice(&out).unwrap()
-    }
-
-    fn member(t: &crate::model::Tenant) -> Principal {
-        session(
-            user(Role::Member, Status::Active, Some(t)),
-            Some(t.clone()),
-            None,
-        )
     }
 
     #[test]

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::*;
 use crate::fakes::{ready, Fake};
-use crate::model::{Role, Status};
-use crate::policy::access::tests::{session, tenant, user};
+use crate::model::Status;
+use crate::policy::access::tests::{member_of as member, tenant};
 
 /// A scanner that passes everything under `version`, counts its scans, and while `races` is
 /// above 0 changes every stored record during a scan (as another writer would).
@@ -54,14 +54,6 @@ impl SkillScanner for Racing<'_> {
             truncated: 0,
         })
     }
-}
-
-fn member(t: &crate::model::Tenant) -> Principal {
-    session(
-        user(Role::Member, Status::Active, Some(t)),
-        Some(t.clone()),
-        None,
-    )
 }
 
 fn fields(v: Value) -> Map<String, Value> {

@@ -573,21 +573,13 @@ mod tests {
     use super::*;
     use crate::fakes::FakeWorkspace;
     use crate::model::{Role, Status};
-    use crate::policy::access::tests::{keyed, session, shadow_view, tenant, user};
+    use crate::policy::access::tests::{keyed, member_of, session, shadow_view, tenant, user};
 
     fn skill() -> Map<String, Value> {
         let mut m = Map::new();
         m.insert("name".into(), json!("s"));
         m.insert("content".into(), json!("c"));
         m
-    }
-
-    fn member_of(t: &Tenant) -> Principal {
-        session(
-            user(Role::Member, Status::Active, Some(t)),
-            Some(t.clone()),
-            None,
-        )
     }
 
     #[test]
