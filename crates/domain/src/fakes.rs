@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
 use crate::model::workspace::{
-    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordFields, RecordKind,
+    Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, RecordRef,
     Settings,
 };
 use crate::model::{
@@ -23,8 +23,9 @@ use crate::policy::ai_access::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::policy::quota::{Grant, QuotaWindow, RequestTake, Take, TokenTake};
 use crate::ports::AdminTokenRepo;
 use crate::ports::{
-    AiKeyRepo, ApiKeyRepo, CredentialCodec, KeySealer, QuotaRepo, Reservation, SessionRepo,
-    SigninThrottleRepo, TenantRepo, UserRepo, WorkspaceRepo,
+    AiKeyRepo, ApiKeyRepo, Attempt, CredentialCodec, GuardStamp, KeySealer, QuotaRepo, RecordQuery,
+    RecordUpdate, Reservation, SessionRepo, SessionWindow, SettingsUpdate, ShadowChange,
+    SigninThrottleRepo, TenantRepo, TenantWrite, UserRepo, WorkspaceRepo,
 };
 use crate::secret::SecretString;
 use crate::values::Email;
@@ -241,24 +242,18 @@ impl AdminTokenRepo for Fake {
 }
 
 impl SigninThrottleRepo for Fake {
-    fn reserve_attempt(
-        &self,
-        key: &str,
-        since: DateTime<Utc>,
-        at: DateTime<Utc>,
-        max: u64,
-    ) -> DomainResult<Reservation> {
+    fn reserve_attempt(&self, attempt: &Attempt<'_>) -> DomainResult<Reservation> {
         let mut attempts = self.attempts.lock().unwrap();
         let recent: Vec<DateTime<Utc>> = attempts
             .iter()
-            .filter(|(k, t)| k == key && *t >= since)
+            .filter(|(k, t)| k == attempt.key && *t >= attempt.since)
             .map(|(_, t)| *t)
             .collect();
-        if recent.len() as u64 >= max {
-            let oldest = recent.into_iter().min().unwrap_or(at);
+        if recent.len() as u64 >= attempt.max {
+            let oldest = recent.into_iter().min().unwrap_or(attempt.at);
             return Ok(Reservation::Locked { oldest });
         }
-        attempts.push((key.to_owned(), at));
+        attempts.push((attempt.key.to_owned(), attempt.at));
         Ok(Reservation::Reserved)
     }
 
@@ -441,14 +436,13 @@ impl SessionRepo for Fake {
     fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {
         Ok(removed(&self.sessions, |s| s.user_id == user_id && s.id != keep) as u64)
     }
-    fn delete_expired_sessions(&self, _: DateTime<Utc>, _: DateTime<Utc>) -> DomainResult<u64> {
+    fn delete_expired_sessions(&self, _: SessionWindow) -> DomainResult<u64> {
         Err(DomainError::Internal("not faked".into()))
     }
     fn shadow_viewers(
         &self,
         tenant_id: Uuid,
-        seen_after: DateTime<Utc>,
-        now: DateTime<Utc>,
+        window: SessionWindow,
     ) -> DomainResult<Vec<(String, DateTime<Utc>)>> {
         let sessions = self.sessions.lock().unwrap().clone();
         let mut viewers = Vec::new();
@@ -456,7 +450,7 @@ impl SessionRepo for Fake {
             let (Some(t), Some(since)) = (s.shadow_tenant_id, s.shadow_since) else {
                 continue;
             };
-            if t == tenant_id && s.last_seen_at > seen_after && s.expires_at > now {
+            if t == tenant_id && s.last_seen_at > window.seen_after && s.expires_at > window.now {
                 if let Some(user) = self.find_user(s.user_id)? {
                     viewers.push((user.email.as_str().to_owned(), since));
                 }
@@ -465,12 +459,8 @@ impl SessionRepo for Fake {
         viewers.sort_by_key(|(_, since)| *since);
         Ok(viewers)
     }
-    fn set_shadow(
-        &self,
-        session_id: Uuid,
-        shadow: Option<(Uuid, DateTime<Utc>)>,
-        activity: &NewActivity,
-    ) -> DomainResult<()> {
+    fn set_shadow(&self, session_id: Uuid, change: ShadowChange<'_>) -> DomainResult<()> {
+        let (shadow, activity) = (change.view(), change.activity());
         self.shadow_writes.lock().unwrap().push((
             shadow,
             activity.tenant_id(),
@@ -493,14 +483,9 @@ fn live_key<'a>(keys: &'a mut [ApiKey], scope: &WriteScope, id: Uuid) -> Option<
 }
 
 impl ApiKeyRepo for Fake {
-    fn insert_api_key(
-        &self,
-        _: &WriteScope,
-        key: &ApiKey,
-        activity: &NewActivity,
-    ) -> DomainResult<ApiKey> {
+    fn insert_api_key(&self, write: TenantWrite<'_>, key: &ApiKey) -> DomainResult<ApiKey> {
         self.api_keys.lock().unwrap().push(key.clone());
-        self.workspace.append_activity(activity)?;
+        self.workspace.append_activity(write.activity)?;
         Ok(key.clone())
     }
     /// The tenant's keys, newest first, in one page.
@@ -509,19 +494,13 @@ impl ApiKeyRepo for Fake {
         items.reverse();
         Ok(Page { items, next: None })
     }
-    fn revoke_api_key(
-        &self,
-        scope: &WriteScope,
-        id: Uuid,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<bool> {
+    fn revoke_api_key(&self, write: TenantWrite<'_>, id: Uuid) -> DomainResult<bool> {
         let mut keys = self.api_keys.lock().unwrap();
-        let Some(key) = live_key(&mut keys, scope, id) else {
+        let Some(key) = live_key(&mut keys, write.scope, id) else {
             return Ok(false);
         };
-        key.revoked_at = Some(at);
-        self.workspace.append_activity(activity)?;
+        key.revoked_at = Some(write.at());
+        self.workspace.append_activity(write.activity)?;
         Ok(true)
     }
     /// Whatever the state of the key, its member and tenant: the domain must decide.
@@ -531,13 +510,12 @@ impl ApiKeyRepo for Fake {
     }
     fn update_api_key(
         &self,
-        scope: &WriteScope,
+        write: TenantWrite<'_>,
         id: Uuid,
         patch: &crate::model::workspace::ApiKeyPatch,
-        activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>> {
         let mut keys = self.api_keys.lock().unwrap();
-        let Some(key) = live_key(&mut keys, scope, id) else {
+        let Some(key) = live_key(&mut keys, write.scope, id) else {
             return Ok(None);
         };
         if let Some(name) = &patch.name {
@@ -549,7 +527,7 @@ impl ApiKeyRepo for Fake {
         if let Some(v) = patch.tokens_per_minute {
             key.limits.tokens_per_minute = v;
         }
-        self.workspace.append_activity(activity)?;
+        self.workspace.append_activity(write.activity)?;
         Ok(Some(key.clone()))
     }
 
@@ -688,18 +666,34 @@ impl FakeWorkspace {
         self.activity.lock().unwrap().push(activity.clone());
     }
 
-    fn find(
+    /// Changes the first record of the write's tenant that `change` changes (answering
+    /// whether it did) and records the write; `None` when it changed none.
+    fn change(
         &self,
-        tenant: Uuid,
-        kind: RecordKind,
-        parent: Option<Uuid>,
-        id: Uuid,
-    ) -> Option<Record> {
+        write: TenantWrite<'_>,
+        mut change: impl FnMut(&mut Record) -> DomainResult<bool>,
+    ) -> DomainResult<Option<Record>> {
+        let mut records = self.records.lock().unwrap();
+        let mut changed = None;
+        for (t, r) in records.iter_mut() {
+            if *t == write.tenant_id() && change(r)? {
+                changed = Some(r.clone());
+                break;
+            }
+        }
+        drop(records);
+        if changed.is_some() {
+            self.wrote(write.tenant_id(), write.activity);
+        }
+        Ok(changed)
+    }
+
+    fn find(&self, tenant: Uuid, record: RecordRef) -> Option<Record> {
         self.records
             .lock()
             .unwrap()
             .iter()
-            .find(|(t, r)| *t == tenant && r.kind == kind && r.parent_id == parent && r.id == id)
+            .find(|(t, r)| *t == tenant && r.is_at(record))
             .map(|(_, r)| r.clone())
     }
 }
@@ -722,13 +716,7 @@ impl HoldsWorkspace for Fake {
 }
 
 impl<T: HoldsWorkspace> WorkspaceRepo for T {
-    fn list_records(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        _page: &PageRequest,
-    ) -> DomainResult<Page<Record>> {
+    fn list_records(&self, scope: &TenantScope, query: &RecordQuery) -> DomainResult<Page<Record>> {
         let ws = self.fake_workspace();
         ws.call("list_records");
         let items = ws
@@ -736,150 +724,84 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(t, r)| *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id)
+            .filter(|(t, r)| {
+                *t == scope.tenant_id() && r.kind == query.kind && r.parent_id == query.parent_id
+            })
             .map(|(_, r)| r.clone())
             .collect();
         Ok(Page { items, next: None })
     }
 
-    fn find_record(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-    ) -> DomainResult<Option<Record>> {
+    fn find_record(&self, scope: &TenantScope, record: RecordRef) -> DomainResult<Option<Record>> {
         let ws = self.fake_workspace();
         ws.call("find_record");
-        Ok(ws.find(scope.tenant_id(), kind, parent_id, id))
+        Ok(ws.find(scope.tenant_id(), record))
     }
 
-    fn insert_record(
-        &self,
-        scope: &WriteScope,
-        record: &Record,
-        activity: &NewActivity,
-    ) -> DomainResult<Record> {
+    fn insert_record(&self, write: TenantWrite<'_>, record: &Record) -> DomainResult<Record> {
         let ws = self.fake_workspace();
         ws.call("insert_record");
         ws.records
             .lock()
             .unwrap()
-            .push((scope.tenant_id(), record.clone()));
-        ws.wrote(scope.tenant_id(), activity);
+            .push((write.tenant_id(), record.clone()));
+        ws.wrote(write.tenant_id(), write.activity);
         Ok(record.clone())
     }
 
     fn update_record(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &RecordUpdate<'_>,
     ) -> DomainResult<Option<Record>> {
         let ws = self.fake_workspace();
         ws.call("update_record");
+        let expected_version = update.expected_version;
         ws.lose_a_race(expected_version)?;
-        let mut records = ws.records.lock().unwrap();
-        let Some((_, r)) = records.iter_mut().find(|(t, r)| {
-            *t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id
-        }) else {
-            return Ok(None);
-        };
-        if expected_version.is_some_and(|v| v != r.version) {
-            return Err(DomainError::VersionConflict {
-                expected: expected_version.unwrap_or_default(),
-            });
-        }
-        r.fields = fields.clone();
-        r.version += 1;
-        r.updated_at = at;
-        ws.wrote(scope.tenant_id(), activity);
-        Ok(Some(r.clone()))
-    }
-
-    fn update_record_guarded(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        guard: &crate::services::skill_scan::SkillGuard,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        let ws = self.fake_workspace();
-        let updated = self.update_record(
-            scope,
-            kind,
-            None,
-            id,
-            expected_version,
-            fields,
-            at,
-            activity,
-        )?;
-        let Some(mut updated) = updated else {
-            return Ok(None);
-        };
-        let mut records = ws.records.lock().unwrap();
-        if let Some((_, r)) = records
-            .iter_mut()
-            .find(|(t, r)| *t == scope.tenant_id() && r.kind == kind && r.id == id)
-        {
-            r.guard = Some(guard.clone());
-            updated.guard = Some(guard.clone());
-        }
-        Ok(Some(updated))
+        ws.change(write, |r| {
+            if !r.is_at(update.record) {
+                return Ok(false);
+            }
+            if expected_version.is_some_and(|v| v != r.version) {
+                return Err(DomainError::VersionConflict {
+                    expected: expected_version.unwrap_or_default(),
+                });
+            }
+            r.fields = update.fields.clone();
+            r.version += 1;
+            r.updated_at = write.at();
+            if let Some(guard) = update.guard {
+                r.guard = Some(guard.clone());
+            }
+            Ok(true)
+        })
     }
 
     fn set_record_guard(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        version: i64,
-        guard: &crate::services::skill_scan::SkillGuard,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        stamp: &GuardStamp<'_>,
     ) -> DomainResult<Option<Record>> {
         let ws = self.fake_workspace();
         ws.call("set_record_guard");
-        let mut records = ws.records.lock().unwrap();
-        let Some((_, r)) = records.iter_mut().find(|(t, r)| {
-            *t == scope.tenant_id() && r.kind == kind && r.id == id && r.version == version
-        }) else {
-            return Ok(None);
-        };
-        r.guard = Some(guard.clone());
-        let out = r.clone();
-        drop(records);
-        ws.wrote(scope.tenant_id(), activity);
-        Ok(Some(out))
+        ws.change(write, |r| {
+            let at = r.is_at(stamp.record) && r.version == stamp.version;
+            if at {
+                r.guard = Some(stamp.guard.clone());
+            }
+            Ok(at)
+        })
     }
 
-    fn delete_record(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        activity: &NewActivity,
-    ) -> DomainResult<bool> {
+    fn delete_record(&self, write: TenantWrite<'_>, record: RecordRef) -> DomainResult<bool> {
         let ws = self.fake_workspace();
         ws.call("delete_record");
         let mut records = ws.records.lock().unwrap();
         let before = records.len();
-        records.retain(|(t, r)| {
-            !(*t == scope.tenant_id() && r.kind == kind && r.parent_id == parent_id && r.id == id)
-        });
+        records.retain(|(t, r)| !(*t == write.tenant_id() && r.is_at(record)));
         let deleted = records.len() < before;
         if deleted {
-            ws.wrote(scope.tenant_id(), activity);
+            ws.wrote(write.tenant_id(), write.activity);
         }
         Ok(deleted)
     }
@@ -928,28 +850,26 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
 
     fn update_settings(
         &self,
-        scope: &WriteScope,
-        expected_version: Option<i64>,
-        fields: &Map<String, Value>,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &SettingsUpdate<'_>,
     ) -> DomainResult<Settings> {
         let ws = self.fake_workspace();
         ws.call("update_settings");
+        let expected_version = update.expected_version;
         ws.lose_a_race(expected_version)?;
-        let current = self.settings(&scope.as_read())?;
+        let current = self.settings(&write.scope.as_read())?;
         if expected_version.is_some_and(|v| v != current.version) {
             return Err(DomainError::VersionConflict {
                 expected: expected_version.unwrap_or_default(),
             });
         }
         let next = Settings {
-            fields: fields.clone(),
+            fields: update.fields.clone(),
             version: current.version + 1,
-            updated_at: Some(at),
+            updated_at: Some(write.at()),
         };
         *ws.settings.lock().unwrap() = Some(next.clone());
-        ws.activity.lock().unwrap().push(activity.clone());
+        ws.activity.lock().unwrap().push(write.activity.clone());
         Ok(next)
     }
 
@@ -1223,17 +1143,9 @@ impl crate::services::run::RunMetrics for FakeMetrics {
     fn quota_refused(&self, reason: &'static str) {
         self.refused.lock().unwrap().push(reason);
     }
-    fn run_latency(
-        &self,
-        region: &'static str,
-        route: &'static str,
-        upstream: Duration,
-        added: Duration,
-    ) {
-        self.latencies
-            .lock()
-            .unwrap()
-            .push((region, route, upstream, added));
+    fn run_latency(&self, l: crate::services::run::RunLatency) {
+        let latency = (l.region, l.route, l.upstream, l.added);
+        self.latencies.lock().unwrap().push(latency);
     }
 }
 

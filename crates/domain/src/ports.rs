@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::DomainResult;
 use crate::model::workspace::{
     Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordFields,
-    RecordKind, Settings,
+    RecordKind, RecordRef, Settings,
 };
 use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
@@ -24,8 +24,117 @@ use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, 
 use crate::policy::ai_access::{KeyVerdict, NewTenantAiKey, TenantAiKey};
 use crate::policy::quota::{QuotaWindow, RequestTake, Take, TokenTake};
 use crate::policy::runs::RunLine;
+use crate::policy::skill_verdicts::SkillGuard;
 use crate::policy::usage::{UsagePage, UsageQuery};
 use crate::values::{Email, Password};
+
+/// A workspace write's authority and its activity line: the store writes within `scope`'s
+/// tenant and appends `activity` in the same transaction. The write's time is the line's.
+#[derive(Debug, Clone, Copy)]
+pub struct TenantWrite<'a> {
+    pub scope: &'a WriteScope,
+    pub activity: &'a NewActivity,
+}
+
+impl<'a> TenantWrite<'a> {
+    pub fn new(scope: &'a WriteScope, activity: &'a NewActivity) -> Self {
+        Self { scope, activity }
+    }
+
+    pub fn tenant_id(&self) -> Uuid {
+        self.scope.tenant_id()
+    }
+
+    pub fn at(&self) -> DateTime<Utc> {
+        self.activity.at()
+    }
+}
+
+/// One page of the records of one kind (and, for sources, one parent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordQuery {
+    pub kind: RecordKind,
+    pub parent_id: Option<Uuid>,
+    pub page: PageRequest,
+}
+
+impl RecordQuery {
+    pub fn new(kind: RecordKind, parent_id: Option<Uuid>, page: PageRequest) -> Self {
+        Self {
+            kind,
+            parent_id,
+            page,
+        }
+    }
+}
+
+/// A change of a record's fields ([`WorkspaceRepo::update_record`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordUpdate<'a> {
+    pub record: RecordRef,
+    /// The version the client read (`If-Match`), when it holds the write to one.
+    pub expected_version: Option<i64>,
+    pub fields: &'a RecordFields,
+    /// A skill's new Guard result, stored with the fields in the same write.
+    pub guard: Option<&'a SkillGuard>,
+}
+
+/// A Guard result for the record at `version` ([`WorkspaceRepo::set_record_guard`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GuardStamp<'a> {
+    pub record: RecordRef,
+    pub version: i64,
+    pub guard: &'a SkillGuard,
+}
+
+/// New settings for the tenant ([`WorkspaceRepo::update_settings`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsUpdate<'a> {
+    pub expected_version: Option<i64>,
+    pub fields: &'a Map<String, Value>,
+}
+
+/// The window sessions are kept in at `now`: not expired, and seen after `seen_after` (`now`
+/// less the idle limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionWindow {
+    pub seen_after: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// A Shadow view entered or left on a session ([`SessionRepo::set_shadow`]), with the line
+/// for the tenant's feed: entering views the line's tenant from the line's time.
+#[derive(Debug, Clone, Copy)]
+pub enum ShadowChange<'a> {
+    Enter(&'a NewActivity),
+    Leave(&'a NewActivity),
+}
+
+impl ShadowChange<'_> {
+    /// The session's view after the change: the tenant viewed and since when.
+    pub fn view(&self) -> Option<(Uuid, DateTime<Utc>)> {
+        match self {
+            Self::Enter(line) => Some((line.tenant_id(), line.at())),
+            Self::Leave(_) => None,
+        }
+    }
+
+    pub fn activity(&self) -> &NewActivity {
+        match self {
+            Self::Enter(line) | Self::Leave(line) => line,
+        }
+    }
+}
+
+/// A password attempt to reserve ([`SigninThrottleRepo::reserve_attempt`]): at most `max`
+/// attempts for `key` since `since`; this one at `at`.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    pub key: &'a str,
+    pub since: DateTime<Utc>,
+    pub at: DateTime<Utc>,
+    pub max: u64,
+}
 
 pub trait UserRepo {
     /// Inserts a user; `EmailTaken` when the (lower-cased) email exists.
@@ -96,28 +205,20 @@ pub trait SessionRepo {
     fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool>;
     /// Deletes every session of this user except `keep`; returns how many.
     fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64>;
-    /// Deletes sessions whose absolute expiry or idle limit has passed.
-    fn delete_expired_sessions(
-        &self,
-        idle_before: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> DomainResult<u64>;
+    /// Deletes sessions whose absolute expiry (at `window.now`) or idle limit (last seen
+    /// before `window.seen_after`) has passed.
+    fn delete_expired_sessions(&self, window: SessionWindow) -> DomainResult<u64>;
     /// Admin sessions currently in a Shadow view of this tenant that were seen after
-    /// `seen_after` and have not expired at `now`: `(admin email, since)`, oldest first.
+    /// `window.seen_after` and have not expired at `window.now`: `(admin email, since)`,
+    /// oldest first.
     fn shadow_viewers(
         &self,
         tenant_id: Uuid,
-        seen_after: DateTime<Utc>,
-        now: DateTime<Utc>,
+        window: SessionWindow,
     ) -> DomainResult<Vec<(String, DateTime<Utc>)>>;
-    /// Enters (`Some`) or leaves (`None`) a Shadow view on this session and appends `activity`
+    /// Enters or leaves a Shadow view on this session and appends the change's activity line
     /// to the tenant's feed in the same transaction.
-    fn set_shadow(
-        &self,
-        session_id: Uuid,
-        shadow: Option<(Uuid, DateTime<Utc>)>,
-        activity: &NewActivity,
-    ) -> DomainResult<()>;
+    fn set_shadow(&self, session_id: Uuid, change: ShadowChange<'_>) -> DomainResult<()>;
 }
 
 /// The answer of [`SigninThrottleRepo::reserve_attempt`].
@@ -131,92 +232,40 @@ pub enum Reservation {
 
 /// Password attempts, kept in the database so every node sees the same count.
 pub trait SigninThrottleRepo {
-    /// Atomically, serialised per key across every node: when fewer than `max` attempts for
-    /// `key` are recorded since `since`, records one at `at` and answers `Reserved`; else
+    /// Atomically, serialised per key across every node: when fewer than `attempt.max` attempts
+    /// for its key are recorded since `attempt.since`, records one at `attempt.at` and answers
+    /// `Reserved`; else
     /// answers `Locked`. The attempt is reserved *before* the password is checked, so any
     /// number of concurrent requests admits at most `max` checks.
-    fn reserve_attempt(
-        &self,
-        key: &str,
-        since: DateTime<Utc>,
-        at: DateTime<Utc>,
-        max: u64,
-    ) -> DomainResult<Reservation>;
+    fn reserve_attempt(&self, attempt: &Attempt<'_>) -> DomainResult<Reservation>;
     /// The password was right: forgets every recorded attempt for `key`.
     fn clear_failures(&self, key: &str) -> DomainResult<()>;
 }
 
 pub trait WorkspaceRepo {
     /// Records of one kind (and, for sources, one parent), newest first.
-    fn list_records(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        page: &PageRequest,
-    ) -> DomainResult<Page<Record>>;
-    fn find_record(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-    ) -> DomainResult<Option<Record>>;
+    fn list_records(&self, scope: &TenantScope, query: &RecordQuery) -> DomainResult<Page<Record>>;
+    fn find_record(&self, scope: &TenantScope, record: RecordRef) -> DomainResult<Option<Record>>;
     /// Inserts a record (version 1) and its activity line.
-    fn insert_record(
-        &self,
-        scope: &WriteScope,
-        record: &Record,
-        activity: &NewActivity,
-    ) -> DomainResult<Record>;
-    /// Replaces the fields of a record, bumping its version. `expected_version` (from
-    /// `If-Match`) must match when given, else `VersionConflict`. `Ok(None)` when not found.
-    #[allow(clippy::too_many_arguments)]
+    fn insert_record(&self, write: TenantWrite<'_>, record: &Record) -> DomainResult<Record>;
+    /// Replaces the fields of a record (and, with `guard`, its Guard result), bumping its
+    /// version. `update.expected_version` (from `If-Match`) must match when given, else
+    /// `VersionConflict`. `Ok(None)` when not found.
     fn update_record(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>>;
-    /// `update_record` for a skill, storing its Guard result with the fields in one write.
-    #[allow(clippy::too_many_arguments)]
-    fn update_record_guarded(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        guard: &crate::policy::skill_verdicts::SkillGuard,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &RecordUpdate<'_>,
     ) -> DomainResult<Option<Record>>;
     /// Stores a record's Guard result (and its activity line) when the record is still at
-    /// `version`; its fields, version and `updated_at` stay. `Ok(None)` when it is gone or
-    /// changed.
+    /// `stamp.version`; its fields, version and `updated_at` stay. `Ok(None)` when it is gone
+    /// or changed.
     fn set_record_guard(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        version: i64,
-        guard: &crate::policy::skill_verdicts::SkillGuard,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        stamp: &GuardStamp<'_>,
     ) -> DomainResult<Option<Record>>;
     /// Deletes a record and its children (a collection's sources); false when not found.
-    fn delete_record(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        activity: &NewActivity,
-    ) -> DomainResult<bool>;
+    fn delete_record(&self, write: TenantWrite<'_>, record: RecordRef) -> DomainResult<bool>;
     /// The tenant's record version: a number the database raises, in the same transaction,
     /// whenever one of the tenant's records is inserted, changed or deleted (0 before its first
     /// record). Equal answers mean no record of the tenant changed in between, on any node, so
@@ -226,13 +275,12 @@ pub trait WorkspaceRepo {
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts>;
     /// The tenant's settings (empty fields and version 0 when never written).
     fn settings(&self, scope: &TenantScope) -> DomainResult<Settings>;
+    /// Replaces the tenant's settings, bumping their version; `expected_version` must match
+    /// when given, else `VersionConflict`.
     fn update_settings(
         &self,
-        scope: &WriteScope,
-        expected_version: Option<i64>,
-        fields: &Map<String, Value>,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &SettingsUpdate<'_>,
     ) -> DomainResult<Settings>;
     fn list_activity(
         &self,
@@ -246,30 +294,19 @@ pub trait WorkspaceRepo {
 }
 
 pub trait ApiKeyRepo {
-    fn insert_api_key(
-        &self,
-        scope: &WriteScope,
-        key: &ApiKey,
-        activity: &NewActivity,
-    ) -> DomainResult<ApiKey>;
+    fn insert_api_key(&self, write: TenantWrite<'_>, key: &ApiKey) -> DomainResult<ApiKey>;
     /// The tenant's keys, newest first (revoked ones included).
     fn list_api_keys(&self, scope: &TenantScope, page: &PageRequest) -> DomainResult<Page<ApiKey>>;
-    /// Sets `revoked_at` on a key of the tenant; false when not found or already revoked.
-    fn revoke_api_key(
-        &self,
-        scope: &WriteScope,
-        id: Uuid,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<bool>;
+    /// Sets `revoked_at` (the activity line's time) on a key of the tenant; false when not found
+    /// or already revoked.
+    fn revoke_api_key(&self, write: TenantWrite<'_>, id: Uuid) -> DomainResult<bool>;
     /// Renames a key of the tenant or changes its limits, and appends `activity`, in one
     /// transaction; `Ok(None)` when not found or revoked.
     fn update_api_key(
         &self,
-        scope: &WriteScope,
+        write: TenantWrite<'_>,
         id: Uuid,
         patch: &ApiKeyPatch,
-        activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>>;
     /// The key with this hash, with its member and the member's tenant.
     fn key_context(&self, key_hash: &str) -> DomainResult<Option<KeyContext>>;

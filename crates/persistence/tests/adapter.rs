@@ -48,7 +48,10 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::Duration;
 use gc_domain::model::{Role, Status, TenantPatch, UserPatch};
 use gc_domain::page::PageRequest;
-use gc_domain::ports::{HealthRepo, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
+use gc_domain::ports::{
+    Attempt, HealthRepo, SessionRepo, SessionWindow, ShadowChange, SigninThrottleRepo, TenantRepo,
+    UserRepo,
+};
 use gc_domain::values::{Email, Region};
 use gc_domain::DomainError;
 use gc_persistence::{DbStore, PoolOptions};
@@ -344,31 +347,31 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
     // An admin enters and leaves the Shadow view of the member's tenant.
     let admin = user_with_role(&db.store, "admin@example.com", None, Role::PlatformAdmin);
     let a = session(&db.store, &admin, "hash-admin");
-    let since = now();
     let enter = activity_a(
         &admin_scope(&db.store, &admin),
         m.tenant.id,
         "shadow.enter",
         None,
     );
+    let since = enter.at();
     db.store
-        .set_shadow(a.id, Some((m.tenant.id, since)), &enter)
+        .set_shadow(a.id, ShadowChange::Enter(&enter))
         .unwrap();
     let ctx = db.store.session_context("hash-admin").unwrap().unwrap();
     assert_eq!(ctx.shadow_tenant, Some(m.tenant.clone()));
     assert_eq!(ctx.session.shadow_tenant_id, Some(m.tenant.id));
     assert_eq!(ctx.session.shadow_since, Some(since));
     assert!(ctx.tenant.is_none());
-    let viewers = db
-        .store
-        .shadow_viewers(m.tenant.id, since - Duration::minutes(1), now())
-        .unwrap();
-    assert_eq!(viewers, vec![("admin@example.com".to_owned(), since)]);
-    assert!(db
-        .store
-        .shadow_viewers(m.tenant.id, since + Duration::minutes(1), now())
-        .unwrap()
-        .is_empty());
+    // The viewers of the member's tenant seen in the minute before (after) `since`.
+    let viewers = |minutes| {
+        let window = SessionWindow {
+            seen_after: since + Duration::minutes(minutes),
+            now: now(),
+        };
+        db.store.shadow_viewers(m.tenant.id, window).unwrap()
+    };
+    assert_eq!(viewers(-1), vec![("admin@example.com".to_owned(), since)]);
+    assert!(viewers(1).is_empty());
 
     let feed =
         gc_domain::ports::WorkspaceRepo::list_activity(&db.store, &m.read, &PageRequest::first())
@@ -383,15 +386,13 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
         "shadow.leave",
         None,
     );
-    db.store.set_shadow(a.id, None, &leave).unwrap();
+    db.store
+        .set_shadow(a.id, ShadowChange::Leave(&leave))
+        .unwrap();
     let ctx = db.store.session_context("hash-admin").unwrap().unwrap();
     assert!(ctx.shadow_tenant.is_none());
     assert_eq!(ctx.session.shadow_since, None);
-    assert!(db
-        .store
-        .shadow_viewers(m.tenant.id, since - Duration::minutes(1), now())
-        .unwrap()
-        .is_empty());
+    assert!(viewers(-1).is_empty());
     assert_eq!(actions(db, &m), ["shadow.leave", "shadow.enter"]);
 
     // A Shadow view of a tenant that does not exist writes nothing.
@@ -399,7 +400,7 @@ fn sessions_context_with_tenant_and_shadow(db: &Db) {
     let bad = activity_a(&admin_scope(&db.store, &admin), ghost, "shadow.enter", None);
     assert_eq!(
         db.store
-            .set_shadow(a.id, Some((ghost, since)), &bad)
+            .set_shadow(a.id, ShadowChange::Enter(&bad))
             .unwrap_err(),
         DomainError::NotFound("tenant")
     );
@@ -440,18 +441,16 @@ fn sessions_list_delete_and_expire(db: &Db) {
     assert!(db.store.session_context("ho").unwrap().is_some());
 
     // Expiry: o1 idle since before `idle_before` goes; s1 was touched later and stays.
-    let removed = db
-        .store
-        .delete_expired_sessions(now() + Duration::minutes(1), now())
-        .unwrap();
+    let expire = |seen_after, now| {
+        let window = SessionWindow { seen_after, now };
+        db.store.delete_expired_sessions(window).unwrap()
+    };
+    let removed = expire(now() + Duration::minutes(1), now());
     assert_eq!(removed, 1);
     assert!(db.store.session_context("ho").unwrap().is_none());
     assert!(db.store.session_context("h1").unwrap().is_some());
     // Absolute expiry.
-    let removed = db
-        .store
-        .delete_expired_sessions(now() - Duration::days(1), now() + Duration::days(31))
-        .unwrap();
+    let removed = expire(now() - Duration::days(1), now() + Duration::days(31));
     assert_eq!(removed, 1);
     assert!(db.store.list_sessions(u.id).unwrap().is_empty());
 }
@@ -482,40 +481,32 @@ fn change_password_revokes_other_sessions(db: &Db) {
 fn throttle_counts_failures_per_email(db: &Db) {
     use gc_domain::ports::Reservation;
     let t0 = now() - Duration::minutes(20);
-    let window = |at: chrono::DateTime<chrono::Utc>| at - Duration::minutes(15);
+    // At most two attempts of `key` in the 15 minutes before `at`.
+    let reserve = |key, at: chrono::DateTime<chrono::Utc>| {
+        let attempt = Attempt {
+            key,
+            since: at - Duration::minutes(15),
+            at,
+            max: 2,
+        };
+        db.store.reserve_attempt(&attempt).unwrap()
+    };
     for i in 0..3 {
         let at = t0 + Duration::minutes(i * 10);
-        assert_eq!(
-            db.store
-                .reserve_attempt("ann@example.com", window(at), at, 2)
-                .unwrap(),
-            Reservation::Reserved
-        );
+        assert_eq!(reserve("ann@example.com", at), Reservation::Reserved);
     }
     // Two attempts in the window (t0+10, t0+20), case-insensitively: the third is refused.
     let at = t0 + Duration::minutes(21);
     assert_eq!(
-        db.store
-            .reserve_attempt("ANN@example.com", window(at), at, 2)
-            .unwrap(),
+        reserve("ANN@example.com", at),
         Reservation::Locked {
             oldest: t0 + Duration::minutes(10)
         }
     );
     // Other emails have their own count.
-    assert_eq!(
-        db.store
-            .reserve_attempt("bob@example.com", window(at), at, 2)
-            .unwrap(),
-        Reservation::Reserved
-    );
+    assert_eq!(reserve("bob@example.com", at), Reservation::Reserved);
     db.store.clear_failures("ann@example.com").unwrap();
-    assert_eq!(
-        db.store
-            .reserve_attempt("ann@example.com", window(at), at, 2)
-            .unwrap(),
-        Reservation::Reserved
-    );
+    assert_eq!(reserve("ann@example.com", at), Reservation::Reserved);
 }
 
 /// Runs `body(store, i)` for each `i` in `0..calls`, all at once, on four pools of the
@@ -541,7 +532,12 @@ fn throttle_holds_under_concurrency(db: &Db) {
     let admitted = on_four_pools(db, 40, |store, _| {
         let at = now();
         let r = store
-            .reserve_attempt("race@example.com", at - Duration::minutes(15), at, 5)
+            .reserve_attempt(&Attempt {
+                key: "race@example.com",
+                since: at - Duration::minutes(15),
+                at,
+                max: 5,
+            })
             .unwrap();
         u64::from(r == Reservation::Reserved)
     });
@@ -708,12 +704,15 @@ fn quota_takes_hold_under_concurrency(db: &Db) {
 // ---- Workspace records, settings, activity -----------------------------------------------
 
 use gc_domain::model::new_id;
+use gc_domain::model::workspace::RecordRef;
 use gc_domain::model::workspace::{
     ApiKey, KeyScope, NewActivity, Record, RecordFields, RecordKind,
 };
 use gc_domain::page::Page;
 use gc_domain::policy::access::{TenantScope, WriteScope};
-use gc_domain::ports::{AiKeyRepo, ApiKeyRepo, WorkspaceRepo};
+use gc_domain::ports::{
+    AiKeyRepo, ApiKeyRepo, RecordQuery, RecordUpdate, SettingsUpdate, TenantWrite, WorkspaceRepo,
+};
 use gc_domain::DomainResult;
 use serde_json::{json, Map, Value};
 
@@ -752,7 +751,9 @@ fn insert(
 ) -> Record {
     let record = new_record(m, kind, parent_id, name);
     let line = activity_w(&m.write, "create", Some((kind.as_str(), record.id)));
-    db.store.insert_record(&m.write, &record, &line).unwrap()
+    db.store
+        .insert_record(TenantWrite::new(&m.write, &line), &record)
+        .unwrap()
 }
 
 /// The first page of `kind` records (under `parent`) in the scope's tenant.
@@ -763,7 +764,7 @@ fn list_first(
     parent: Option<uuid::Uuid>,
 ) -> DomainResult<Page<Record>> {
     db.store
-        .list_records(scope, kind, parent, &PageRequest::first())
+        .list_records(scope, &RecordQuery::new(kind, parent, PageRequest::first()))
 }
 
 /// Writes empty fields over a record, expecting `expected` (any version when `None`).
@@ -776,16 +777,14 @@ fn blank_update(
     expected: Option<i64>,
     line: &NewActivity,
 ) -> DomainResult<Option<Record>> {
-    db.store.update_record(
-        scope,
-        kind,
-        parent,
-        id,
-        expected,
-        &RecordFields::from_map(&Map::new()),
-        now(),
-        line,
-    )
+    let update = RecordUpdate {
+        record: RecordRef::new(kind, parent, id),
+        expected_version: expected,
+        fields: &RecordFields::from_map(&Map::new()),
+        guard: None,
+    };
+    db.store
+        .update_record(TenantWrite::new(scope, line), &update)
 }
 
 /// The actions of the first page of the member's tenant's activity feed, newest first.
@@ -809,31 +808,32 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     assert_eq!(skill.fields.map()["nested"], json!({"n": 1}));
     assert_eq!(
         db.store
-            .find_record(&m.read, RecordKind::Skill, None, skill.id)
+            .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, skill.id))
             .unwrap(),
         Some(skill.clone())
     );
     // The kind is part of the identity.
     assert_eq!(
         db.store
-            .find_record(&m.read, RecordKind::AgentDraft, None, skill.id)
+            .find_record(
+                &m.read,
+                RecordRef::new(RecordKind::AgentDraft, None, skill.id)
+            )
             .unwrap(),
         None
     );
 
     let later = now() + Duration::seconds(1);
     let update = |expected: Option<i64>, name: &str| {
-        let line = activity_w(&m.write, "update", Some(("skill", skill.id)));
-        db.store.update_record(
-            &m.write,
-            RecordKind::Skill,
-            None,
-            skill.id,
-            expected,
-            &record_fields(json!({"name": name})),
-            later,
-            &line,
-        )
+        let line = activity_at(&m.write, "update", Some(("skill", skill.id)), later);
+        let update = RecordUpdate {
+            record: skill.reference(),
+            expected_version: expected,
+            fields: &record_fields(json!({"name": name})),
+            guard: None,
+        };
+        db.store
+            .update_record(TenantWrite::new(&m.write, &line), &update)
     };
     let v2 = update(Some(1), "second").unwrap().unwrap();
     assert_eq!(v2.version, 2);
@@ -868,15 +868,21 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     let line = activity_w(&m.write, "delete", Some(("skill", skill.id)));
     assert!(db
         .store
-        .delete_record(&m.write, RecordKind::Skill, None, skill.id, &line)
+        .delete_record(
+            TenantWrite::new(&m.write, &line),
+            RecordRef::new(RecordKind::Skill, None, skill.id)
+        )
         .unwrap());
     assert!(!db
         .store
-        .delete_record(&m.write, RecordKind::Skill, None, skill.id, &line)
+        .delete_record(
+            TenantWrite::new(&m.write, &line),
+            RecordRef::new(RecordKind::Skill, None, skill.id)
+        )
         .unwrap());
     assert_eq!(
         db.store
-            .find_record(&m.read, RecordKind::Skill, None, skill.id)
+            .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, skill.id))
             .unwrap(),
         None
     );
@@ -889,7 +895,7 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
     let skill = insert(db, &ann, RecordKind::Skill, None, "ann's");
     assert_eq!(
         db.store
-            .find_record(&eve.read, RecordKind::Skill, None, skill.id)
+            .find_record(&eve.read, RecordRef::new(RecordKind::Skill, None, skill.id))
             .unwrap(),
         None
     );
@@ -910,12 +916,15 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
     }
     assert!(!db
         .store
-        .delete_record(&eve.write, RecordKind::Skill, None, skill.id, &line)
+        .delete_record(
+            TenantWrite::new(&eve.write, &line),
+            RecordRef::new(RecordKind::Skill, None, skill.id)
+        )
         .unwrap());
     // Ann's record is untouched and Eve's feed is empty.
     let still = db
         .store
-        .find_record(&ann.read, RecordKind::Skill, None, skill.id)
+        .find_record(&ann.read, RecordRef::new(RecordKind::Skill, None, skill.id))
         .unwrap()
         .unwrap();
     assert_eq!(still, skill);
@@ -934,7 +943,10 @@ fn sources_only_through_their_own_collection(db: &Db) {
 
     let found = db
         .store
-        .find_record(&ann.read, RecordKind::MemorySource, Some(coll.id), src.id)
+        .find_record(
+            &ann.read,
+            RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id),
+        )
         .unwrap();
     assert_eq!(found, Some(src.clone()));
     // Through another collection of the same tenant: not found.
@@ -942,9 +954,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
         db.store
             .find_record(
                 &ann.read,
-                RecordKind::MemorySource,
-                Some(other_coll.id),
-                src.id
+                RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
             )
             .unwrap(),
         None
@@ -952,14 +962,20 @@ fn sources_only_through_their_own_collection(db: &Db) {
     // Through the right collection id but another tenant's scope: not found.
     assert_eq!(
         db.store
-            .find_record(&eve.read, RecordKind::MemorySource, Some(coll.id), src.id)
+            .find_record(
+                &eve.read,
+                RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id)
+            )
             .unwrap(),
         None
     );
     // Without a parent: not found.
     assert_eq!(
         db.store
-            .find_record(&ann.read, RecordKind::MemorySource, None, src.id)
+            .find_record(
+                &ann.read,
+                RecordRef::new(RecordKind::MemorySource, None, src.id)
+            )
             .unwrap(),
         None
     );
@@ -988,7 +1004,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
     let line = activity_w(&ann.write, "create", None);
     assert_eq!(
         db.store
-            .insert_record(&ann.write, &record, &line)
+            .insert_record(TenantWrite::new(&ann.write, &line), &record)
             .unwrap_err(),
         DomainError::NotFound("memory collection")
     );
@@ -997,9 +1013,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
         db.store
             .find_record(
                 &ann.read,
-                RecordKind::MemorySource,
-                Some(eve_coll.id),
-                record.id
+                RecordRef::new(RecordKind::MemorySource, Some(eve_coll.id), record.id)
             )
             .unwrap(),
         None
@@ -1023,35 +1037,26 @@ fn sources_only_through_their_own_collection(db: &Db) {
     assert!(!db
         .store
         .delete_record(
-            &ann.write,
-            RecordKind::MemorySource,
-            Some(other_coll.id),
-            src.id,
-            &line
+            TenantWrite::new(&ann.write, &line),
+            RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
         )
         .unwrap());
     assert!(!db
         .store
         .delete_record(
-            &eve.write,
-            RecordKind::MemorySource,
-            Some(coll.id),
-            src.id,
-            &line
+            TenantWrite::new(&eve.write, &line),
+            RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id)
         )
         .unwrap());
+    let update = RecordUpdate {
+        record: src.reference(),
+        expected_version: Some(1),
+        fields: &record_fields(json!({"title": "t"})),
+        guard: None,
+    };
     let updated = db
         .store
-        .update_record(
-            &ann.write,
-            RecordKind::MemorySource,
-            Some(coll.id),
-            src.id,
-            Some(1),
-            &record_fields(json!({"title": "t"})),
-            now(),
-            &line,
-        )
+        .update_record(TenantWrite::new(&ann.write, &line), &update)
         .unwrap()
         .unwrap();
     assert_eq!(updated.version, 2);
@@ -1068,19 +1073,28 @@ fn deleting_a_collection_deletes_its_sources(db: &Db) {
     let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
     assert!(db
         .store
-        .delete_record(&m.write, RecordKind::MemoryCollection, None, coll.id, &line)
+        .delete_record(
+            TenantWrite::new(&m.write, &line),
+            RecordRef::new(RecordKind::MemoryCollection, None, coll.id)
+        )
         .unwrap());
     for s in [&s1, &s2] {
         assert_eq!(
             db.store
-                .find_record(&m.read, RecordKind::MemorySource, Some(coll.id), s.id)
+                .find_record(
+                    &m.read,
+                    RecordRef::new(RecordKind::MemorySource, Some(coll.id), s.id)
+                )
                 .unwrap(),
             None
         );
     }
     assert_eq!(
         db.store
-            .find_record(&m.read, RecordKind::MemorySource, Some(keep.id), kept.id)
+            .find_record(
+                &m.read,
+                RecordRef::new(RecordKind::MemorySource, Some(keep.id), kept.id)
+            )
             .unwrap(),
         Some(kept)
     );
@@ -1115,17 +1129,16 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
     let source = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s");
     rose(&m, "insert of a source");
     let line = activity_w(&m.write, "update", Some(("skill", coll.id)));
-    let update = |expected| {
-        db.store.update_record(
-            &m.write,
-            RecordKind::MemoryCollection,
-            None,
-            coll.id,
-            expected,
-            &record_fields(json!({"name": "renamed"})),
-            now(),
-            &line,
-        )
+    let fields = record_fields(json!({"name": "renamed"}));
+    let update = |expected_version| {
+        let update = RecordUpdate {
+            record: coll.reference(),
+            expected_version,
+            fields: &fields,
+            guard: None,
+        };
+        db.store
+            .update_record(TenantWrite::new(&m.write, &line), &update)
     };
     update(None).unwrap().unwrap();
     rose(&m, "update");
@@ -1138,7 +1151,10 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
     let missing = activity_w(&m.write, "delete", Some(("skill", new_id())));
     assert!(!db
         .store
-        .delete_record(&m.write, RecordKind::Skill, None, new_id(), &missing)
+        .delete_record(
+            TenantWrite::new(&m.write, &missing),
+            RecordRef::new(RecordKind::Skill, None, new_id())
+        )
         .unwrap());
     assert_eq!(version(&m), before);
     // Another tenant's writes and reads leave this tenant's version alone.
@@ -1152,12 +1168,18 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
     let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
     assert!(db
         .store
-        .delete_record(&m.write, RecordKind::MemoryCollection, None, coll.id, &line)
+        .delete_record(
+            TenantWrite::new(&m.write, &line),
+            RecordRef::new(RecordKind::MemoryCollection, None, coll.id)
+        )
         .unwrap());
     rose(&m, "delete");
     assert_eq!(
         db.store
-            .find_record(&m.read, RecordKind::MemorySource, Some(coll.id), source.id)
+            .find_record(
+                &m.read,
+                RecordRef::new(RecordKind::MemorySource, Some(coll.id), source.id)
+            )
             .unwrap(),
         None
     );
@@ -1188,9 +1210,11 @@ fn records_paginate_and_count(db: &Db) {
             .store
             .list_records(
                 &m.read,
-                RecordKind::AgentDraft,
-                None,
-                &PageRequest::new(Some(2), cursor).unwrap(),
+                &RecordQuery::new(
+                    RecordKind::AgentDraft,
+                    None,
+                    PageRequest::new(Some(2), cursor).unwrap(),
+                ),
             )
             .unwrap();
         seen.extend(page.items.iter().map(|r| r.id));
@@ -1225,55 +1249,49 @@ fn settings_upsert_with_versions(db: &Db) {
     );
 
     let at = now();
-    let line = || activity_w(&m.write, "settings.update", None);
+    let line = || activity_at(&m.write, "settings.update", None, at);
+    let update = |expected_version, fields: &Map<String, Value>| {
+        let update = SettingsUpdate {
+            expected_version,
+            fields,
+        };
+        db.store
+            .update_settings(TenantWrite::new(&m.write, &line()), &update)
+    };
     // A stale version on a never-written row conflicts and leaves nothing behind.
     assert_eq!(
-        db.store
-            .update_settings(&m.write, Some(3), &fields(json!({"a": 1})), at, &line())
-            .unwrap_err(),
+        update(Some(3), &fields(json!({"a": 1}))).unwrap_err(),
         DomainError::VersionConflict { expected: 3 }
     );
     assert_eq!(db.store.settings(&m.read).unwrap().version, 0);
     assert!(actions(db, &m).is_empty());
 
-    let s1 = db
-        .store
-        .update_settings(
-            &m.write,
-            Some(0),
-            &fields(json!({"display_name": "Acme", "timezone": "Europe/Berlin"})),
-            at,
-            &line(),
-        )
-        .unwrap();
+    let s1 = update(
+        Some(0),
+        &fields(json!({"display_name": "Acme", "timezone": "Europe/Berlin"})),
+    )
+    .unwrap();
     assert_eq!(s1.version, 1);
     assert_eq!(s1.updated_at, Some(at));
     assert_eq!(s1.fields["timezone"], json!("Europe/Berlin"));
-    let s2 = db
-        .store
-        .update_settings(
-            &m.write,
-            None,
-            &fields(json!({"display_name": "B"})),
-            at,
-            &line(),
-        )
-        .unwrap();
+    let s2 = update(None, &fields(json!({"display_name": "B"}))).unwrap();
     assert_eq!(s2.version, 2);
     assert_eq!(db.store.settings(&m.read).unwrap(), s2);
     assert_eq!(
-        db.store
-            .update_settings(&m.write, Some(1), &Map::new(), at, &line())
-            .unwrap_err(),
+        update(Some(1), &Map::new()).unwrap_err(),
         DomainError::VersionConflict { expected: 1 }
     );
     assert_eq!(actions(db, &m).len(), 2);
     // Another tenant's settings are its own.
     assert_eq!(db.store.settings(&other.read).unwrap().version, 0);
     let line = activity_w(&other.write, "settings.update", None);
+    let blank = SettingsUpdate {
+        expected_version: None,
+        fields: &Map::new(),
+    };
     let first_write = db
         .store
-        .update_settings(&other.write, None, &Map::new(), at, &line)
+        .update_settings(TenantWrite::new(&other.write, &line), &blank)
         .unwrap();
     assert_eq!(first_write.version, 1);
     assert_eq!(actions(db, &other).len(), 1);
@@ -1399,17 +1417,26 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     let line = activity_w(&m.write, "key.create", None);
     let k1 = db
         .store
-        .insert_api_key(&m.write, &api_key(&m, "ci", "hash1"), &line)
+        .insert_api_key(
+            TenantWrite::new(&m.write, &line),
+            &api_key(&m, "ci", "hash1"),
+        )
         .unwrap();
     let line = activity_w(&m.write, "key.create", None);
     let k2 = db
         .store
-        .insert_api_key(&m.write, &api_key(&m, "bot", "hash2"), &line)
+        .insert_api_key(
+            TenantWrite::new(&m.write, &line),
+            &api_key(&m, "bot", "hash2"),
+        )
         .unwrap();
     let line = activity_w(&eve.write, "key.create", None);
     let ek = db
         .store
-        .insert_api_key(&eve.write, &api_key(&eve, "eve", "hash3"), &line)
+        .insert_api_key(
+            TenantWrite::new(&eve.write, &line),
+            &api_key(&eve, "eve", "hash3"),
+        )
         .unwrap();
     assert_eq!(k1.scopes, vec![KeyScope::WorkspaceRead, KeyScope::Run]);
 
@@ -1440,13 +1467,13 @@ fn api_keys_context_list_and_revoke(db: &Db) {
     let line = activity_w(&eve.write, "key.revoke", None);
     assert!(!db
         .store
-        .revoke_api_key(&eve.write, k1.id, now(), &line)
+        .revoke_api_key(TenantWrite::new(&eve.write, &line), k1.id)
         .unwrap());
-    let line = activity_w(&m.write, "key.revoke", None);
     let at = now();
-    assert!(db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
-    let line = activity_w(&m.write, "key.revoke", None);
-    assert!(!db.store.revoke_api_key(&m.write, k1.id, at, &line).unwrap());
+    let line = activity_at(&m.write, "key.revoke", None, at);
+    let revoke = TenantWrite::new(&m.write, &line);
+    assert!(db.store.revoke_api_key(revoke, k1.id).unwrap());
+    assert!(!db.store.revoke_api_key(revoke, k1.id).unwrap());
     assert_eq!(key_of("hash1").revoked_at, Some(at));
     assert_eq!(actions(db, &m), ["key.revoke", "key.create", "key.create"]);
     assert_eq!(actions(db, &eve), ["key.create"]);
@@ -1949,19 +1976,18 @@ fn concurrent_writers_all_succeed(db: &Db) {
                         &format!("{t}-{i}"),
                     );
                     let line = activity_w(&m.write, "create", None);
-                    store.insert_record(&m.write, &record, &line).unwrap();
-                    let line = activity_w(&m.write, "update", None);
                     store
-                        .update_record(
-                            &m.write,
-                            RecordKind::MemorySource,
-                            Some(coll.id),
-                            record.id,
-                            Some(1),
-                            &RecordFields::from_map(&Map::new()),
-                            now(),
-                            &line,
-                        )
+                        .insert_record(TenantWrite::new(&m.write, &line), &record)
+                        .unwrap();
+                    let line = activity_w(&m.write, "update", None);
+                    let update = RecordUpdate {
+                        record: record.reference(),
+                        expected_version: Some(1),
+                        fields: &RecordFields::from_map(&Map::new()),
+                        guard: None,
+                    };
+                    store
+                        .update_record(TenantWrite::new(&m.write, &line), &update)
                         .unwrap()
                         .unwrap();
                 }
@@ -1972,9 +1998,11 @@ fn concurrent_writers_all_succeed(db: &Db) {
         .store
         .list_records(
             &m.read,
-            RecordKind::MemorySource,
-            Some(coll.id),
-            &PageRequest::new(Some(200), None).unwrap(),
+            &RecordQuery::new(
+                RecordKind::MemorySource,
+                Some(coll.id),
+                PageRequest::new(Some(200), None).unwrap(),
+            ),
         )
         .unwrap();
     assert_eq!(all.items.len(), 80);
@@ -2017,7 +2045,7 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
     let line = activity_w(&m.write, "create", None);
     let err = db
         .store
-        .insert_record(&m.write, &record, &line)
+        .insert_record(TenantWrite::new(&m.write, &line), &record)
         .unwrap_err();
     assert!(matches!(err, DomainError::Unavailable { .. }), "{err:?}");
     assert!(guard.deferred());
@@ -2025,10 +2053,12 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
     // Nothing was written; the same write on the pool succeeds.
     assert!(db
         .store
-        .find_record(&m.read, RecordKind::Skill, None, record.id)
+        .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, record.id))
         .unwrap()
         .is_none());
-    db.store.insert_record(&m.write, &record, &line).unwrap();
+    db.store
+        .insert_record(TenantWrite::new(&m.write, &line), &record)
+        .unwrap();
 
     // A one-statement write (no transaction) is refused the same way, before it reaches the
     // read-only connection (which would refuse it as a failed statement, a logged database

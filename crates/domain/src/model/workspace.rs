@@ -84,6 +84,41 @@ pub struct Record {
     pub guard: Option<crate::policy::skill_verdicts::SkillGuard>,
 }
 
+impl Record {
+    /// Where this record is.
+    pub fn reference(&self) -> RecordRef {
+        RecordRef {
+            kind: self.kind,
+            parent_id: self.parent_id,
+            id: self.id,
+        }
+    }
+
+    /// Whether this is the record `at` names.
+    pub fn is_at(&self, at: RecordRef) -> bool {
+        self.reference() == at
+    }
+}
+
+/// Where a record is: its kind, its parent (a source's collection; `None` for the others) and
+/// its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef {
+    pub kind: RecordKind,
+    pub parent_id: Option<Uuid>,
+    pub id: Uuid,
+}
+
+impl RecordRef {
+    pub fn new(kind: RecordKind, parent_id: Option<Uuid>, id: Uuid) -> Self {
+        Self {
+            kind,
+            parent_id,
+            id,
+        }
+    }
+}
+
 /// A record's validated fields, kept as the compact JSON object text they are stored as.
 ///
 /// A read sends this text as it is, spliced into the record's JSON (`members`), instead of

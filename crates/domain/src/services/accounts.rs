@@ -10,7 +10,8 @@ pub use crate::policy::accounts::AccountPolicy;
 use crate::policy::accounts::{person_name, throttle_key};
 pub use crate::ports::PasswordHasher;
 use crate::ports::{
-    ApiKeyRepo, CredentialCodec, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
+    ApiKeyRepo, Attempt, CredentialCodec, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo,
+    UserRepo,
 };
 use crate::values::{Email, Password};
 
@@ -82,7 +83,14 @@ pub fn reserve_password_check<P: SigninThrottleRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<()> {
     let since = now - policy.failure_window;
-    match store.reserve_attempt(&throttle_key(email), since, now, policy.max_failures)? {
+    let key = throttle_key(email);
+    let attempt = Attempt {
+        key: &key,
+        since,
+        at: now,
+        max: policy.max_failures,
+    };
+    match store.reserve_attempt(&attempt)? {
         Reservation::Reserved => Ok(()),
         Reservation::Locked { oldest } => {
             let retry = (oldest + policy.failure_window - now).num_seconds().max(1);

@@ -19,7 +19,9 @@ use crate::policy::accounts::throttle_key;
 pub use crate::policy::accounts::{person_name, tenant_name};
 use crate::policy::ai_access::{ai_key_binding, AiAccess, AiKeyStatus, KeyVerdict, TenantAiKey};
 use crate::ports::PasswordHasher;
-use crate::ports::{AiKeyRepo, KeySealer, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo};
+use crate::ports::{
+    AiKeyRepo, KeySealer, SessionRepo, ShadowChange, SigninThrottleRepo, TenantRepo, UserRepo,
+};
 use crate::secret::SecretString;
 use crate::services::accounts::{create_account, Signup};
 use crate::values::{text, Email, Password, Region};
@@ -412,17 +414,14 @@ pub fn set_shadow<P: SessionRepo + TenantRepo + ?Sized>(
                 .find_tenant(tenant_id)?
                 .ok_or(DomainError::NotFound("tenant"))?;
             if let Some(old) = old.filter(|old| *old != tenant_id) {
-                store.set_shadow(session_id, None, &entry(old, "shadow.exit"))?;
+                store.set_shadow(session_id, ShadowChange::Leave(&entry(old, "shadow.exit")))?;
             }
             // Re-entering the view one is already in keeps its original `since`.
             let since = match current {
                 Some((id, since)) if id == tenant_id => since,
                 _ => {
-                    store.set_shadow(
-                        session_id,
-                        Some((tenant_id, now)),
-                        &entry(tenant_id, "shadow.enter"),
-                    )?;
+                    let line = entry(tenant_id, "shadow.enter");
+                    store.set_shadow(session_id, ShadowChange::Enter(&line))?;
                     now
                 }
             };
@@ -430,7 +429,7 @@ pub fn set_shadow<P: SessionRepo + TenantRepo + ?Sized>(
         }
         None => {
             if let Some(old) = old {
-                store.set_shadow(session_id, None, &entry(old, "shadow.exit"))?;
+                store.set_shadow(session_id, ShadowChange::Leave(&entry(old, "shadow.exit")))?;
             }
             Ok(None)
         }

@@ -16,7 +16,7 @@ use crate::model::workspace::{ActivityTarget, ApiKey, ApiKeyPatch, KeyScope, New
 use crate::page::{Page, PageRequest};
 use crate::policy::access::{Principal, WriteScope};
 use crate::policy::quota::{limit_change, KeyLimits};
-use crate::ports::{ApiKeyRepo, CredentialCodec};
+use crate::ports::{ApiKeyRepo, CredentialCodec, TenantWrite};
 use crate::secret::SecretString;
 use crate::values::{expiry, text};
 
@@ -107,7 +107,7 @@ pub fn create_api_key<P: ApiKeyRepo + ?Sized>(
             "expires_at": key.expires_at,
         }),
     );
-    let key = ports.insert_api_key(&scope, &key, &line)?;
+    let key = ports.insert_api_key(TenantWrite::new(&scope, &line), &key)?;
     Ok(CreatedKey { key, secret })
 }
 
@@ -151,7 +151,7 @@ pub fn update_api_key<P: ApiKeyRepo + ?Sized>(
     }
     let line = key_activity(&scope, now, "api_key.update", id, Value::Object(detail));
     ports
-        .update_api_key(&scope, id, &patch, &line)?
+        .update_api_key(TenantWrite::new(&scope, &line), id, &patch)?
         .ok_or(DomainError::NotFound("API key"))
 }
 
@@ -165,7 +165,7 @@ pub fn revoke_api_key<P: ApiKeyRepo + ?Sized>(
 ) -> DomainResult<()> {
     let scope = p.key_management_scope()?;
     let line = key_activity(&scope, now, "api_key.revoke", id, json!({}));
-    if ports.revoke_api_key(&scope, id, now, &line)? {
+    if ports.revoke_api_key(TenantWrite::new(&scope, &line), id)? {
         Ok(())
     } else {
         Err(DomainError::NotFound("API key"))

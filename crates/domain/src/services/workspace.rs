@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::error::{DomainError, DomainResult};
 use crate::model::workspace::{
     Activity, ActivityTarget, KeyScope, NewActivity, Record, RecordCounts, RecordFields,
-    RecordKind, Settings,
+    RecordKind, RecordRef, Settings,
 };
 use crate::model::{new_id, Tenant};
 use crate::page::{Page, PageRequest};
@@ -22,7 +22,10 @@ use crate::policy::records::{
     settings_with_defaults, validate_create, validate_patch, validate_settings,
 };
 use crate::policy::skill_verdicts::SkillGuard;
-use crate::ports::{AiKeyRepo, SessionRepo, TenantRepo, WorkspaceRepo};
+use crate::ports::{
+    AiKeyRepo, GuardStamp, RecordQuery, RecordUpdate, SessionRepo, SessionWindow, SettingsUpdate,
+    TenantRepo, TenantWrite, WorkspaceRepo,
+};
 use crate::services::admin;
 
 /// How often a write without `If-Match` is retried when another writer got there first.
@@ -37,7 +40,7 @@ pub fn list_records<P: WorkspaceRepo + ?Sized>(
     page: &PageRequest,
 ) -> DomainResult<Page<Record>> {
     let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    ports.list_records(&scope, kind, parent, page)
+    ports.list_records(&scope, &RecordQuery::new(kind, parent, *page))
 }
 
 /// The version of the tenant's records as the caller may read them (the scope of a list):
@@ -225,7 +228,7 @@ fn create_with<P: WorkspaceRepo + ?Sized>(
         guard,
     };
     let line = record_activity(&scope, kind, "create", &record, &fields, now);
-    ports.insert_record(&scope, &record, &line)
+    ports.insert_record(TenantWrite::new(&scope, &line), &record)
 }
 
 /// One record of the caller's tenant; `NotFound` for any other tenant's.
@@ -238,7 +241,7 @@ pub fn get_record<P: WorkspaceRepo + ?Sized>(
 ) -> DomainResult<Record> {
     let scope = p.read_scope(KeyScope::WorkspaceRead)?;
     ports
-        .find_record(&scope, kind, parent, id)?
+        .find_record(&scope, RecordRef::new(kind, parent, id))?
         .ok_or(DomainError::NotFound(kind.noun()))
 }
 
@@ -306,7 +309,7 @@ pub(crate) fn plan_update<P: WorkspaceRepo + ?Sized>(
 ) -> DomainResult<UpdatePlan> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     let before = ports
-        .find_record(&scope.as_read(), kind, parent, id)?
+        .find_record(&scope.as_read(), RecordRef::new(kind, parent, id))?
         .ok_or(DomainError::NotFound(kind.noun()))?;
     if let Some(expected) = expected {
         if expected != before.version {
@@ -329,7 +332,7 @@ pub(crate) fn finish_update<P: WorkspaceRepo + ?Sized>(
 ) -> DomainResult<Record> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     let UpdatePlan { before, fields } = plan;
-    let (kind, parent, id) = (before.kind, before.parent_id, before.id);
+    let kind = before.kind;
     let content_changed = before.fields.map().get("content") != fields.get("content");
     let after = Record {
         fields: RecordFields::from_map(&fields),
@@ -345,13 +348,15 @@ pub(crate) fn finish_update<P: WorkspaceRepo + ?Sized>(
         }
         None => None,
     };
-    let written = match &guard {
-        Some(guard) => {
-            ports.update_record_guarded(&scope, kind, id, version, &after.fields, guard, now, &line)
-        }
-        None => ports.update_record(&scope, kind, parent, id, version, &after.fields, now, &line),
+    let update = RecordUpdate {
+        record: after.reference(),
+        expected_version: version,
+        fields: &after.fields,
+        guard: guard.as_ref(),
     };
-    written?.ok_or(DomainError::NotFound(kind.noun()))
+    ports
+        .update_record(TenantWrite::new(&scope, &line), &update)?
+        .ok_or(DomainError::NotFound(kind.noun()))
 }
 
 /// A record of the caller's tenant, for a write (the write checks first).
@@ -363,7 +368,7 @@ pub(crate) fn find_for_write<P: WorkspaceRepo + ?Sized>(
 ) -> DomainResult<Record> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     ports
-        .find_record(&scope.as_read(), kind, None, id)?
+        .find_record(&scope.as_read(), RecordRef::new(kind, None, id))?
         .ok_or(DomainError::NotFound(kind.noun()))
 }
 
@@ -389,7 +394,12 @@ pub(crate) fn store_guard<P: WorkspaceRepo + ?Sized>(
         }),
         json!({ "verdict": guard.verdict(), "rules_version": guard.rules_version() }),
     );
-    ports.set_record_guard(&scope, kind, id, version, &guard, &line)
+    let stamp = GuardStamp {
+        record: RecordRef::new(kind, None, id),
+        version,
+        guard: &guard,
+    };
+    ports.set_record_guard(TenantWrite::new(&scope, &line), &stamp)
 }
 
 /// Deletes a record of the caller's tenant; `NotFound` when there is none.
@@ -402,11 +412,12 @@ pub fn delete_record<P: WorkspaceRepo + ?Sized>(
     now: DateTime<Utc>,
 ) -> DomainResult<()> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
-    let Some(current) = ports.find_record(&scope.as_read(), kind, parent, id)? else {
+    let at = RecordRef::new(kind, parent, id);
+    let Some(current) = ports.find_record(&scope.as_read(), at)? else {
         return Err(DomainError::NotFound(kind.noun()));
     };
     let line = record_activity(&scope, kind, "delete", &current, &current.fields.map(), now);
-    if ports.delete_record(&scope, kind, parent, id, &line)? {
+    if ports.delete_record(TenantWrite::new(&scope, &line), at)? {
         Ok(())
     } else {
         Err(DomainError::NotFound(kind.noun()))
@@ -494,13 +505,11 @@ pub fn update_settings<P: WorkspaceRepo + ?Sized>(
             }),
             json!({ "fields": changed }),
         );
-        ports.update_settings(
-            &scope,
-            Some(expected.unwrap_or(current.version)),
-            &fields,
-            now,
-            &line,
-        )
+        let update = SettingsUpdate {
+            expected_version: Some(expected.unwrap_or(current.version)),
+            fields: &fields,
+        };
+        ports.update_settings(TenantWrite::new(&scope, &line), &update)
     })
 }
 
@@ -527,10 +536,11 @@ pub fn overview<P: WorkspaceRepo + TenantRepo + AiKeyRepo + SessionRepo + ?Sized
         .ok_or(DomainError::NotFound("tenant"))?;
     let counts = ports.record_counts(&scope)?;
     let ai_access = admin::ai_access(ports, &tenant)?;
-    let support_view = ports
-        .shadow_viewers(tenant.id, now - idle, now)?
-        .into_iter()
-        .next();
+    let window = SessionWindow {
+        seen_after: now - idle,
+        now,
+    };
+    let support_view = ports.shadow_viewers(tenant.id, window)?.into_iter().next();
     Ok(Overview {
         tenant,
         counts,

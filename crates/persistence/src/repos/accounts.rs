@@ -11,13 +11,14 @@ use gc_domain::model::{
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::policy::access::AdminScope;
 use gc_domain::ports::{
-    HealthRepo, Reservation, SessionRepo, SigninThrottleRepo, TenantRepo, UserRepo,
+    Attempt, HealthRepo, Reservation, SessionRepo, SessionWindow, ShadowChange, SigninThrottleRepo,
+    TenantRepo, UserRepo,
 };
 use gc_domain::values::Email;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
-use super::{affected, count, fetch_limit, page_of};
+use super::{affected, count, newest_first};
 use crate::error::db_error;
 use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
 use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
@@ -127,21 +128,13 @@ impl UserRepo for DbStore {
         tenant_id: Option<Uuid>,
         page: &PageRequest,
     ) -> DomainResult<Page<User>> {
-        let rows = self.read(|conn| {
-            let mut query = users::table
-                .select(UserRow::as_select())
-                .order(users::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            if let Some(tenant_id) = tenant_id {
-                query = query.filter(users::tenant_id.eq(text(tenant_id)));
+        let tenant_id = opt_text(tenant_id);
+        newest_first!(self, "list_users", users, UserRow, page, |query| {
+            match &tenant_id {
+                Some(tenant_id) => query.filter(users::tenant_id.eq(tenant_id)),
+                None => query,
             }
-            if let Some(before) = page.before() {
-                query = query.filter(users::id.lt(text(before)));
-            }
-            query.load(conn).map_err(|e| db_error("list_users", e))
-        })?;
-        page_of(page, rows, UserRow::into_domain, |u| u.id)
+        })
     }
 
     fn update_user(
@@ -294,18 +287,9 @@ impl TenantRepo for DbStore {
     }
 
     fn list_tenants(&self, _scope: &AdminScope, page: &PageRequest) -> DomainResult<Page<Tenant>> {
-        let rows = self.read(|conn| {
-            let mut query = tenants::table
-                .select(TenantRow::as_select())
-                .order(tenants::id.desc())
-                .limit(fetch_limit(page))
-                .into_boxed();
-            if let Some(before) = page.before() {
-                query = query.filter(tenants::id.lt(text(before)));
-            }
-            query.load(conn).map_err(|e| db_error("list_tenants", e))
-        })?;
-        page_of(page, rows, TenantRow::into_domain, |t| t.id)
+        newest_first!(self, "list_tenants", tenants, TenantRow, page, |query| {
+            query
+        })
     }
 
     fn update_tenant(
@@ -442,17 +426,13 @@ impl SessionRepo for DbStore {
         })
     }
 
-    fn delete_expired_sessions(
-        &self,
-        idle_before: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> DomainResult<u64> {
+    fn delete_expired_sessions(&self, window: SessionWindow) -> DomainResult<u64> {
         self.write_one(|conn| {
             diesel::delete(
                 sessions::table.filter(
                     sessions::expires_at
-                        .le(ms(now))
-                        .or(sessions::last_seen_at.lt(ms(idle_before))),
+                        .le(ms(window.now))
+                        .or(sessions::last_seen_at.lt(ms(window.seen_after))),
                 ),
             )
             .execute(conn)
@@ -464,15 +444,14 @@ impl SessionRepo for DbStore {
     fn shadow_viewers(
         &self,
         tenant_id: Uuid,
-        seen_after: DateTime<Utc>,
-        now: DateTime<Utc>,
+        window: SessionWindow,
     ) -> DomainResult<Vec<(String, DateTime<Utc>)>> {
         let rows = self.read(|conn| {
             sessions::table
                 .inner_join(users::table)
                 .filter(sessions::shadow_tenant_id.eq(text(tenant_id)))
-                .filter(sessions::last_seen_at.gt(ms(seen_after)))
-                .filter(sessions::expires_at.gt(ms(now)))
+                .filter(sessions::last_seen_at.gt(ms(window.seen_after)))
+                .filter(sessions::expires_at.gt(ms(window.now)))
                 .filter(users::role.eq(Role::PlatformAdmin.as_str()))
                 .select((users::email, sessions::shadow_since))
                 .order((sessions::shadow_since.asc(), sessions::id.asc()))
@@ -485,14 +464,10 @@ impl SessionRepo for DbStore {
             .collect()
     }
 
-    fn set_shadow(
-        &self,
-        session_id: Uuid,
-        shadow: Option<(Uuid, DateTime<Utc>)>,
-        activity: &NewActivity,
-    ) -> DomainResult<()> {
+    fn set_shadow(&self, session_id: Uuid, change: ShadowChange<'_>) -> DomainResult<()> {
+        let activity = change.activity();
         let session_id = text(session_id);
-        let (shadow_tenant_id, shadow_since) = match shadow {
+        let (shadow_tenant_id, shadow_since) = match change.view() {
             Some((tenant_id, since)) => (Some(text(tenant_id)), Some(ms(since))),
             None => (None, None),
         };
@@ -528,14 +503,9 @@ fn throttle_key(email: &str) -> String {
 }
 
 impl SigninThrottleRepo for DbStore {
-    fn reserve_attempt(
-        &self,
-        key: &str,
-        since: DateTime<Utc>,
-        at: DateTime<Utc>,
-        max: u64,
-    ) -> DomainResult<Reservation> {
-        let email = throttle_key(key);
+    fn reserve_attempt(&self, attempt: &Attempt<'_>) -> DomainResult<Reservation> {
+        let email = throttle_key(attempt.key);
+        let at = attempt.at;
         self.write("reserve_attempt", |conn| {
             // Serialise attempts for one email: SQLite's BEGIN IMMEDIATE already holds the
             // write lock; PostgreSQL takes a transaction-scoped advisory lock on the email.
@@ -554,11 +524,11 @@ impl SigninThrottleRepo for DbStore {
             .map_err(|e| db_error("reserve_attempt", e))?;
             let (n, oldest) = signin_failures::table
                 .filter(signin_failures::email.eq(&email))
-                .filter(signin_failures::at.ge(ms(since)))
+                .filter(signin_failures::at.ge(ms(attempt.since)))
                 .select((count_star(), min(signin_failures::at)))
                 .first::<(i64, Option<i64>)>(conn)
                 .map_err(|e| db_error("reserve_attempt", e))?;
-            if count(n) >= max {
+            if count(n) >= attempt.max {
                 return Ok(Reservation::Locked {
                     oldest: oldest.map(time).transpose()?.unwrap_or(at),
                 });

@@ -2,10 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use gc_domain::model::workspace::{ApiKey, ApiKeyPatch, KeyContext, NewActivity};
+use gc_domain::model::workspace::{ApiKey, ApiKeyPatch, KeyContext};
 use gc_domain::page::{Page, PageRequest};
-use gc_domain::policy::access::{TenantScope, WriteScope};
-use gc_domain::ports::ApiKeyRepo;
+use gc_domain::policy::access::TenantScope;
+use gc_domain::ports::{ApiKeyRepo, TenantWrite};
 use gc_domain::DomainResult;
 use uuid::Uuid;
 
@@ -26,13 +26,8 @@ struct KeyChanges<'a> {
 }
 
 impl ApiKeyRepo for DbStore {
-    fn insert_api_key(
-        &self,
-        scope: &WriteScope,
-        key: &ApiKey,
-        activity: &NewActivity,
-    ) -> DomainResult<ApiKey> {
-        let tenant = scope.tenant_id();
+    fn insert_api_key(&self, write: TenantWrite<'_>, key: &ApiKey) -> DomainResult<ApiKey> {
+        let tenant = write.tenant_id();
         // The key belongs to the scope's tenant, whatever the value says.
         let row = ApiKeyRow::from_domain(key, tenant);
         self.write("insert_api_key", |conn| {
@@ -40,7 +35,7 @@ impl ApiKeyRepo for DbStore {
                 .values(&row)
                 .execute(conn)
                 .map_err(|e| parent_missing("insert_api_key", "user", e))?;
-            append(conn, "insert_api_key", activity, tenant)
+            append(conn, "insert_api_key", write.activity, tenant)
         })?;
         row.into_domain()
     }
@@ -52,14 +47,8 @@ impl ApiKeyRepo for DbStore {
         })
     }
 
-    fn revoke_api_key(
-        &self,
-        scope: &WriteScope,
-        id: Uuid,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<bool> {
-        let tenant = scope.tenant_id();
+    fn revoke_api_key(&self, write: TenantWrite<'_>, id: Uuid) -> DomainResult<bool> {
+        let tenant = write.tenant_id();
         let tenant_id = text(tenant);
         let id = text(id);
         self.write("revoke_api_key", |conn| {
@@ -69,25 +58,24 @@ impl ApiKeyRepo for DbStore {
                     .filter(api_keys::tenant_id.eq(&tenant_id))
                     .filter(api_keys::revoked_at.is_null()),
             )
-            .set(api_keys::revoked_at.eq(Some(ms(at))))
+            .set(api_keys::revoked_at.eq(Some(ms(write.at()))))
             .execute(conn)
             .map_err(|e| db_error("revoke_api_key", e))?;
             if n == 0 {
                 return Ok(false);
             }
-            append(conn, "revoke_api_key", activity, tenant)?;
+            append(conn, "revoke_api_key", write.activity, tenant)?;
             Ok(true)
         })
     }
 
     fn update_api_key(
         &self,
-        scope: &WriteScope,
+        write: TenantWrite<'_>,
         id: Uuid,
         patch: &ApiKeyPatch,
-        activity: &NewActivity,
     ) -> DomainResult<Option<ApiKey>> {
-        let tenant = scope.tenant_id();
+        let tenant = write.tenant_id();
         let tenant_id = text(tenant);
         let id = text(id);
         let changes = KeyChanges {
@@ -117,7 +105,7 @@ impl ApiKeyRepo for DbStore {
             if found == 0 {
                 return Ok(None);
             }
-            append(conn, "update_api_key", activity, tenant)?;
+            append(conn, "update_api_key", write.activity, tenant)?;
             api_keys::table
                 .filter(api_keys::id.eq(&id))
                 .select(ApiKeyRow::as_select())

@@ -1,17 +1,17 @@
 //! Workspace records, settings and the activity feed, always filtered by the scope's tenant.
 
-use chrono::{DateTime, Utc};
 use diesel::dsl::count_star;
 use diesel::prelude::*;
 use gc_domain::model::workspace::{
-    Activity, NewActivity, Record, RecordCounts, RecordFields, RecordKind, Settings,
+    Activity, NewActivity, Record, RecordCounts, RecordKind, RecordRef, Settings,
 };
 use gc_domain::page::{Page, PageRequest};
-use gc_domain::policy::access::{TenantScope, WriteScope};
-use gc_domain::ports::WorkspaceRepo;
-use gc_domain::services::skill_scan::SkillGuard;
+use gc_domain::policy::access::TenantScope;
+use gc_domain::ports::{
+    GuardStamp, RecordQuery, RecordUpdate, SettingsUpdate, TenantWrite, WorkspaceRepo,
+};
 use gc_domain::{DomainError, DomainResult};
-use serde_json::{Map, Value};
+use serde_json::Map;
 use uuid::Uuid;
 
 use super::{count, fetch_limit, newest_first, page_of};
@@ -46,17 +46,15 @@ const COLLECTION: &str = "memory collection";
 fn load_record(
     conn: &mut DbConnection,
     tenant_id: &str,
-    kind: RecordKind,
-    parent_id: Option<&str>,
-    id: &str,
+    at: RecordRef,
 ) -> DomainResult<Option<RecordRow>> {
     let mut query = records::table
-        .filter(records::id.eq(id))
+        .filter(records::id.eq(text(at.id)))
         .filter(records::tenant_id.eq(tenant_id))
-        .filter(records::kind.eq(kind.as_str()))
+        .filter(records::kind.eq(at.kind.as_str()))
         .select(RecordRow::as_select())
         .into_boxed();
-    query = match parent_id {
+    query = match opt_text(at.parent_id) {
         Some(parent_id) => query.filter(records::parent_id.eq(parent_id)),
         None => query.filter(records::parent_id.is_null()),
     };
@@ -71,17 +69,12 @@ fn check_parent(
     conn: &mut DbConnection,
     tenant_id: &str,
     kind: RecordKind,
-    parent_id: Option<&str>,
+    parent_id: Option<Uuid>,
 ) -> DomainResult<()> {
     match (kind, parent_id) {
         (RecordKind::MemorySource, Some(parent_id)) => {
-            match load_record(
-                conn,
-                tenant_id,
-                RecordKind::MemoryCollection,
-                None,
-                parent_id,
-            )? {
+            let collection = RecordRef::new(RecordKind::MemoryCollection, None, parent_id);
+            match load_record(conn, tenant_id, collection)? {
                 Some(_) => Ok(()),
                 None => Err(DomainError::NotFound(COLLECTION)),
             }
@@ -115,19 +108,18 @@ fn load_settings(conn: &mut DbConnection, tenant_id: &str) -> DomainResult<Setti
 }
 
 impl WorkspaceRepo for DbStore {
-    fn list_records(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        page: &PageRequest,
-    ) -> DomainResult<Page<Record>> {
+    fn list_records(&self, scope: &TenantScope, query: &RecordQuery) -> DomainResult<Page<Record>> {
+        let RecordQuery {
+            kind,
+            parent_id,
+            ref page,
+        } = *query;
         let tenant_id = text(scope.tenant_id());
-        let parent_id = opt_text(parent_id);
         let rows = self.read(|conn| {
             // A source list through a collection id of another tenant (or no collection at
             // all) is not found, never an empty list.
-            check_parent(conn, &tenant_id, kind, parent_id.as_deref())?;
+            check_parent(conn, &tenant_id, kind, parent_id)?;
+            let parent_id = opt_text(parent_id);
             // Static (not boxed) queries, so diesel keeps them prepared. Ids are lower-case
             // hex and hyphens, so "~" sorts after every id: "no cursor" is `id < "~"`.
             let before = page.before().map_or_else(|| "~".to_owned(), text);
@@ -156,27 +148,15 @@ impl WorkspaceRepo for DbStore {
         page_of(page, rows, |row| row.into_domain(kind), |r| r.id)
     }
 
-    fn find_record(
-        &self,
-        scope: &TenantScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-    ) -> DomainResult<Option<Record>> {
+    fn find_record(&self, scope: &TenantScope, record: RecordRef) -> DomainResult<Option<Record>> {
         let tenant_id = text(scope.tenant_id());
-        let parent_id = opt_text(parent_id);
-        self.read(|conn| load_record(conn, &tenant_id, kind, parent_id.as_deref(), &text(id)))?
+        self.read(|conn| load_record(conn, &tenant_id, record))?
             .map(RecordRow::into_domain)
             .transpose()
     }
 
-    fn insert_record(
-        &self,
-        scope: &WriteScope,
-        record: &Record,
-        activity: &NewActivity,
-    ) -> DomainResult<Record> {
-        let tenant = scope.tenant_id();
+    fn insert_record(&self, write: TenantWrite<'_>, record: &Record) -> DomainResult<Record> {
+        let tenant = write.tenant_id();
         let row = RecordRow {
             tenant_id: text(tenant),
             kind: record.kind.as_str().to_owned(),
@@ -196,12 +176,7 @@ impl WorkspaceRepo for DbStore {
             },
         };
         self.write("insert_record", |conn| {
-            check_parent(
-                conn,
-                &row.tenant_id,
-                record.kind,
-                row.listed.parent_id.as_deref(),
-            )?;
+            check_parent(conn, &row.tenant_id, record.kind, record.parent_id)?;
             diesel::insert_into(records::table)
                 .values(&row)
                 .execute(conn)
@@ -211,69 +186,89 @@ impl WorkspaceRepo for DbStore {
                     Some(_) => parent_missing("insert_record", COLLECTION, e),
                     None => db_error("insert_record", e),
                 })?;
-            append(conn, "insert_record", activity, tenant)
+            append(conn, "insert_record", write.activity, tenant)
         })?;
         row.into_domain()
     }
 
     fn update_record(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &RecordUpdate<'_>,
     ) -> DomainResult<Option<Record>> {
-        let update = FieldsUpdate {
-            kind,
-            parent_id,
-            id,
+        let RecordUpdate {
+            record,
             expected_version,
             fields,
-            guard: None,
-            at,
-        };
-        self.update_fields(scope, update, activity)
-    }
-
-    fn update_record_guarded(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        expected_version: Option<i64>,
-        fields: &RecordFields,
-        guard: &SkillGuard,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        let update = FieldsUpdate {
-            kind,
-            parent_id: None,
-            id,
-            expected_version,
-            fields,
-            guard: Some(guard),
-            at,
-        };
-        self.update_fields(scope, update, activity)
+            guard,
+        } = *update;
+        let tenant = write.tenant_id();
+        let tenant_id = text(tenant);
+        let id = text(record.id);
+        let fields = fields.as_str();
+        self.write("update_record", |conn| {
+            if load_record(conn, &tenant_id, record)?.is_none() {
+                return Ok(None);
+            }
+            let mine = records::table
+                .filter(records::id.eq(&id))
+                .filter(records::tenant_id.eq(&tenant_id));
+            let changes = (
+                records::fields.eq(fields),
+                records::version.eq(records::version + 1),
+                records::updated_at.eq(ms(write.at())),
+            );
+            // With `If-Match`, the update is conditional on the version in the same statement,
+            // so a concurrent writer between the read above and here is caught as well.
+            let n = match (expected_version, guard) {
+                (Some(expected), None) => {
+                    diesel::update(mine.filter(records::version.eq(expected)))
+                        .set(changes)
+                        .execute(conn)
+                }
+                (None, None) => diesel::update(mine).set(changes).execute(conn),
+                (Some(expected), Some(g)) => {
+                    diesel::update(mine.filter(records::version.eq(expected)))
+                        .set((
+                            changes,
+                            records::guard.eq(g.as_str()),
+                            records::guard_rules_version.eq(g.rules_version()),
+                        ))
+                        .execute(conn)
+                }
+                (None, Some(g)) => diesel::update(mine)
+                    .set((
+                        changes,
+                        records::guard.eq(g.as_str()),
+                        records::guard_rules_version.eq(g.rules_version()),
+                    ))
+                    .execute(conn),
+            }
+            .map_err(|e| db_error("update_record", e))?;
+            if n == 0 {
+                // Deleted between the read and the update: not found, whatever the version.
+                let exists = load_record(conn, &tenant_id, record)?;
+                return match (expected_version, exists) {
+                    (Some(expected), Some(_)) => Err(DomainError::VersionConflict { expected }),
+                    _ => Ok(None),
+                };
+            }
+            append(conn, "update_record", write.activity, tenant)?;
+            load_record(conn, &tenant_id, record)?
+                .map(RecordRow::into_domain)
+                .transpose()
+        })
     }
 
     fn set_record_guard(
         &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        id: Uuid,
-        version: i64,
-        guard: &SkillGuard,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        stamp: &GuardStamp<'_>,
     ) -> DomainResult<Option<Record>> {
-        let tenant = scope.tenant_id();
+        let (record, guard) = (stamp.record, stamp.guard);
+        let tenant = write.tenant_id();
         let tenant_id = text(tenant);
-        let id = text(id);
+        let id = text(record.id);
         self.write("set_record_guard", |conn| {
             // Only the record still at the version that was scanned: a change in between
             // wrote its own verdict, which stands.
@@ -281,8 +276,8 @@ impl WorkspaceRepo for DbStore {
                 records::table
                     .filter(records::id.eq(&id))
                     .filter(records::tenant_id.eq(&tenant_id))
-                    .filter(records::kind.eq(kind.as_str()))
-                    .filter(records::version.eq(version)),
+                    .filter(records::kind.eq(record.kind.as_str()))
+                    .filter(records::version.eq(stamp.version)),
             )
             .set((
                 records::guard.eq(guard.as_str()),
@@ -293,27 +288,19 @@ impl WorkspaceRepo for DbStore {
             if n == 0 {
                 return Ok(None);
             }
-            append(conn, "set_record_guard", activity, tenant)?;
-            load_record(conn, &tenant_id, kind, None, &id)?
+            append(conn, "set_record_guard", write.activity, tenant)?;
+            load_record(conn, &tenant_id, record)?
                 .map(RecordRow::into_domain)
                 .transpose()
         })
     }
 
-    fn delete_record(
-        &self,
-        scope: &WriteScope,
-        kind: RecordKind,
-        parent_id: Option<Uuid>,
-        id: Uuid,
-        activity: &NewActivity,
-    ) -> DomainResult<bool> {
-        let tenant = scope.tenant_id();
+    fn delete_record(&self, write: TenantWrite<'_>, record: RecordRef) -> DomainResult<bool> {
+        let tenant = write.tenant_id();
         let tenant_id = text(tenant);
-        let parent_id = opt_text(parent_id);
-        let id = text(id);
+        let id = text(record.id);
         self.write("delete_record", |conn| {
-            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
+            if load_record(conn, &tenant_id, record)?.is_none() {
                 return Ok(false);
             }
             // The record and its children (a collection's sources), explicitly: the foreign
@@ -325,7 +312,7 @@ impl WorkspaceRepo for DbStore {
             )
             .execute(conn)
             .map_err(|e| db_error("delete_record", e))?;
-            append(conn, "delete_record", activity, tenant)?;
+            append(conn, "delete_record", write.activity, tenant)?;
             Ok(true)
         })
     }
@@ -394,15 +381,13 @@ impl WorkspaceRepo for DbStore {
 
     fn update_settings(
         &self,
-        scope: &WriteScope,
-        expected_version: Option<i64>,
-        fields: &Map<String, Value>,
-        at: DateTime<Utc>,
-        activity: &NewActivity,
+        write: TenantWrite<'_>,
+        update: &SettingsUpdate<'_>,
     ) -> DomainResult<Settings> {
-        let tenant = scope.tenant_id();
+        let expected_version = update.expected_version;
+        let tenant = write.tenant_id();
         let tenant_id = text(tenant);
-        let fields = json_text(fields);
+        let fields = json_text(update.fields);
         self.write("update_settings", |conn| {
             // Make sure the row exists (version 0 = never written), then update it
             // conditionally like a record. The insert is the one statement whose syntax is
@@ -427,7 +412,7 @@ impl WorkspaceRepo for DbStore {
             let changes = (
                 settings::fields.eq(&fields),
                 settings::version.eq(settings::version + 1),
-                settings::updated_at.eq(Some(ms(at))),
+                settings::updated_at.eq(Some(ms(write.at()))),
             );
             let mine = settings::table.filter(settings::tenant_id.eq(&tenant_id));
             let n = match expected_version {
@@ -442,7 +427,7 @@ impl WorkspaceRepo for DbStore {
                     expected: expected_version.unwrap_or(0),
                 });
             }
-            append(conn, "update_settings", activity, tenant)?;
+            append(conn, "update_settings", write.activity, tenant)?;
             load_settings(conn, &tenant_id)
         })
     }
@@ -475,97 +460,6 @@ impl WorkspaceRepo for DbStore {
         }
         self.write("append_activities", |conn| {
             insert_activities(conn, activities, "append_activities")
-        })
-    }
-}
-
-/// A replacement of a record's fields: the record (`kind`, under `parent_id`, `id`), the
-/// version expected (`If-Match`, any when `None`), the new fields, a skill's new Guard result
-/// if any, and the time.
-struct FieldsUpdate<'a> {
-    kind: RecordKind,
-    parent_id: Option<Uuid>,
-    id: Uuid,
-    expected_version: Option<i64>,
-    fields: &'a RecordFields,
-    guard: Option<&'a SkillGuard>,
-    at: DateTime<Utc>,
-}
-
-impl DbStore {
-    /// Replaces a record's fields (and, with `guard`, a skill's Guard result in the same
-    /// statement), bumping its version; see `WorkspaceRepo::update_record`.
-    fn update_fields(
-        &self,
-        scope: &WriteScope,
-        update: FieldsUpdate<'_>,
-        activity: &NewActivity,
-    ) -> DomainResult<Option<Record>> {
-        let FieldsUpdate {
-            kind,
-            parent_id,
-            id,
-            expected_version,
-            fields,
-            guard,
-            at,
-        } = update;
-        let tenant = scope.tenant_id();
-        let tenant_id = text(tenant);
-        let parent_id = opt_text(parent_id);
-        let id = text(id);
-        let fields = fields.as_str();
-        self.write("update_record", |conn| {
-            if load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?.is_none() {
-                return Ok(None);
-            }
-            let mine = records::table
-                .filter(records::id.eq(&id))
-                .filter(records::tenant_id.eq(&tenant_id));
-            let changes = (
-                records::fields.eq(fields),
-                records::version.eq(records::version + 1),
-                records::updated_at.eq(ms(at)),
-            );
-            // With `If-Match`, the update is conditional on the version in the same statement,
-            // so a concurrent writer between the read above and here is caught as well.
-            let n = match (expected_version, guard) {
-                (Some(expected), None) => {
-                    diesel::update(mine.filter(records::version.eq(expected)))
-                        .set(changes)
-                        .execute(conn)
-                }
-                (None, None) => diesel::update(mine).set(changes).execute(conn),
-                (Some(expected), Some(g)) => {
-                    diesel::update(mine.filter(records::version.eq(expected)))
-                        .set((
-                            changes,
-                            records::guard.eq(g.as_str()),
-                            records::guard_rules_version.eq(g.rules_version()),
-                        ))
-                        .execute(conn)
-                }
-                (None, Some(g)) => diesel::update(mine)
-                    .set((
-                        changes,
-                        records::guard.eq(g.as_str()),
-                        records::guard_rules_version.eq(g.rules_version()),
-                    ))
-                    .execute(conn),
-            }
-            .map_err(|e| db_error("update_record", e))?;
-            if n == 0 {
-                // Deleted between the read and the update: not found, whatever the version.
-                let exists = load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?;
-                return match (expected_version, exists) {
-                    (Some(expected), Some(_)) => Err(DomainError::VersionConflict { expected }),
-                    _ => Ok(None),
-                };
-            }
-            append(conn, "update_record", activity, tenant)?;
-            load_record(conn, &tenant_id, kind, parent_id.as_deref(), &id)?
-                .map(RecordRow::into_domain)
-                .transpose()
         })
     }
 }

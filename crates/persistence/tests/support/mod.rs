@@ -196,13 +196,17 @@ pub fn member(store: &DbStore, email: &str) -> Member {
 
 /// A write's activity line in the scope's tenant.
 pub fn activity_w(scope: &WriteScope, action: &str, target: Option<(&str, Uuid)>) -> NewActivity {
-    NewActivity::write(
-        scope,
-        now(),
-        action,
-        target_of(target),
-        json!({"test": true}),
-    )
+    activity_at(scope, action, target, now())
+}
+
+/// `activity_w` at `at`: the time of the write it goes with.
+pub fn activity_at(
+    scope: &WriteScope,
+    action: &str,
+    target: Option<(&str, Uuid)>,
+    at: DateTime<Utc>,
+) -> NewActivity {
+    NewActivity::write(scope, at, action, target_of(target), json!({"test": true}))
 }
 
 fn target_of(target: Option<(&str, Uuid)>) -> Option<gc_domain::model::workspace::ActivityTarget> {
