@@ -5,12 +5,10 @@
 //! wires). The Guard port is [`crate::guard::GuardService`]. The handlers hand these to one
 //! service call each; they never call a gateway or the Guard themselves.
 
-use std::time::Duration;
-
 use gc_domain::ports::Store;
 use gc_domain::secret::SecretString;
 use gc_domain::services::ai_keys::{GatewayCheck, KeyProbe, KeyProbeAnswer};
-use gc_domain::services::run::{RunMetrics, RunStorage, UpstreamChecks};
+use gc_domain::services::run::{RunLatency, RunMetrics, RunStorage, UpstreamChecks};
 use gc_domain::services::Storage;
 use gc_domain::values::Region;
 use gc_domain::DomainResult;
@@ -69,20 +67,9 @@ impl RunMetrics for Metrics {
         Metrics::quota_refused(self, reason);
     }
 
-    fn run_latency(
-        &self,
-        region: &'static str,
-        route: &'static str,
-        upstream: Duration,
-        added: Duration,
-    ) {
-        Metrics::run_latency(
-            self,
-            region,
-            route,
-            upstream.as_secs_f64(),
-            added.as_secs_f64(),
-        );
+    fn run_latency(&self, l: RunLatency) {
+        let (upstream, added) = (l.upstream.as_secs_f64(), l.added.as_secs_f64());
+        Metrics::run_latency(self, l.region, l.route, upstream, added);
     }
 }
 

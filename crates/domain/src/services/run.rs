@@ -66,15 +66,18 @@ pub trait RunStorage {
 pub trait RunMetrics {
     /// A run refused by a quota (`rate_limited` or `budget_exhausted`).
     fn quota_refused(&self, reason: &'static str);
-    /// A run the upstream answered: the time spent waiting for the upstream and the time the
-    /// service added around it.
-    fn run_latency(
-        &self,
-        region: &'static str,
-        route: &'static str,
-        upstream: Duration,
-        added: Duration,
-    );
+    /// A run the upstream answered: its time to the response, split.
+    fn run_latency(&self, latency: RunLatency);
+}
+
+/// An answered run's time to its response, split into the time spent waiting for the upstream
+/// (by region) and the time the service added around it (by route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLatency {
+    pub region: &'static str,
+    pub route: &'static str,
+    pub upstream: Duration,
+    pub added: Duration,
 }
 
 /// The run orchestration ([`Runs`]) over an upstream as the HTTP layer holds it: one object,
@@ -309,8 +312,12 @@ where
     let waited = upstream_started.elapsed();
     let outcome = match answer {
         Ok(answer) => {
-            let added = started.elapsed().saturating_sub(waited);
-            ports.metrics.run_latency(region, route, waited, added);
+            ports.metrics.run_latency(RunLatency {
+                region,
+                route,
+                upstream: waited,
+                added: started.elapsed().saturating_sub(waited),
+            });
             Ok(RunAnswer { answer, limits })
         }
         Err(error) => Err(RunFailure::Upstream { error, limits }),
