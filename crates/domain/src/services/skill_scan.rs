@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
-use crate::model::workspace::{KeyScope, Record, RecordKind};
+use crate::model::workspace::{KeyScope, Record, RecordKind, RecordRef};
 use crate::policy::access::Principal;
 use crate::policy::records::validate_create;
 pub use crate::policy::skill_verdicts::{
@@ -128,7 +128,8 @@ where
         async move {
             let plan = db
                 .run(move |store| {
-                    records::plan_update(store, &who, RecordKind::Skill, None, id, expected, &body)
+                    let at = RecordRef::new(RecordKind::Skill, None, id);
+                    records::plan_update(store, &who, at, expected, &body)
                 })
                 .await?;
             let unchanged = plan.before.fields.map().get("content") == plan.fields.get("content");

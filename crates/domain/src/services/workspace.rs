@@ -263,7 +263,8 @@ pub fn update_record<P: WorkspaceRepo + ?Sized>(
 ) -> DomainResult<Record> {
     p.write_scope(KeyScope::WorkspaceWrite)?;
     retrying(expected, || {
-        let plan = plan_update(ports, p, kind, parent, id, expected, input)?;
+        let at = RecordRef::new(kind, parent, id);
+        let plan = plan_update(ports, p, at, expected, input)?;
         finish_update(ports, p, plan, expected, None, now)
     })
 }
@@ -296,27 +297,25 @@ pub(crate) struct UpdatePlan {
     pub fields: Map<String, Value>,
 }
 
-/// Reads the record and merges the change over it (`VersionConflict` at once when `expected`
-/// is not its version).
+/// Reads the record at `at` and merges the change over it (`VersionConflict` at once when
+/// `expected` is not its version).
 pub(crate) fn plan_update<P: WorkspaceRepo + ?Sized>(
     ports: &P,
     p: &Principal,
-    kind: RecordKind,
-    parent: Option<Uuid>,
-    id: Uuid,
+    at: RecordRef,
     expected: Option<i64>,
     input: &Map<String, Value>,
 ) -> DomainResult<UpdatePlan> {
     let scope = p.write_scope(KeyScope::WorkspaceWrite)?;
     let before = ports
-        .find_record(&scope.as_read(), RecordRef::new(kind, parent, id))?
-        .ok_or(DomainError::NotFound(kind.noun()))?;
+        .find_record(&scope.as_read(), at)?
+        .ok_or(DomainError::NotFound(at.kind.noun()))?;
     if let Some(expected) = expected {
         if expected != before.version {
             return Err(DomainError::VersionConflict { expected });
         }
     }
-    let fields = validate_patch(kind, input, &before.fields.map())?;
+    let fields = validate_patch(at.kind, input, &before.fields.map())?;
     Ok(UpdatePlan { before, fields })
 }
 
