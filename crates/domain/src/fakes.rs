@@ -13,9 +13,7 @@ use crate::model::workspace::{
     Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, RecordRef,
     Settings,
 };
-use crate::model::{
-    NewUser, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
-};
+use crate::model::{Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
 use crate::policy::access::{AdminScope, TenantScope, WriteScope};
 use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
@@ -264,23 +262,13 @@ impl SigninThrottleRepo for Fake {
 }
 
 impl UserRepo for Fake {
-    fn insert_user(&self, user: &NewUser) -> DomainResult<User> {
+    fn insert_user(&self, user: &User) -> DomainResult<User> {
         let mut users = self.users.lock().unwrap();
         if users.iter().any(|u| u.email == user.email) {
             return Err(DomainError::EmailTaken);
         }
-        let user = User {
-            id: user.id,
-            email: user.email.clone(),
-            name: user.name.clone(),
-            role: user.role,
-            status: Status::Active,
-            tenant_id: user.tenant_id,
-            password_hash: user.password_hash.clone(),
-            created_at: user.created_at,
-        };
         users.push(user.clone());
-        Ok(user)
+        Ok(user.clone())
     }
     fn find_user(&self, id: Uuid) -> DomainResult<Option<User>> {
         Ok(first(&self.users, |u| u.id == id))

@@ -17,7 +17,7 @@ use crate::model::workspace::{
     Activity, ApiKey, ApiKeyPatch, KeyContext, NewActivity, Record, RecordCounts, RecordFields,
     RecordKind, RecordRef, Settings,
 };
-use crate::model::{NewUser, Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
+use crate::model::{Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
 use crate::policy::access::{AdminScope, TenantScope, WriteScope};
 use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
@@ -137,8 +137,8 @@ pub struct Attempt<'a> {
 }
 
 pub trait UserRepo {
-    /// Inserts a user; `EmailTaken` when the (lower-cased) email exists.
-    fn insert_user(&self, user: &NewUser) -> DomainResult<User>;
+    /// Inserts a user (its email lower-cased); `EmailTaken` when the email exists.
+    fn insert_user(&self, user: &User) -> DomainResult<User>;
     fn find_user(&self, id: Uuid) -> DomainResult<Option<User>>;
     fn find_user_by_email(&self, email: &Email) -> DomainResult<Option<User>>;
     /// Newest first, optionally only one tenant's members.

@@ -105,11 +105,12 @@ fn users_emails_are_unique_case_insensitively(db: &Db) {
     assert_eq!(ann.email.as_str(), "ann@example.com");
     assert_eq!(ann.status, Status::Active);
     assert_eq!(ann.tenant_id, None);
-    let again = db.store.insert_user(&gc_domain::model::NewUser {
+    let again = db.store.insert_user(&gc_domain::model::User {
         id: gc_domain::model::new_id(),
         email: Email::parse("email", "ANN@example.COM").unwrap(),
         name: "Other".into(),
         role: Role::Member,
+        status: Status::Active,
         tenant_id: None,
         password_hash: "x".into(),
         created_at: now(),
@@ -756,6 +757,18 @@ fn insert(
         .unwrap()
 }
 
+/// The record at `at` in the scope's tenant.
+fn find(db: &Db, scope: &TenantScope, at: RecordRef) -> Option<Record> {
+    db.store.find_record(scope, at).unwrap()
+}
+
+/// Deletes the record at `at` in the scope's tenant with `line`; false when not found.
+fn delete(db: &Db, scope: &WriteScope, line: &NewActivity, at: RecordRef) -> bool {
+    db.store
+        .delete_record(TenantWrite::new(scope, line), at)
+        .unwrap()
+}
+
 /// The first page of `kind` records (under `parent`) in the scope's tenant.
 fn list_first(
     db: &Db,
@@ -806,20 +819,14 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     let skill = insert(db, &m, RecordKind::Skill, None, "first");
     assert_eq!(skill.version, 1);
     assert_eq!(skill.fields.map()["nested"], json!({"n": 1}));
-    assert_eq!(
-        db.store
-            .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, skill.id))
-            .unwrap(),
-        Some(skill.clone())
-    );
+    assert_eq!(find(db, &m.read, skill.reference()), Some(skill.clone()));
     // The kind is part of the identity.
     assert_eq!(
-        db.store
-            .find_record(
-                &m.read,
-                RecordRef::new(RecordKind::AgentDraft, None, skill.id)
-            )
-            .unwrap(),
+        find(
+            db,
+            &m.read,
+            RecordRef::new(RecordKind::AgentDraft, None, skill.id)
+        ),
         None
     );
 
@@ -866,26 +873,9 @@ fn records_crud_with_versions_and_activity(db: &Db) {
     );
 
     let line = activity_w(&m.write, "delete", Some(("skill", skill.id)));
-    assert!(db
-        .store
-        .delete_record(
-            TenantWrite::new(&m.write, &line),
-            RecordRef::new(RecordKind::Skill, None, skill.id)
-        )
-        .unwrap());
-    assert!(!db
-        .store
-        .delete_record(
-            TenantWrite::new(&m.write, &line),
-            RecordRef::new(RecordKind::Skill, None, skill.id)
-        )
-        .unwrap());
-    assert_eq!(
-        db.store
-            .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, skill.id))
-            .unwrap(),
-        None
-    );
+    assert!(delete(db, &m.write, &line, skill.reference()));
+    assert!(!delete(db, &m.write, &line, skill.reference()));
+    assert_eq!(find(db, &m.read, skill.reference()), None);
     assert_eq!(actions(db, &m), ["delete", "update", "update", "create"]);
 }
 
@@ -893,12 +883,7 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
     let ann = member(&db.store, "ann@example.com");
     let eve = member(&db.store, "eve@example.com");
     let skill = insert(db, &ann, RecordKind::Skill, None, "ann's");
-    assert_eq!(
-        db.store
-            .find_record(&eve.read, RecordRef::new(RecordKind::Skill, None, skill.id))
-            .unwrap(),
-        None
-    );
+    assert_eq!(find(db, &eve.read, skill.reference()), None);
     let list = list_first(db, &eve.read, RecordKind::Skill, None).unwrap();
     assert!(list.items.is_empty());
     let line = activity_w(&eve.write, "update", None);
@@ -914,19 +899,9 @@ fn records_of_another_tenant_are_not_found(db: &Db) {
         );
         assert_eq!(update.unwrap(), None);
     }
-    assert!(!db
-        .store
-        .delete_record(
-            TenantWrite::new(&eve.write, &line),
-            RecordRef::new(RecordKind::Skill, None, skill.id)
-        )
-        .unwrap());
+    assert!(!delete(db, &eve.write, &line, skill.reference()));
     // Ann's record is untouched and Eve's feed is empty.
-    let still = db
-        .store
-        .find_record(&ann.read, RecordRef::new(RecordKind::Skill, None, skill.id))
-        .unwrap()
-        .unwrap();
+    let still = find(db, &ann.read, skill.reference()).unwrap();
     assert_eq!(still, skill);
     assert!(actions(db, &eve).is_empty());
     assert_eq!(db.store.record_counts(&eve.read).unwrap().skills, 0);
@@ -941,42 +916,26 @@ fn sources_only_through_their_own_collection(db: &Db) {
     let src = insert(db, &ann, RecordKind::MemorySource, Some(coll.id), "source");
     assert_eq!(src.parent_id, Some(coll.id));
 
-    let found = db
-        .store
-        .find_record(
-            &ann.read,
-            RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id),
-        )
-        .unwrap();
+    let found = find(db, &ann.read, src.reference());
     assert_eq!(found, Some(src.clone()));
     // Through another collection of the same tenant: not found.
     assert_eq!(
-        db.store
-            .find_record(
-                &ann.read,
-                RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
-            )
-            .unwrap(),
+        find(
+            db,
+            &ann.read,
+            RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
+        ),
         None
     );
     // Through the right collection id but another tenant's scope: not found.
-    assert_eq!(
-        db.store
-            .find_record(
-                &eve.read,
-                RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id)
-            )
-            .unwrap(),
-        None
-    );
+    assert_eq!(find(db, &eve.read, src.reference()), None);
     // Without a parent: not found.
     assert_eq!(
-        db.store
-            .find_record(
-                &ann.read,
-                RecordRef::new(RecordKind::MemorySource, None, src.id)
-            )
-            .unwrap(),
+        find(
+            db,
+            &ann.read,
+            RecordRef::new(RecordKind::MemorySource, None, src.id)
+        ),
         None
     );
 
@@ -1009,15 +968,7 @@ fn sources_only_through_their_own_collection(db: &Db) {
         DomainError::NotFound("memory collection")
     );
     assert_eq!(actions(db, &ann).len(), before);
-    assert_eq!(
-        db.store
-            .find_record(
-                &ann.read,
-                RecordRef::new(RecordKind::MemorySource, Some(eve_coll.id), record.id)
-            )
-            .unwrap(),
-        None
-    );
+    assert_eq!(find(db, &ann.read, record.reference()), None);
 
     // Updating or deleting through the wrong collection: not found.
     let line = activity_w(&ann.write, "update", None);
@@ -1034,20 +985,13 @@ fn sources_only_through_their_own_collection(db: &Db) {
         .unwrap(),
         None
     );
-    assert!(!db
-        .store
-        .delete_record(
-            TenantWrite::new(&ann.write, &line),
-            RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
-        )
-        .unwrap());
-    assert!(!db
-        .store
-        .delete_record(
-            TenantWrite::new(&eve.write, &line),
-            RecordRef::new(RecordKind::MemorySource, Some(coll.id), src.id)
-        )
-        .unwrap());
+    assert!(!delete(
+        db,
+        &ann.write,
+        &line,
+        RecordRef::new(RecordKind::MemorySource, Some(other_coll.id), src.id)
+    ));
+    assert!(!delete(db, &eve.write, &line, src.reference()));
     let update = RecordUpdate {
         record: src.reference(),
         expected_version: Some(1),
@@ -1071,33 +1015,11 @@ fn deleting_a_collection_deletes_its_sources(db: &Db) {
     let s2 = insert(db, &m, RecordKind::MemorySource, Some(coll.id), "s2");
     let kept = insert(db, &m, RecordKind::MemorySource, Some(keep.id), "kept");
     let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
-    assert!(db
-        .store
-        .delete_record(
-            TenantWrite::new(&m.write, &line),
-            RecordRef::new(RecordKind::MemoryCollection, None, coll.id)
-        )
-        .unwrap());
+    assert!(delete(db, &m.write, &line, coll.reference()));
     for s in [&s1, &s2] {
-        assert_eq!(
-            db.store
-                .find_record(
-                    &m.read,
-                    RecordRef::new(RecordKind::MemorySource, Some(coll.id), s.id)
-                )
-                .unwrap(),
-            None
-        );
+        assert_eq!(find(db, &m.read, s.reference()), None);
     }
-    assert_eq!(
-        db.store
-            .find_record(
-                &m.read,
-                RecordRef::new(RecordKind::MemorySource, Some(keep.id), kept.id)
-            )
-            .unwrap(),
-        Some(kept)
-    );
+    assert_eq!(find(db, &m.read, kept.reference()), Some(kept));
     assert_eq!(
         db.store.record_counts(&m.read).unwrap().memory_collections,
         1
@@ -1149,13 +1071,12 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
         DomainError::VersionConflict { .. }
     ));
     let missing = activity_w(&m.write, "delete", Some(("skill", new_id())));
-    assert!(!db
-        .store
-        .delete_record(
-            TenantWrite::new(&m.write, &missing),
-            RecordRef::new(RecordKind::Skill, None, new_id())
-        )
-        .unwrap());
+    assert!(!delete(
+        db,
+        &m.write,
+        &missing,
+        RecordRef::new(RecordKind::Skill, None, new_id())
+    ));
     assert_eq!(version(&m), before);
     // Another tenant's writes and reads leave this tenant's version alone.
     assert_eq!(version(&other), 0);
@@ -1166,23 +1087,9 @@ fn record_versions_rise_with_every_record_write_and_only_then(db: &Db) {
     assert_eq!(version(&m), before);
     // Deleting the collection deletes its source too (by cascade): the version rises.
     let line = activity_w(&m.write, "delete", Some(("memory_collection", coll.id)));
-    assert!(db
-        .store
-        .delete_record(
-            TenantWrite::new(&m.write, &line),
-            RecordRef::new(RecordKind::MemoryCollection, None, coll.id)
-        )
-        .unwrap());
+    assert!(delete(db, &m.write, &line, coll.reference()));
     rose(&m, "delete");
-    assert_eq!(
-        db.store
-            .find_record(
-                &m.read,
-                RecordRef::new(RecordKind::MemorySource, Some(coll.id), source.id)
-            )
-            .unwrap(),
-        None
-    );
+    assert_eq!(find(db, &m.read, source.reference()), None);
     // A reopened store (another node) reads the same version.
     assert_eq!(
         db.reopen(PoolOptions::default())
@@ -1414,30 +1321,16 @@ fn api_key(m: &Member, name: &str, hash: &str) -> ApiKey {
 fn api_keys_context_list_and_revoke(db: &Db) {
     let m = member(&db.store, "keys@example.com");
     let eve = member(&db.store, "eve@example.com");
-    let line = activity_w(&m.write, "key.create", None);
-    let k1 = db
-        .store
-        .insert_api_key(
-            TenantWrite::new(&m.write, &line),
-            &api_key(&m, "ci", "hash1"),
-        )
-        .unwrap();
-    let line = activity_w(&m.write, "key.create", None);
-    let k2 = db
-        .store
-        .insert_api_key(
-            TenantWrite::new(&m.write, &line),
-            &api_key(&m, "bot", "hash2"),
-        )
-        .unwrap();
-    let line = activity_w(&eve.write, "key.create", None);
-    let ek = db
-        .store
-        .insert_api_key(
-            TenantWrite::new(&eve.write, &line),
-            &api_key(&eve, "eve", "hash3"),
-        )
-        .unwrap();
+    let create = |owner: &Member, name, hash| {
+        let line = activity_w(&owner.write, "key.create", None);
+        let key = api_key(owner, name, hash);
+        db.store
+            .insert_api_key(TenantWrite::new(&owner.write, &line), &key)
+            .unwrap()
+    };
+    let k1 = create(&m, "ci", "hash1");
+    let k2 = create(&m, "bot", "hash2");
+    let ek = create(&eve, "eve", "hash3");
     assert_eq!(k1.scopes, vec![KeyScope::WorkspaceRead, KeyScope::Run]);
 
     let key_of = |hash| db.store.key_context(hash).unwrap().unwrap().key;
@@ -2051,11 +1944,7 @@ fn inline_reads_never_wait_and_defer_writes(db: &Db) {
     assert!(guard.deferred());
     drop(guard);
     // Nothing was written; the same write on the pool succeeds.
-    assert!(db
-        .store
-        .find_record(&m.read, RecordRef::new(RecordKind::Skill, None, record.id))
-        .unwrap()
-        .is_none());
+    assert!(find(db, &m.read, record.reference()).is_none());
     db.store
         .insert_record(TenantWrite::new(&m.write, &line), &record)
         .unwrap();

@@ -110,17 +110,6 @@ impl User {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct NewUser {
-    pub id: Uuid,
-    pub email: Email,
-    pub name: String,
-    pub role: Role,
-    pub tenant_id: Option<Uuid>,
-    pub password_hash: String,
-    pub created_at: DateTime<Utc>,
-}
-
 /// A partial update of a user by an administrator.
 #[derive(Debug, Clone, Default)]
 pub struct UserPatch {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::error::{DomainError, DomainResult};
-use crate::model::{new_id, NewUser, Role, Session, User};
+use crate::model::{new_id, Role, Session, Status, User};
 use crate::policy::access::{Credential, Principal};
 pub use crate::policy::accounts::AccountPolicy;
 use crate::policy::accounts::{person_name, throttle_key};
@@ -62,11 +62,12 @@ pub fn create_account<P: UserRepo + TenantRepo + ?Sized>(
             .ok_or_else(|| DomainError::invalid("tenant_id", "no such tenant"))?;
     }
     let password_hash = hasher.hash(&signup.password)?;
-    store.insert_user(&NewUser {
+    store.insert_user(&User {
         id: new_id(),
         email: signup.email.clone(),
         name: signup.name.clone(),
         role,
+        status: Status::Active,
         tenant_id,
         password_hash,
         created_at: now,

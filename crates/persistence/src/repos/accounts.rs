@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use gc_domain::model::workspace::NewActivity;
 use gc_domain::model::{
-    new_id, NewUser, Role, Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch,
+    new_id, Role, Session, SessionContext, Tenant, TenantPatch, User, UserPatch,
 };
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::policy::access::AdminScope;
@@ -18,7 +18,7 @@ use gc_domain::values::Email;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
-use super::{affected, count, newest_first};
+use super::{affected, count, delete_owned, insert_one, newest_first};
 use crate::error::db_error;
 use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
 use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
@@ -76,13 +76,13 @@ struct TenantChanges<'a> {
 }
 
 impl UserRepo for DbStore {
-    fn insert_user(&self, user: &NewUser) -> DomainResult<User> {
+    fn insert_user(&self, user: &User) -> DomainResult<User> {
         let row = UserRow {
             id: text(user.id),
             email: user.email.as_str().to_lowercase(),
             name: user.name.clone(),
             role: user.role.as_str().to_owned(),
-            status: Status::Active.as_str().to_owned(),
+            status: user.status.as_str().to_owned(),
             tenant_id: opt_text(user.tenant_id),
             password_hash: user.password_hash.clone(),
             created_at: ms(user.created_at),
@@ -273,12 +273,7 @@ impl UserRepo for DbStore {
 impl TenantRepo for DbStore {
     fn insert_tenant(&self, _scope: &AdminScope, tenant: &Tenant) -> DomainResult<Tenant> {
         let row = TenantRow::from_domain(tenant);
-        self.write_one(|conn| {
-            diesel::insert_into(tenants::table)
-                .values(&row)
-                .execute(conn)
-                .map_err(|e| db_error("insert_tenant", e))
-        })?;
+        insert_one!(self, "insert_tenant", tenants, &row)?;
         row.into_domain()
     }
 
@@ -337,12 +332,7 @@ impl TenantRepo for DbStore {
 impl SessionRepo for DbStore {
     fn insert_session(&self, session: &Session) -> DomainResult<()> {
         let row = SessionRow::from_domain(session);
-        self.write_one(|conn| {
-            diesel::insert_into(sessions::table)
-                .values(&row)
-                .execute(conn)
-                .map_err(|e| db_error("insert_session", e))
-        })?;
+        insert_one!(self, "insert_session", sessions, &row)?;
         Ok(())
     }
 
@@ -401,16 +391,8 @@ impl SessionRepo for DbStore {
     }
 
     fn delete_session(&self, user_id: Uuid, id: Uuid) -> DomainResult<bool> {
-        self.write_one(|conn| {
-            diesel::delete(
-                sessions::table
-                    .filter(sessions::id.eq(text(id)))
-                    .filter(sessions::user_id.eq(text(user_id))),
-            )
-            .execute(conn)
-            .map(|n| n > 0)
-            .map_err(|e| db_error("delete_session", e))
-        })
+        let (id, user_id) = (text(id), text(user_id));
+        delete_owned!(self, "delete_session", sessions, &id, user_id = &user_id)
     }
 
     fn delete_other_sessions(&self, user_id: Uuid, keep: Uuid) -> DomainResult<u64> {

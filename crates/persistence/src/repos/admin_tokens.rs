@@ -10,7 +10,7 @@ use gc_domain::ports::AdminTokenRepo;
 use gc_domain::DomainResult;
 use uuid::Uuid;
 
-use super::{newest_first, with_owner};
+use super::{delete_owned, insert_one, newest_first, with_owner};
 use crate::error::{corrupt, db_error};
 use crate::rows::{id, ms, opt_ms, text, time};
 use crate::schema::{admin_token_uses, admin_tokens};
@@ -79,12 +79,7 @@ struct AdminTokenUseRow<'a> {
 impl AdminTokenRepo for DbStore {
     fn insert_admin_token(&self, token: &NewAdminToken) -> DomainResult<AdminToken> {
         let row = AdminTokenRow::from_domain(token);
-        self.write_one(|conn| {
-            diesel::insert_into(admin_tokens::table)
-                .values(&row)
-                .execute(conn)
-                .map_err(|e| db_error("insert_admin_token", e))
-        })?;
+        insert_one!(self, "insert_admin_token", admin_tokens, &row)?;
         row.into_domain()
     }
 
@@ -106,16 +101,13 @@ impl AdminTokenRepo for DbStore {
 
     fn delete_admin_token(&self, user_id: Uuid, token_id: Uuid) -> DomainResult<bool> {
         let (user_id, token_id) = (text(user_id), text(token_id));
-        let n = self.write_one(|conn| {
-            diesel::delete(
-                admin_tokens::table
-                    .filter(admin_tokens::id.eq(&token_id))
-                    .filter(admin_tokens::user_id.eq(&user_id)),
-            )
-            .execute(conn)
-            .map_err(|e| db_error("delete_admin_token", e))
-        })?;
-        Ok(n > 0)
+        delete_owned!(
+            self,
+            "delete_admin_token",
+            admin_tokens,
+            &token_id,
+            user_id = &user_id
+        )
     }
 
     fn admin_token_context(&self, token_hash: &str) -> DomainResult<Option<AdminTokenContext>> {

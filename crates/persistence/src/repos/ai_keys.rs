@@ -57,16 +57,14 @@ impl AiKeyRepo for DbStore {
     }
 
     fn delete_ai_key(&self, _scope: &AdminScope, tenant_id: Uuid, id: Uuid) -> DomainResult<bool> {
-        self.write_one(|conn| {
-            diesel::delete(
-                tenant_ai_keys::table
-                    .filter(tenant_ai_keys::id.eq(text(id)))
-                    .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id))),
-            )
-            .execute(conn)
-            .map(|n| n > 0)
-            .map_err(|e| db_error("delete_ai_key", e))
-        })
+        let (id, tenant_id) = (text(id), text(tenant_id));
+        super::delete_owned!(
+            self,
+            "delete_ai_key",
+            tenant_ai_keys,
+            &id,
+            tenant_id = &tenant_id
+        )
     }
 
     fn set_ai_key_status(&self, verdict: &KeyVerdict) -> DomainResult<()> {

@@ -87,6 +87,40 @@ macro_rules! with_owner {
 }
 pub(crate) use with_owner;
 
+/// One row inserted into `table` in a statement of its own: `insert_one!(store, "op", table,
+/// &row)`, a failure being `db_error(op)`. A macro: the insert is a different diesel type for
+/// each table.
+macro_rules! insert_one {
+    ($store:expr, $op:literal, $table:ident, $row:expr) => {
+        $store.write_one(|conn| {
+            diesel::insert_into($table::table)
+                .values($row)
+                .execute(conn)
+                .map_err(|e| $crate::error::db_error($op, e))
+        })
+    };
+}
+pub(crate) use insert_one;
+
+/// Deletes the row of `table` with this id that belongs to this owner, in a statement of its
+/// own: `delete_owned!(store, "op", table, id, owner_column = owner)` answers whether there
+/// was one (ids and owners as stored text).
+macro_rules! delete_owned {
+    ($store:expr, $op:literal, $table:ident, $id:expr, $owner:ident = $owner_id:expr) => {
+        $store.write_one(|conn| {
+            diesel::delete(
+                $table::table
+                    .filter($table::id.eq($id))
+                    .filter($table::$owner.eq($owner_id)),
+            )
+            .execute(conn)
+            .map(|n| n > 0)
+            .map_err(|e| $crate::error::db_error($op, e))
+        })
+    };
+}
+pub(crate) use delete_owned;
+
 /// A page of domain values made from up to `limit + 1` rows read newest first.
 pub(crate) fn page_of<R, T>(
     page: &PageRequest,

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use gc_domain::model::workspace::{Actor, ActorKind, KeyScope, NewActivity};
-use gc_domain::model::{new_id, NewUser, Role, Session, Status, Tenant, User};
+use gc_domain::model::{new_id, Role, Session, Status, Tenant, User};
 use gc_domain::policy::access::{AdminScope, Principal, TenantScope, WriteScope};
 use gc_domain::ports::{SessionRepo, TenantRepo, UserRepo};
 use gc_domain::values::{Email, Region};
@@ -105,11 +105,12 @@ pub fn user(store: &DbStore, email: &str, tenant: Option<&Tenant>) -> User {
 
 pub fn user_with_role(store: &DbStore, email: &str, tenant: Option<&Tenant>, role: Role) -> User {
     store
-        .insert_user(&NewUser {
+        .insert_user(&User {
             id: new_id(),
             email: Email::parse("email", email).unwrap(),
             name: "Test".into(),
             role,
+            status: Status::Active,
             tenant_id: tenant.map(|t| t.id),
             password_hash: "$2b$04$hash".into(),
             created_at: now(),
