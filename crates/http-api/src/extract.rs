@@ -232,8 +232,10 @@ fn with_principal<T>(
     Ok((principal, out))
 }
 
-/// An authenticated caller (session or workspace key); 401 without valid credentials.
-pub struct Auth(pub Principal);
+/// An authenticated caller (session or workspace key), with the application state its handler
+/// calls the service with: a handler's one extractor of both (`Auth(state, p): Auth`, decision
+/// 0049). 401 without valid credentials.
+pub struct Auth(pub web::Data<AppState>, pub Principal);
 
 impl FromRequest for Auth {
     type Error = ApiError;
@@ -242,9 +244,10 @@ impl FromRequest for Auth {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
+            let state = state_of(&req)?;
             authenticate(req)
                 .await?
-                .map(Auth)
+                .map(|p| Auth(state, p))
                 .ok_or_else(|| DomainError::Unauthenticated.into())
         })
     }
@@ -344,6 +347,32 @@ where
         .map(Some)
         .map_err(D::Error::custom)
 }
+
+/// A body of fields that may each be left out (`None`: unchanged) or `null` (`Some(None)`:
+/// removed), read by [`nullable`] and documented as `Option<T>`. Declares the struct with its
+/// derives and `deny_unknown_fields`; each field is written `doc? name: Type` (an identifier
+/// type: `i64`, `String`, `Uuid`).
+macro_rules! nullable_body {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_meta:meta])* $field:ident: $ty:ident ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $(
+                $(#[$field_meta])*
+                #[serde(default, deserialize_with = "crate::extract::nullable")]
+                #[schema(value_type = Option<$ty>)]
+                pub $field: Option<Option<$ty>>,
+            )*
+        }
+    };
+}
+pub(crate) use nullable_body;
 
 /// A value that must be a JSON object: serde's derived structs also read a JSON array as their
 /// fields in order, which no route's document allows (`[null, null]` is not a tenant patch).

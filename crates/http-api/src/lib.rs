@@ -15,6 +15,7 @@ pub mod guard;
 pub mod metrics;
 pub mod middleware;
 pub mod openapi;
+pub mod reply;
 pub mod routes;
 pub mod state;
 pub mod system;

@@ -184,6 +184,15 @@ where
     metric
 }
 
+/// Registers each metric of the table in `registry`, in the table's order (the page's), under
+/// its name and help text, and binds it to the name before `=` (the registry keeps a clone
+/// that reads the same values): one row a metric, `name = "gc_…", "help", metric;`.
+macro_rules! register {
+    ($registry:ident; $( $var:ident = $name:literal, $help:literal, $metric:expr; )*) => {
+        $( let $var = registered(&mut $registry, $name, $help, $metric); )*
+    };
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -193,90 +202,27 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let http_requests = registered(
-            &mut registry,
-            "gc_http_requests",
-            "HTTP requests by method, route template and status",
-            Family::<HttpLabels, Counter>::default(),
-        );
-        let runs = registered(
-            &mut registry,
-            "gc_runs",
-            "Runs (/run and /chat/completions) that reached the upstream, by region and outcome",
-            Family::<RunLabels, Counter>::default(),
-        );
-        let upstream_latency = registered(
-            &mut registry,
-            "gc_upstream_latency_seconds",
-            "Time from sending a run upstream to its response (headers, for streams), retries included",
-            Family::<RegionLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram),
-        );
-        let added_latency = registered(
-            &mut registry,
-            "gc_added_latency_seconds",
-            "Time gc itself adds to a run before its response starts (authentication, quotas, keys)",
-            Family::<RouteLabels, Histogram>::new_with_constructor(added_histogram as fn() -> Histogram),
-        );
-        let tokens = registered(
-            &mut registry,
-            "gc_tokens",
-            "Tokens reported by the upstream, by region and kind (prompt, completion)",
-            Family::<TokenLabels, Counter>::default(),
-        );
-        let quota_refusals = registered(
-            &mut registry,
-            "gc_quota_refusals",
-            "Runs refused by a quota before any upstream call, by reason",
-            Family::<ReasonLabels, Counter>::default(),
-        );
-        let guard_scans = registered(
-            &mut registry,
-            "gc_guard_scans",
-            "Guard scans by verdict",
-            Family::<VerdictLabels, Counter>::default(),
-        );
-        let db_pool = registered(
-            &mut registry,
-            "gc_db_pool_connections",
-            "Database pool connections by state (in_use, idle)",
-            Family::<PoolLabels, Gauge>::default(),
-        );
-        let readiness_checks = registered(
-            &mut registry,
-            "gc_readiness_checks",
-            "Database checks of the readiness probe, by result (ok, timeout, failed; busy: the previous check was still waiting, none was started)",
-            Family::<ResultLabels, Counter>::default(),
-        );
-        let lists = registered(
-            &mut registry,
-            "gc_record_lists",
-            "Record lists answered, by source: kept (this node's answer, the tenant's record version unchanged) or read",
-            Family::<SourceLabels, Counter>::default(),
-        );
+        register! { registry;
+            http_requests = "gc_http_requests", "HTTP requests by method, route template and status", Family::<HttpLabels, Counter>::default();
+            runs = "gc_runs", "Runs (/run and /chat/completions) that reached the upstream, by region and outcome", Family::<RunLabels, Counter>::default();
+            upstream_latency = "gc_upstream_latency_seconds", "Time from sending a run upstream to its response (headers, for streams), retries included", Family::<RegionLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+            added_latency = "gc_added_latency_seconds", "Time gc itself adds to a run before its response starts (authentication, quotas, keys)", Family::<RouteLabels, Histogram>::new_with_constructor(added_histogram as fn() -> Histogram);
+            tokens = "gc_tokens", "Tokens reported by the upstream, by region and kind (prompt, completion)", Family::<TokenLabels, Counter>::default();
+            quota_refusals = "gc_quota_refusals", "Runs refused by a quota before any upstream call, by reason", Family::<ReasonLabels, Counter>::default();
+            guard_scans = "gc_guard_scans", "Guard scans by verdict", Family::<VerdictLabels, Counter>::default();
+            db_pool = "gc_db_pool_connections", "Database pool connections by state (in_use, idle)", Family::<PoolLabels, Gauge>::default();
+            readiness_checks = "gc_readiness_checks", "Database checks of the readiness probe, by result (ok, timeout, failed; busy: the previous check was still waiting, none was started)", Family::<ResultLabels, Counter>::default();
+            lists = "gc_record_lists", "Record lists answered, by source: kept (this node's answer, the tenant's record version unchanged) or read", Family::<SourceLabels, Counter>::default();
+            run_queue_depth = "gc_run_record_queue_depth", "Places taken in the run-record queue: records and key verdicts waiting for the writer, and places held by runs in flight", Gauge::default();
+            runs_busy = "gc_runs_refused_busy", "Runs refused with 503 busy before admission: the run-record queue had no free place (the writer is behind)", Counter::default();
+            run_records_dropped = "gc_run_records_dropped", "Key verdicts and activity lines dropped because the run-record queue was full (runs' own records always have a place)", Counter::default();
+        }
         let lists_kept = lists
             .get_or_create(&SourceLabels { source: "kept" })
             .clone();
         let lists_read = lists
             .get_or_create(&SourceLabels { source: "read" })
             .clone();
-        let run_queue_depth = registered(
-            &mut registry,
-            "gc_run_record_queue_depth",
-            "Places taken in the run-record queue: records and key verdicts waiting for the writer, and places held by runs in flight",
-            Gauge::default(),
-        );
-        let runs_busy = registered(
-            &mut registry,
-            "gc_runs_refused_busy",
-            "Runs refused with 503 busy before admission: the run-record queue had no free place (the writer is behind)",
-            Counter::default(),
-        );
-        let run_records_dropped = registered(
-            &mut registry,
-            "gc_run_records_dropped",
-            "Key verdicts and activity lines dropped because the run-record queue was full (runs' own records always have a place)",
-            Counter::default(),
-        );
         Self {
             registry,
             http_requests,

@@ -160,6 +160,17 @@ where
     Box::pin(stream)
 }
 
+/// Storage work for the blocking pool ([`AppState::db`]): runs once, with the store.
+pub trait Work<T>: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static {}
+
+impl<T, F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static> Work<T> for F {}
+
+/// Storage work that reads ([`AppState::read`]): it may run twice (on the serving thread, then
+/// on the pool), so it is `Fn`.
+pub trait ReadWork<T>: Fn(&dyn Store) -> DomainResult<T> + Send + 'static {}
+
+impl<T, F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static> ReadWork<T> for F {}
+
 /// Shared application state.
 #[derive(Clone)]
 pub struct AppState {
@@ -295,20 +306,12 @@ impl AppState {
     }
 
     /// Runs synchronous storage work on the blocking pool.
-    pub async fn db<T, F>(&self, work: F) -> Result<T, ApiError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    pub async fn db<T: Send + 'static>(&self, work: impl Work<T>) -> Result<T, ApiError> {
         Ok(self.on_pool(work).await?)
     }
 
     /// [`AppState::db`] answering the domain's error: a pool that is gone is `Unavailable`.
-    pub(crate) async fn on_pool<T, F>(&self, work: F) -> DomainResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    pub(crate) async fn on_pool<T: Send + 'static>(&self, work: impl Work<T>) -> DomainResult<T> {
         let store = Arc::clone(&self.store);
         match actix_web::web::block(move || work(store.as_ref())).await {
             Ok(done) => done,
@@ -323,20 +326,15 @@ impl AppState {
     /// to the blocking pool and back), else on the blocking pool. A write the work asks for
     /// (a session's or key's periodic touch), or any store failure, is refused on this thread
     /// and the whole work runs again on the pool, so `work` must be safe to repeat.
-    pub async fn read<T, F>(&self, work: F) -> Result<T, ApiError>
-    where
-        T: Send + 'static,
-        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    pub async fn read<T: Send + 'static>(&self, work: impl ReadWork<T>) -> Result<T, ApiError> {
         Ok(self.read_at_once(work).await?)
     }
 
     /// [`AppState::read`] answering the domain's error.
-    pub(crate) async fn read_at_once<T, F>(&self, work: F) -> DomainResult<T>
-    where
-        T: Send + 'static,
-        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    pub(crate) async fn read_at_once<T: Send + 'static>(
+        &self,
+        work: impl ReadWork<T>,
+    ) -> DomainResult<T> {
         if let Some(guard) = self.store.reserve_inline() {
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 work(self.store.as_ref())

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use chrono::{DateTime, Utc};
 use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
 use gc_domain::services::ai_keys::{self, NewAiKey};
@@ -11,9 +11,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::extract::{Auth, Body};
-use crate::state::AppState;
+use crate::reply::{created, no_content, ok, Reply};
 
 /// An upstream key as administrators see it: never the secret.
 #[derive(Debug, Serialize, ToSchema)]
@@ -75,11 +74,10 @@ pub struct CreateAiKeyBody {
     responses((status = 201, body = AiKeyView), (status = 404, description = "no such tenant"),
         (status = 422, description = "validation_failed")))]
 pub async fn create_ai_key(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     tenant_id: web::Path<Uuid>,
     body: Body<CreateAiKeyBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.admin_scope())?;
     let key = ai_keys::create(
         state.get_ref(),
@@ -96,36 +94,28 @@ pub async fn create_ai_key(
         Utc::now(),
     )
     .await?;
-    Ok(HttpResponse::Created().json(AiKeyView::from(key)))
+    created(AiKeyView::from(key))
 }
 
 /// The tenant's upstream keys (never their secrets).
 #[utoipa::path(get, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin",
     params(("id" = Uuid, Path, description = "Tenant id")),
     responses((status = 200, body = AiKeyList), (status = 404, description = "no such tenant")))]
-pub async fn list_ai_keys(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    tenant_id: web::Path<Uuid>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_ai_keys(Auth(state, p): Auth, tenant_id: web::Path<Uuid>) -> Reply {
     p.admin_scope()?;
     let keys = ai_keys::list(state.get_ref(), p, tenant_id.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(AiKeyList {
+    ok(AiKeyList {
         data: keys.into_iter().map(AiKeyView::from).collect(),
-    }))
+    })
 }
 
 /// Deletes an upstream key; it is unusable from the next request on.
 #[utoipa::path(delete, path = "/api/v1/admin/tenants/{id}/ai-keys/{keyId}", tag = "admin",
     params(("id" = Uuid, Path, description = "Tenant id"), ("keyId" = Uuid, Path, description = "Key id")),
     responses((status = 204, description = "Deleted"), (status = 404, description = "not_found")))]
-pub async fn delete_ai_key(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    path: web::Path<(Uuid, Uuid)>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn delete_ai_key(Auth(state, p): Auth, path: web::Path<(Uuid, Uuid)>) -> Reply {
     p.admin_scope()?;
     let (tenant_id, key_id) = path.into_inner();
     ai_keys::delete(state.get_ref(), p, tenant_id, key_id).await?;
-    Ok(HttpResponse::NoContent().finish())
+    no_content()
 }

@@ -2,16 +2,14 @@
 
 use std::sync::Arc;
 
-use actix_web::{web, HttpResponse};
 use chrono::Utc;
 use gc_domain::services::diagnostics::{self, DiagnosisRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::extract::{Auth, Body};
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -53,11 +51,10 @@ pub struct Diagnostics {
 #[utoipa::path(post, path = "/api/v1/admin/ai-gateways/diagnostics", tag = "admin", request_body = DiagnosticsBody,
     responses((status = 200, body = Diagnostics), (status = 403, description = "admin_required")))]
 pub async fn diagnostics(
-    state: web::Data<AppState>,
     req: actix_web::HttpRequest,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Body<DiagnosticsBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     p.admin_scope()?;
     let empty = req
         .headers()
@@ -86,7 +83,7 @@ pub async fn diagnostics(
         Utc::now(),
     )
     .await?;
-    Ok(HttpResponse::Ok().json(Diagnostics::from(&diagnosis)))
+    ok(Diagnostics::from(&diagnosis))
 }
 
 impl From<&diagnostics::Diagnosis> for Diagnostics {

@@ -1,7 +1,7 @@
 //! `/admin/tenants`: platform admins list, create, read and change tenants (name, status,
 //! region, AI switch and quotas).
 
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use chrono::Utc;
 use gc_domain::model::{Status, TenantPatch};
 use gc_domain::policy::models::allowed_models;
@@ -14,45 +14,32 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
-use crate::extract::{parse_field, Auth, Body, Query};
-use crate::state::AppState;
+use crate::extract::{nullable_body, parse_field, Auth, Body, Query};
+use crate::reply::{created, list_page, ok, Reply};
 use crate::views::{ListBody, TenantView};
 
 /// Every tenant, newest first.
 #[utoipa::path(get, path = "/api/v1/admin/tenants", tag = "admin", params(ListQuery),
     responses((status = 200, body = ListBody<TenantView>), (status = 403, description = "admin_required")))]
-pub async fn list_tenants(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_tenants(Auth(state, p): Auth, query: Query<ListQuery>) -> Reply {
     let page = query.after(p.admin_scope())?.page()?;
     let page = state
         .db(move |ports| admin::list_tenants(ports, &p, &page))
         .await?;
-    Ok(
-        HttpResponse::Ok().json(ListBody::from_page(page, |(t, access)| {
-            TenantView::new(&t, access)
-        })),
-    )
+    list_page(page, |(t, access)| TenantView::new(&t, access))
 }
 
 /// One tenant, as in the list (the console's tenant page reads it).
 #[utoipa::path(get, path = "/api/v1/admin/tenants/{id}", tag = "admin",
     params(("id" = Uuid, Path, description = "Tenant id")),
     responses((status = 200, body = TenantView), (status = 404, description = "not_found")))]
-pub async fn get_tenant(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    id: web::Path<Uuid>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_tenant(Auth(state, p): Auth, id: web::Path<Uuid>) -> Reply {
     p.admin_scope()?;
     let id = id.into_inner();
     let (t, access) = state
         .db(move |ports| admin::get_tenant(ports, &p, id))
         .await?;
-    Ok(HttpResponse::Ok().json(TenantView::new(&t, access)))
+    ok(TenantView::new(&t, access))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -69,11 +56,7 @@ pub struct CreateTenantBody {
 #[utoipa::path(post, path = "/api/v1/admin/tenants", tag = "admin", request_body = CreateTenantBody,
     responses((status = 201, body = TenantView), (status = 403, description = "admin_required"),
         (status = 422, description = "validation_failed")))]
-pub async fn create_tenant(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Body<CreateTenantBody>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn create_tenant(Auth(state, p): Auth, body: Body<CreateTenantBody>) -> Reply {
     let body = body.after(p.admin_scope())?;
     let region = Region::parse("region", &body.region)?;
     let (t, access) = state
@@ -88,7 +71,7 @@ pub async fn create_tenant(
             )
         })
         .await?;
-    Ok(HttpResponse::Created().json(TenantView::new(&t, access)))
+    created(TenantView::new(&t, access))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -110,23 +93,15 @@ pub struct PatchTenantBody {
     pub allowed_models: Option<Option<Vec<String>>>,
 }
 
-/// `PATCH` of a tenant's quotas: each a positive integer, or null for no limit.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TenantLimitsBody {
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<i64>)]
-    pub requests_per_minute: Option<Option<i64>>,
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<i64>)]
-    pub tokens_per_minute: Option<Option<i64>>,
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<i64>)]
-    pub monthly_tokens: Option<Option<i64>>,
-    /// Money per UTC month, a decimal string (`"25.00"`) in the deployment's currency.
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<String>)]
-    pub monthly_spend: Option<Option<String>>,
+nullable_body! {
+    /// `PATCH` of a tenant's quotas: each a positive integer, or null for no limit.
+    pub struct TenantLimitsBody {
+        requests_per_minute: i64,
+        tokens_per_minute: i64,
+        monthly_tokens: i64,
+        /// Money per UTC month, a decimal string (`"25.00"`) in the deployment's currency.
+        monthly_spend: String,
+    }
 }
 
 /// Renames, suspends or re-activates a tenant, moves its region, switches AI on or off, or
@@ -137,11 +112,10 @@ pub struct TenantLimitsBody {
     responses((status = 200, body = TenantView), (status = 404, description = "not_found"),
         (status = 422, description = "validation_failed")))]
 pub async fn patch_tenant(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     id: web::Path<Uuid>,
     body: Body<PatchTenantBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.admin_scope())?;
     let patch = TenantPatch {
         name: body.name.as_deref().map(tenant_name).transpose()?,
@@ -175,5 +149,5 @@ pub async fn patch_tenant(
     let (t, access) = state
         .db(move |ports| admin::update_tenant(ports, &p, id, &patch))
         .await?;
-    Ok(HttpResponse::Ok().json(TenantView::new(&t, access)))
+    ok(TenantView::new(&t, access))
 }

@@ -3,7 +3,7 @@
 //! decision is in `gc_domain::services::admin_tokens`; the session check before the body is read only
 //! orders the refusals.
 
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use chrono::{DateTime, Utc};
 use gc_domain::services::admin_tokens::{self as service, AdminToken, AdminTokenRequest};
 use serde::{Deserialize, Serialize};
@@ -11,9 +11,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
 use crate::extract::{Auth, Body, Query};
-use crate::state::AppState;
+use crate::reply::{created, list_page, no_content, Reply};
 use crate::views::ListBody;
 
 /// A token as listed: never the token itself.
@@ -68,16 +67,12 @@ pub struct CreateAdminTokenBody {
 #[utoipa::path(get, path = "/api/v1/admin/tokens", tag = "admin", params(ListQuery),
     responses((status = 200, body = ListBody<AdminTokenView>),
         (status = 403, description = "session_required, admin_required or member_suspended")))]
-pub async fn list_tokens(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_tokens(Auth(state, p): Auth, query: Query<ListQuery>) -> Reply {
     let page = query.after(p.require_session())?.page()?;
     let page = state
         .db(move |store| service::list(store, &p, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(ListBody::from_page(page, |t| AdminTokenView::from(&t))))
+    list_page(page, |t| AdminTokenView::from(&t))
 }
 
 /// Creates a token acting for the caller (as long as the caller is an active platform
@@ -86,11 +81,7 @@ pub async fn list_tokens(
     responses((status = 201, body = CreatedAdminToken),
         (status = 403, description = "session_required, admin_required or member_suspended"),
         (status = 422, description = "validation_failed or unknown_field")))]
-pub async fn create_token(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Body<CreateAdminTokenBody>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn create_token(Auth(state, p): Auth, body: Body<CreateAdminTokenBody>) -> Reply {
     p.require_session()?;
     let body = body.after(p.admin_scope())?;
     let request = AdminTokenRequest {
@@ -102,10 +93,10 @@ pub async fn create_token(
     let made = state
         .db(move |store| service::create(store, &*codec, &p, &request, Utc::now()))
         .await?;
-    Ok(HttpResponse::Created().json(CreatedAdminToken {
+    created(CreatedAdminToken {
         view: AdminTokenView::from(&made.token),
         token: made.secret.expose().to_owned(),
-    }))
+    })
 }
 
 /// Revokes one of the caller's tokens: its next request gets 401 `invalid_api_key`.
@@ -114,14 +105,10 @@ pub async fn create_token(
     responses((status = 204, description = "Revoked"),
         (status = 403, description = "session_required, admin_required or member_suspended"),
         (status = 404, description = "not_found (also another admin's token, or revoked)")))]
-pub async fn revoke_token(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    id: web::Path<Uuid>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn revoke_token(Auth(state, p): Auth, id: web::Path<Uuid>) -> Reply {
     let id = id.into_inner();
     state
         .db(move |store| service::revoke(store, &p, id))
         .await?;
-    Ok(HttpResponse::NoContent().finish())
+    no_content()
 }

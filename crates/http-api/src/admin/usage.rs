@@ -1,14 +1,12 @@
 //! `GET /admin/usage`: every tenant's usage (or one's), grouped by tenant, for platform admins.
 
-use actix_web::{web, HttpResponse};
 use gc_domain::services::usage::{self, UsageGroup};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::extract::{Auth, Query};
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 use crate::workspace::usage::{query, UsageBody, UsageParams};
 use crate::workspace::usage_gate::ReportSubject;
 
@@ -36,11 +34,7 @@ pub struct AdminUsageParams {
         (status = 429, description = "rate_limited: admins' reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
         (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
         (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
-pub async fn admin_usage(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    params: Query<AdminUsageParams>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn admin_usage(Auth(state, p): Auth, params: Query<AdminUsageParams>) -> Reply {
     let params = params.after(p.admin_scope())?;
     let tenant_id = params.tenant_id;
     let q = query(
@@ -62,5 +56,5 @@ pub async fn admin_usage(
         })
         .await?;
     let currency = state.quotas().catalog().prices().currency();
-    Ok(HttpResponse::Ok().json(UsageBody::new(UsageGroup::Tenant, page, currency)))
+    ok(UsageBody::new(UsageGroup::Tenant, page, currency))
 }

@@ -1,4 +1,4 @@
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use chrono::Utc;
 use gc_domain::model::{Role, Status, UserPatch};
 use gc_domain::page::PageRequest;
@@ -9,9 +9,8 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
-use crate::extract::{parse_field, Auth, Body, Query};
-use crate::state::AppState;
+use crate::extract::{nullable_body, parse_field, Auth, Body, Query};
+use crate::reply::{created, list_page, ok, Reply};
 use crate::views::{ListBody, UserView};
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -31,11 +30,7 @@ pub struct UserListQuery {
 /// Every user, newest first, optionally only one tenant's.
 #[utoipa::path(get, path = "/api/v1/admin/users", tag = "admin", params(UserListQuery),
     responses((status = 200, body = ListBody<UserView>), (status = 403, description = "admin_required")))]
-pub async fn list_users(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    query: Query<UserListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_users(Auth(state, p): Auth, query: Query<UserListQuery>) -> Reply {
     let query = query.after(p.admin_scope())?;
     let page: PageRequest = ListQuery {
         limit: query.limit,
@@ -46,7 +41,7 @@ pub async fn list_users(
     let page = state
         .db(move |ports| admin::list_users(ports, &p, tenant, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(ListBody::from_page(page, UserView::from)))
+    list_page(page, UserView::from)
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -66,11 +61,10 @@ pub struct CreateUserBody {
     responses((status = 201, body = UserView), (status = 409, description = "email_taken"),
         (status = 422, description = "validation_failed")))]
 pub async fn create_user(
-    state: web::Data<AppState>,
     req: actix_web::HttpRequest,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Body<CreateUserBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.admin_scope())?;
     let signup = Signup::parse(&body.email, body.password, &body.name)?;
     let role = parse_field("role", body.role.as_deref(), Role::parse)?.unwrap_or(Role::Member);
@@ -86,7 +80,7 @@ pub async fn create_user(
             },
         )
         .await?;
-    Ok(HttpResponse::Created().json(UserView::from(user)))
+    created(UserView::from(user))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -104,11 +98,10 @@ pub struct PatchUserBody {
     params(("id" = Uuid, Path, description = "User id")),
     responses((status = 200, body = UserView), (status = 404, description = "not_found")))]
 pub async fn patch_user(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     id: web::Path<Uuid>,
     body: Body<PatchUserBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.admin_scope())?;
     let patch = UserPatch {
         name: body.name.as_deref().map(person_name).transpose()?,
@@ -119,16 +112,14 @@ pub async fn patch_user(
     let user = state
         .db(move |ports| admin::update_user(ports, &p, id, &patch))
         .await?;
-    Ok(HttpResponse::Ok().json(UserView::from(user)))
+    ok(UserView::from(user))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AssignTenantBody {
-    /// The tenant to assign; null makes the user unassigned. Required.
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<Uuid>)]
-    pub tenant_id: Option<Option<Uuid>>,
+nullable_body! {
+    pub struct AssignTenantBody {
+        /// The tenant to assign; null makes the user unassigned. Required.
+        tenant_id: Uuid,
+    }
 }
 
 /// Assigns a user to a tenant, or with null unassigns it.
@@ -137,11 +128,10 @@ pub struct AssignTenantBody {
     responses((status = 200, body = UserView), (status = 404, description = "not_found"),
         (status = 422, description = "no such tenant")))]
 pub async fn assign_tenant(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     id: web::Path<Uuid>,
     body: Body<AssignTenantBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let tenant_id = body.after(p.admin_scope())?.tenant_id.ok_or_else(|| {
         gc_domain::DomainError::invalid("tenant_id", "is required (null unassigns the user)")
     })?;
@@ -149,5 +139,5 @@ pub async fn assign_tenant(
     let user = state
         .db(move |ports| admin::assign_tenant(ports, &p, id, tenant_id, Utc::now()))
         .await?;
-    Ok(HttpResponse::Ok().json(UserView::from(user)))
+    ok(UserView::from(user))
 }

@@ -1,12 +1,11 @@
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::HttpRequest;
 use gc_domain::services::accounts;
 use gc_domain::values::Password;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
 use crate::extract::{Auth, Body};
-use crate::state::AppState;
+use crate::reply::{no_content, Reply};
 use crate::throttle::{admit_session_check, HashShare};
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -27,11 +26,10 @@ pub struct ChangePasswordBody {
         (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in; rate_limited: the per-IP or per-account limit of password checks (Retry-After)"),
         (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
 pub async fn change_password(
-    state: web::Data<AppState>,
     req: HttpRequest,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Body<ChangePasswordBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.require_session())?;
     // A new password the policy refuses is answered before it costs a hashing place or the
     // caller's allowance (the domain checks it again).
@@ -57,5 +55,5 @@ pub async fn change_password(
             )
         })
         .await?;
-    Ok(HttpResponse::NoContent().finish())
+    no_content()
 }

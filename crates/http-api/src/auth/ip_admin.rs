@@ -1,22 +1,16 @@
-use actix_web::{web, HttpResponse};
 use gc_domain::services::admin;
 use gc_domain::DomainError;
-use serde::Deserialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::ApiError;
-use crate::extract::{Auth, Body};
-use crate::state::AppState;
+use crate::extract::{nullable_body, Auth, Body};
+use crate::reply::{ok, Reply};
 use crate::views::AccountView;
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IpAdminBody {
-    /// The tenant whose Shadow support view to enter; null leaves the view. Required.
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<Uuid>)]
-    pub tenant_id: Option<Option<Uuid>>,
+nullable_body! {
+    pub struct IpAdminBody {
+        /// The tenant whose Shadow support view to enter; null leaves the view. Required.
+        tenant_id: Uuid,
+    }
 }
 
 /// A platform admin enters (or leaves) the visible, read-only Shadow support view of a
@@ -24,11 +18,7 @@ pub struct IpAdminBody {
 #[utoipa::path(post, path = "/api/v1/auth/ip-admin", tag = "auth", request_body = IpAdminBody,
     responses((status = 200, body = AccountView), (status = 403, description = "admin_required, member_suspended (a suspended admin)"),
         (status = 404, description = "no such tenant")))]
-pub async fn ip_admin(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Body<IpAdminBody>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn ip_admin(Auth(state, p): Auth, body: Body<IpAdminBody>) -> Reply {
     let target = body.after(p.admin_scope())?.tenant_id.ok_or_else(|| {
         DomainError::invalid("tenant_id", "is required (null leaves the Shadow view)")
     })?;
@@ -37,5 +27,5 @@ pub async fn ip_admin(
     let shadow = state
         .db(move |ports| admin::set_shadow(ports, &caller, target, gc_domain::model::now_millis()))
         .await?;
-    Ok(HttpResponse::Ok().json(AccountView::new(p.user(), p.tenant(), shadow.as_ref())))
+    ok(AccountView::new(p.user(), p.tenant(), shadow.as_ref()))
 }

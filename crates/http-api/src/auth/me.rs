@@ -1,10 +1,8 @@
-use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
 use crate::extract::{Auth, Body};
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 use crate::views::AccountView;
 
 /// The caller's account, with its tenant and Shadow view. Usable by refused members too, so
@@ -12,9 +10,9 @@ use crate::views::AccountView;
 #[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
     responses((status = 200, body = AccountView), (status = 401, description = "unauthenticated"),
         (status = 403, description = "session_required")))]
-pub async fn get_me(Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+pub async fn get_me(Auth(_, p): Auth) -> Reply {
     p.require_session()?;
-    Ok(HttpResponse::Ok().json(AccountView::of(&p)))
+    ok(AccountView::of(&p))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -26,15 +24,11 @@ pub struct PatchMeBody {
 /// Updates the caller's display name.
 #[utoipa::path(patch, path = "/api/v1/auth/me", tag = "auth", request_body = PatchMeBody,
     responses((status = 200, body = AccountView), (status = 422, description = "validation_failed")))]
-pub async fn patch_me(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Body<PatchMeBody>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn patch_me(Auth(state, p): Auth, body: Body<PatchMeBody>) -> Reply {
     let name = body.after(p.require_session())?.name;
     let caller = p.clone();
     let user = state
         .db(move |ports| gc_domain::services::accounts::rename(ports, &caller, name.as_deref()))
         .await?;
-    Ok(HttpResponse::Ok().json(AccountView::new(&user, p.tenant(), p.shadow())))
+    ok(AccountView::new(&user, p.tenant(), p.shadow()))
 }

@@ -6,7 +6,7 @@ use gc_domain::services::accounts;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::reply::Reply;
 use crate::state::AppState;
 use crate::throttle::admit_auth;
 use crate::views::AccountView;
@@ -28,7 +28,7 @@ pub async fn signin(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Json<SigninBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     // One check in flight per client IP (it must not fill the shared hashing queue), and the
     // per-IP rate.
     let slot = admit_auth(&req, &state)?;

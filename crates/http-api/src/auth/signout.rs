@@ -1,14 +1,13 @@
-use actix_web::{web, HttpResponse};
+use actix_web::HttpResponse;
 
-use crate::error::ApiError;
 use crate::extract::{expired_session_cookie, Auth};
-use crate::state::AppState;
+use crate::reply::Reply;
 
 /// Deletes the current session and expires the cookie.
 #[utoipa::path(post, path = "/api/v1/auth/signout", tag = "auth",
     responses((status = 204, description = "Signed out"), (status = 401, description = "unauthenticated"),
         (status = 403, description = "session_required or origin_mismatch")))]
-pub async fn signout(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+pub async fn signout(Auth(state, p): Auth) -> Reply {
     p.require_session()?;
     state
         .db(move |ports| gc_domain::services::accounts::sign_out(ports, &p))

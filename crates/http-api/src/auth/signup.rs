@@ -8,7 +8,7 @@ use gc_domain::DomainError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::reply::Reply;
 use crate::state::AppState;
 use crate::throttle::admit_auth;
 use crate::views::AccountView;
@@ -49,7 +49,7 @@ pub async fn signup(
     state: web::Data<AppState>,
     req: HttpRequest,
     body: web::Json<SignupBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     // One check in flight per client IP (it must not fill the shared hashing queue), and the
     // per-IP rate.
     let slot = admit_auth(&req, &state)?;

@@ -12,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ApiError;
 use crate::extract::{client_ip, Body, MaybeAuth};
+use crate::reply::Reply;
 use crate::state::AppState;
 
 /// Modes, limits and rules of the scanner.
@@ -57,7 +58,7 @@ pub async fn scan(
     MaybeAuth(principal): MaybeAuth,
     query: web::Query<ScanQuery>,
     body: Body<ScanBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let sarif_out = match query.format.as_deref() {
         None | Some("json") => false,
         Some("sarif") => true,

@@ -8,6 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::reply::{ok, Reply};
 use crate::state::AppState;
 
 pub use readiness::{Readiness, ReadyBody};
@@ -24,7 +25,7 @@ pub struct HealthBody {
 #[utoipa::path(get, path = "/api/v1/health", tag = "system",
     responses((status = 200, body = HealthBody),
         (status = 503, description = "the process must be restarted: its run-record writer has stopped")))]
-pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn health(state: web::Data<AppState>) -> Reply {
     if state.recorder.writer_stopped() {
         return Err(ApiError::new(
             ErrorCode::ServiceUnavailable,
@@ -32,7 +33,7 @@ pub async fn health(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         )
         .with_retry_after(5));
     }
-    Ok(HttpResponse::Ok().json(HealthBody { status: "ok" }))
+    ok(HealthBody { status: "ok" })
 }
 
 /// Readiness: 200 `ready` when this node can do its work (the database answers and accepts

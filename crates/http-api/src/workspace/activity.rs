@@ -1,6 +1,5 @@
 //! `/workspace/activity`: the tenant's activity feed, newest first.
 
-use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::model::workspace::{Activity, KeyScope};
 use gc_domain::services::workspace as service;
@@ -10,9 +9,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
 use crate::extract::{Auth, Query};
-use crate::state::AppState;
+use crate::reply::{list_page, Reply};
 use crate::views::ListBody;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -70,14 +68,10 @@ impl From<Activity> for ActivityView {
 #[utoipa::path(get, path = "/api/v1/workspace/activity", tag = "workspace", params(ListQuery),
     responses((status = 200, body = ListBody<ActivityView>), (status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")))]
-pub async fn list_activity(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_activity(Auth(state, p): Auth, query: Query<ListQuery>) -> Reply {
     let page = query.after(p.read_scope(KeyScope::WorkspaceRead))?.page()?;
     let page = state
         .db(move |store| service::list_activity(store, &p, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(ListBody::from_page(page, ActivityView::from)))
+    list_page(page, ActivityView::from)
 }

@@ -1,16 +1,14 @@
 //! `/workspace/ai-access`: whether the tenant can run models through the gateway, and a guide
 //! to calling `/run` with a workspace key.
 
-use actix_web::{web, HttpResponse};
 use gc_domain::model::workspace::KeyScope;
 use gc_domain::policy::ai_access::AiAccess;
 use gc_domain::services::workspace as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
 use crate::extract::Auth;
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AiAccessView {
@@ -29,10 +27,7 @@ pub struct AiAccessView {
 #[utoipa::path(get, path = "/api/v1/workspace/ai-access", tag = "workspace",
     responses((status = 200, body = AiAccessView), (status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")))]
-pub async fn get_ai_access(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_ai_access(Auth(state, p): Auth) -> Reply {
     let access = state.db(move |store| service::ai_access(store, &p)).await?;
     let region = access.tenant.region.as_str();
     let reason = match access.status {
@@ -52,7 +47,7 @@ pub async fn get_ai_access(
         reason,
         chat_enabled_keys: u64::try_from(access.usable_keys).unwrap_or(u64::MAX),
     };
-    Ok(HttpResponse::Ok().json(view))
+    ok(view)
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -73,10 +68,7 @@ pub struct AiAccessGuide {
 #[utoipa::path(get, path = "/api/v1/workspace/ai-access/guide", tag = "workspace",
     responses((status = 200, body = AiAccessGuide), (status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")))]
-pub async fn get_guide(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_guide(Auth(state, p): Auth) -> Reply {
     p.read_scope(KeyScope::WorkspaceRead)?;
     let base = format!("{}/api/v1", state.http.public_origin.trim_end_matches('/'));
     let mut steps = vec![
@@ -101,8 +93,8 @@ pub async fn get_guide(
             "import os\nimport requests\n\nres = requests.post(\n    \"{base}/run\",\n    headers={{\"Authorization\": \"Bearer \" + os.environ[\"GC_API_KEY\"]}},\n    json={{\"model\": \"auto\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}},\n    timeout=120,\n)\nres.raise_for_status()\nprint(res.json()[\"choices\"][0][\"message\"][\"content\"])\n"
         )
     };
-    Ok(HttpResponse::Ok().json(AiAccessGuide {
+    ok(AiAccessGuide {
         steps,
         example: GuideExample { curl, python },
-    }))
+    })
 }

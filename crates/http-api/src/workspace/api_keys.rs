@@ -3,7 +3,7 @@
 //! `gc_domain::services::api_keys`; the session check before the body is read only orders the
 //! refusals (a caller who may not manage keys hears 401/403, not a complaint about the body).
 
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use chrono::{DateTime, Utc};
 use gc_domain::model::workspace::ApiKey;
 use gc_domain::services::api_keys::{
@@ -14,9 +14,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::cursor::ListQuery;
-use crate::error::ApiError;
-use crate::extract::{Auth, Body, Query};
-use crate::state::AppState;
+use crate::extract::{nullable_body, Auth, Body, Query};
+use crate::reply::{created, list_page, no_content, ok, Reply};
 use crate::views::ListBody;
 
 /// A key as listed: never the secret.
@@ -46,21 +45,15 @@ pub struct KeyLimitsView {
     pub monthly_spend: Option<String>,
 }
 
-/// A key's own quotas on create and PATCH: each a positive integer at most the tenant's
-/// limit, or null for none of its own. On PATCH a field left out stays as it is.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KeyLimitsBody {
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<i64>)]
-    pub requests_per_minute: Option<Option<i64>>,
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<i64>)]
-    pub tokens_per_minute: Option<Option<i64>>,
-    /// Money per UTC month, a decimal string (`"10.00"`), at most the tenant's.
-    #[serde(default, deserialize_with = "crate::extract::nullable")]
-    #[schema(value_type = Option<String>)]
-    pub monthly_spend: Option<Option<String>>,
+nullable_body! {
+    /// A key's own quotas on create and PATCH: each a positive integer at most the tenant's
+    /// limit, or null for none of its own. On PATCH a field left out stays as it is.
+    pub struct KeyLimitsBody {
+        requests_per_minute: i64,
+        tokens_per_minute: i64,
+        /// Money per UTC month, a decimal string (`"10.00"`), at most the tenant's.
+        monthly_spend: String,
+    }
 }
 
 impl From<KeyLimitsBody> for KeyLimitsRequest {
@@ -134,16 +127,12 @@ pub struct PatchApiKeyBody {
 #[utoipa::path(get, path = "/api/v1/workspace/api-keys", tag = "workspace", params(ListQuery),
     responses((status = 200, body = ListBody<ApiKeyView>), (status = 401, description = "unauthenticated"),
         (status = 403, description = "session_required or a member refusal")))]
-pub async fn list_api_keys(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn list_api_keys(Auth(state, p): Auth, query: Query<ListQuery>) -> Reply {
     let page = query.after(p.key_listing_scope())?.page()?;
     let page = state
         .db(move |store| service::list_api_keys(store, &p, &page))
         .await?;
-    Ok(HttpResponse::Ok().json(ListBody::from_page(page, |k| ApiKeyView::from(&k))))
+    list_page(page, |k| ApiKeyView::from(&k))
 }
 
 /// Creates a key acting for the caller. The response is the only time the secret is shown.
@@ -151,11 +140,7 @@ pub async fn list_api_keys(
     responses((status = 201, body = CreatedApiKey),
         (status = 403, description = "session_required, shadow_read_only or a member refusal"),
         (status = 422, description = "validation_failed or unknown_field")))]
-pub async fn create_api_key(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    body: Body<CreateApiKeyBody>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn create_api_key(Auth(state, p): Auth, body: Body<CreateApiKeyBody>) -> Reply {
     let body = body.after(p.key_management_scope())?;
     let request = NewKeyRequest {
         name: body.name,
@@ -167,10 +152,10 @@ pub async fn create_api_key(
     let made = state
         .db(move |store| service::create_api_key(store, &*codec, &p, &request, Utc::now()))
         .await?;
-    Ok(HttpResponse::Created().json(CreatedApiKey {
+    created(CreatedApiKey {
         view: ApiKeyView::from(&made.key),
         key: made.secret.expose().to_owned(),
-    }))
+    })
 }
 
 /// Renames a key or sets its own per-minute quotas (at most the tenant's; 422 otherwise).
@@ -182,11 +167,10 @@ pub async fn create_api_key(
         (status = 404, description = "not_found (also when revoked)"),
         (status = 422, description = "validation_failed (a limit above the tenant's) or unknown_field")))]
 pub async fn patch_api_key(
-    state: web::Data<AppState>,
     id: web::Path<Uuid>,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Body<PatchApiKeyBody>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let body = body.after(p.key_management_scope())?;
     let request = KeyPatchRequest {
         name: body.name,
@@ -196,7 +180,7 @@ pub async fn patch_api_key(
     let updated = state
         .db(move |store| service::update_api_key(store, &p, id, &request, Utc::now()))
         .await?;
-    Ok(HttpResponse::Ok().json(ApiKeyView::from(&updated)))
+    ok(ApiKeyView::from(&updated))
 }
 
 /// Revokes a key: its next request gets 401 `invalid_api_key`. Revoking twice is a 404.
@@ -205,14 +189,10 @@ pub async fn patch_api_key(
     responses((status = 204, description = "Revoked"),
         (status = 403, description = "session_required, shadow_read_only or a member refusal"),
         (status = 404, description = "not_found (also when already revoked)")))]
-pub async fn revoke_api_key(
-    state: web::Data<AppState>,
-    id: web::Path<Uuid>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn revoke_api_key(id: web::Path<Uuid>, Auth(state, p): Auth) -> Reply {
     let id = id.into_inner();
     state
         .db(move |store| service::revoke_api_key(store, &p, id, Utc::now()))
         .await?;
-    Ok(HttpResponse::NoContent().finish())
+    no_content()
 }

@@ -24,9 +24,7 @@ record_routes! {
     /// A page of memory collections.
     list_view: MemoryCollectionList,
     paths: "/api/v1/workspace/memory", "/api/v1/workspace/memory/{id}",
-    parent: [], parent_missing: [],
-    list_answers: [(status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")],
+    top_level,
     body: "The fields of a memory collection (schema generated from gc_domain::policy::records)",
     id: "Collection id", missing: "not_found (also for another tenant's collection)",
     deleted: "Deleted, with its sources",

@@ -1,13 +1,11 @@
-use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::services::workspace as service;
 use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::extract::Auth;
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 use crate::views::TenantSummary;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -74,7 +72,7 @@ pub const PREVIEW: [&str; 8] = [
 #[utoipa::path(get, path = "/api/v1/workspace", tag = "workspace",
     responses((status = 200, body = Overview), (status = 401, description = "unauthenticated"),
         (status = 403, description = "member_unassigned, member_suspended, tenant_suspended or insufficient_scope")))]
-pub async fn overview(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpResponse, ApiError> {
+pub async fn overview(Auth(state, p): Auth) -> Reply {
     let idle = state.policy.session_idle;
     let member = MemberSummary {
         id: p.user().id,
@@ -105,5 +103,5 @@ pub async fn overview(state: web::Data<AppState>, Auth(p): Auth) -> Result<HttpR
             .map(|(admin_email, since)| SupportView { admin_email, since }),
         preview: PREVIEW.to_vec(),
     };
-    Ok(HttpResponse::Ok().json(body))
+    ok(body)
 }

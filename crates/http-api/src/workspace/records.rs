@@ -25,6 +25,7 @@ use super::list_cache;
 use crate::cursor::ListQuery;
 use crate::error::ApiError;
 use crate::extract::{Auth, Caller, Query};
+use crate::reply::{no_content, Reply};
 use crate::state::AppState;
 
 /// A record body as sent by the client: any JSON object, checked field by field by the domain.
@@ -254,7 +255,7 @@ pub async fn list<R: RecordResource>(
     at: R::Listing,
     caller: Caller,
     query: Query<ListQuery>,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let (kind, parent) = R::listing(at);
     let page = query.into_inner().and_then(|q| q.page());
     let body = list_cache::record_list(&state, caller, kind, parent, page).await?;
@@ -265,11 +266,10 @@ pub async fn list<R: RecordResource>(
 
 /// Stores a record of the path's kind (version 1).
 pub async fn create<R: RecordResource>(
-    state: web::Data<AppState>,
     at: R::Listing,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Fields,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let (kind, parent) = R::listing(at);
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let input = body.into_inner()?;
@@ -290,11 +290,7 @@ pub async fn create<R: RecordResource>(
 }
 
 /// One record, with its version as `ETag`.
-pub async fn get<R: RecordResource>(
-    state: web::Data<AppState>,
-    at: R::One,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get<R: RecordResource>(at: R::One, Auth(state, p): Auth) -> Reply {
     let (kind, parent, id) = R::one(at);
     let record = state
         .read(move |store| service::get_record(store, &p, kind, parent, id))
@@ -304,12 +300,11 @@ pub async fn get<R: RecordResource>(
 
 /// Changes some fields of a record; `If-Match: "<version>"` makes it conditional.
 pub async fn patch<R: RecordResource>(
-    state: web::Data<AppState>,
     req: HttpRequest,
     at: R::One,
-    Auth(p): Auth,
+    Auth(state, p): Auth,
     body: Fields,
-) -> Result<HttpResponse, ApiError> {
+) -> Reply {
     let (kind, parent, id) = R::one(at);
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
@@ -332,11 +327,7 @@ pub async fn patch<R: RecordResource>(
 }
 
 /// Scans a stored skill again and stores the verdict (`POST /workspace/skills/{id}/scan`).
-pub async fn rescan(
-    state: web::Data<AppState>,
-    id: web::Path<Uuid>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn rescan(id: web::Path<Uuid>, Auth(state, p): Auth) -> Reply {
     let guard = state.guard.as_ref();
     let scanned =
         skill_scan::rescan_skill(state.get_ref(), guard, p, id.into_inner(), Utc::now()).await?;
@@ -344,16 +335,12 @@ pub async fn rescan(
 }
 
 /// Deletes a record (a memory collection with its sources).
-pub async fn delete<R: RecordResource>(
-    state: web::Data<AppState>,
-    at: R::One,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn delete<R: RecordResource>(at: R::One, Auth(state, p): Auth) -> Reply {
     let (kind, parent, id) = R::one(at);
     state
         .db(move |store| service::delete_record(store, &p, kind, parent, id, Utc::now()))
         .await?;
-    Ok(HttpResponse::NoContent().finish())
+    no_content()
 }
 
 /// One record kind's declaration: its view and page (the OpenAPI schemas: the JSON itself is
@@ -363,8 +350,30 @@ pub async fn delete<R: RecordResource>(
 /// The route table mounts them and `openapi.rs` lists them by these names.
 ///
 /// `parent` are the path parameters before `{id}`; `parent_missing` the 404 a missing parent
-/// answers (lists and creates); `list_answers` more answers of the list.
+/// answers (lists and creates); `list_answers` more answers of the list. `top_level` in their
+/// place declares a kind without a parent.
 macro_rules! record_routes {
+    // A kind stored at the top of the workspace ([`TopLevel`]): no parent, and its list
+    // answers the refusals of a caller who may not read the workspace.
+    (
+        resource: $resource:ty,
+        $(#[$view_doc:meta])* view: $view:ident $fields:tt,
+        $(#[$page_doc:meta])* list_view: $list_view:ident,
+        paths: $list_path:tt, $item_path:tt,
+        top_level,
+        $($rest:tt)*
+    ) => {
+        record_routes! {
+            resource: $resource,
+            $(#[$view_doc])* view: $view $fields,
+            $(#[$page_doc])* list_view: $list_view,
+            paths: $list_path, $item_path,
+            parent: [], parent_missing: [],
+            list_answers: [(status = 401, description = "unauthenticated"),
+                (status = 403, description = "insufficient_scope or a member refusal")],
+            $($rest)*
+        }
+    };
     (
         resource: $resource:ty,
         $(#[$view_doc:meta])* view: $view:ident { $($(#[$field_doc:meta])* $field:ident: $field_ty:ty),* $(,)? },
@@ -406,7 +415,7 @@ macro_rules! record_routes {
             at: <$resource as $crate::workspace::records::RecordResource>::Listing,
             caller: $crate::extract::Caller,
             query: $crate::extract::Query<$crate::cursor::ListQuery>,
-        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
+        ) -> $crate::reply::Reply {
             $crate::workspace::records::list::<$resource>(state, at, caller, query).await
         }
 
@@ -419,12 +428,11 @@ macro_rules! record_routes {
                 $($parent_missing,)*
                 (status = 422, description = "validation_failed or unknown_field")))]
         pub async fn $create(
-            state: actix_web::web::Data<$crate::state::AppState>,
             at: <$resource as $crate::workspace::records::RecordResource>::Listing,
             auth: $crate::extract::Auth,
             body: $crate::workspace::records::Fields,
-        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
-            $crate::workspace::records::create::<$resource>(state, at, auth, body).await
+        ) -> $crate::reply::Reply {
+            $crate::workspace::records::create::<$resource>(at, auth, body).await
         }
 
         #[doc = $get_doc]
@@ -433,11 +441,10 @@ macro_rules! record_routes {
             responses((status = 200, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
                 (status = 404, description = $missing)))]
         pub async fn $get(
-            state: actix_web::web::Data<$crate::state::AppState>,
             at: <$resource as $crate::workspace::records::RecordResource>::One,
             auth: $crate::extract::Auth,
-        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
-            $crate::workspace::records::get::<$resource>(state, at, auth).await
+        ) -> $crate::reply::Reply {
+            $crate::workspace::records::get::<$resource>(at, auth).await
         }
 
         #[doc = $patch_doc]
@@ -449,13 +456,12 @@ macro_rules! record_routes {
                 (status = 404, description = "not_found"), (status = 409, description = "version_conflict"),
                 (status = 422, description = "validation_failed or unknown_field")))]
         pub async fn $patch(
-            state: actix_web::web::Data<$crate::state::AppState>,
             req: actix_web::HttpRequest,
             at: <$resource as $crate::workspace::records::RecordResource>::One,
             auth: $crate::extract::Auth,
             body: $crate::workspace::records::Fields,
-        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
-            $crate::workspace::records::patch::<$resource>(state, req, at, auth, body).await
+        ) -> $crate::reply::Reply {
+            $crate::workspace::records::patch::<$resource>(req, at, auth, body).await
         }
 
         #[doc = $delete_doc]
@@ -463,11 +469,10 @@ macro_rules! record_routes {
             params($($parent,)* ("id" = Uuid, Path, description = $id_doc)),
             responses((status = 204, description = $deleted), (status = 404, description = "not_found")))]
         pub async fn $delete(
-            state: actix_web::web::Data<$crate::state::AppState>,
             at: <$resource as $crate::workspace::records::RecordResource>::One,
             auth: $crate::extract::Auth,
-        ) -> Result<actix_web::HttpResponse, $crate::error::ApiError> {
-            $crate::workspace::records::delete::<$resource>(state, at, auth).await
+        ) -> $crate::reply::Reply {
+            $crate::workspace::records::delete::<$resource>(at, auth).await
         }
     };
 }

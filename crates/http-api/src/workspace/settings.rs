@@ -1,7 +1,7 @@
 //! `/workspace/settings`: one versioned settings object per tenant.
 
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use gc_domain::model::workspace::{KeyScope, Settings};
 use gc_domain::policy::records::settings_with_defaults;
@@ -11,9 +11,8 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use super::records::{etag, if_match, Fields};
-use crate::error::ApiError;
 use crate::extract::Auth;
-use crate::state::AppState;
+use crate::reply::Reply;
 
 /// The tenant's settings. `version` is 0 until they are first written.
 #[derive(Debug, Serialize, ToSchema)]
@@ -44,10 +43,7 @@ fn respond(s: &Settings) -> HttpResponse {
     responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 401, description = "unauthenticated"),
         (status = 403, description = "insufficient_scope or a member refusal")))]
-pub async fn get_settings(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_settings(Auth(state, p): Auth) -> Reply {
     let s = state.db(move |store| service::settings(store, &p)).await?;
     Ok(respond(&s))
 }
@@ -59,12 +55,7 @@ pub async fn get_settings(
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
         (status = 409, description = "version_conflict"),
         (status = 422, description = "validation_failed (e.g. an unknown timezone) or unknown_field")))]
-pub async fn patch_settings(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    Auth(p): Auth,
-    body: Fields,
-) -> Result<HttpResponse, ApiError> {
+pub async fn patch_settings(req: HttpRequest, Auth(state, p): Auth, body: Fields) -> Reply {
     p.write_scope(KeyScope::WorkspaceWrite)?;
     let expected = if_match(&req)?;
     let input: Map<String, Value> = body.into_inner()?;

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::records::{record_routes, TopLevel};
 use crate::cursor::ListQuery;
+use crate::reply::Reply;
 
 /// The skill routes' resource.
 pub struct Skills;
@@ -63,9 +64,7 @@ record_routes! {
     /// A page of skills.
     list_view: SkillList,
     paths: "/api/v1/workspace/skills", "/api/v1/workspace/skills/{id}",
-    parent: [], parent_missing: [],
-    list_answers: [(status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")],
+    top_level,
     body: "The fields of a skill (schema generated from gc_domain::policy::records)",
     id: "Skill id", missing: "not_found (also for another tenant's skill)", deleted: "Deleted",
     list_skills: "The tenant's skills, newest first.",
@@ -83,10 +82,6 @@ record_routes! {
     responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
         (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
         (status = 404, description = "not_found (also for another tenant's skill)")))]
-pub async fn scan_skill(
-    state: actix_web::web::Data<crate::state::AppState>,
-    id: actix_web::web::Path<Uuid>,
-    auth: crate::extract::Auth,
-) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
-    super::records::rescan(state, id, auth).await
+pub async fn scan_skill(id: actix_web::web::Path<Uuid>, auth: crate::extract::Auth) -> Reply {
+    super::records::rescan(id, auth).await
 }

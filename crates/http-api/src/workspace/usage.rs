@@ -1,7 +1,6 @@
 //! `GET /workspace/usage`: the tenant's requests, errors and tokens from its run records, by
 //! day, model or key, for a range of UTC dates (default: the current month).
 
-use actix_web::{web, HttpResponse};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::Utc;
@@ -14,7 +13,7 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::extract::{Auth, Query};
-use crate::state::AppState;
+use crate::reply::{ok, Reply};
 use crate::workspace::usage_gate::ReportSubject;
 
 /// `?from=&to=&group_by=&limit=&cursor=`.
@@ -141,11 +140,7 @@ impl UsageBody {
         (status = 429, description = "rate_limited: the tenant's reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
         (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
         (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
-pub async fn workspace_usage(
-    state: web::Data<AppState>,
-    Auth(p): Auth,
-    params: Query<UsageParams>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn workspace_usage(Auth(state, p): Auth, params: Query<UsageParams>) -> Reply {
     // Refused callers hear so before any complaint about the query.
     let tenant = p.read_scope(KeyScope::WorkspaceRead)?.tenant_id();
     let params = params.into_inner()?;
@@ -164,5 +159,5 @@ pub async fn workspace_usage(
         })
         .await?;
     let currency = state.quotas().catalog().prices().currency();
-    Ok(HttpResponse::Ok().json(UsageBody::new(group, page, currency)))
+    ok(UsageBody::new(group, page, currency))
 }
