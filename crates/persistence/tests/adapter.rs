@@ -314,6 +314,11 @@ fn tenants_insert_list_update(db: &Db) {
     assert_eq!(patched.limits.monthly_tokens, None);
     assert_eq!(patched.limits.monthly_spend, Some(25_500_000_000));
     assert_eq!(patched.allowed_models, Some(vec!["gpt-4o-mini".to_owned()]));
+    // A patch of nothing changes nothing and answers the tenant.
+    let unchanged = db
+        .store
+        .update_tenant(db.admin(), a.id, &TenantPatch::default());
+    assert_eq!(unchanged.unwrap(), Some(patched.clone()));
     assert_eq!(db.store.find_tenant(a.id).unwrap(), Some(patched));
     assert_eq!(
         db.store

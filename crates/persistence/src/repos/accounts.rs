@@ -18,7 +18,7 @@ use gc_domain::values::Email;
 use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
-use super::{affected, count, delete_owned, insert_one, newest_first};
+use super::{affected, count, delete_owned, first_row, insert_one, newest_first};
 use crate::error::db_error;
 use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
 use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
@@ -29,28 +29,19 @@ use crate::store::{DbConnection, DbStore};
 const FAILURE_RETENTION: Duration = Duration::days(1);
 
 pub(crate) fn load_user(conn: &mut DbConnection, user_id: &str) -> DomainResult<Option<User>> {
-    users::table
-        .find(user_id)
-        .select(UserRow::as_select())
-        .first(conn)
-        .optional()
-        .map_err(|e| db_error("find_user", e))?
-        .map(UserRow::into_domain)
-        .transpose()
+    first_row!(conn, "find_user", UserRow, users::table.find(user_id))
 }
 
 pub(crate) fn load_tenant(
     conn: &mut DbConnection,
     tenant_id: &str,
 ) -> DomainResult<Option<Tenant>> {
-    tenants::table
-        .find(tenant_id)
-        .select(TenantRow::as_select())
-        .first(conn)
-        .optional()
-        .map_err(|e| db_error("find_tenant", e))?
-        .map(TenantRow::into_domain)
-        .transpose()
+    first_row!(
+        conn,
+        "find_tenant",
+        TenantRow,
+        tenants::table.find(tenant_id)
+    )
 }
 
 #[derive(AsChangeset)]
@@ -111,14 +102,8 @@ impl UserRepo for DbStore {
     fn find_user_by_email(&self, email: &Email) -> DomainResult<Option<User>> {
         let email = email.as_str().to_lowercase();
         self.read(|conn| {
-            users::table
-                .filter(users::email.eq(&email))
-                .select(UserRow::as_select())
-                .first(conn)
-                .optional()
-                .map_err(|e| db_error("find_user_by_email", e))?
-                .map(UserRow::into_domain)
-                .transpose()
+            let query = users::table.filter(users::email.eq(&email));
+            first_row!(conn, "find_user_by_email", UserRow, query)
         })
     }
 
@@ -149,14 +134,13 @@ impl UserRepo for DbStore {
             role: patch.role.map(|r| r.as_str()),
             status: patch.status.map(|s| s.as_str()),
         };
-        let empty = changes.name.is_none() && changes.role.is_none() && changes.status.is_none();
         self.write("update_user", |conn| {
-            if !empty {
-                diesel::update(users::table.find(&id))
-                    .set(&changes)
-                    .execute(conn)
-                    .map_err(|e| db_error("update_user", e))?;
-            }
+            // A patch of nothing is no statement (diesel refuses an empty changeset).
+            diesel::update(users::table.find(&id))
+                .set(&changes)
+                .execute(conn)
+                .optional_empty_changeset()
+                .map_err(|e| db_error("update_user", e))?;
             load_user(conn, &id)
         })
     }
@@ -308,22 +292,13 @@ impl TenantRepo for DbStore {
                 .as_ref()
                 .map(|l| crate::rows::models_in(l.as_ref())),
         };
-        let empty = changes.name.is_none()
-            && changes.status.is_none()
-            && changes.region.is_none()
-            && changes.ai_enabled.is_none()
-            && changes.requests_per_minute.is_none()
-            && changes.tokens_per_minute.is_none()
-            && changes.monthly_tokens.is_none()
-            && changes.monthly_spend.is_none()
-            && changes.allowed_models.is_none();
         self.write("update_tenant", |conn| {
-            if !empty {
-                diesel::update(tenants::table.find(&id))
-                    .set(&changes)
-                    .execute(conn)
-                    .map_err(|e| db_error("update_tenant", e))?;
-            }
+            // A patch of nothing is no statement (diesel refuses an empty changeset).
+            diesel::update(tenants::table.find(&id))
+                .set(&changes)
+                .execute(conn)
+                .optional_empty_changeset()
+                .map_err(|e| db_error("update_tenant", e))?;
             load_tenant(conn, &id)
         })
     }

@@ -164,16 +164,11 @@ impl DbStore {
     /// One key of a tenant (adapter tests and operators' tools; not a domain port).
     pub fn find_ai_key(&self, tenant_id: Uuid, id: Uuid) -> DomainResult<Option<TenantAiKey>> {
         self.read(|conn| {
-            tenant_ai_keys::table
+            let query = tenant_ai_keys::table
                 .filter(tenant_ai_keys::id.eq(text(id)))
-                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)))
-                .select(AiKeyRow::as_select())
-                .first(conn)
-                .optional()
-                .map_err(|e| db_error("find_ai_key", e))
-        })?
-        .map(AiKeyRow::into_domain)
-        .transpose()
+                .filter(tenant_ai_keys::tenant_id.eq(text(tenant_id)));
+            super::first_row!(conn, "find_ai_key", AiKeyRow, query)
+        })
     }
 
     /// Notes, at start-up, the fingerprint of `region`'s gateway URL (decision 0044). When it

@@ -87,6 +87,22 @@ macro_rules! with_owner {
 }
 pub(crate) use with_owner;
 
+/// The first row `query` finds, as a domain value (`Row::into_domain`), or `None`:
+/// `first_row!(conn, "op", Row, query)` in a function answering a `DomainResult`, a failure
+/// being `db_error(op)`. A macro: the query is a different diesel type for each table.
+macro_rules! first_row {
+    ($conn:expr, $op:literal, $row:ty, $query:expr) => {
+        $query
+            .select(<$row>::as_select())
+            .first::<$row>($conn)
+            .optional()
+            .map_err(|e| $crate::error::db_error($op, e))?
+            .map(<$row>::into_domain)
+            .transpose()
+    };
+}
+pub(crate) use first_row;
+
 /// One row inserted into `table` in a statement of its own: `insert_one!(store, "op", table,
 /// &row)`, a failure being `db_error(op)`. A macro: the insert is a different diesel type for
 /// each table.
