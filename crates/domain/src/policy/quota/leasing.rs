@@ -748,6 +748,132 @@ mod tests {
         assert_eq!(*store.quota_calls.lock().unwrap(), calls + 1);
     }
 
+    /// A tenant's token minute at `now` and a take of `tokens` from it under a limit of 1,000.
+    fn token_take(now: DateTime<Utc>, tokens: u64) -> TokenTake {
+        TokenTake {
+            window: token_windows(Uuid::now_v7(), None, now)[0],
+            tokens,
+            max: Some(1_000),
+        }
+    }
+
+    /// A used-up token lease of `take`'s subject and limit in the minute of `start`, last
+    /// reserved at `taken`.
+    fn used_up_token_lease(
+        take: &TokenTake,
+        start: DateTime<Utc>,
+        taken: DateTime<Utc>,
+    ) -> TokenLease {
+        TokenLease {
+            start_ms: minute_start(start),
+            max: take.max,
+            left: 0,
+            shared: 30,
+            taken_ms: taken.timestamp_millis(),
+            runs: 0,
+        }
+    }
+
+    #[test]
+    fn more_than_4096_token_leases_drop_those_of_past_minutes() {
+        let now = at("2026-11-21T10:01:30Z");
+        let past = at("2026-11-21T10:00:30Z");
+        let take = token_take(now, 30);
+        for (held, past_kept) in [(4_096, 4_095), (4_097, 0)] {
+            let (gate, store) = (LeasingGate::default(), Fake::default());
+            {
+                let mut leases = gate.token_lock();
+                let current = token_take(now, 30);
+                leases.insert(
+                    current.window.subject,
+                    used_up_token_lease(&current, now, now),
+                );
+                for _ in 1..held {
+                    let old = token_take(past, 30);
+                    leases.insert(old.window.subject, used_up_token_lease(&old, past, past));
+                }
+            }
+            let at_ms = now.timestamp_millis();
+            gate.reserve_tokens(&store, &[take], 30, at_ms)
+                .unwrap()
+                .unwrap();
+            let leases = gate.token_lock();
+            let of_past = leases
+                .values()
+                .filter(|l| l.start_ms < minute_start(now))
+                .count();
+            assert_eq!((held, of_past), (held, past_kept));
+            assert_eq!(leases.len(), past_kept + 2, "this minute's leases are kept");
+        }
+    }
+
+    #[test]
+    fn a_token_lease_grows_only_in_its_own_window_right_after_its_last_reservation() {
+        let now = at("2026-11-21T10:01:00.200Z");
+        for (start, taken, asked) in [
+            // Used up 300 ms ago in this window: twice the run (a lease of one more run).
+            (now, at("2026-11-21T10:00:59.900Z"), 60),
+            // The previous minute's lease, even one used up 300 ms ago: the run alone.
+            (
+                at("2026-11-21T10:00:59.900Z"),
+                at("2026-11-21T10:00:59.900Z"),
+                30,
+            ),
+            // Used up 1.2 s ago: the run alone.
+            (now, at("2026-11-21T10:00:59Z"), 30),
+        ] {
+            let (gate, store) = (LeasingGate::default(), Fake::default());
+            let take = token_take(now, 30);
+            let lease = used_up_token_lease(&take, start, taken);
+            gate.token_lock().insert(take.window.subject, lease);
+            let at_ms = now.timestamp_millis();
+            gate.reserve_tokens(&store, &[take], 30, at_ms)
+                .unwrap()
+                .unwrap();
+            assert_eq!(tokens_in(&store, take.window), asked, "{start} {taken}");
+        }
+    }
+
+    #[test]
+    fn a_lease_that_does_not_fit_is_asked_again_as_the_run_alone_and_only_then() {
+        let now = at("2026-11-21T10:01:00.200Z");
+        let take = token_take(now, 30);
+        let (gate, store) = (LeasingGate::default(), Fake::default());
+        // 950 of 1,000 counted: a lease of two runs (60) does not fit, the run (30) does.
+        let counted = TokenTake {
+            tokens: 950,
+            ..take
+        };
+        assert!(matches!(
+            store.reserve_tokens(&[counted]),
+            Ok(Take::Taken(_))
+        ));
+        let lease = used_up_token_lease(&take, now, at("2026-11-21T10:01:00Z"));
+        gate.token_lock().insert(take.window.subject, lease);
+        let at_ms = now.timestamp_millis();
+        let calls = *store.quota_calls.lock().unwrap();
+        let admitted = gate.reserve_tokens(&store, &[take], 30, at_ms).unwrap();
+        assert!(admitted.is_ok(), "{admitted:?}");
+        assert_eq!(tokens_in(&store, take.window), 980);
+        assert_eq!(*store.quota_calls.lock().unwrap(), calls + 2);
+        // The run alone not fitting (980 + 30) is refused after one take, not asked again.
+        let refused = gate.reserve_tokens(&store, &[take], 30, at_ms).unwrap();
+        assert_eq!(refused, Err(0));
+        assert_eq!(*store.quota_calls.lock().unwrap(), calls + 3);
+        assert_eq!(tokens_in(&store, take.window), 980);
+    }
+
+    #[test]
+    fn a_reservation_no_lease_holds_goes_back_to_the_store() {
+        let now = at("2026-11-21T10:01:30Z");
+        let take = token_take(now, 30);
+        let store = Fake::default();
+        assert!(matches!(store.reserve_tokens(&[take]), Ok(Take::Taken(_))));
+        assert_eq!(tokens_in(&store, take.window), 30);
+        LeasingGate::default().give_back_tokens(&store, &[take]);
+        assert_eq!(tokens_in(&store, take.window), 0);
+    }
+
     #[test]
     fn a_token_lease_serves_only_the_window_it_was_taken_for() {
         let (scope, store) = scope(tokens(1_000_000, 100_000_000), None);
