@@ -140,7 +140,7 @@ async fn authenticate(req: HttpRequest) -> Result<Option<Principal>, ApiError> {
 }
 
 /// Credentials checked without the database, for handlers on a hot path that authenticate and
-/// do their storage work in one call ([`Caller::db`] for writes, [`Caller::read`] for reads).
+/// do their reading in one storage call ([`Caller::read`]).
 pub struct Caller {
     req: HttpRequest,
     checked: CheckedCredential,
@@ -175,21 +175,6 @@ impl Caller {
         if let Some(principal) = principal {
             mark_shadow(&self.req, principal);
         }
-    }
-
-    /// Authenticates and runs `work` with the principal, in one blocking call.
-    pub async fn db<T, F>(self, state: &AppState, work: F) -> Result<T, ApiError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn gc_domain::ports::Store, &Principal) -> gc_domain::DomainResult<T>
-            + Send
-            + 'static,
-    {
-        let (policy, checked) = (state.policy, self.checked);
-        let done = state
-            .db(move |store| with_principal(store, &policy, &checked, work))
-            .await?;
-        shadowed(&self.req, done)
     }
 
     /// Authenticates and runs read `work` with the principal, in one call of

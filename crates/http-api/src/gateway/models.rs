@@ -51,7 +51,7 @@ pub struct ModelList {
 async fn models_of(state: &web::Data<AppState>, caller: Caller) -> Result<Vec<String>, ApiError> {
     let runs = state.runs.clone();
     caller
-        .db(state, move |_, p| run::models(runs.as_ref(), p))
+        .read(state, move |_, p| run::models(runs.as_ref(), p))
         .await
 }
 
