@@ -592,6 +592,22 @@ mod tests {
     }
 
     #[test]
+    fn a_record_is_read_and_deleted_by_its_own_id() {
+        let (ws, p, now) = member_workspace();
+        let a = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+        let b = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+        let read = |id| get_record(&ws, &p, RecordKind::Skill, None, id).map(|r| r.id);
+        assert_eq!((read(a.id).unwrap(), read(b.id).unwrap()), (a.id, b.id));
+        delete_record(&ws, &p, RecordKind::Skill, None, a.id, now).unwrap();
+        assert_eq!(read(a.id).unwrap_err().code(), "not_found");
+        assert_eq!(
+            read(b.id).unwrap(),
+            b.id,
+            "only the named record is deleted"
+        );
+    }
+
+    #[test]
     fn a_write_records_its_activity_in_the_callers_tenant() {
         let ws = FakeWorkspace::default();
         let t = tenant(Status::Active);
