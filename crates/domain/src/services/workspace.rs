@@ -16,7 +16,7 @@ use crate::model::workspace::{
 };
 use crate::model::{new_id, Tenant};
 use crate::page::{Page, PageRequest};
-use crate::policy::access::{Principal, WriteScope};
+use crate::policy::access::{Principal, TenantScope, WriteScope};
 use crate::policy::ai_access::AiAccess;
 use crate::policy::records::{
     settings_with_defaults, validate_create, validate_patch, validate_settings,
@@ -522,6 +522,18 @@ pub struct Overview {
     pub support_view: Option<(String, DateTime<Utc>)>,
 }
 
+/// The caller's read scope and its tenant (`not_found` when the tenant is gone).
+fn readers_tenant<P: TenantRepo + ?Sized>(
+    ports: &P,
+    p: &Principal,
+) -> DomainResult<(TenantScope, Tenant)> {
+    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
+    let tenant = ports
+        .find_tenant(scope.tenant_id())?
+        .ok_or(DomainError::NotFound("tenant"))?;
+    Ok((scope, tenant))
+}
+
 /// The overview of the caller's workspace. A Shadow viewer counts when seen within `idle`.
 pub fn overview<P: WorkspaceRepo + TenantRepo + AiKeyRepo + SessionRepo + ?Sized>(
     ports: &P,
@@ -529,10 +541,7 @@ pub fn overview<P: WorkspaceRepo + TenantRepo + AiKeyRepo + SessionRepo + ?Sized
     idle: Duration,
     now: DateTime<Utc>,
 ) -> DomainResult<Overview> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    let tenant = ports
-        .find_tenant(scope.tenant_id())?
-        .ok_or(DomainError::NotFound("tenant"))?;
+    let (scope, tenant) = readers_tenant(ports, p)?;
     let counts = ports.record_counts(&scope)?;
     let ai_access = admin::ai_access(ports, &tenant)?;
     let window = SessionWindow {
@@ -562,10 +571,7 @@ pub fn ai_access<P: TenantRepo + AiKeyRepo + ?Sized>(
     ports: &P,
     p: &Principal,
 ) -> DomainResult<AiAccessView> {
-    let scope = p.read_scope(KeyScope::WorkspaceRead)?;
-    let tenant = ports
-        .find_tenant(scope.tenant_id())?
-        .ok_or(DomainError::NotFound("tenant"))?;
+    let (_, tenant) = readers_tenant(ports, p)?;
     // One key lookup for both the status and the count.
     let keys = ports.usable_ai_keys(&tenant)?;
     let status = AiAccess::of(&tenant, &keys);
@@ -582,7 +588,9 @@ mod tests {
     use super::*;
     use crate::fakes::FakeWorkspace;
     use crate::model::{Role, Status};
-    use crate::policy::access::tests::{keyed, member_of, session, shadow_view, tenant, user};
+    use crate::policy::access::tests::{
+        code, keyed, member_of, session, shadow_view, tenant, user,
+    };
 
     fn skill() -> Map<String, Value> {
         let mut m = Map::new();
@@ -706,45 +714,63 @@ mod tests {
         (FakeWorkspace::default(), member_of(&t), Utc::now())
     }
 
-    /// Updates the skill `r` as `p` at `now`, with `If-Match: if_match` when given.
-    fn update_skill(
-        ws: &FakeWorkspace,
-        p: &Principal,
-        r: &Record,
-        if_match: Option<i64>,
-        fields: &Map<String, Value>,
+    /// A member's workspace holding one skill, `r`, stored at `now`.
+    struct OneSkill {
+        ws: FakeWorkspace,
+        p: Principal,
         now: DateTime<Utc>,
-    ) -> DomainResult<Record> {
-        update_record(ws, p, RecordKind::Skill, None, r.id, if_match, fields, now)
+        r: Record,
+    }
+
+    impl OneSkill {
+        fn new() -> Self {
+            let (ws, p, now) = member_workspace();
+            let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+            Self { ws, p, now, r }
+        }
+
+        /// Updates the skill as the member, with `If-Match: if_match` when given.
+        fn update(
+            &self,
+            if_match: Option<i64>,
+            fields: &Map<String, Value>,
+        ) -> DomainResult<Record> {
+            let (ws, p, id) = (&self.ws, &self.p, self.r.id);
+            update_record(
+                ws,
+                p,
+                RecordKind::Skill,
+                None,
+                id,
+                if_match,
+                fields,
+                self.now,
+            )
+        }
     }
 
     #[test]
     fn an_update_without_if_match_retries_a_lost_race_and_one_with_it_does_not() {
-        let (ws, p, now) = member_workspace();
-        let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
-        *ws.lose_races.lock().unwrap() = 2;
-        let updated = update_skill(&ws, &p, &r, None, &skill(), now).unwrap();
-        assert_eq!(updated.version, 2);
+        let one = OneSkill::new();
+        *one.ws.lose_races.lock().unwrap() = 2;
+        assert_eq!(one.update(None, &skill()).unwrap().version, 2);
         // Three lost races in a row: the caller hears about it.
-        *ws.lose_races.lock().unwrap() = 3;
-        let e = update_skill(&ws, &p, &r, None, &skill(), now);
-        assert_eq!(e.unwrap_err().code(), "version_conflict");
-        *ws.lose_races.lock().unwrap() = 0;
+        *one.ws.lose_races.lock().unwrap() = 3;
+        assert_eq!(code(one.update(None, &skill())), "version_conflict");
+        *one.ws.lose_races.lock().unwrap() = 0;
         // A stale If-Match is a conflict at once, and writes nothing.
-        let e = update_skill(&ws, &p, &r, Some(1), &skill(), now);
-        assert_eq!(e.unwrap_err().code(), "version_conflict");
-        assert_eq!(ws.activity.lock().unwrap().len(), 2);
+        assert_eq!(code(one.update(Some(1), &skill())), "version_conflict");
+        assert_eq!(one.ws.activity.lock().unwrap().len(), 2);
     }
 
     #[test]
     fn a_matching_if_match_updates_and_the_activity_names_the_new_fields() {
-        let (ws, p, now) = member_workspace();
-        let r = create_record(&ws, &p, RecordKind::Skill, None, &skill(), now).unwrap();
+        let one = OneSkill::new();
         let mut rename = Map::new();
         rename.insert("name".into(), json!("renamed"));
-        let updated = update_skill(&ws, &p, &r, Some(1), &rename, now).unwrap();
+        let updated = one.update(Some(1), &rename).unwrap();
         assert_eq!(updated.fields.map()["name"], "renamed");
-        let lines = ws.activity.lock().unwrap();
+        let lines = one.ws.activity.lock().unwrap();
         assert_eq!(lines[1].action(), "skill.update");
         assert_eq!(lines[1].detail()["name"], "renamed");
     }
