@@ -319,6 +319,59 @@ async fn stream_is_passed_through_chunk_by_chunk() {
     assert!(report.ttft_ms <= Some(report.latency_ms));
 }
 
+/// An upstream that sends its head together with the first event: when the call returns, that
+/// event is already in the stream's body, so the first poll hands it out at once and the web
+/// layer writes gc's head and the first event in one write (issue 33: measured with strace,
+/// decision 0052). It is parsed at that first poll, after `on_finish` and `count_relayed` were
+/// registered, so its tokens count.
+#[tokio::test]
+async fn the_first_event_that_came_with_the_head_is_ready_at_the_first_poll() {
+    use futures_util::FutureExt;
+    let (mock, gw) = setup().await;
+    let (mut s, report) = gated_stream(&mock, &gw, 2).await;
+    s.count_relayed();
+    let first = s
+        .next()
+        .now_or_never()
+        .expect("the first event is ready at the first poll")
+        .unwrap()
+        .unwrap();
+    let text = std::str::from_utf8(&first).unwrap();
+    assert!(
+        text.starts_with("data: ") && text.contains("chunk-0 "),
+        "{text}"
+    );
+    mock.release(1);
+    let rest = payloads(&collect(s).await);
+    assert!(rest[0].contains("chunk-1 "), "{rest:?}");
+    assert_eq!(rest.last().map(String::as_str), Some("[DONE]"));
+    let report = report.await.unwrap();
+    assert_eq!(report.status, RunStatus::Ok);
+    let both = gc_gateway::tokens::count("region-default", "chunk-0 ")
+        + gc_gateway::tokens::count("region-default", "chunk-1 ");
+    assert_eq!(report.relayed_tokens, Some(both), "{report:?}");
+}
+
+/// The answer does not wait for the first event: an upstream that sends its head and then
+/// nothing still gets its stream answered at once (gc's head goes out alone), and nothing is
+/// passed on before an event comes (decision 0052: no wait for the first chunk is built).
+#[tokio::test]
+async fn a_late_first_event_does_not_hold_the_answer_back() {
+    use futures_util::FutureExt;
+    let (mock, gw) = setup().await;
+    mock.push_behavior(Behavior::StreamThenHang { after: 0 });
+    let started = std::time::Instant::now();
+    let (mut s, report) = open_stream(&gw, stream_body()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the call waited {:?} for an event that never came",
+        started.elapsed()
+    );
+    assert!(s.next().now_or_never().is_none(), "nothing to pass on yet");
+    drop(s);
+    assert_eq!(report.await.unwrap().status, RunStatus::Cancelled);
+}
+
 #[tokio::test]
 async fn done_is_sent_exactly_once_at_the_end() {
     let (_mock, gw) = setup().await;
