@@ -137,8 +137,11 @@ const PATS: &[Pat] = &[
             "| invoke-expression",
             "| pwsh",
             "| powershell",
+            "| /bin/",
+            "|/bin/",
+            "| /usr/bin/",
         ],
-        re: r"(?i)\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:ba|z|k|da)?sh\b(?:\s+-s?\s*)?(?:$|[;&|)\s])|\|\s*(?:sudo\s+)?(?:python3?|node|perl|ruby|php)(?:\s+-)?\s*(?:$|[;&|)])|\|\s*(?:iex|invoke-expression|pwsh|powershell)\b",
+        re: r"(?i)\|\s*(?:sudo\s+(?:-\S+\s+)*)?(?:/(?:usr/)?bin/)?(?:ba|z|k|da)?sh\b(?:\s+-s?\s*)?(?:$|[;&|)\s])|\|\s*(?:sudo\s+)?(?:python3?|node|perl|ruby|php)(?:\s+-)?\s*(?:$|[;&|)])|\|\s*(?:iex|invoke-expression|pwsh|powershell)\b",
         what: "pipes into an interpreter",
     },
     Pat {
@@ -233,9 +236,28 @@ const PATS: &[Pat] = &[
             "certutil",
             "bitsadmin",
             "aiohttp",
+            "require('http",
+            "require(\"http",
         ],
-        re: r"(?i)\b(?:curl|wget)\b|\binvoke-webrequest\b|\biwr\b|\binvoke-restmethod\b|\birm\b|\burlopen\s*\(|\burlretrieve\s*\(|\brequests\.get\s*\(|\bhttpx\.get\s*\(|\bfetch\s*\(|\bhttps?\.get\s*\(|\baxios\.get\s*\(|downloadstring|downloadfile|\bgit\s+clone\b|\bcertutil\b.*-urlcache|\bbitsadmin\b.*/transfer|aiohttp\.\w+\(\)\.get",
+        re: r"(?i)require\(\s*['\x22]https?['\x22]\s*\)\s*\.\s*(?:get|request)\b|\b(?:curl|wget)\b|\binvoke-webrequest\b|\biwr\b|\binvoke-restmethod\b|\birm\b|\burlopen\s*\(|\burlretrieve\s*\(|\brequests\.get\s*\(|\bhttpx\.get\s*\(|\bfetch\s*\(|\bhttps?\.get\s*\(|\baxios\.get\s*\(|downloadstring|downloadfile|\bgit\s+clone\b|\bcertutil\b.*-urlcache|\bbitsadmin\b.*/transfer|aiohttp\.\w+\(\)\.get",
         what: "downloads",
+    },
+    Pat {
+        kind: Kind::Downloads,
+        words: &[
+            "git+",
+            "npx ",
+            "npm install",
+            "npm i ",
+            "pnpm add",
+            "yarn add",
+            "pip install",
+            "pip3 install",
+            "uvx ",
+            "pipx ",
+        ],
+        re: r#"(?i)\b(?:pip3?|uv\s+pip|pipx\s+install|pipx\s+run\s+--spec|uvx\s+--from)\b[^\n|;&]*?\s['"]?(?:git\+|https?://\S+\.(?:tar\.gz|zip|whl)\b)|\b(?:npx|npm\s+(?:install|i|exec)|pnpm\s+(?:add|dlx)|yarn\s+(?:add|dlx))\b[^\n|;&]*?\s['"]?(?:github:|gitlab:|bitbucket:|git\+|https?://)"#,
+        what: "installs a package from a URL",
     },
     // --- sends ---
     Pat {
@@ -291,11 +313,6 @@ const PATS: &[Pat] = &[
             "smtplib",
             "sendmail",
             "nodemailer",
-            "nslookup",
-            "dig ",
-            "gethostbyname",
-            "dns.resolve",
-            "dns.lookup",
             "ftplib",
             "api.telegram.org",
             "discord",
@@ -304,9 +321,47 @@ const PATS: &[Pat] = &[
             "uploadstring",
             "uploadfile",
             "send-mailmessage",
+            "gh gist",
+            "aws s3",
+            "gsutil",
+            "az storage",
+            "rclone",
         ],
-        re: r"(?i)\bscp\s+\S|\brsync\s+.*\s\S*@?[\w.-]+:\S*|\bgit\s+push\b|\bsmtplib\b|\bsendmail\b|\bnodemailer\b|\bsend-mailmessage\b|\b(?:nslookup|dig)\s+.*\$|\bgethostbyname\s*\(.*[+%{]|\bdns\.(?:resolve\w*|lookup)\s*\(.*[+`$]|\bftplib\b|api\.telegram\.org|discord(?:app)?\.com/api/webhooks|hooks\.slack\.com|\bsendbeacon\s*\(|\.upload(?:string|file)\s*\(",
+        re: r"(?i)\bgh\s+gist\s+(?:create|edit)\b|\baws\s+s3\s+(?:cp|sync|mv)\b|\bgsutil\s+(?:-m\s+)?(?:cp|rsync|mv)\b|\baz\s+storage\s+(?:blob|file)\s+upload|\brclone\s+(?:copy|sync|move)\b|\bscp\s+\S|\brsync\s+.*\s\S*@?[\w.-]+:\S*|\bgit\s+push\b|\bsmtplib\b|\bsendmail\b|\bnodemailer\b|\bsend-mailmessage\b|\bftplib\b|api\.telegram\.org|discord(?:app)?\.com/api/webhooks|hooks\.slack\.com|\bsendbeacon\s*\(|\.upload(?:string|file)\s*\(",
         what: "sends over another channel",
+    },
+    Pat {
+        kind: Kind::Sends,
+        words: &[
+            "nslookup",
+            "dig ",
+            "gethostbyname",
+            "dns.resolve",
+            "dns.lookup",
+            "resolver.",
+            "host ",
+            "drill ",
+            "resolvectl",
+        ],
+        re: r"(?i)\b(?:nslookup|dig)\s+.*\$|\bgethostbyname\s*\(.*[+%{]|\bdns\.(?:resolve\w*|lookup)\s*\(.*[+`$]|\bresolver\.(?:resolve|query)\s*\(.*[+{%`$]|(?:^|[;&|(]\s*|\$\(\s*)(?-i:host|drill|resolvectl\s+query)\s+.*\$",
+        what: "sends through DNS lookups",
+    },
+    Pat {
+        kind: Kind::Sends,
+        words: &[
+            "urlopen",
+            "requests.get",
+            "httpx.get",
+            "fetch(",
+            "http.get",
+            "https.get",
+            "axios.get",
+            "urlencode",
+            "curl",
+            "wget",
+        ],
+        re: r#"(?i)(?:\burlopen|\brequests\.get|\bhttpx\.get|\bfetch|\bhttps?\.get|\baxios\.get)\s*\(\s*f?["'`][^"'`]*\?[^"'`]*(?:\{|["'`]\s*\+)|\burlopen\s*\(.*\burlencode\b|\b(?:curl|wget)\b[^|;]*https?://[^\s"']*\?[^\s"']*\$[({\w]"#,
+        what: "sends data in a URL",
     },
     // --- reads sensitive data ---
     Pat {
@@ -332,6 +387,43 @@ const PATS: &[Pat] = &[
         ],
         re: r"(?i)(?:~|\$home|\$\{home\}|\bhome\b|/)?/?\.ssh(?:/[\w.*-]*)?|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/(?:credentials|config)|\.config/gcloud|\.azure/|\.kube/config|\.docker/config\.json|\.netrc\b|\.pypirc\b|\.git-credentials|\.config/gh/hosts|/etc/(?:shadow|passwd|sudoers)\b|\.(?:bash|zsh)_history",
         what: "reads a credential store",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &[
+            "auth token",
+            "\"auth\", \"token\"",
+            "'auth', 'token'",
+            "\"auth\",\"token\"",
+            "print-access-token",
+            "configure get",
+            "export-credentials",
+            "get-access-token",
+            "credential fill",
+            "op read",
+        ],
+        re: r#"(?i)\bgh["',\s(]+auth["',\s]+token\b|\bgcloud\b.*\bprint-access-token\b|\baws\s+configure\s+(?:get\s+aws_(?:secret_access_key|access_key_id|session_token)|export-credentials)\b|\baz\s+account\s+get-access-token\b|\bgit\s+credential\s+fill\b|\bop\s+read\s+['"]?op://"#,
+        what: "reads a credential from a command-line tool",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &[
+            "environ",
+            "getenv",
+            "process.env",
+            "$env:",
+            "token",
+            "secret",
+            "password",
+            "passwd",
+            "api_key",
+            "apikey",
+            "access_key",
+            "private_key",
+            "credential",
+        ],
+        re: r#"(?i)(?:\bos\.environ(?:\.get)?\s*[\[(]\s*['"]|\bos\.getenv\s*\(\s*['"]|\bprocess\.env\.|\bprocess\.env\[\s*['"`]|\$env:|\$\{?)(?-i:[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*)\b"#,
+        what: "reads a secret from the environment",
     },
     Pat {
         kind: Kind::Reads,
@@ -413,8 +505,9 @@ const PATS: &[Pat] = &[
             "schtasks",
             "scheduledtask",
             "\\startup\\",
+            "folderopen",
         ],
-        re: r"(?i)\bcrontab\b|/etc/cron|\bcron\.d/|/var/spool/cron|\bsystemctl\s+(?:--user\s+)?enable\b|\.config/systemd/user|/etc/systemd/system/|launchagents|launchdaemons|\blaunchctl\s+(?:load|bootstrap|submit)\b|\.config/autostart|currentversion\\+run|\bschtasks\s+/create|\b(?:register|new)-scheduledtask|\\startup\\",
+        re: r#"(?i)\bcrontab\b|/etc/cron|\bcron\.d/|/var/spool/cron|\bsystemctl["',\s]+(?:--user["',\s]+)?enable\b|"runon"\s*:\s*"folderopen"|\.config/systemd/user|/etc/systemd/system/|launchagents|launchdaemons|\blaunchctl\s+(?:load|bootstrap|submit)\b|\.config/autostart|currentversion\\+run|\bschtasks\s+/create|\b(?:register|new)-scheduledtask|\\startup\\"#,
         what: "schedules itself or starts at login",
     },
     Pat {
@@ -430,8 +523,13 @@ const PATS: &[Pat] = &[
             "pythonstartup",
             "ld.so.preload",
             "authorized_keys",
+            "core.fsmonitor",
+            "core.pager",
+            "core.sshcommand",
+            "credential.helper",
+            "alias.",
         ],
-        re: r"(?i)\.git/hooks/|core\.hookspath|\b(?:site|user)customize\.py\b|site-packages\S*\.pth\b|getu?s?e?r?sitepackages.*\.pth|\.pth\b.*getu?s?e?r?sitepackages|\bpythonstartup\b|/etc/ld\.so\.preload|\bauthorized_keys\b",
+        re: r"(?i)\.git/hooks/|core\.hookspath|\bgit\s+config\s+(?:--global\s+|--system\s+)?(?:core\.(?:fsmonitor|pager|sshcommand)|credential\.helper|alias\.\S+\s+['\x22]?!)|\b(?:site|user)customize\.py\b|site-packages\S*\.pth\b|getu?s?e?r?sitepackages.*\.pth|\.pth\b.*getu?s?e?r?sitepackages|\bpythonstartup\b|/etc/ld\.so\.preload|\bauthorized_keys\b",
         what: "installs a hook or start-up file",
     },
     Pat {
@@ -450,6 +548,30 @@ const PATS: &[Pat] = &[
         ],
         re: r"(?i)dangerously-?skip-?permissions|bypasspermissions|\.claude/settings(?:\.local)?\.json|\.cursor/(?:rules|mcp\.json)|\.codex/config|\bmcp\.json\b|\b(?:autoapprove|auto_approve)\b",
         what: "changes agent settings or permissions",
+    },
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            ".local/bin/",
+            "/usr/local/bin/",
+            "~/bin/",
+            "home/bin/",
+            "home}/bin/",
+        ],
+        re: r#"(?i)(?:\.local/bin|/usr/local/bin|~/bin|home\}?/bin)/(?:sudo|su|ssh|scp|git|gpg|python3?|pip3?|node|npm|npx|curl|wget|ls|cd|docker|kubectl|aws|gh|passwd|login|bash|sh|zsh)["'\s]*(?:$|[\s;>|&)"'])"#,
+        what: "puts a command on the PATH under the name of a common tool",
+    },
+    Pat {
+        kind: Kind::Persists,
+        words: &[
+            "claude.md",
+            "agents.md",
+            "gemini.md",
+            ".cursorrules",
+            "copilot-instructions",
+        ],
+        re: r"(?i)(?:~|\$home|\$\{home\}|\.claude|\.codex|\.gemini|\.config)/(?:[\w.-]+/)*(?:claude|agents|gemini)\.md\b|\.cursorrules\b|copilot-instructions\.md\b",
+        what: "changes the agent's standing instructions",
     },
     // --- supply chain ---
     Pat {
@@ -482,11 +604,99 @@ const PATS: &[Pat] = &[
             "cargo/config",
             "[[index]]",
             "[[tool.uv.index]]",
+            "poetry source",
+            "bundle config",
+            "ssl_verify_mode",
+            "certificates.",
+            "sslverify",
+            "tls_reject_unauthorized",
+            "httpsverify",
+            "git_ssl_no_verify",
+            "conda config",
+            "update-ca-certificates",
+            "add-trusted-cert",
+            "ca-certificates",
         ],
-        re: r"(?i)\bpip3?\s+config\s+set\b|\b(?:npm|yarn|pnpm)\s+config\s+set\b|--(?:extra-)?index-url\b|--trusted-host\b|\b(?:pip|uv)_(?:extra_)?index_url\b|\bpip_trusted_host\b|\bnpm_config_registry\b|--registry[=\s]|^\s*@?[\w-]*:?registry\s*=|strict-ssl\s*[=\s]\s*false|\bgoproxy\s*=|\bgo(?:nosumdb|nosumcheck|insecure|sumdb=off|flags=-insecure)\b|sources\.list|\bapt-key\s+add\b|\burl\.\S+\.insteadof\b|\bgem\s+sources\s+(?:-a|--add)\b|^\s*(?:extra-)?index-url\s*=|^\s*trusted-host\s*=|^\s*\[\[(?:tool\.uv\.)?index\]\]|(?:pip\.conf|pip\.ini|\.npmrc|\.yarnrc|uv\.toml|\.cargo/config)\b",
+        re: r"(?i)\bpoetry\s+source\s+add\b|\bpoetry\s+config\s+certificates\.\S+\.cert\s+false|\bbundle\s+config\s+(?:set\s+)?(?:--global\s+|--local\s+)?(?:mirror\.|ssl_verify_mode)|\bssl_verify_mode\s*[:=]?\s*0\b|\bhttp\.sslverify\s+false\b|\bnode_tls_reject_unauthorized\s*=\s*['\x22]?0|\bpythonhttpsverify\s*=\s*['\x22]?0|\bgit_ssl_no_verify\s*=|\bconda\s+config\s+--(?:add|prepend)\s+channels\b|\bupdate-ca-certificates\b|\badd-trusted-cert\b|/usr/(?:local/)?share/ca-certificates/|\bpip3?\s+config\s+set\b|\b(?:npm|yarn|pnpm)\s+config\s+set\b|--(?:extra-)?index-url\b|--trusted-host\b|\b(?:pip|uv)_(?:extra_)?index_url\b|\bpip_trusted_host\b|\bnpm_config_registry\b|--registry[=\s]|^\s*@?[\w-]*:?registry\s*=|strict-ssl\s*[=\s]\s*false|\bgoproxy\s*=|\bgo(?:nosumdb|nosumcheck|insecure|sumdb=off|flags=-insecure)\b|sources\.list|\bapt-key\s+add\b|\burl\.\S+\.insteadof\b|\bgem\s+sources\s+(?:-a|--add)\b|^\s*(?:extra-)?index-url\s*=|^\s*trusted-host\s*=|^\s*\[\[(?:tool\.uv\.)?index\]\]|(?:pip\.conf|pip\.ini|\.npmrc|\.yarnrc|uv\.toml|\.cargo/config)\b",
         what: "changes where packages come from",
     },
 ];
+
+/// What a credential read from a secret-named environment variable is called.
+const ENV_SECRET: &str = "reads a secret from the environment";
+
+/// Channels no credential is sent through to its own service.
+const COVERT_SENDS: &[&str] = &["opens a socket", DNS_SEND];
+
+/// What a DNS lookup built from data is called.
+const DNS_SEND: &str = "sends through DNS lookups";
+
+/// What a credential read from a provider's command-line tool is called.
+const CLI_CREDENTIAL: &str = "reads a credential from a command-line tool";
+
+/// A pipe into an interpreter spelled by a Makefile's variables.
+const EXPANDED_PIPE: &str = "pipes into an interpreter (spelled by Makefile variables)";
+
+/// What a package installed from a URL or a repository is called.
+const PACKAGE_FROM_URL: &str = "installs a package from a URL";
+
+/// Agent hooks whose commands neither download, send, read secrets nor run dynamic code:
+/// listed, not combined.
+const FIXED_HOOKS: &str = "registers agent hooks that run fixed commands";
+
+/// Code hosts whose packages are common to install from their repositories.
+const KNOWN_FORGES: &[&str] = &[
+    "github.com/",
+    "github:",
+    "gitlab.com/",
+    "gitlab:",
+    "bitbucket.org/",
+    "bitbucket:",
+    "codeberg.org/",
+    "huggingface.co/",
+];
+
+/// Hosts of the providers whose CLIs hand out tokens, and local hosts: a token sent there goes
+/// back to the service it belongs to.
+const FIRST_PARTY_HOSTS: &[&str] = &[
+    "github.com",
+    "githubusercontent.com",
+    "gitlab.com",
+    "googleapis.com",
+    "google.com",
+    "amazonaws.com",
+    "aws.amazon.com",
+    "azure.com",
+    "microsoft.com",
+    "windows.net",
+    "microsoftonline.com",
+    "1password.com",
+    "localhost",
+    "127.0.0.1",
+];
+
+/// Whether `text` names an `http(s)://` host that is not a first-party host
+/// ([`FIRST_PARTY_HOSTS`], or a subdomain of one).
+fn names_foreign_host(text: &str) -> bool {
+    text.match_indices("://").take(256).any(|(i, _)| {
+        let scheme = text.get(i.saturating_sub(5)..i).unwrap_or("");
+        if !scheme.ends_with("http") && !scheme.ends_with("https") {
+            return false;
+        }
+        let rest = text.get(i + 3..).unwrap_or("");
+        let host: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        // A host from a variable (`https://$HOST`, `https://{host}`) is not known here.
+        !host.is_empty()
+            && host.contains('.')
+            && !FIRST_PARTY_HOSTS
+                .iter()
+                .any(|h| host == *h || host.ends_with(&format!(".{h}")))
+    })
+}
 
 /// A write on the line: redirection, `tee`, an open for writing, a write call.
 const WRITE_MARKERS: &[&str] = &[
@@ -527,6 +737,8 @@ const WRITE_MARKERS: &[&str] = &[
     "cat >",
     "crontab -",
     "| crontab",
+    "config --global",
+    "config --system",
 ];
 
 /// Hosts whose package indexes are well known (a one-off `--index-url` to them is ordinary).
@@ -665,6 +877,12 @@ pub(crate) fn role(path: Option<&str>) -> (bool, &'static str) {
     if name.ends_with(".po") || name.ends_with(".pot") || name.ends_with(".mo") {
         return (false, "locale data");
     }
+    // `pip install -r requirements.txt` reads its options (indexes, trusted hosts) too.
+    if (name.starts_with("requirements") || name.starts_with("constraints"))
+        && (name.ends_with(".txt") || name.ends_with(".in"))
+    {
+        return (true, "a package manifest (read by pip install)");
+    }
     if name.ends_with(".md") || name.ends_with(".rst") || name.ends_with(".txt") {
         return (false, "documentation");
     }
@@ -747,6 +965,15 @@ pub(crate) fn extract(
     let Some(c) = compiled() else { return };
     let (lower_name, site) = file_role(path);
     let Site { runs, install, .. } = site;
+    // A Makefile's recipes are read with its variables expanded (`$(FETCH) $(URL) | $(SHELL)`).
+    let expanded;
+    let original = text;
+    let text = if is_makefile_name(&lower_name) && text.contains('$') {
+        expanded = expand_make(text);
+        expanded.as_str()
+    } else {
+        text
+    };
     let before = out.len();
     let mut add = |out: &mut Vec<Fact>, fact: Fact| {
         if out.len() - before < MAX_FACTS_PER_FILE && out.len() < MAX_FACTS {
@@ -757,7 +984,7 @@ pub(crate) fn extract(
     if lower_name == "package.json" {
         package_json(path, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "settings.json" || lower_name == "settings.local.json" {
-        agent_settings(site, text, excerpt, &mut add, out);
+        agent_settings(site, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "pyproject.toml" && runs {
         pyproject(path, text, &mut add, out, referenced);
     } else if lower_name == "setup.py" && runs && text.contains("cmdclass") {
@@ -848,6 +1075,7 @@ pub(crate) fn extract(
         Vec::new()
     };
     let markdown = is_markdown_name(&lower_name);
+    let mut foreign: Option<bool> = None;
     for (ls, le, pats) in all {
         if out.len() - before >= MAX_FACTS_PER_FILE || out.len() >= MAX_FACTS {
             break;
@@ -923,10 +1151,12 @@ pub(crate) fn extract(
             };
             if re.captures_len() > 1 {
                 // `os.environ.get(...)`, `process.env.X`: a named variable, not a dump.
-                let named = re
-                    .captures_at(line, m.start())
-                    .and_then(|c| c.get(1))
-                    .is_some_and(|g| !g.as_str().is_empty());
+                // Any group of the pattern (`os.environ` and `process.env` have one each).
+                let named = re.captures_at(line, m.start()).is_some_and(|c| {
+                    c.iter()
+                        .skip(1)
+                        .any(|g| g.is_some_and(|g| !g.as_str().is_empty()))
+                });
                 if named {
                     continue;
                 }
@@ -941,7 +1171,10 @@ pub(crate) fn extract(
                     if t.ends_with('>') || t.contains("tee ") || before_match.contains("{...") {
                         continue;
                     }
-                    if before_match.trim_end().ends_with("...") {
+                    // `{...}` elides in prose; `...process.env` spreads the whole environment.
+                    if before_match.trim_end().ends_with("...")
+                        && !m.as_str().to_ascii_lowercase().starts_with("process.env")
+                    {
                         continue;
                     }
                     // A key used (`ssh -i`, `ssh-add`, IdentityFile) is not read; public keys,
@@ -971,7 +1204,10 @@ pub(crate) fn extract(
                 Kind::Persists => {
                     let agent = pat.what.starts_with("changes agent");
                     // `crontab -l` lists and `crontab -e` is the user's own editor.
-                    let listing = (lower_line.contains("crontab -l") && !lower_line.contains('|'))
+                    // `crontab -l | grep …` reads it; `crontab -l | … | crontab -` writes it back.
+                    let listing = (lower_line.contains("crontab -l")
+                        && !lower_line.contains("| crontab")
+                        && !lower_line.contains("|crontab"))
                         || lower_line.contains("crontab -e");
                     let start_up = lower_line.contains("customize")
                         || lower_line.contains(".pth")
@@ -1009,17 +1245,26 @@ pub(crate) fn extract(
                         && (line.contains('+') || line.contains("${"))));
             let strong = match pat.kind {
                 Kind::SupplyChain => {
+                    let verify_off = [
+                        "trusted-host",
+                        "trusted_host",
+                        "strict-ssl",
+                        "insteadof",
+                        "sslverify",
+                        "ssl_verify_mode",
+                        "reject_unauthorized",
+                        "httpsverify",
+                        "ssl_no_verify",
+                        "cert false",
+                        "ca-certificates",
+                        "add-trusted-cert",
+                    ];
                     lower_line.contains("config set")
                         || (writes && !lower_line.contains("install"))
-                        || lower_line.contains("trusted-host")
-                        || lower_line.contains("trusted_host")
-                        || lower_line.contains("strict-ssl")
-                        || lower_line.contains("insteadof")
-                        || (lower_line.contains("index-url")
-                            || lower_line.contains("index_url")
-                            || lower_line.contains("registry"))
+                        || verify_off.iter().any(|w| lower_line.contains(w))
+                        // A source whose host is not a well-known index (any manager).
+                        || lower_line.contains("://")
                             && !KNOWN_INDEXES.iter().any(|h| lower_line.contains(h))
-                            && lower_line.contains("://")
                 }
                 Kind::Persists => pat.what.starts_with("changes agent"),
                 _ => false,
@@ -1034,7 +1279,23 @@ pub(crate) fn extract(
                 }),
                 _ => None,
             };
-            let fact = site.fact(pat.kind, pat.what, excerpt(line), n);
+            // A token taken from a provider's own CLI is sensitive when the file also names a
+            // host that is not that provider's (checked once per file).
+            let strong = if pat.what == CLI_CREDENTIAL {
+                *foreign.get_or_insert_with(|| names_foreign_host(text))
+            } else {
+                strong
+            };
+            // A pipe that only Makefile variables spell: the line rules never saw it.
+            let what = if pat.what == "pipes into an interpreter"
+                && !std::ptr::eq(text, original)
+                && original.lines().nth(n.saturating_sub(1) as usize) != Some(full)
+            {
+                EXPANDED_PIPE
+            } else {
+                pat.what
+            };
+            let fact = site.fact(pat.kind, what, excerpt(line), n);
             add(
                 out,
                 Fact {
@@ -1074,6 +1335,91 @@ pub(crate) fn code_facts(
         .min(MAX_FACTS_PER_FILE.saturating_sub(out.len() - before));
     out.extend(facts.into_iter().take(room));
     outcome
+}
+
+fn is_makefile_name(name: &str) -> bool {
+    matches!(name, "makefile" | "gnumakefile") || name.ends_with(".mk")
+}
+
+/// A Makefile with its variables (`NAME = value`, `:=`, `?=`, `+=`) expanded where they are
+/// used (`$(NAME)`, `${NAME}`), three rounds deep; `SHELL` is `/bin/sh` unless set. Values
+/// are single lines, so line numbers stay those of the file.
+pub(crate) fn expand_make(text: &str) -> String {
+    static ASSIGN: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(assign) = ASSIGN
+        .get_or_init(|| {
+            Regex::new(r"(?m)^(?:export\s+|override\s+)?([A-Za-z_][\w.-]{0,63})[ \t]*(\+=|\?=|::?=|=)[ \t]*(.{0,256}?)[ \t]*$").ok()
+        })
+        .as_ref()
+    else {
+        return text.to_string();
+    };
+    let mut vars: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    vars.insert("SHELL".to_string(), "/bin/sh".to_string());
+    for c in assign.captures_iter(text).take(256) {
+        let (Some(name), Some(op), Some(value)) = (c.get(1), c.get(2), c.get(3)) else {
+            continue;
+        };
+        let (name, value) = (name.as_str().to_string(), value.as_str().to_string());
+        match op.as_str() {
+            "+=" => {
+                let v = vars.entry(name).or_default();
+                if v.len() < 512 {
+                    v.push(' ');
+                    v.push_str(&value);
+                }
+            }
+            "?=" => {
+                vars.entry(name).or_insert(value);
+            }
+            _ => {
+                vars.insert(name, value);
+            }
+        }
+    }
+    let mut out = text.to_string();
+    for _ in 0..3 {
+        let mut next = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        let mut changed = false;
+        while let Some(i) = rest.find('$') {
+            next.push_str(rest.get(..i).unwrap_or(""));
+            let after = rest.get(i + 1..).unwrap_or("");
+            let close = match after.chars().next() {
+                Some('(') => Some(')'),
+                Some('{') => Some('}'),
+                _ => None,
+            };
+            let name = close.and_then(|cl| {
+                let body = after.get(1..)?;
+                let end = body.find(cl)?;
+                let name = body.get(..end)?;
+                name.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
+                    .then_some(name)
+            });
+            match name.and_then(|n| vars.get(n).map(|v| (n.len(), v))) {
+                Some((len, v)) if !v.contains('\n') => {
+                    next.push_str(v);
+                    rest = after.get(len + 2..).unwrap_or("");
+                    changed = true;
+                }
+                _ => {
+                    next.push('$');
+                    rest = after;
+                }
+            }
+            if next.len() > 2 * text.len() + 4096 {
+                return out;
+            }
+        }
+        next.push_str(rest);
+        out = next;
+        if !changed {
+            break;
+        }
+    }
+    out
 }
 
 /// Script files, by extension (or none, as for `configure` or a hook).
@@ -1393,6 +1739,7 @@ fn agent_settings(
     excerpt: &dyn Fn(&str) -> String,
     add: &mut Adder<'_>,
     out: &mut Vec<Fact>,
+    referenced: &mut HashSet<(String, bool)>,
 ) {
     // Agent settings never run at install time.
     let site = Site {
@@ -1467,9 +1814,67 @@ fn agent_settings(
         if !hooks.is_empty() {
             let names = hooks.keys().cloned().collect::<Vec<_>>().join(", ");
             let line = line_of(text, "\"hooks\"");
-            let what = "registers agent hooks";
+            // What each hook's command does, read like a script of the skill; the scripts it
+            // names run.
+            let mut commands = Vec::new();
+            hook_commands(&serde_json::Value::Object(hooks.clone()), &mut commands, 0);
+            let mut inner = Vec::new();
+            for cmd in commands.iter().take(32) {
+                let mut refs = HashSet::new();
+                extract(Some("agent-hook.sh"), cmd, excerpt, &mut inner, &mut refs);
+                for (r, _) in refs {
+                    referenced.insert((r, false));
+                }
+                if let Some(c) = compiled() {
+                    for cap in c.referenced.captures_iter(cmd) {
+                        if let Some(m) = cap.get(1) {
+                            let r = m.as_str().trim_start_matches("./").to_string();
+                            referenced.insert((r, false));
+                        }
+                    }
+                }
+            }
+            let risky = inner.iter().any(|f| match f.kind {
+                Kind::Executes => f.dynamic,
+                Kind::Obfuscates => true,
+                _ => true,
+            });
+            let what = if risky {
+                "registers agent hooks"
+            } else {
+                FIXED_HOOKS
+            };
             add(out, site.fact(Kind::Persists, what, excerpt(&names), line));
+            for mut f in inner {
+                f.path = site.path.map(str::to_string);
+                f.line = line;
+                f.why = "runs as an agent hook";
+                add(out, f);
+            }
         }
+    }
+}
+
+/// The `command` strings of an agent settings file's hooks (bounded depth).
+fn hook_commands(v: &serde_json::Value, out: &mut Vec<String>, depth: usize) {
+    if depth > 6 || out.len() >= 32 {
+        return;
+    }
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                match x {
+                    serde_json::Value::String(c) if k == "command" => out.push(c.clone()),
+                    _ => hook_commands(x, out, depth + 1),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for x in items {
+                hook_commands(x, out, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -1736,8 +2141,13 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
     let mut out = Vec::new();
 
     // Reads secrets + sends = exfiltration.
-    let reads: Vec<&Fact> = of(Kind::Reads).collect();
     let sends: Vec<&Fact> = of(Kind::Sends).collect();
+    // A token from a provider's CLI, in a file that names no other host, goes back to that
+    // provider; it pairs only with a send in another file.
+    let reads: Vec<&Fact> = of(Kind::Reads)
+        .filter(|r| r.what != ENV_SECRET)
+        .filter(|r| r.what != CLI_CREDENTIAL || r.strong || sends.iter().any(|s| s.path != r.path))
+        .collect();
     if let (Some(r), Some(_)) = (reads.first(), sends.first()) {
         let mut send_paths: std::collections::HashMap<Option<&str>, &Fact> =
             std::collections::HashMap::new();
@@ -1785,6 +2195,28 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             ),
             s,
         ));
+    } else if let Some((r, s)) = of(Kind::Reads)
+        .filter(|r| r.what == ENV_SECRET)
+        .find_map(|r| {
+            sends
+                .iter()
+                .find(|s| s.path == r.path && COVERT_SENDS.contains(&s.what))
+                .map(|s| (r, *s))
+        })
+    {
+        // A credential from the environment is sent to its service in a header or a body;
+        // spelled into a DNS name or written to a raw socket, it is carried off.
+        out.push(finding(
+            "combo.exfiltration",
+            Severity::Critical,
+            "Reads sensitive data and sends data out",
+            format!(
+                "The skill {} and {}: a credential has no reason to leave through this channel.",
+                does(r),
+                does(s)
+            ),
+            s,
+        ));
     }
 
     // Downloads a file or value, then runs it (not on one line: the line rules see that).
@@ -1805,7 +2237,9 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         // installers); other ways to run what was fetched are judged here.
         // The line itself, not what the code pass says it runs (`(runs `…`)`).
         let line = e.detail.split(" (runs `").next().unwrap_or(&e.detail);
-        if e.what == "evaluates code" && !line.contains("$(") && !line.contains('`') {
+        if (e.what == "evaluates code" && !line.contains("$(") && !line.contains('`'))
+            || e.what == EXPANDED_PIPE
+        {
             if let Some(d) = by_line.get(&(e.path.as_deref(), e.line)) {
                 return Some((*d, *e));
             }
@@ -1824,7 +2258,9 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             })
     });
     if let Some((d, e)) = remote {
-        let vendor = crate::filters::installer_url(&d.detail.to_ascii_lowercase());
+        let lower = d.detail.to_ascii_lowercase();
+        let vendor = crate::filters::installer_url(&lower)
+            || (d.what == PACKAGE_FROM_URL && KNOWN_FORGES.iter().any(|f| lower.contains(f)));
         let (severity, note) = if vendor {
             (
                 Severity::Low,
@@ -1849,10 +2285,39 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         ));
     }
 
+    // A package installed from a URL or a repository: its build and install code runs, and
+    // what it is can change at any time.
+    if remote.is_none() {
+        if let Some(d) = downloads.iter().find(|d| d.what == PACKAGE_FROM_URL) {
+            let lower = d.detail.to_ascii_lowercase();
+            let forge = KNOWN_FORGES.iter().any(|f| lower.contains(f));
+            let (severity, note) = if forge {
+                (
+                    Severity::Low,
+                    " Reported as low instead of critical: the package comes from a well-known code host.",
+                )
+            } else {
+                (Severity::Critical, "")
+            };
+            out.push(finding(
+                "combo.remote-code",
+                severity,
+                "Downloads code and runs it",
+                format!(
+                    "The skill {}: the package's build and install code runs on the machine, and it is not in the skill.{note}",
+                    does(d)
+                ),
+                d,
+            ));
+        }
+    }
+
     // Install-time code that does more than build.
     let install: Vec<&Fact> = run.iter().copied().filter(|f| f.install).collect();
     let risky = |f: &&Fact| match f.kind {
-        Kind::Reads | Kind::Sends | Kind::Persists | Kind::SupplyChain => true,
+        // A token named in the environment is how a build authenticates to its own index.
+        Kind::Reads => f.what != ENV_SECRET,
+        Kind::Sends | Kind::Persists | Kind::SupplyChain => true,
         Kind::Executes | Kind::Obfuscates => f.dynamic,
         Kind::Downloads => false,
     };
@@ -1954,11 +2419,17 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             p,
         ));
     }
-    if let Some(p) = persists.iter().find(|p| !p.strong) {
+    if let Some(p) = persists
+        .iter()
+        .filter(|p| !p.strong && p.what != FIXED_HOOKS)
+        .max_by_key(|p| sends.iter().any(|s| s.path == p.path))
+    {
+        // Fetched or dynamic code anywhere, or data sent out by the file that persists.
         let partner = downloads
             .first()
             .copied()
-            .or_else(|| execs.iter().copied().find(|e| e.dynamic));
+            .or_else(|| execs.iter().copied().find(|e| e.dynamic))
+            .or_else(|| sends.iter().copied().find(|s| s.path == p.path));
         match partner {
             Some(x) => out.push(finding(
                 "combo.persist-exec",

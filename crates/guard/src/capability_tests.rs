@@ -40,7 +40,10 @@ fn every_attack_case_fails_with_a_combination_and_no_honest_case_is_flagged() {
             .any(|f| f.rule_id.starts_with("combo.") && f.severity >= Severity::High);
         // Issue 29's instruction and secret cases (`g1-`) are judged by `g1_tests`: high, not
         // necessarily a combination.
-        if o.positive && !combo_high && !o.name.contains("g1-") {
+        // The instruction cases of `generalisation_tests` (`h6-`) likewise.
+        let instructions = o.name.contains("h6-")
+            && (o.category == "hidden_instructions" || o.category == "injection_i18n");
+        if o.positive && !combo_high && !o.name.contains("g1-") && !instructions {
             wrong.push(format!("attack without a high combination: {}", o.name));
         }
         // An honest look-alike is never high; what is medium sits in a carried file and says so.
@@ -323,7 +326,16 @@ fn prose_named_variables_and_known_indexes_are_not_capabilities() {
         "{:?}",
         r.inventory.persists
     );
-    assert!(r.inventory.reads.is_empty(), "{:?}", r.inventory.reads);
+    // A named variable is not a dump of the environment; a secret-named one is listed as
+    // such (it combines only with a covert channel, `generalisation_tests`).
+    assert!(
+        r.inventory
+            .reads
+            .iter()
+            .all(|c| c.what == "reads a secret from the environment"),
+        "{:?}",
+        r.inventory.reads
+    );
     assert_eq!(r.inventory.supply_chain.len(), 1, "{:?}", r.inventory);
     assert!(combos(&r).is_empty(), "{:?}", combos(&r));
     // The same persistence in a code span is a fact.

@@ -1767,9 +1767,13 @@ pub(crate) fn webhook_endpoint(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Keep;
     }
     let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
-    let templated = ["$", "{", "<", "%", "\" +", "' +", "\"+", "'+"]
-        .iter()
-        .any(|p| after.starts_with(p));
+    // A webhook given as a variable, or only the prefix a URL is checked against
+    // (`url.startsWith('https://discord.com/api/webhooks/')`): no webhook of the skill's own.
+    let templated = [
+        "$", "{", "<", "%", "\" +", "' +", "\"+", "'+", "'", "\"", "`",
+    ]
+    .iter()
+    .any(|p| after.starts_with(p));
     if templated {
         Outcome::Adjust(Severity::Low)
     } else {

@@ -115,4 +115,6 @@ mod category_tests;
 #[cfg(test)]
 mod coverage_tests;
 #[cfg(test)]
+mod generalisation_tests;
+#[cfg(test)]
 mod tests;

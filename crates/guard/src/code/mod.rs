@@ -54,6 +54,12 @@ pub(crate) const MAX_ITEMS: usize = 1024;
 pub(crate) const MAX_SCAN_CODE_TIME: Duration = Duration::from_secs(4);
 /// At most this many variables remembered per file.
 const MAX_VARS: usize = 4096;
+/// At most this many functions per file are read through at their calls.
+const MAX_FUNCS: usize = 512;
+/// Calls read through inside calls read through, at most this deep.
+pub(crate) const MAX_CALL_DEPTH: usize = 3;
+/// At most this many statements of a function body are read per call.
+pub(crate) const MAX_BODY_STATEMENTS: usize = 64;
 /// At most this many facts from the code pass of one file.
 const MAX_CODE_FACTS: usize = 24;
 
@@ -285,6 +291,12 @@ pub(crate) struct Ctx<'a> {
     /// The values of the skill's other files, when the file is read joined with them
     /// ([`link`]).
     pub links: Option<&'a link::Links>,
+    /// Functions defined in the file, by name: the byte range of their definition, so that a
+    /// call can be read through its body (at most [`MAX_FUNCS`]).
+    pub funcs: HashMap<String, (usize, usize)>,
+    /// Local scopes of the calls being read through ([`MAX_CALL_DEPTH`] deep): parameters
+    /// bound to the call's arguments, and the body's assignments.
+    pub frames: RefCell<Vec<HashMap<String, Val>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -308,6 +320,8 @@ impl<'a> Ctx<'a> {
             facts: Vec::new(),
             seen: HashSet::new(),
             links,
+            funcs: HashMap::new(),
+            frames: RefCell::new(Vec::new()),
         }
     }
 
@@ -340,7 +354,38 @@ impl<'a> Ctx<'a> {
     }
 
     pub(crate) fn get(&self, name: &str) -> Val {
+        if let Some(v) = self
+            .frames
+            .borrow()
+            .last()
+            .and_then(|f| f.get(name).cloned())
+        {
+            return v;
+        }
         self.vars.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Records a function's definition (name and byte range), within [`MAX_FUNCS`].
+    pub(crate) fn define(&mut self, name: &str, n: Node<'_>) {
+        if self.funcs.len() < MAX_FUNCS || self.funcs.contains_key(name) {
+            self.funcs
+                .insert(name.to_string(), (n.start_byte(), n.end_byte()));
+        }
+    }
+
+    /// The definition of the function `name` called at `call`, when it is in the file and the
+    /// calls being read through are fewer than [`MAX_CALL_DEPTH`].
+    pub(crate) fn definition<'t>(&self, call: Node<'t>, name: &str) -> Option<Node<'t>> {
+        let &(start, end) = self.funcs.get(name)?;
+        if self.frames.borrow().len() >= MAX_CALL_DEPTH {
+            return None;
+        }
+        let mut root = call;
+        while let Some(p) = root.parent() {
+            root = p;
+        }
+        let def = root.descendant_for_byte_range(start, end)?;
+        (def.start_byte() == start && def.end_byte() == end).then_some(def)
     }
 
     fn line_of(&self, n: Node<'_>) -> (u32, &'a str) {
@@ -394,7 +439,11 @@ impl<'a> Ctx<'a> {
 
     /// A value reaches a sink.
     pub(crate) fn sink(&mut self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
-        if !v.interesting() {
+        // A process started with a URL that came through a variable (`pip install PKG`).
+        let url_from_var = sink == Sink::Process
+            && v.via_var
+            && v.text.as_deref().is_some_and(|t| t.contains("://"));
+        if !v.interesting() && !url_from_var {
             return;
         }
         let (line, text) = self.line_of(n);

@@ -61,7 +61,160 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             call_sink(cx, n);
             request_with_body(cx, n);
         }
+        "function_definition" => {
+            if let Some(name) = n.child_by_field_name("name") {
+                let name = cx.text(name).to_string();
+                cx.define(&name, n);
+            }
+        }
         _ => {}
+    }
+}
+
+/// The value a call of a function defined in the file returns: its parameters bound to the
+/// call's arguments (defaults otherwise), its body's assignments read in order, in a scope of
+/// its own; the first `return` whose text is known, else the flags of all of them
+/// (downloaded, decoded, assembled).
+fn call_through(cx: &Ctx<'_>, call: Node<'_>, def: Node<'_>, depth: usize) -> Val {
+    let mut frame: std::collections::HashMap<String, Val> = std::collections::HashMap::new();
+    let args = args_of(call);
+    let mut positional = args.iter().filter(|a| a.kind() != "keyword_argument");
+    if let Some(params) = def.child_by_field_name("parameters") {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c).take(16) {
+            let (name, default) = match p.kind() {
+                "identifier" => (Some(p), None),
+                "typed_parameter" => (p.named_child(0), None),
+                "default_parameter" | "typed_default_parameter" => (
+                    p.child_by_field_name("name"),
+                    p.child_by_field_name("value"),
+                ),
+                _ => continue,
+            };
+            let Some(name) = name.map(|x| cx.text(x)) else {
+                continue;
+            };
+            if name == "self" || name == "cls" {
+                continue;
+            }
+            let given = kwarg(cx, &args, name).or_else(|| positional.next().copied());
+            let v = match given.or(default) {
+                Some(x) => eval(cx, x, depth + 1),
+                None => Val::unknown(),
+            };
+            frame.insert(name.to_string(), v);
+        }
+    }
+    cx.frames.borrow_mut().push(frame);
+    let mut returns = Vec::new();
+    if let Some(body) = def.child_by_field_name("body") {
+        let mut budget = super::MAX_BODY_STATEMENTS;
+        read_body(cx, body, depth, &mut returns, &mut budget);
+    }
+    cx.frames.borrow_mut().pop();
+    let known = returns
+        .iter()
+        .position(|v| v.text.is_some() || v.items.is_some());
+    match known {
+        Some(i) => returns.swap_remove(i),
+        None => returns
+            .into_iter()
+            .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
+    }
+}
+
+/// Reads a function body's statements in order into the innermost frame, collecting what
+/// `return` statements give.
+fn read_body(
+    cx: &Ctx<'_>,
+    block: Node<'_>,
+    depth: usize,
+    returns: &mut Vec<Val>,
+    budget: &mut usize,
+) {
+    let mut c = block.walk();
+    for st in block.named_children(&mut c) {
+        if *budget == 0 || returns.len() >= 8 {
+            return;
+        }
+        *budget -= 1;
+        match st.kind() {
+            "expression_statement" => {
+                let Some(inner) = st.named_child(0) else {
+                    continue;
+                };
+                let op = inner.child_by_field_name("operator").map(|o| cx.text(o));
+                let plus = inner.kind() == "augmented_assignment" && op == Some("+=");
+                if inner.kind() != "assignment" && !plus {
+                    continue;
+                }
+                let Some((left, right)) = sides(inner, "left", "right") else {
+                    continue;
+                };
+                if left.kind() != "identifier" {
+                    continue;
+                }
+                let name = cx.text(left).to_string();
+                let mut v = eval(cx, right, depth + 1);
+                if plus {
+                    v = cx.get(&name).concat(v);
+                }
+                v.via_var = true;
+                if let Some(f) = cx.frames.borrow_mut().last_mut() {
+                    f.insert(name, v);
+                }
+            }
+            "return_statement" => {
+                returns.push(val_of(cx, st.named_child(0), depth, eval));
+            }
+            "with_statement" => {
+                // `with urlopen(u) as resp:` binds `resp`, then the body is read.
+                let mut k = st.walk();
+                for part in st.named_children(&mut k) {
+                    if part.kind() == "with_clause" {
+                        let mut w = part.walk();
+                        for item in part.named_children(&mut w).take(4) {
+                            let Some(pat) = item
+                                .child_by_field_name("value")
+                                .filter(|v| v.kind() == "as_pattern")
+                            else {
+                                continue;
+                            };
+                            let target = pat
+                                .child_by_field_name("alias")
+                                .and_then(|a| a.named_child(0).or(Some(a)))
+                                .filter(|a| a.kind() == "identifier");
+                            if let (Some(expr), Some(t)) = (pat.named_child(0), target) {
+                                let v = eval(cx, expr, depth + 1);
+                                if let Some(f) = cx.frames.borrow_mut().last_mut() {
+                                    f.insert(cx.text(t).to_string(), v);
+                                }
+                            }
+                        }
+                    } else if part.kind() == "block" {
+                        read_body(cx, part, depth, returns, budget);
+                    }
+                }
+            }
+            "if_statement" | "for_statement" | "while_statement" | "try_statement"
+            | "else_clause" | "elif_clause" | "except_clause" | "finally_clause" | "block" => {
+                // Nested blocks, in order (a loop body is read once).
+                let mut k = st.walk();
+                for part in st.named_children(&mut k) {
+                    if matches!(
+                        part.kind(),
+                        "block"
+                            | "else_clause"
+                            | "elif_clause"
+                            | "except_clause"
+                            | "finally_clause"
+                    ) {
+                        read_body(cx, part, depth, returns, budget);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -196,7 +349,7 @@ fn normal(name: &str) -> &str {
     n
 }
 
-fn kwarg<'t>(cx: &Ctx<'_>, args: &[Node<'t>], name: &str) -> Option<Node<'t>> {
+pub(super) fn kwarg<'t>(cx: &Ctx<'_>, args: &[Node<'t>], name: &str) -> Option<Node<'t>> {
     args.iter()
         .filter(|a| a.kind() == "keyword_argument")
         .find(|a| a.child_by_field_name("name").map(|x| cx.text(x)) == Some(name))
@@ -322,6 +475,15 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             }
         }
         "call" => call_value(cx, n, depth),
+        // `a or b`: the first that is known (`shutil.which("curl") or "curl"`).
+        "boolean_operator" => {
+            let l = field_val(cx, n, "left", depth, eval);
+            if l.text.is_some() || l.items.is_some() {
+                l
+            } else {
+                field_val(cx, n, "right", depth, eval)
+            }
+        }
         _ => Val::unknown(),
     }
 }
@@ -447,6 +609,13 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         }
         "str" | "repr" | "compile" => arg(0),
         "urlopen" | "urlretrieve" => Val::downloaded(),
+        // A function of the file: read through its body.
+        _ if f.kind() == "identifier" && cx.funcs.contains_key(cx.text(f)) => {
+            match cx.definition(n, cx.text(f)) {
+                Some(def) => call_through(cx, n, def, depth),
+                None => Val::unknown(),
+            }
+        }
         "get" | "post" | "request" | "stream"
             if name.starts_with("requests")
                 || name.starts_with("httpx")

@@ -1,0 +1,6 @@
+"""API location and defaults."""
+import os
+
+API_HOST = os.environ.get("GH_API_HOST", "api.github.com")
+SCHEME = "https://"
+PER_PAGE = 100

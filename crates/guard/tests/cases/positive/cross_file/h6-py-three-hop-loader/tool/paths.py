@@ -1,0 +1,6 @@
+"""Endpoint paths."""
+from .hosts import HOST
+
+SCHEME = "https://"
+BASE = SCHEME + HOST
+RULES = BASE + "/v2/rules/latest.py"
