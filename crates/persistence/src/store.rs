@@ -126,7 +126,68 @@ impl Target {
 /// means that cleanup is never registered; the kernel reclaims the memory at exit instead.
 pub(crate) fn establish_postgres(url: &str) -> ConnectionResult<PgConnection> {
     openssl_sys::init();
-    PgConnection::establish(url)
+    match loopback_without_tls(url) {
+        // A server that insists on TLS for loopback (`hostssl` in `pg_hba.conf`) refuses the
+        // plain connection: then connect as the URL says.
+        Some(plain) => PgConnection::establish(&plain).or_else(|_| PgConnection::establish(url)),
+        None => PgConnection::establish(url),
+    }
+}
+
+/// The URL with `sslmode=disable` added when it names a loopback host (`localhost`,
+/// `127.x.x.x`, `[::1]`) and chooses no `sslmode` itself (nor does `PGSSLMODE`); else `None`.
+///
+/// libpq's default, `sslmode=prefer`, encrypts whenever the server offers TLS, without
+/// checking the server's certificate. On loopback the bytes never leave the kernel, so that
+/// encryption protects nothing, and it cost about 6 % of gc-server's and 10 % of the
+/// database's CPU per run on PostgreSQL (issue 33, decision 0053: OpenSSL in both processes
+/// for every statement and answer). A URL that says `sslmode=…` is used as it is.
+pub(crate) fn loopback_without_tls(url: &str) -> Option<String> {
+    if std::env::var_os("PGSSLMODE").is_some() {
+        return None;
+    }
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let (authority_and_path, query) = match rest.split_once('?') {
+        Some((a, q)) => (a, Some(q)),
+        None => (rest, None),
+    };
+    if query.is_some_and(|q| {
+        q.split('&').any(|kv| {
+            kv.split('=')
+                .next()
+                .is_some_and(|k| k == "sslmode" || k == "host" || k == "hostaddr")
+        })
+    }) {
+        return None;
+    }
+    let authority = authority_and_path.split('/').next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // One host only (libpq accepts `h1,h2`): a list is left as it is.
+    if host_port.contains(',') {
+        return None;
+    }
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split_once(']').map(|(h, _)| h)?
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        return None;
+    }
+    let sep = if query.is_some_and(|q| !q.is_empty()) {
+        "&"
+    } else if query.is_some() {
+        ""
+    } else {
+        "?"
+    };
+    Some(format!("{url}{sep}sslmode=disable"))
 }
 
 /// How long after a statement failed the way a lost connection fails every checkout tests
@@ -788,6 +849,44 @@ mod tests {
     }
 
     #[test]
+    fn loopback_urls_without_an_sslmode_skip_tls() {
+        if std::env::var_os("PGSSLMODE").is_some() {
+            assert_eq!(loopback_without_tls("postgres://u@127.0.0.1/db"), None);
+            return;
+        }
+        for (url, want) in [
+            (
+                "postgres://u@127.0.0.1:5432/db",
+                Some("postgres://u@127.0.0.1:5432/db?sslmode=disable"),
+            ),
+            (
+                "postgresql://u:p@localhost/db?connect_timeout=3",
+                Some("postgresql://u:p@localhost/db?connect_timeout=3&sslmode=disable"),
+            ),
+            (
+                "postgres://[::1]:5432/db?",
+                Some("postgres://[::1]:5432/db?sslmode=disable"),
+            ),
+            (
+                "postgres://u@127.0.0.2/db",
+                Some("postgres://u@127.0.0.2/db?sslmode=disable"),
+            ),
+            // The URL's own choice, another host, a host list or a socket stay as they are.
+            ("postgres://u@127.0.0.1/db?sslmode=require", None),
+            ("postgres://u@127.0.0.1/db?a=1&sslmode=prefer", None),
+            ("postgres://u@db.example.com:5432/db", None),
+            ("postgres://u@10.0.0.7/db", None),
+            ("postgres://u@127.0.0.1,10.0.0.7/db", None),
+            ("postgres://u@127.0.0.1/db?host=/var/run/postgresql", None),
+            ("postgres:///db", None),
+            ("postgres://u@localhost.example.com/db", None),
+            ("sqlite://x.db", None),
+        ] {
+            assert_eq!(loopback_without_tls(url).as_deref(), want, "{url}");
+        }
+    }
+
+    #[test]
     fn the_bundled_sqlite_is_built_as_decided() {
         // `.cargo/config.toml` (decision 0013): plans that never depend on bound values, no
         // memory-statistics mutex, multi-thread mode (no per-connection mutex).
@@ -849,5 +948,47 @@ mod doubt_tests {
             "after one failure the dead connections are tested and replaced: {outcomes:?}"
         );
         assert!(connections_in_doubt() || outcomes[0]);
+    }
+
+    /// Decision 0053: a loopback URL without `sslmode` gets a plain connection even when the
+    /// server offers TLS; `sslmode=require` in the URL still gets TLS.
+    #[test]
+    fn a_loopback_postgres_connection_skips_tls_unless_the_url_asks_for_it() {
+        let Some(db) = crate::testing::postgres_or_skip("loopback without TLS") else {
+            return;
+        };
+        if loopback_without_tls(db.url()).is_none() {
+            return; // not a loopback URL, or PGSSLMODE set: nothing is changed
+        }
+        #[derive(diesel::QueryableByName)]
+        struct Ssl {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            ssl: bool,
+        }
+        let ssl_of = |url: &str| -> bool {
+            let mut conn = establish_postgres(url).unwrap();
+            diesel::sql_query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                .get_result::<Ssl>(&mut conn)
+                .unwrap()
+                .ssl
+        };
+        assert!(!ssl_of(db.url()), "a loopback connection without sslmode is plain");
+        let mut conn = establish_postgres(db.url()).unwrap();
+        #[derive(diesel::QueryableByName)]
+        struct On {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            ssl: String,
+        }
+        let server_tls = diesel::sql_query("SELECT current_setting('ssl') AS ssl")
+            .get_result::<On>(&mut conn)
+            .unwrap()
+            .ssl;
+        if server_tls == "on" {
+            let sep = if db.url().contains('?') { '&' } else { '?' };
+            assert!(
+                ssl_of(&format!("{}{sep}sslmode=require", db.url())),
+                "the URL's own sslmode is kept"
+            );
+        }
     }
 }
