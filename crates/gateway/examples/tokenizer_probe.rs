@@ -27,12 +27,7 @@ fn rss_line(key: &str) -> f64 {
 }
 
 fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    (rss_line("VmRSS:") * 1024.0) as u64
 }
 
 /// Mixed text: English prose, code, CJK, Cyrillic, emoji and whitespace runs.

@@ -80,6 +80,35 @@ pub struct ProbeResult {
     pub reason: Option<String>,
 }
 
+impl ProbeResult {
+    /// The gateway answered `status` after `latency_ms`.
+    fn answered(
+        status: StatusCode,
+        latency_ms: u64,
+        outcome: KeyStatus,
+        reason: Option<String>,
+    ) -> Self {
+        Self {
+            reachable: true,
+            status_code: Some(status.as_u16()),
+            latency_ms,
+            outcome,
+            reason,
+        }
+    }
+
+    /// No HTTP status came back, for `reason` (built by gc).
+    fn unreachable(latency_ms: u64, reason: String) -> Self {
+        Self {
+            reachable: false,
+            status_code: None,
+            latency_ms,
+            outcome: KeyStatus::NotReady,
+            reason: Some(reason),
+        }
+    }
+}
+
 /// Whether a key can be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -483,13 +512,10 @@ impl RegionGateway {
     /// - no answer in time or a transport error → not reachable, `not_ready`.
     pub async fn probe(&self, secret: &Secret) -> ProbeResult {
         let Some(auth) = bearer(secret) else {
-            return ProbeResult {
-                reachable: false,
-                status_code: None,
-                latency_ms: 0,
-                outcome: KeyStatus::NotReady,
-                reason: Some("the key contains characters not allowed in an HTTP header".into()),
-            };
+            return ProbeResult::unreachable(
+                0,
+                "the key contains characters not allowed in an HTTP header".into(),
+            );
         };
         let (answer, latency_ms) = self.get_models(Some(auth), Some(secret)).await;
         match answer {
@@ -516,21 +542,9 @@ impl RegionGateway {
                         Some(format!("gateway answered status {}", status.as_u16())),
                     )
                 };
-                ProbeResult {
-                    reachable: true,
-                    status_code: Some(status.as_u16()),
-                    latency_ms,
-                    outcome,
-                    reason,
-                }
+                ProbeResult::answered(status, latency_ms, outcome, reason)
             }
-            Err(reason) => ProbeResult {
-                reachable: false,
-                status_code: None,
-                latency_ms,
-                outcome: KeyStatus::NotReady,
-                reason: Some(reason),
-            },
+            Err(reason) => ProbeResult::unreachable(latency_ms, reason),
         }
     }
 
@@ -539,20 +553,8 @@ impl RegionGateway {
     pub async fn check_reachable(&self) -> ProbeResult {
         let (answer, latency_ms) = self.get_models(None, None).await;
         match answer {
-            Ok(status) => ProbeResult {
-                reachable: true,
-                status_code: Some(status.as_u16()),
-                latency_ms,
-                outcome: KeyStatus::Ready,
-                reason: None,
-            },
-            Err(reason) => ProbeResult {
-                reachable: false,
-                status_code: None,
-                latency_ms,
-                outcome: KeyStatus::NotReady,
-                reason: Some(reason),
-            },
+            Ok(status) => ProbeResult::answered(status, latency_ms, KeyStatus::Ready, None),
+            Err(reason) => ProbeResult::unreachable(latency_ms, reason),
         }
     }
 

@@ -381,11 +381,7 @@ impl RunState {
             return;
         }
         if kind.eq_ignore_ascii_case(b"error") {
-            self.upstream_error = Some(ErrorDetails::parse(
-                data,
-                Some(&self.secret),
-                MAX_MESSAGE_CHARS,
-            ));
+            self.keep_upstream_error(data);
             return;
         }
         if data == b"[DONE]" {
@@ -476,11 +472,7 @@ impl RunState {
         };
         let kind = peek.kind.unwrap_or_default();
         if kind == "error" {
-            self.upstream_error = Some(ErrorDetails::parse(
-                data,
-                Some(&self.secret),
-                MAX_MESSAGE_CHARS,
-            ));
+            self.keep_upstream_error(data);
             return Inspected::UpstreamError;
         }
         let Some(response) = peek.response else {
@@ -488,11 +480,7 @@ impl RunState {
         };
         if kind == "response.failed" {
             let error = serde_json::json!({ "error": response.error });
-            self.upstream_error = Some(ErrorDetails::parse(
-                error.to_string().as_bytes(),
-                Some(&self.secret),
-                MAX_MESSAGE_CHARS,
-            ));
+            self.keep_upstream_error(error.to_string().as_bytes());
             return Inspected::UpstreamError;
         }
         self.take_model(response.model);
@@ -507,6 +495,16 @@ impl RunState {
         } else {
             Inspected::Pass
         }
+    }
+
+    /// Keeps an upstream error event's details (sanitised, the key redacted); the event is not
+    /// passed on.
+    fn keep_upstream_error(&mut self, event: &[u8]) {
+        self.upstream_error = Some(ErrorDetails::parse(
+            event,
+            Some(&self.secret),
+            MAX_MESSAGE_CHARS,
+        ));
     }
 
     /// Keeps the first non-empty model the upstream names (sanitised) in place of the
@@ -550,11 +548,7 @@ impl RunState {
             return Inspected::Pass;
         };
         if peek.error.as_ref().is_some_and(|e| !e.is_null()) {
-            self.upstream_error = Some(ErrorDetails::parse(
-                data,
-                Some(&self.secret),
-                MAX_MESSAGE_CHARS,
-            ));
+            self.keep_upstream_error(data);
             return Inspected::UpstreamError;
         }
         self.take_model(peek.model);
