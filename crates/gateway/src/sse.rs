@@ -452,20 +452,11 @@ impl RunState {
             return Inspected::Pass;
         }
         #[derive(Deserialize)]
-        struct ResponsePeek {
-            #[serde(default)]
-            model: Option<String>,
-            #[serde(default)]
-            usage: Option<Value>,
-            #[serde(default)]
-            error: Option<Value>,
-        }
-        #[derive(Deserialize)]
         struct EventPeek {
             #[serde(rename = "type", default)]
             kind: Option<String>,
             #[serde(default)]
-            response: Option<ResponsePeek>,
+            response: Option<Peek>,
         }
         let Ok(peek) = serde_json::from_slice::<EventPeek>(data) else {
             return Inspected::Pass;
@@ -533,18 +524,7 @@ impl RunState {
         if !(wants_model || has_usage || has_error) {
             return Inspected::Pass;
         }
-        #[derive(Deserialize)]
-        struct ChunkPeek {
-            #[serde(default)]
-            model: Option<String>,
-            #[serde(default)]
-            usage: Option<Value>,
-            #[serde(default)]
-            error: Option<Value>,
-            #[serde(default)]
-            choices: Option<Vec<serde::de::IgnoredAny>>,
-        }
-        let Ok(peek) = serde_json::from_slice::<ChunkPeek>(data) else {
+        let Ok(peek) = serde_json::from_slice::<Peek>(data) else {
             return Inspected::Pass;
         };
         if peek.error.as_ref().is_some_and(|e| !e.is_null()) {
@@ -653,6 +633,20 @@ fn responses_output_text(data: &[u8], mut add: impl FnMut(&str)) {
         }
         _ => {}
     }
+}
+
+/// What [`RunState::inspect`] reads of a chat chunk, and of a Responses event's `response`
+/// object (which has no `choices`): everything else in them is passed on unread.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    choices: Option<Vec<serde::de::IgnoredAny>>,
 }
 
 /// What [`RunState::inspect`] made of a chunk.
