@@ -18,7 +18,24 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
     match n.kind() {
         "variable_declarator" => {
             if let Some((name, value)) = sides(n, "name", "value") {
+                // `const f = (a) => …`, `const f = function (a) { … }`: a function of the file.
+                if name.kind() == "identifier"
+                    && matches!(
+                        value.kind(),
+                        "arrow_function" | "function_expression" | "function"
+                    )
+                {
+                    let key = cx.text(name).to_string();
+                    cx.define(&key, value);
+                    return;
+                }
                 bind(cx, name, value);
+            }
+        }
+        "function_declaration" => {
+            if let Some(name) = n.child_by_field_name("name") {
+                let key = cx.text(name).to_string();
+                cx.define(&key, n);
             }
         }
         "assignment_expression" => {
@@ -356,10 +373,154 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     }
 }
 
+/// The value a call of a function defined in the file returns (as in Python: parameters
+/// bound, the body's declarations and assignments read in order in a scope of its own, the
+/// first `return` whose text is known, else the flags of all; an arrow function's expression
+/// body is its return).
+fn call_through(cx: &Ctx<'_>, call: Node<'_>, def: Node<'_>, depth: usize) -> Val {
+    let mut frame: std::collections::HashMap<String, Val> = std::collections::HashMap::new();
+    let args = args_of(call);
+    let mut given = args.iter();
+    let single = def
+        .child_by_field_name("parameter")
+        .filter(|p| p.kind() == "identifier");
+    let mut names: Vec<(Node<'_>, Option<Node<'_>>)> = Vec::new();
+    if let Some(p) = single {
+        names.push((p, None));
+    } else if let Some(params) = def.child_by_field_name("parameters") {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c).take(16) {
+            match p.kind() {
+                "identifier" => names.push((p, None)),
+                "assignment_pattern" => {
+                    if let Some((l, r)) = sides(p, "left", "right") {
+                        if l.kind() == "identifier" {
+                            names.push((l, Some(r)));
+                        }
+                    }
+                }
+                _ => names.push((p, None)),
+            }
+        }
+    }
+    for (name, default) in names {
+        let arg = given.next().copied();
+        if name.kind() != "identifier" {
+            continue;
+        }
+        let v = match arg.or(default) {
+            Some(x) => eval(cx, x, depth + 1),
+            None => Val::unknown(),
+        };
+        frame.insert(cx.text(name).to_string(), v);
+    }
+    cx.frames.borrow_mut().push(frame);
+    let mut returns = Vec::new();
+    if let Some(body) = def.child_by_field_name("body") {
+        if body.kind() == "statement_block" {
+            let mut budget = super::MAX_BODY_STATEMENTS;
+            read_body(cx, body, depth, &mut returns, &mut budget);
+        } else {
+            returns.push(eval(cx, body, depth + 1));
+        }
+    }
+    cx.frames.borrow_mut().pop();
+    let known = returns
+        .iter()
+        .position(|v| v.text.is_some() || v.items.is_some());
+    match known {
+        Some(i) => returns.swap_remove(i),
+        None => returns
+            .into_iter()
+            .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
+    }
+}
+
+/// Reads a function body's statements in order into the innermost frame, collecting what
+/// `return` statements give.
+fn read_body(
+    cx: &Ctx<'_>,
+    block: Node<'_>,
+    depth: usize,
+    returns: &mut Vec<Val>,
+    budget: &mut usize,
+) {
+    let mut c = block.walk();
+    for st in block.named_children(&mut c) {
+        if *budget == 0 || returns.len() >= 8 {
+            return;
+        }
+        *budget -= 1;
+        match st.kind() {
+            "lexical_declaration" | "variable_declaration" => {
+                let mut k = st.walk();
+                for d in st.named_children(&mut k).take(8) {
+                    let Some((name, value)) = sides(d, "name", "value") else {
+                        continue;
+                    };
+                    if name.kind() != "identifier" {
+                        continue;
+                    }
+                    let mut v = eval(cx, value, depth + 1);
+                    v.via_var = true;
+                    let key = cx.text(name).to_string();
+                    if let Some(f) = cx.frames.borrow_mut().last_mut() {
+                        f.insert(key, v);
+                    }
+                }
+            }
+            "expression_statement" => {
+                let Some(e) = st.named_child(0) else { continue };
+                let plus = e.kind() == "augmented_assignment_expression"
+                    && e.child_by_field_name("operator").map(|o| cx.text(o)) == Some("+=");
+                if e.kind() != "assignment_expression" && !plus {
+                    continue;
+                }
+                let Some((left, right)) = sides(e, "left", "right") else {
+                    continue;
+                };
+                if left.kind() != "identifier" {
+                    continue;
+                }
+                let key = cx.text(left).to_string();
+                let mut v = eval(cx, right, depth + 1);
+                if plus {
+                    v = cx.get(&key).concat(v);
+                }
+                v.via_var = true;
+                if let Some(f) = cx.frames.borrow_mut().last_mut() {
+                    f.insert(key, v);
+                }
+            }
+            "return_statement" => returns.push(val_of(cx, st.named_child(0), depth, eval)),
+            "statement_block" => read_body(cx, st, depth, returns, budget),
+            "if_statement" | "for_statement" | "for_in_statement" | "while_statement"
+            | "try_statement" | "else_clause" | "catch_clause" | "finally_clause" => {
+                let mut k = st.walk();
+                for part in st.named_children(&mut k) {
+                    if matches!(
+                        part.kind(),
+                        "statement_block" | "else_clause" | "catch_clause" | "finally_clause"
+                    ) {
+                        read_body(cx, part, depth, returns, budget);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     let Some(f) = n.child_by_field_name("function") else {
         return Val::unknown();
     };
+    // A function of the file: read through its body.
+    if f.kind() == "identifier" && cx.funcs.contains_key(cx.text(f)) {
+        if let Some(def) = cx.definition(n, cx.text(f)) {
+            return call_through(cx, n, def, depth);
+        }
+    }
     let args = args_of(n);
     let arg = |i: usize| val_of(cx, args.get(i).copied(), depth, eval);
     if f.kind() == "member_expression" {
