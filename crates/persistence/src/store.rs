@@ -972,7 +972,10 @@ mod doubt_tests {
                 .unwrap()
                 .ssl
         };
-        assert!(!ssl_of(db.url()), "a loopback connection without sslmode is plain");
+        assert!(
+            !ssl_of(db.url()),
+            "a loopback connection without sslmode is plain"
+        );
         let mut conn = establish_postgres(db.url()).unwrap();
         #[derive(diesel::QueryableByName)]
         struct On {
