@@ -292,7 +292,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Remove the hidden element; everything the agent reads must be visible to the person who installs the skill.",
         detector: text_f(
             &["display:none", "display: none", "visibility:hidden", "visibility: hidden", "font-size:0", "font-size: 0", "opacity:0", "opacity: 0", "aria-hidden", "<div hidden", "<span hidden", "<p hidden", "color:white", "color: white", "color:#fff", "color: #fff", "color:transparent", "color: transparent", "left:-", "left: -", "top:-", "top: -", "text-indent:-", "text-indent: -", "clip:rect", "clip: rect"],
-            r#"(?is)<[a-z][\w-]*\b[^>]{0,300}?(?:style\s*=\s*["'][^"'>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|em|pt)?\s*(?:;|["'])|opacity\s*:\s*0(?:\.0+)?\s*(?:;|["'])|color\s*:\s*(?:white|#fff(?:fff)?|transparent)\s*(?:;|["'])|(?:left|top|text-indent)\s*:\s*-\d{3,}(?:px|em|rem)?\s*(?:;|["'])|clip\s*:\s*rect\(\s*0)|\shidden\b|aria-hidden\s*=\s*["']true)[^>]{0,300}?>([^<]{12,2000})<"#,
+            r#"(?is)<[a-z][\w-]*\b[^>]{0,300}?(?:style\s*=\s*["'][^"'>]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?:px|em|pt)?\s*(?:;|["'])|opacity\s*:\s*0(?:\.0+)?\s*(?:;|["'])|color\s*:\s*(?:white|#fff(?:fff)?|transparent)\s*(?:;|["'])|(?:left|top|text-indent)\s*:\s*-\d{3,}(?:px|em|rem)?\s*(?:;|["'])|clip\s*:\s*rect\(\s*0)|\shidden\b|aria-hidden\s*=\s*["']true)[^>]{0,300}?>([^<]{12,})<"#,
             Some(filters::hidden_html),
         ),
     },
@@ -1099,7 +1099,7 @@ pub static RULES: &[RuleDef] = &[
         remediation: "Send credentials only in an authorization header to their own service, never in a URL.",
         detector: line(
             &["aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token", "github_token", "gh_token", "npm_token", "pypi_token", "private_key", "client_secret", "db_password", "database_password"],
-            r"(?i)https?://[^\s\x22'`<>]*?(?:\{[^}\n]{0,60}?|\$\{?|#\{[^}\n]{0,60}?|%\()(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b|https?://[^\s\x22'`<>]*[\x22']\s*\+\s*[\w.\[\]\x22'()]{0,60}?(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b",
+            r"(?i)https?://[^\s\x22'`<>]*?(?:\{[^}\n]*?|\$\{?|#\{[^}\n]*?|%\()(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b|https?://[^\s\x22'`<>]*[\x22']\s*\+\s*[\w.\[\]\x22'()]*?(?:aws_secret_access_key|aws_session_token|secret_access_key|session_token|github_token|gh_token|npm_token|pypi_token|private_key|client_secret|db_password|database_password)\b",
         ),
     },
     RuleDef {
