@@ -44,7 +44,7 @@ fn main() {
             Detector::Native => None,
         })
         .collect();
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     for (kib, id) in rows.iter().take(12) {
         println!("{:>8.2} MiB  {id}", *kib as f64 / 1024.0);
     }
