@@ -2121,6 +2121,20 @@ fn does(f: &Fact) -> String {
     format!("{} ({}: `{}`)", f.what, at(f), f.detail)
 }
 
+/// A `combo.remote-code` finding at `anchor`: critical, or low when `low` says why (said at the
+/// end of the message).
+fn remote_code(low: Option<&str>, message: String, anchor: &Fact) -> Finding {
+    let (severity, message) = match low {
+        Some(why) => (
+            Severity::Low,
+            format!("{message} Reported as low instead of critical: {why}."),
+        ),
+        None => (Severity::Critical, message),
+    };
+    let title = "Downloads code and runs it";
+    finding("combo.remote-code", severity, title, message, anchor)
+}
+
 fn finding(id: &str, severity: Severity, title: &str, message: String, anchor: &Fact) -> Finding {
     Finding {
         rule_id: id.to_string(),
@@ -2261,20 +2275,10 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         let lower = d.detail.to_ascii_lowercase();
         let vendor = crate::filters::installer_url(&lower)
             || (d.what == PACKAGE_FROM_URL && KNOWN_FORGES.iter().any(|f| lower.contains(f)));
-        let (severity, note) = if vendor {
-            (
-                Severity::Low,
-                " Reported as low instead of critical: the script comes from a well-known vendor installer.",
-            )
-        } else {
-            (Severity::Critical, "")
-        };
-        out.push(finding(
-            "combo.remote-code",
-            severity,
-            "Downloads code and runs it",
+        out.push(remote_code(
+            vendor.then_some("the script comes from a well-known vendor installer"),
             format!(
-                "The skill downloads ({}: `{}`) and runs what it fetched ({}: `{}`, {}): code that is not in the skill runs on the machine.{note}",
+                "The skill downloads ({}: `{}`) and runs what it fetched ({}: `{}`, {}): code that is not in the skill runs on the machine.",
                 at(d),
                 d.detail,
                 at(e),
@@ -2291,20 +2295,10 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         if let Some(d) = downloads.iter().find(|d| d.what == PACKAGE_FROM_URL) {
             let lower = d.detail.to_ascii_lowercase();
             let forge = KNOWN_FORGES.iter().any(|f| lower.contains(f));
-            let (severity, note) = if forge {
-                (
-                    Severity::Low,
-                    " Reported as low instead of critical: the package comes from a well-known code host.",
-                )
-            } else {
-                (Severity::Critical, "")
-            };
-            out.push(finding(
-                "combo.remote-code",
-                severity,
-                "Downloads code and runs it",
+            out.push(remote_code(
+                forge.then_some("the package comes from a well-known code host"),
                 format!(
-                    "The skill {}: the package's build and install code runs on the machine, and it is not in the skill.{note}",
+                    "The skill {}: the package's build and install code runs on the machine, and it is not in the skill.",
                     does(d)
                 ),
                 d,

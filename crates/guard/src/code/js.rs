@@ -3,7 +3,7 @@
 
 use super::{
     args_of, field_val, from_code, has_xor, int_lit, last, sides, unbase64, unescape, unhex,
-    val_of, Ctx, Lang, Sink, Val, MAX_DEPTH,
+    val_of, Body, Ctx, Lang, Sink, Val, MAX_DEPTH,
 };
 use tree_sitter::Node;
 
@@ -414,101 +414,58 @@ fn call_through(cx: &Ctx<'_>, call: Node<'_>, def: Node<'_>, depth: usize) -> Va
         };
         frame.insert(cx.text(name).to_string(), v);
     }
-    cx.frames.borrow_mut().push(frame);
-    let mut returns = Vec::new();
-    if let Some(body) = def.child_by_field_name("body") {
-        if body.kind() == "statement_block" {
-            let mut budget = super::MAX_BODY_STATEMENTS;
-            read_body(cx, body, depth, &mut returns, &mut budget);
-        } else {
-            returns.push(eval(cx, body, depth + 1));
+    cx.call_frame(frame, |read| {
+        if let Some(body) = def.child_by_field_name("body") {
+            if body.kind() == "statement_block" {
+                read_body(cx, body, depth, read);
+            } else {
+                read.returns.push(eval(cx, body, depth + 1));
+            }
         }
-    }
-    cx.frames.borrow_mut().pop();
-    let known = returns
-        .iter()
-        .position(|v| v.text.is_some() || v.items.is_some());
-    match known {
-        Some(i) => returns.swap_remove(i),
-        None => returns
-            .into_iter()
-            .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
-    }
+    })
 }
+
+/// The parts of a statement of JavaScript that are read as nested blocks of a body read through.
+const NESTED: &[&str] = &[
+    "statement_block",
+    "else_clause",
+    "catch_clause",
+    "finally_clause",
+];
 
 /// Reads a function body's statements in order into the innermost frame, collecting what
 /// `return` statements give.
-fn read_body(
-    cx: &Ctx<'_>,
-    block: Node<'_>,
-    depth: usize,
-    returns: &mut Vec<Val>,
-    budget: &mut usize,
-) {
-    let mut c = block.walk();
-    for st in block.named_children(&mut c) {
-        if *budget == 0 || returns.len() >= 8 {
-            return;
-        }
-        *budget -= 1;
-        match st.kind() {
-            "lexical_declaration" | "variable_declaration" => {
-                let mut k = st.walk();
-                for d in st.named_children(&mut k).take(8) {
-                    let Some((name, value)) = sides(d, "name", "value") else {
-                        continue;
-                    };
-                    if name.kind() != "identifier" {
-                        continue;
-                    }
-                    let mut v = eval(cx, value, depth + 1);
-                    v.via_var = true;
-                    let key = cx.text(name).to_string();
-                    if let Some(f) = cx.frames.borrow_mut().last_mut() {
-                        f.insert(key, v);
-                    }
-                }
-            }
-            "expression_statement" => {
-                let Some(e) = st.named_child(0) else { continue };
-                let plus = e.kind() == "augmented_assignment_expression"
-                    && e.child_by_field_name("operator").map(|o| cx.text(o)) == Some("+=");
-                if e.kind() != "assignment_expression" && !plus {
-                    continue;
-                }
-                let Some((left, right)) = sides(e, "left", "right") else {
+fn read_body(cx: &Ctx<'_>, block: Node<'_>, depth: usize, body: &mut Body) {
+    super::read_statements(block, body, |st, body| match st.kind() {
+        "lexical_declaration" | "variable_declaration" => {
+            let mut k = st.walk();
+            for d in st.named_children(&mut k).take(8) {
+                let Some((name, value)) = sides(d, "name", "value") else {
                     continue;
                 };
-                if left.kind() != "identifier" {
+                if name.kind() != "identifier" {
                     continue;
                 }
-                let key = cx.text(left).to_string();
-                let mut v = eval(cx, right, depth + 1);
-                if plus {
-                    v = cx.get(&key).concat(v);
-                }
-                v.via_var = true;
-                if let Some(f) = cx.frames.borrow_mut().last_mut() {
-                    f.insert(key, v);
-                }
+                let v = eval(cx, value, depth + 1);
+                cx.assign_local(cx.text(name).to_string(), v, false);
             }
-            "return_statement" => returns.push(val_of(cx, st.named_child(0), depth, eval)),
-            "statement_block" => read_body(cx, st, depth, returns, budget),
-            "if_statement" | "for_statement" | "for_in_statement" | "while_statement"
-            | "try_statement" | "else_clause" | "catch_clause" | "finally_clause" => {
-                let mut k = st.walk();
-                for part in st.named_children(&mut k) {
-                    if matches!(
-                        part.kind(),
-                        "statement_block" | "else_clause" | "catch_clause" | "finally_clause"
-                    ) {
-                        read_body(cx, part, depth, returns, budget);
-                    }
-                }
-            }
-            _ => {}
         }
-    }
+        "expression_statement" => cx.read_assignment(
+            st,
+            "assignment_expression",
+            "augmented_assignment_expression",
+            |right| eval(cx, right, depth + 1),
+        ),
+        "return_statement" => body
+            .returns
+            .push(val_of(cx, st.named_child(0), depth, eval)),
+        "statement_block" => read_body(cx, st, depth, body),
+        "if_statement" | "for_statement" | "for_in_statement" | "while_statement"
+        | "try_statement" | "else_clause" | "catch_clause" | "finally_clause" => {
+            super::read_parts(st, NESTED, |part| read_body(cx, part, depth, body));
+        }
+        _ => {}
+    });
 }
 
 fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {

@@ -388,6 +388,74 @@ impl<'a> Ctx<'a> {
         (def.start_byte() == start && def.end_byte() == end).then_some(def)
     }
 
+    /// What a call read through a function of the file returns (shared by the Python and
+    /// JavaScript walkers): `frame` (its parameters, bound by the language's walker) is the
+    /// innermost scope while `read` reads the body, collecting what its `return`s give; then
+    /// the first return whose text (or items) is known, else the flags of all of them.
+    pub(crate) fn call_frame(
+        &self,
+        frame: HashMap<String, Val>,
+        read: impl FnOnce(&mut Body),
+    ) -> Val {
+        self.frames.borrow_mut().push(frame);
+        let mut body = Body {
+            returns: Vec::new(),
+            budget: MAX_BODY_STATEMENTS,
+        };
+        read(&mut body);
+        self.frames.borrow_mut().pop();
+        let mut returns = body.returns;
+        let known = returns
+            .iter()
+            .position(|v| v.text.is_some() || v.items.is_some());
+        match known {
+            Some(i) => returns.swap_remove(i),
+            None => returns
+                .into_iter()
+                .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
+        }
+    }
+
+    /// Assigns `name` in the innermost scope of a call being read through: `v`, or with
+    /// `plus` (`+=`) the name's value joined with `v`; a variable's value.
+    pub(crate) fn assign_local(&self, name: String, mut v: Val, plus: bool) {
+        if plus {
+            v = self.get(&name).concat(v);
+        }
+        v.via_var = true;
+        if let Some(f) = self.frames.borrow_mut().last_mut() {
+            f.insert(name, v);
+        }
+    }
+
+    /// Reads the expression statement `st` of a body being read through when it assigns a
+    /// name (an `assign` node) or adds to it (`+=`, an `augmented` node): in the innermost
+    /// scope, the value `eval` gives the right side.
+    pub(crate) fn read_assignment(
+        &self,
+        st: Node<'_>,
+        assign: &str,
+        augmented: &str,
+        eval: impl FnOnce(Node<'_>) -> Val,
+    ) {
+        let Some(e) = st.named_child(0) else {
+            return;
+        };
+        let plus = e.kind() == augmented
+            && e.child_by_field_name("operator").map(|o| self.text(o)) == Some("+=");
+        if e.kind() != assign && !plus {
+            return;
+        }
+        let Some((left, right)) = sides(e, "left", "right") else {
+            return;
+        };
+        if left.kind() != "identifier" {
+            return;
+        }
+        let v = eval(right);
+        self.assign_local(self.text(left).to_string(), v, plus);
+    }
+
     fn line_of(&self, n: Node<'_>) -> (u32, &'a str) {
         let row = n.start_position().row;
         let line = self.src.lines().nth(row).unwrap_or("");
@@ -517,6 +585,42 @@ impl<'a> Ctx<'a> {
 
 thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// The body of a function being read through ([`Ctx::call_frame`]): what its `return`s gave
+/// so far, and how many statements more it may read.
+pub(crate) struct Body {
+    pub returns: Vec<Val>,
+    budget: usize,
+}
+
+/// Reads the statements of a body being read through in order, each by `statement`, while
+/// there are fewer than 8 returns and the budget ([`MAX_BODY_STATEMENTS`] statements in all,
+/// nested blocks included) lasts.
+pub(crate) fn read_statements<'t>(
+    block: Node<'t>,
+    body: &mut Body,
+    mut statement: impl FnMut(Node<'t>, &mut Body),
+) {
+    let mut c = block.walk();
+    for st in block.named_children(&mut c) {
+        if body.budget == 0 || body.returns.len() >= 8 {
+            return;
+        }
+        body.budget -= 1;
+        statement(st, body);
+    }
+}
+
+/// Reads the parts of the statement `st` whose kinds are among `kinds` (its nested blocks and
+/// clauses), in order, by `read`.
+pub(crate) fn read_parts<'t>(st: Node<'t>, kinds: &[&str], mut read: impl FnMut(Node<'t>)) {
+    let mut k = st.walk();
+    for part in st.named_children(&mut k) {
+        if kinds.contains(&part.kind()) {
+            read(part);
+        }
+    }
 }
 
 /// Parses `text` within [`PARSE_BUDGET`]; `None` when the budget ran out or the grammar
@@ -1214,4 +1318,4 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

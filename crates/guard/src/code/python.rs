@@ -3,7 +3,7 @@
 
 use super::{
     args_of, field_val, from_code, has_op, has_xor, int_lit, last, rot13, sides, unbase64,
-    unescape, unhex, val_of, Ctx, Lang, Sink, Val, MAX_DEPTH,
+    unescape, unhex, val_of, Body, Ctx, Lang, Sink, Val, MAX_DEPTH,
 };
 use tree_sitter::Node;
 
@@ -105,67 +105,35 @@ fn call_through(cx: &Ctx<'_>, call: Node<'_>, def: Node<'_>, depth: usize) -> Va
             frame.insert(name.to_string(), v);
         }
     }
-    cx.frames.borrow_mut().push(frame);
-    let mut returns = Vec::new();
-    if let Some(body) = def.child_by_field_name("body") {
-        let mut budget = super::MAX_BODY_STATEMENTS;
-        read_body(cx, body, depth, &mut returns, &mut budget);
-    }
-    cx.frames.borrow_mut().pop();
-    let known = returns
-        .iter()
-        .position(|v| v.text.is_some() || v.items.is_some());
-    match known {
-        Some(i) => returns.swap_remove(i),
-        None => returns
-            .into_iter()
-            .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
-    }
+    cx.call_frame(frame, |read| {
+        if let Some(body) = def.child_by_field_name("body") {
+            read_body(cx, body, depth, read);
+        }
+    })
 }
+
+/// The parts of a statement of Python that are read as nested blocks of a body read through.
+const NESTED: &[&str] = &[
+    "block",
+    "else_clause",
+    "elif_clause",
+    "except_clause",
+    "finally_clause",
+];
 
 /// Reads a function body's statements in order into the innermost frame, collecting what
 /// `return` statements give.
-fn read_body(
-    cx: &Ctx<'_>,
-    block: Node<'_>,
-    depth: usize,
-    returns: &mut Vec<Val>,
-    budget: &mut usize,
-) {
-    let mut c = block.walk();
-    for st in block.named_children(&mut c) {
-        if *budget == 0 || returns.len() >= 8 {
-            return;
-        }
-        *budget -= 1;
+fn read_body(cx: &Ctx<'_>, block: Node<'_>, depth: usize, body: &mut Body) {
+    super::read_statements(block, body, |st, body| {
         match st.kind() {
             "expression_statement" => {
-                let Some(inner) = st.named_child(0) else {
-                    continue;
-                };
-                let op = inner.child_by_field_name("operator").map(|o| cx.text(o));
-                let plus = inner.kind() == "augmented_assignment" && op == Some("+=");
-                if inner.kind() != "assignment" && !plus {
-                    continue;
-                }
-                let Some((left, right)) = sides(inner, "left", "right") else {
-                    continue;
-                };
-                if left.kind() != "identifier" {
-                    continue;
-                }
-                let name = cx.text(left).to_string();
-                let mut v = eval(cx, right, depth + 1);
-                if plus {
-                    v = cx.get(&name).concat(v);
-                }
-                v.via_var = true;
-                if let Some(f) = cx.frames.borrow_mut().last_mut() {
-                    f.insert(name, v);
-                }
+                cx.read_assignment(st, "assignment", "augmented_assignment", |right| {
+                    eval(cx, right, depth + 1)
+                })
             }
             "return_statement" => {
-                returns.push(val_of(cx, st.named_child(0), depth, eval));
+                body.returns
+                    .push(val_of(cx, st.named_child(0), depth, eval));
             }
             "with_statement" => {
                 // `with urlopen(u) as resp:` binds `resp`, then the body is read.
@@ -192,30 +160,18 @@ fn read_body(
                             }
                         }
                     } else if part.kind() == "block" {
-                        read_body(cx, part, depth, returns, budget);
+                        read_body(cx, part, depth, body);
                     }
                 }
             }
             "if_statement" | "for_statement" | "while_statement" | "try_statement"
             | "else_clause" | "elif_clause" | "except_clause" | "finally_clause" | "block" => {
                 // Nested blocks, in order (a loop body is read once).
-                let mut k = st.walk();
-                for part in st.named_children(&mut k) {
-                    if matches!(
-                        part.kind(),
-                        "block"
-                            | "else_clause"
-                            | "elif_clause"
-                            | "except_clause"
-                            | "finally_clause"
-                    ) {
-                        read_body(cx, part, depth, returns, budget);
-                    }
-                }
+                super::read_parts(st, NESTED, |part| read_body(cx, part, depth, body));
             }
             _ => {}
         }
-    }
+    });
 }
 
 /// `urllib.request.Request(url, data=...)`, `urlopen(url, data)`: an HTTP request with a
