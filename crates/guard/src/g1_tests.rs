@@ -2,7 +2,7 @@
 //! in English, not in the body or encoded, and honest wording that used to be flagged. Token
 //! shapes are generated at test time so that no real-looking secret is committed.
 
-use super::{random, scanner, ALNUM};
+use super::{random, scanner, worst, ALNUM};
 use crate::{Scanner, Severity};
 
 const HEX: &str = "0123456789abcdef";
@@ -52,14 +52,6 @@ fn uuid(seed: u64) -> String {
         random(4, HEX, seed + 3),
         random(12, HEX, seed + 4)
     )
-}
-
-fn worst(s: &Scanner, path: Option<&str>, text: &str, rule: &str) -> Option<Severity> {
-    s.scan_text(path, text)
-        .into_iter()
-        .filter(|f| f.rule_id == rule)
-        .map(|f| f.severity)
-        .max()
 }
 
 fn flagged(s: &Scanner, path: Option<&str>, text: &str) -> Vec<String> {
@@ -250,46 +242,7 @@ fn literal_credentials_in_headers_are_secrets_and_references_are_not() {
 /// carried file, with the reason).
 #[test]
 fn g1_cases_attacks_are_high_and_honest_cases_are_not_flagged() {
-    let s = scanner();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let eval = match crate::eval::evaluate(&s, &dir) {
-        Ok(e) => e,
-        Err(e) => panic!("{e}"),
-    };
-    let mine: Vec<_> = eval
-        .outcomes
-        .iter()
-        .filter(|o| o.name.contains("g1-"))
-        .collect();
-    let attacks = mine.iter().filter(|o| o.positive).count();
-    let honest = mine.iter().filter(|o| !o.positive).count();
-    assert!(
-        attacks >= 10 && honest >= 14,
-        "{attacks} attacks, {honest} honest"
-    );
-    let mut wrong = Vec::new();
-    for o in &mine {
-        let high = o.findings.iter().any(|f| f.severity >= Severity::High);
-        if o.positive && !high {
-            wrong.push(format!("attack not reported high: {}", o.name));
-        }
-        let flagged: Vec<String> = o
-            .findings
-            .iter()
-            .filter(|f| {
-                f.severity >= Severity::High
-                    || (f.severity == Severity::Medium
-                        && !f
-                            .message
-                            .contains("carried by the skill rather than run by it"))
-            })
-            .map(|f| format!("{} [{}] {:?}:{}", f.rule_id, f.severity, f.path, f.line))
-            .collect();
-        if !o.positive && !flagged.is_empty() {
-            wrong.push(format!("honest case flagged: {}: {flagged:?}", o.name));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    super::check_round("g1-", 10, 14, "", |_, f| f.severity >= Severity::High);
 }
 
 /// Multilingual injections say which language they were recognised in.

@@ -9,6 +9,60 @@ pub(crate) fn scanner() -> Scanner {
     Scanner::new().expect("rules compile")
 }
 
+/// Evaluates the cases of `tests/cases` whose names contain `marker` (a round of cases written
+/// for an issue) and asserts that there are at least `attacks` attacks and `honest` honest
+/// cases, that every attack has a finding `high` accepts (`how` says what it asks of it, in the
+/// message), and that no honest case has a finding high or above, or medium outside a carried
+/// file.
+#[track_caller]
+pub(crate) fn check_round(
+    marker: &str,
+    attacks: usize,
+    honest: usize,
+    how: &str,
+    high: impl Fn(&crate::eval::Outcome, &crate::Finding) -> bool,
+) {
+    let s = scanner();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let eval = match crate::eval::evaluate(&s, &dir) {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    };
+    let mine: Vec<_> = eval
+        .outcomes
+        .iter()
+        .filter(|o| o.name.contains(marker))
+        .collect();
+    let found_attacks = mine.iter().filter(|o| o.positive).count();
+    let found_honest = mine.iter().filter(|o| !o.positive).count();
+    assert!(
+        found_attacks >= attacks && found_honest >= honest,
+        "{found_attacks} attacks, {found_honest} honest"
+    );
+    let mut wrong = Vec::new();
+    for o in &mine {
+        if o.positive && !o.findings.iter().any(|f| high(o, f)) {
+            wrong.push(format!("attack not reported high{how}: {}", o.name));
+        }
+        let flagged: Vec<String> = o
+            .findings
+            .iter()
+            .filter(|f| {
+                f.severity >= Severity::High
+                    || (f.severity == Severity::Medium
+                        && !f
+                            .message
+                            .contains("carried by the skill rather than run by it"))
+            })
+            .map(|f| format!("{} [{}] {:?}:{}", f.rule_id, f.severity, f.path, f.line))
+            .collect();
+        if !o.positive && !flagged.is_empty() {
+            wrong.push(format!("honest case flagged: {}: {flagged:?}", o.name));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// A deterministic high-entropy string over `alphabet`.
 pub(crate) fn random(len: usize, alphabet: &str, seed: u64) -> String {
     let chars: Vec<char> = alphabet.chars().collect();

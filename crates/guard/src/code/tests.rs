@@ -38,7 +38,7 @@ pub(super) fn flagged(files: &[(&str, &str)], id: &str, at_least: Severity) -> S
 /// Asserts that nothing in `r` reaches medium and, when `no_obfuscation`, that the inventory
 /// holds no obfuscation.
 #[track_caller]
-fn assert_quiet(r: &ScanResult, no_obfuscation: bool) {
+pub(crate) fn assert_quiet(r: &ScanResult, no_obfuscation: bool) {
     assert!(
         worst(r).is_none_or(|s| s < Severity::Medium),
         "{:#?}",
