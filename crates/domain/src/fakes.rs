@@ -686,9 +686,24 @@ impl FakeWorkspace {
     }
 }
 
+/// A version conflict when `expected` is given and is not `version` (a write's `If-Match`).
+fn in_version(expected: Option<i64>, version: i64) -> DomainResult<()> {
+    match expected {
+        Some(v) if v != version => Err(DomainError::VersionConflict { expected: v }),
+        _ => Ok(()),
+    }
+}
+
 /// A fake holding a [`FakeWorkspace`]; its workspace ports are that workspace's.
 pub trait HoldsWorkspace {
     fn fake_workspace(&self) -> &FakeWorkspace;
+
+    /// The workspace, with a call of port method `name` counted.
+    fn called(&self, name: &'static str) -> &FakeWorkspace {
+        let ws = self.fake_workspace();
+        ws.call(name);
+        ws
+    }
 }
 
 impl HoldsWorkspace for FakeWorkspace {
@@ -705,8 +720,7 @@ impl HoldsWorkspace for Fake {
 
 impl<T: HoldsWorkspace> WorkspaceRepo for T {
     fn list_records(&self, scope: &TenantScope, query: &RecordQuery) -> DomainResult<Page<Record>> {
-        let ws = self.fake_workspace();
-        ws.call("list_records");
+        let ws = self.called("list_records");
         let items = ws
             .records
             .lock()
@@ -721,14 +735,12 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     }
 
     fn find_record(&self, scope: &TenantScope, record: RecordRef) -> DomainResult<Option<Record>> {
-        let ws = self.fake_workspace();
-        ws.call("find_record");
+        let ws = self.called("find_record");
         Ok(ws.find(scope.tenant_id(), record))
     }
 
     fn insert_record(&self, write: TenantWrite<'_>, record: &Record) -> DomainResult<Record> {
-        let ws = self.fake_workspace();
-        ws.call("insert_record");
+        let ws = self.called("insert_record");
         ws.records
             .lock()
             .unwrap()
@@ -742,19 +754,14 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         write: TenantWrite<'_>,
         update: &RecordUpdate<'_>,
     ) -> DomainResult<Option<Record>> {
-        let ws = self.fake_workspace();
-        ws.call("update_record");
+        let ws = self.called("update_record");
         let expected_version = update.expected_version;
         ws.lose_a_race(expected_version)?;
         ws.change(write, |r| {
             if !r.is_at(update.record) {
                 return Ok(false);
             }
-            if expected_version.is_some_and(|v| v != r.version) {
-                return Err(DomainError::VersionConflict {
-                    expected: expected_version.unwrap_or_default(),
-                });
-            }
+            in_version(expected_version, r.version)?;
             r.fields = update.fields.clone();
             r.version += 1;
             r.updated_at = write.at();
@@ -770,9 +777,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         write: TenantWrite<'_>,
         stamp: &GuardStamp<'_>,
     ) -> DomainResult<Option<Record>> {
-        let ws = self.fake_workspace();
-        ws.call("set_record_guard");
-        ws.change(write, |r| {
+        self.called("set_record_guard").change(write, |r| {
             let at = r.is_at(stamp.record) && r.version == stamp.version;
             if at {
                 r.guard = Some(stamp.guard.clone());
@@ -782,8 +787,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     }
 
     fn delete_record(&self, write: TenantWrite<'_>, record: RecordRef) -> DomainResult<bool> {
-        let ws = self.fake_workspace();
-        ws.call("delete_record");
+        let ws = self.called("delete_record");
         let mut records = ws.records.lock().unwrap();
         let before = records.len();
         records.retain(|(t, r)| !(*t == write.tenant_id() && r.is_at(record)));
@@ -795,8 +799,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     }
 
     fn records_version(&self, scope: &TenantScope) -> DomainResult<i64> {
-        let ws = self.fake_workspace();
-        ws.call("records_version");
+        let ws = self.called("records_version");
         Ok(ws
             .record_versions
             .lock()
@@ -807,8 +810,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     }
 
     fn record_counts(&self, scope: &TenantScope) -> DomainResult<RecordCounts> {
-        let ws = self.fake_workspace();
-        ws.call("record_counts");
+        let ws = self.called("record_counts");
         let records = ws.records.lock().unwrap();
         let count = |kind: RecordKind| {
             records
@@ -827,8 +829,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
     }
 
     fn settings(&self, _scope: &TenantScope) -> DomainResult<Settings> {
-        let ws = self.fake_workspace();
-        ws.call("settings");
+        let ws = self.called("settings");
         Ok(ws.settings.lock().unwrap().clone().unwrap_or(Settings {
             fields: Map::new(),
             version: 0,
@@ -841,16 +842,11 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         write: TenantWrite<'_>,
         update: &SettingsUpdate<'_>,
     ) -> DomainResult<Settings> {
-        let ws = self.fake_workspace();
-        ws.call("update_settings");
+        let ws = self.called("update_settings");
         let expected_version = update.expected_version;
         ws.lose_a_race(expected_version)?;
         let current = self.settings(&write.scope.as_read())?;
-        if expected_version.is_some_and(|v| v != current.version) {
-            return Err(DomainError::VersionConflict {
-                expected: expected_version.unwrap_or_default(),
-            });
-        }
+        in_version(expected_version, current.version)?;
         let next = Settings {
             fields: update.fields.clone(),
             version: current.version + 1,
@@ -866,8 +862,7 @@ impl<T: HoldsWorkspace> WorkspaceRepo for T {
         _scope: &TenantScope,
         _page: &PageRequest,
     ) -> DomainResult<Page<Activity>> {
-        let ws = self.fake_workspace();
-        ws.call("list_activity");
+        self.called("list_activity");
         Ok(Page {
             items: Vec::new(),
             next: None,
