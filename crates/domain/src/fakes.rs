@@ -13,7 +13,7 @@ use crate::model::workspace::{
     Activity, ApiKey, KeyContext, NewActivity, Record, RecordCounts, RecordKind, RecordRef,
     Settings,
 };
-use crate::model::{Session, SessionContext, Tenant, TenantPatch, User, UserPatch};
+use crate::model::{Session, SessionContext, Status, Tenant, TenantPatch, User, UserPatch};
 use crate::page::{Page, PageRequest};
 use crate::policy::access::{AdminScope, TenantScope, WriteScope};
 use crate::policy::admin_tokens::{AdminToken, AdminTokenContext, AdminTokenUse, NewAdminToken};
@@ -128,6 +128,13 @@ impl Fake {
                 })
                 .collect(),
         )
+    }
+
+    /// A new tenant of `status` (the access tests' `tenant`), stored.
+    pub fn stored_tenant(&self, status: Status) -> Tenant {
+        let tenant = crate::policy::access::tests::tenant(status);
+        self.tenants.lock().unwrap().push(tenant.clone());
+        tenant
     }
 
     /// Adds tokens as the run-record writer does when runs end.

@@ -720,8 +720,7 @@ mod tests {
         store: &Fake,
         role: Role,
     ) -> (Principal, crate::model::Tenant, DateTime<Utc>) {
-        let t = crate::policy::access::tests::tenant(crate::model::Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(crate::model::Status::Active);
         let mut user = crate::policy::access::tests::user(role, crate::model::Status::Active, None);
         user.email = Email::parse("email", "root@example.com").unwrap();
         store.users.lock().unwrap().push(user.clone());
@@ -802,8 +801,7 @@ mod tests {
         crate::model::workspace::ApiKey,
     ) {
         let store = Fake::default();
-        let t = crate::policy::access::tests::tenant(crate::model::Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(crate::model::Status::Active);
         let user = crate::policy::access::tests::user(
             Role::Member,
             crate::model::Status::Active,
@@ -846,8 +844,7 @@ mod tests {
     #[test]
     fn a_member_moved_to_another_tenant_loses_the_key() {
         let (store, ..) = member_with_key();
-        let other = crate::policy::access::tests::tenant(crate::model::Status::Active);
-        store.tenants.lock().unwrap().push(other.clone());
+        let other = store.stored_tenant(crate::model::Status::Active);
         store.users.lock().unwrap()[0].tenant_id = Some(other.id);
         assert_eq!(key_code(&store, Utc::now()), "invalid_api_key");
     }

@@ -514,8 +514,7 @@ mod tests {
     #[test]
     fn an_ai_key_secret_is_1_to_1024_visible_characters() {
         let store = Fake::default();
-        let t = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(Status::Active);
         let refused = Err("secret".to_owned());
         let longest = "k".repeat(1024);
         let accepted = plan(&store, &t, &format!("  {longest}\n")).unwrap();
@@ -553,8 +552,7 @@ mod tests {
     #[test]
     fn re_entering_the_current_shadow_view_keeps_its_since_and_writes_nothing() {
         let store = Fake::default();
-        let a = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(a.clone());
+        let a = store.stored_tenant(Status::Active);
         let (p, since) = admin_viewing(&a);
         let later = since + chrono::Duration::minutes(10);
         let (viewed, got) = set_shadow(&store, &p, Some(a.id), later).unwrap().unwrap();

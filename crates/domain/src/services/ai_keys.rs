@@ -424,8 +424,7 @@ mod tests {
     #[test]
     fn a_new_key_is_stored_with_the_status_its_probe_means() {
         let store = Fake::default();
-        let t = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(Status::Active);
         let probe = gateways();
         let good = add(&store, &probe, admin(), t.id, new_key("AIHK", "  sk-good ")).unwrap();
         assert_eq!(
@@ -453,8 +452,7 @@ mod tests {
     #[test]
     fn a_key_for_a_region_without_a_gateway_is_stored_not_ready_unprobed() {
         let store = Fake::default();
-        let t = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(Status::Active);
         let probe = FakeProbe::default();
         let key = add(&store, &probe, admin(), t.id, new_key("AIHK", "sk-good")).unwrap();
         assert_eq!(
@@ -469,8 +467,7 @@ mod tests {
     #[test]
     fn a_refused_key_is_neither_probed_nor_stored() {
         let store = Fake::default();
-        let t = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(Status::Active);
         let member = session(
             user(Role::Member, Status::Active, Some(&t)),
             Some(t.clone()),
@@ -504,13 +501,8 @@ mod tests {
     #[test]
     fn keys_are_listed_per_tenant_and_deleted_once() {
         let store = Fake::default();
-        let t = tenant(Status::Active);
-        let other = tenant(Status::Active);
-        store
-            .tenants
-            .lock()
-            .unwrap()
-            .extend([t.clone(), other.clone()]);
+        let t = store.stored_tenant(Status::Active);
+        let other = store.stored_tenant(Status::Active);
         let probe = gateways();
         let mine = add(&store, &probe, admin(), t.id, new_key("AIHK", "sk-good")).unwrap();
         add(

@@ -879,8 +879,7 @@ mod tests {
     #[test]
     fn the_overview_shows_a_shadow_viewer_seen_within_the_idle_time_only() {
         let store = crate::fakes::Fake::default();
-        let t = tenant(Status::Active);
-        store.tenants.lock().unwrap().push(t.clone());
+        let t = store.stored_tenant(Status::Active);
         let mut admin = user(Role::PlatformAdmin, Status::Active, None);
         admin.email = crate::values::Email::parse("email", "root@example.com").unwrap();
         store.users.lock().unwrap().push(admin.clone());
