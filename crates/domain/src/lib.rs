@@ -21,6 +21,8 @@ pub mod policy;
 pub mod ports;
 pub mod secret;
 pub mod services;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod values;
 
 pub use error::{DomainError, DomainResult, ErrorCode};

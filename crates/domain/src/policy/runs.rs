@@ -1277,70 +1277,42 @@ mod tests {
     use crate::model::Status;
     use crate::policy::ai_access::tests::{key, member, session};
     use crate::policy::ai_access::AiKeyStatus;
+    use crate::test_support::{ChatAnswers, ChatOnlyUpstream};
     use serde_json::json;
 
-    /// Answers each call with the next scripted result and remembers which key was used.
-    struct Scripted {
+    /// Answers each call with the next scripted result (then fails every further call) and
+    /// remembers which key was used.
+    struct Script {
         answers: Mutex<VecDeque<Result<(), UpstreamFailure>>>,
         used: Mutex<Vec<String>>,
-        backoffs: Mutex<u32>,
     }
 
-    impl Scripted {
-        /// Answers with `answers` in turn, then fails every further call.
-        fn answering(answers: Vec<Result<(), UpstreamFailure>>) -> Self {
-            Self {
-                answers: Mutex::new(answers.into()),
-                used: Mutex::new(Vec::new()),
-                backoffs: Mutex::new(0),
+    impl ChatAnswers for Script {
+        fn answer(&self, secret: &str) -> Result<RunReport, UpstreamFailure> {
+            self.used.lock().unwrap().push(secret.to_owned());
+            match self.answers.lock().unwrap().pop_front() {
+                Some(Ok(())) => Ok(RunReport {
+                    ttft_ms: Some(1),
+                    ..crate::fakes::answered("m")
+                }),
+                Some(Err(e)) => Err(e),
+                None => Err(UpstreamFailure::Failed {
+                    message: "unscripted".into(),
+                    retryable: false,
+                }),
             }
         }
     }
 
-    impl ChatUpstream for Scripted {
-        type Body = ();
-        type Stream = ();
-        fn configured(&self, _: Region) -> bool {
-            true
-        }
-        fn chat(
-            &self,
-            _: Region,
-            key: &SecretString,
-            _: Map<String, Value>,
-        ) -> impl Future<Output = Result<ChatAnswer<(), ()>, UpstreamFailure>> + Send {
-            self.used.lock().unwrap().push(key.expose().to_owned());
-            let next = self.answers.lock().unwrap().pop_front();
-            async move {
-                match next {
-                    Some(Ok(())) => Ok(ChatAnswer::Complete {
-                        body: (),
-                        report: RunReport {
-                            ttft_ms: Some(1),
-                            ..crate::fakes::answered("m")
-                        },
-                    }),
-                    Some(Err(e)) => Err(e),
-                    None => Err(UpstreamFailure::Failed {
-                        message: "unscripted".into(),
-                        retryable: false,
-                    }),
-                }
-            }
-        }
-        fn models(&self, _: Region) -> Vec<String> {
-            vec!["m-default".into(), "m-large".into(), "auto".into()]
-        }
-        fn backoff(&self) -> impl Future<Output = ()> + Send {
-            *self.backoffs.lock().unwrap() += 1;
-            std::future::ready(())
-        }
-        fn on_finish(&self, s: (), _: bool, _: Box<dyn FnOnce(RunReport) + Send>) {
-            s
-        }
-        fn count_tokens(&self, _: &str, text: &str) -> u64 {
-            words(text)
-        }
+    type Scripted = ChatOnlyUpstream<Script>;
+
+    /// A gateway answering with `answers` in turn, then failing every further call.
+    fn scripted(answers: Vec<Result<(), UpstreamFailure>>) -> Scripted {
+        let script = Script {
+            answers: Mutex::new(answers.into()),
+            used: Mutex::new(Vec::new()),
+        };
+        ChatOnlyUpstream::new(&["m-default", "m-large", "auto"], words, script)
     }
 
     /// The tests' tokenizer: one token per word.
@@ -1446,7 +1418,7 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}]});
         let sink = Arc::new(Sink::default());
         let plan = planned(&store, &sink, &t, body);
-        let upstream = Arc::new(Scripted::answering(answers));
+        let upstream = Arc::new(scripted(answers));
         (Runs::new(upstream, sink.clone()), sink, plan, store)
     }
 
@@ -1470,7 +1442,7 @@ mod tests {
         let out = ready(runs.execute(plan, "/run"));
         assert_eq!(out.err(), Some(RunError::Upstream(refused)));
         assert_eq!(verdicts(&sink), 0);
-        assert_eq!(runs.upstream().used.lock().unwrap().len(), 1);
+        assert_eq!(runs.upstream().answers.used.lock().unwrap().len(), 1);
     }
 
     #[test]
@@ -1478,7 +1450,7 @@ mod tests {
         let (runs, sink, plan, store) = setup(vec![Err(UpstreamFailure::KeyRejected), Ok(())]);
         assert!(ready(runs.execute(plan, "/run")).is_ok());
         assert_eq!(verdicts(&sink), 1);
-        let used = runs.upstream().used.lock().unwrap().clone();
+        let used = runs.upstream().answers.used.lock().unwrap().clone();
         assert_eq!(used.len(), 2);
         assert_ne!(used[0], used[1]);
         let events = sink.0.lock().unwrap();
@@ -1524,8 +1496,8 @@ mod tests {
             let out = ready(runs.execute(plan, "/run"));
             assert_eq!(out.err(), Some(RunError::Upstream(failure)));
             assert_eq!(verdicts(&sink), 0);
-            assert_eq!(runs.upstream().used.lock().unwrap().len(), 1);
-            assert_eq!(*runs.upstream().backoffs.lock().unwrap(), 0);
+            assert_eq!(runs.upstream().answers.used.lock().unwrap().len(), 1);
+            assert_eq!(runs.upstream().backoffs(), 0);
         }
     }
 
@@ -1540,10 +1512,10 @@ mod tests {
     fn a_server_error_is_retried_once_on_the_next_key_after_a_backoff() {
         let (runs, sink, plan, _) = setup(vec![Err(server_error()), Ok(())]);
         assert!(ready(runs.execute(plan, "/run")).is_ok());
-        let used = runs.upstream().used.lock().unwrap().clone();
+        let used = runs.upstream().answers.used.lock().unwrap().clone();
         assert_eq!(used.len(), 2);
         assert_ne!(used[0], used[1], "the retry goes to the next key");
-        assert_eq!(*runs.upstream().backoffs.lock().unwrap(), 1);
+        assert_eq!(runs.upstream().backoffs(), 1);
         assert_eq!(verdicts(&sink), 0, "a 5xx says nothing about the key");
         let events = sink.0.lock().unwrap();
         let RunEvent::Run(activity, line) = &events[0] else {
@@ -1558,7 +1530,7 @@ mod tests {
         let (runs, sink, plan, _) = setup(vec![Err(server_error()), Err(server_error()), Ok(())]);
         let out = ready(runs.execute(plan, "/run"));
         assert_eq!(out.err(), Some(RunError::Upstream(server_error())));
-        assert_eq!(runs.upstream().used.lock().unwrap().len(), 2);
+        assert_eq!(runs.upstream().answers.used.lock().unwrap().len(), 2);
         let events = sink.0.lock().unwrap();
         let RunEvent::Run(_, line) = &events[0] else {
             panic!("{events:?}")
@@ -1576,7 +1548,7 @@ mod tests {
         ]);
         let out = ready(runs.execute(plan, "/run"));
         assert_eq!(out.err(), Some(RunError::Upstream(server_error())));
-        let used = runs.upstream().used.lock().unwrap().clone();
+        let used = runs.upstream().answers.used.lock().unwrap().clone();
         assert_eq!(used.len(), 3);
         assert_eq!(used[1], used[2], "the only key left is retried");
         assert_eq!(verdicts(&sink), 1);
@@ -1585,7 +1557,7 @@ mod tests {
     #[test]
     fn models_list_auto_first_without_duplicates() {
         let t = crate::policy::access::tests::tenant(Status::Active);
-        let upstream = Scripted::answering(Vec::new());
+        let upstream = scripted(Vec::new());
         let list = models(|r| upstream.models(r), &member(&t, session())).unwrap();
         assert_eq!(list, vec!["auto", "m-default", "m-large"]);
         let no_run = crate::policy::access::Credential::ApiKey {
@@ -1682,7 +1654,7 @@ mod tests {
         );
         assert_eq!((e.code().as_str(), e.code().status()), ("busy", 503));
         // The first run's record reaches the queue through its place.
-        let upstream = Arc::new(Scripted::answering(vec![Ok(())]));
+        let upstream = Arc::new(scripted(vec![Ok(())]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(first, "/run")).is_ok());
         {
@@ -1748,7 +1720,7 @@ mod tests {
         // 3 + (3 + 1 + 3) prompt, 50 allowance.
         let (reservation, prompt) = plan.reserved.unwrap();
         assert_eq!((reservation.tokens, prompt), (60, 10));
-        let upstream = Arc::new(Scripted::answering(vec![Err(UpstreamFailure::Timeout)]));
+        let upstream = Arc::new(scripted(vec![Err(UpstreamFailure::Timeout)]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(plan, "/run")).is_err());
         let events = sink.0.lock().unwrap();
@@ -1954,7 +1926,7 @@ mod tests {
             Err(RunError::Upstream(UpstreamFailure::Failed { .. }))
         ));
         assert!(
-            runs.upstream().used.lock().unwrap().is_empty(),
+            runs.upstream().answers.used.lock().unwrap().is_empty(),
             "nothing was sent"
         );
         let events = sink.0.lock().unwrap();
@@ -2287,7 +2259,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let upstream = Arc::new(Scripted::answering(vec![Ok(())]));
+        let upstream = Arc::new(scripted(vec![Ok(())]));
         let runs = Runs::new(upstream, sink.clone());
         assert!(ready(runs.execute(plan, "/run")).is_ok());
         let events = sink.0.lock().unwrap();
