@@ -81,3 +81,35 @@ impl<A: ChatAnswers> ChatUpstream for ChatOnlyUpstream<A> {
         (self.tokens)(text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{answered, ready};
+
+    #[test]
+    fn a_closure_answers_each_chat_by_the_keys_secret() {
+        let upstream = ChatOnlyUpstream::new(
+            &["m-0", "m-1"],
+            |text| text.len() as u64,
+            |secret: &str| match secret {
+                "good" => Ok(answered("m-1")),
+                _ => Err(UpstreamFailure::KeyRejected),
+            },
+        );
+        assert!(Region::ALL.into_iter().all(|r| upstream.configured(r)));
+        assert_eq!(upstream.models(Region::Aica), vec!["m-0", "m-1"]);
+        assert_eq!(upstream.count_tokens("m-0", "four"), 4);
+        let chat =
+            |secret| ready(upstream.chat(Region::Aihk, &SecretString::new(secret), Map::new()));
+        let Ok(ChatAnswer::Complete { report, .. }) = chat("good") else {
+            panic!("not a completion");
+        };
+        assert_eq!(report, answered("m-1"));
+        assert_eq!(chat("bad").err(), Some(UpstreamFailure::KeyRejected));
+        assert_eq!(upstream.backoffs(), 0);
+        ready(upstream.backoff());
+        ready(upstream.backoff());
+        assert_eq!(upstream.backoffs(), 2);
+    }
+}

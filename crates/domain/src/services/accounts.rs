@@ -473,6 +473,37 @@ mod tests {
         user
     }
 
+    /// Ann's sign-in with her right password at `at`.
+    fn ann_signs_in(store: &Fake, policy: &AccountPolicy, at: DateTime<Utc>) -> DomainResult<User> {
+        verify_signin(
+            store,
+            &Plain,
+            policy,
+            "ann@example.com",
+            "right-password",
+            at,
+        )
+    }
+
+    /// Ann, signed in as `p`, changes her password to a good one, giving `current`.
+    fn ann_changes_password(
+        store: &Fake,
+        policy: &AccountPolicy,
+        p: &Principal,
+        current: &str,
+        now: DateTime<Utc>,
+    ) -> DomainResult<()> {
+        change_password(
+            store,
+            &Plain,
+            policy,
+            p,
+            current,
+            "quiet-lemon-harbour".into(),
+            now,
+        )
+    }
+
     #[test]
     fn the_sixth_check_in_the_window_is_refused_before_the_password_is_checked() {
         let store = Fake::default();
@@ -486,14 +517,7 @@ mod tests {
         }
         // Even the right password is not checked now; Retry-After counts from the oldest.
         let at = t0 + Duration::minutes(5);
-        match verify_signin(
-            &store,
-            &Plain,
-            &policy,
-            "ann@example.com",
-            "right-password",
-            at,
-        ) {
+        match ann_signs_in(&store, &policy, at) {
             Err(DomainError::TooManyAttempts { retry_after_secs }) => {
                 assert_eq!(retry_after_secs, 10 * 60)
             }
@@ -503,15 +527,7 @@ mod tests {
         // Once the oldest attempt leaves the window, one more check is admitted; a right
         // password forgets every attempt.
         let later = t0 + Duration::minutes(15) + Duration::seconds(1);
-        assert!(verify_signin(
-            &store,
-            &Plain,
-            &policy,
-            "ann@example.com",
-            "right-password",
-            later
-        )
-        .is_ok());
+        assert!(ann_signs_in(&store, &policy, later).is_ok());
         assert!(store.attempts.lock().unwrap().is_empty());
     }
 
@@ -531,15 +547,7 @@ mod tests {
                 .code(),
             "too_many_attempts"
         );
-        assert!(verify_signin(
-            &store,
-            &Plain,
-            &policy,
-            "ann@example.com",
-            "right-password",
-            t0
-        )
-        .is_ok());
+        assert!(ann_signs_in(&store, &policy, t0).is_ok());
         assert_eq!(throttle_key("  Ann@Example.COM "), "ann@example.com");
     }
 
@@ -562,37 +570,14 @@ mod tests {
         let policy = AccountPolicy::default();
         let now = Utc::now();
         for _ in 0..5 {
-            let e = change_password(
-                &store,
-                &Plain,
-                &policy,
-                &p,
-                "wrong",
-                "quiet-lemon-harbour".into(),
-                now,
-            );
+            let e = ann_changes_password(&store, &policy, &p, "wrong", now);
             assert_eq!(e.unwrap_err().code(), "validation_failed");
         }
-        let e = change_password(
-            &store,
-            &Plain,
-            &policy,
-            &p,
-            "right-password",
-            "quiet-lemon-harbour".into(),
-            now,
-        );
+        let e = ann_changes_password(&store, &policy, &p, "right-password", now);
         assert_eq!(e.unwrap_err().code(), "too_many_attempts");
         assert_eq!(*store.passwords_changed.lock().unwrap(), 0);
         // A locked sign-in locks change-password too, and the other way round: one count.
-        let e = verify_signin(
-            &store,
-            &Plain,
-            &policy,
-            "ann@example.com",
-            "right-password",
-            now,
-        );
+        let e = ann_signs_in(&store, &policy, now);
         assert_eq!(e.unwrap_err().code(), "too_many_attempts");
     }
 
@@ -602,16 +587,7 @@ mod tests {
         let user = ann(&store);
         let p = signed_in(user);
         let policy = AccountPolicy::default();
-        change_password(
-            &store,
-            &Plain,
-            &policy,
-            &p,
-            "right-password",
-            "quiet-lemon-harbour".into(),
-            Utc::now(),
-        )
-        .unwrap();
+        ann_changes_password(&store, &policy, &p, "right-password", Utc::now()).unwrap();
         assert_eq!(*store.passwords_changed.lock().unwrap(), 1);
         assert!(store.attempts.lock().unwrap().is_empty());
     }
