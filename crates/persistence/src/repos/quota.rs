@@ -165,6 +165,76 @@ fn reserve_one(conn: &mut DbConnection, t: &TokenTake) -> DomainResult<Option<u6
     Ok(found.first().map(|n| count(*n)))
 }
 
+/// One window's part of a take of several windows ([`take_all`]).
+trait WindowTake {
+    fn window(&self) -> QuotaWindow;
+    /// Counts this take in its window: what it counted, or `None` when the window is full.
+    fn take(&self, conn: &mut DbConnection) -> DomainResult<Option<Grant>>;
+    /// Hands back `g`, what [`WindowTake::take`] counted (the row is the transaction's
+    /// already: no new lock).
+    fn undo(&self, conn: &mut DbConnection, g: &Grant) -> DomainResult<()>;
+}
+
+impl WindowTake for RequestTake {
+    fn window(&self) -> QuotaWindow {
+        self.window
+    }
+
+    fn take(&self, conn: &mut DbConnection) -> DomainResult<Option<Grant>> {
+        take_one(conn, self)
+    }
+
+    fn undo(&self, conn: &mut DbConnection, g: &Grant) -> DomainResult<()> {
+        give_back(conn, &self.window, g.granted)
+    }
+}
+
+impl WindowTake for TokenTake {
+    fn window(&self) -> QuotaWindow {
+        self.window
+    }
+
+    fn take(&self, conn: &mut DbConnection) -> DomainResult<Option<Grant>> {
+        Ok(reserve_one(conn, self)?.map(|count| Grant {
+            granted: self.tokens,
+            count,
+        }))
+    }
+
+    fn undo(&self, conn: &mut DbConnection, _: &Grant) -> DomainResult<()> {
+        settle_tokens(conn, &self.window, -limit(self.tokens), "reserve_tokens")
+    }
+}
+
+/// Takes every window of `takes` in one write transaction, all or nothing: in the one lock
+/// order (decision 0024), whatever order the caller names them in; when one is full, what the
+/// earlier ones counted is handed back and the answer names the full one. Answers in the
+/// caller's order.
+fn take_all<T: WindowTake>(store: &DbStore, op: &'static str, takes: &[T]) -> DomainResult<Take> {
+    let mut order: Vec<usize> = (0..takes.len()).collect();
+    order.sort_by_key(|i| takes.get(*i).map(T::window));
+    retry_conflicts(op, || {
+        store.write(op, |conn| {
+            let mut grants: Vec<Option<Grant>> = vec![None; takes.len()];
+            for i in &order {
+                let Some(t) = takes.get(*i) else { continue };
+                match t.take(conn)? {
+                    Some(g) => grants[*i] = Some(g),
+                    None => {
+                        for (earlier, g) in takes.iter().zip(&grants) {
+                            if let Some(g) = g {
+                                earlier.undo(conn, g)?;
+                            }
+                        }
+                        return Ok(Take::Full(*i));
+                    }
+                }
+            }
+            Ok(Take::Taken(grants.into_iter().flatten().collect()))
+        })
+    })
+}
+
 impl QuotaRepo for DbStore {
     fn may_wait(&self) -> bool {
         self.may_wait_here()
@@ -235,64 +305,11 @@ impl QuotaRepo for DbStore {
                 })
             });
         }
-        // The rows in the one lock order (decision 0024), whatever order the caller names
-        // them in; answers in the caller's order.
-        let mut order: Vec<usize> = (0..takes.len()).collect();
-        order.sort_by_key(|i| takes.get(*i).map(|t| t.window));
-        retry_conflicts("take_request", || {
-            self.write("take_request", |conn| {
-                let mut grants: Vec<Option<Grant>> = vec![None; takes.len()];
-                for i in &order {
-                    let Some(t) = takes.get(*i) else { continue };
-                    match take_one(conn, t)? {
-                        Some(g) => grants[*i] = Some(g),
-                        None => {
-                            for (earlier, g) in takes.iter().zip(&grants) {
-                                if let Some(g) = g {
-                                    give_back(conn, &earlier.window, g.granted)?;
-                                }
-                            }
-                            return Ok(Take::Full(*i));
-                        }
-                    }
-                }
-                Ok(Take::Taken(grants.into_iter().flatten().collect()))
-            })
-        })
+        take_all(self, "take_request", takes)
     }
 
     fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take> {
-        // In the one lock order (decision 0024); answers in the caller's order.
-        let mut order: Vec<usize> = (0..takes.len()).collect();
-        order.sort_by_key(|i| takes.get(*i).map(|t| t.window));
-        retry_conflicts("reserve_tokens", || {
-            self.write("reserve_tokens", |conn| {
-                let mut grants: Vec<Option<Grant>> = vec![None; takes.len()];
-                for i in &order {
-                    let Some(t) = takes.get(*i) else { continue };
-                    match reserve_one(conn, t)? {
-                        Some(count) => {
-                            grants[*i] = Some(Grant {
-                                granted: t.tokens,
-                                count,
-                            })
-                        }
-                        None => {
-                            // Hand back what the earlier windows counted (their rows are
-                            // this transaction's already: no new lock).
-                            for (earlier, g) in takes.iter().zip(&grants) {
-                                if g.is_some() {
-                                    let back = -limit(earlier.tokens);
-                                    settle_tokens(conn, &earlier.window, back, "reserve_tokens")?;
-                                }
-                            }
-                            return Ok(Take::Full(*i));
-                        }
-                    }
-                }
-                Ok(Take::Taken(grants.into_iter().flatten().collect()))
-            })
-        })
+        take_all(self, "reserve_tokens", takes)
     }
 
     fn release_tokens(&self, windows: &[QuotaWindow], tokens: u64) -> DomainResult<()> {
