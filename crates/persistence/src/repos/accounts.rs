@@ -20,7 +20,9 @@ use uuid::Uuid;
 
 use super::{affected, count, delete_owned, first_row, insert_one, newest_first};
 use crate::error::db_error;
-use crate::rows::{ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow};
+use crate::rows::{
+    limit_in, models_in, ms, opt_text, text, time, ActivityRow, SessionRow, TenantRow, UserRow,
+};
 use crate::schema::{activity, api_keys, sessions, signin_failures, tenants, users};
 use crate::store::{DbConnection, DbStore};
 
@@ -44,26 +46,35 @@ pub(crate) fn load_tenant(
     )
 }
 
-#[derive(AsChangeset)]
-#[diesel(table_name = users)]
-struct UserChanges<'a> {
-    name: Option<&'a str>,
-    role: Option<&'static str>,
-    status: Option<&'static str>,
-}
-
-#[derive(AsChangeset)]
-#[diesel(table_name = tenants)]
-struct TenantChanges<'a> {
-    name: Option<&'a str>,
-    status: Option<&'static str>,
-    region: Option<&'static str>,
-    ai_enabled: Option<bool>,
-    requests_per_minute: Option<Option<i64>>,
-    tokens_per_minute: Option<Option<i64>>,
-    monthly_tokens: Option<Option<i64>>,
-    monthly_spend: Option<Option<i64>>,
-    allowed_models: Option<Option<String>>,
+/// The trait method `fn name(&self, scope, id, patch: &Patch) -> Option<Out>` that sets the
+/// columns `changes` makes of the patch (a tuple of `Option<column.eq(value)>`: a column the
+/// patch leaves out is not written) in the row of `table` with this id, and reads the row back
+/// with `load`; `None` when there is no such row. The operation is named after the method. A
+/// macro: the update is a different diesel type for each table.
+macro_rules! update_by_patch {
+    (
+        fn $name:ident($patch:ident: &$patch_ty:ty) -> $out:ty: $table:ident, $load:ident,
+        $changes:expr
+    ) => {
+        fn $name(
+            &self,
+            _scope: &AdminScope,
+            id: Uuid,
+            $patch: &$patch_ty,
+        ) -> DomainResult<Option<$out>> {
+            let id = text(id);
+            let changes = $changes;
+            self.write(stringify!($name), |conn| {
+                // A patch of nothing is no statement (diesel refuses an empty changeset).
+                diesel::update($table::table.find(&id))
+                    .set(changes)
+                    .execute(conn)
+                    .optional_empty_changeset()
+                    .map_err(|e| db_error(stringify!($name), e))?;
+                $load(conn, &id)
+            })
+        }
+    };
 }
 
 impl UserRepo for DbStore {
@@ -122,28 +133,14 @@ impl UserRepo for DbStore {
         })
     }
 
-    fn update_user(
-        &self,
-        _scope: &AdminScope,
-        id: Uuid,
-        patch: &UserPatch,
-    ) -> DomainResult<Option<User>> {
-        let id = text(id);
-        let changes = UserChanges {
-            name: patch.name.as_deref(),
-            role: patch.role.map(|r| r.as_str()),
-            status: patch.status.map(|s| s.as_str()),
-        };
-        self.write("update_user", |conn| {
-            // A patch of nothing is no statement (diesel refuses an empty changeset).
-            diesel::update(users::table.find(&id))
-                .set(&changes)
-                .execute(conn)
-                .optional_empty_changeset()
-                .map_err(|e| db_error("update_user", e))?;
-            load_user(conn, &id)
-        })
-    }
+    update_by_patch!(
+        fn update_user(patch: &UserPatch) -> User: users, load_user,
+        (
+            patch.name.as_deref().map(|name| users::name.eq(name)),
+            patch.role.map(|role| users::role.eq(role.as_str())),
+            patch.status.map(|status| users::status.eq(status.as_str())),
+        )
+    );
 
     fn rename_user(&self, id: Uuid, name: Option<&str>) -> DomainResult<Option<User>> {
         let id = text(id);
@@ -271,37 +268,22 @@ impl TenantRepo for DbStore {
         })
     }
 
-    fn update_tenant(
-        &self,
-        _scope: &AdminScope,
-        id: Uuid,
-        patch: &TenantPatch,
-    ) -> DomainResult<Option<Tenant>> {
-        let id = text(id);
-        let changes = TenantChanges {
-            name: patch.name.as_deref(),
-            status: patch.status.map(|s| s.as_str()),
-            region: patch.region.map(|r| r.as_str()),
-            ai_enabled: patch.ai_enabled,
-            requests_per_minute: patch.requests_per_minute.map(crate::rows::limit_in),
-            tokens_per_minute: patch.tokens_per_minute.map(crate::rows::limit_in),
-            monthly_tokens: patch.monthly_tokens.map(crate::rows::limit_in),
-            monthly_spend: patch.monthly_spend.map(crate::rows::limit_in),
-            allowed_models: patch
-                .allowed_models
-                .as_ref()
-                .map(|l| crate::rows::models_in(l.as_ref())),
-        };
-        self.write("update_tenant", |conn| {
-            // A patch of nothing is no statement (diesel refuses an empty changeset).
-            diesel::update(tenants::table.find(&id))
-                .set(&changes)
-                .execute(conn)
-                .optional_empty_changeset()
-                .map_err(|e| db_error("update_tenant", e))?;
-            load_tenant(conn, &id)
-        })
-    }
+    update_by_patch!(
+        fn update_tenant(patch: &TenantPatch) -> Tenant: tenants, load_tenant,
+        (
+            patch.name.as_deref().map(|name| tenants::name.eq(name)),
+            patch.status.map(|status| tenants::status.eq(status.as_str())),
+            patch.region.map(|region| tenants::region.eq(region.as_str())),
+            patch.ai_enabled.map(|on| tenants::ai_enabled.eq(on)),
+            patch.requests_per_minute.map(|n| tenants::requests_per_minute.eq(limit_in(n))),
+            patch.tokens_per_minute.map(|n| tenants::tokens_per_minute.eq(limit_in(n))),
+            patch.monthly_tokens.map(|n| tenants::monthly_tokens.eq(limit_in(n))),
+            patch.monthly_spend.map(|n| tenants::monthly_spend.eq(limit_in(n))),
+            patch.allowed_models.as_ref().map(|models| {
+                tenants::allowed_models.eq(models_in(models.as_ref()))
+            }),
+        )
+    );
 }
 
 impl SessionRepo for DbStore {
