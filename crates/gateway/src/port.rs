@@ -13,7 +13,7 @@ use gc_domain::secret::SecretString;
 use gc_domain::values::Region;
 use serde_json::{Map, Value};
 
-use crate::{ChatOutcome, RegionGateway, RunReport, RunStatus, RunStream, Secret, UpstreamError};
+use crate::{ChatOutcome, RegionGateway, RunReport, RunStatus, RunStream, UpstreamError};
 
 /// The configured region gateways.
 #[derive(Clone, Default)]
@@ -118,7 +118,7 @@ impl ChatUpstream for Gateways {
         body: Map<String, Value>,
     ) -> impl Future<Output = Result<ChatAnswer<Bytes, RunStream>, UpstreamFailure>> + Send {
         let gateway = self.regions.get(&region).cloned();
-        let secret = Secret::new(key.expose());
+        let secret = key.clone();
         async move {
             let Some(gateway) = gateway else {
                 return Err(UpstreamFailure::Failed {

@@ -26,8 +26,6 @@
 //!
 //! Every removal is replaced by `[redacted]`.
 
-use std::fmt;
-
 /// The replacement of every removed secret or token.
 pub(crate) const REDACTED: &str = "[redacted]";
 
@@ -37,48 +35,12 @@ pub const MIN_FORM_KEY_BYTES: usize = 8;
 /// Inputs longer than this are cut (before sanitising) to this many bytes.
 const MAX_INPUT_BYTES: usize = 64 * 1024;
 
-/// An upstream (provider) key in clear text.
+/// An upstream (provider) key in clear text: the domain's [`SecretString`], whose `Debug` and
+/// `Display` print `[redacted]`; only [`Secret::expose`] gives the value, and this crate uses
+/// it solely to build the `Authorization` header and to redact upstream messages.
 ///
-/// `Debug` and `Display` print `[redacted]`; only [`Secret::expose`] gives the value, and this
-/// crate uses it solely to build the `Authorization` header and to redact upstream messages.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a clear-text key.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The clear-text key. Never log or return the result.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Self(value)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Self(value.to_owned())
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+/// [`SecretString`]: gc_domain::secret::SecretString
+pub use gc_domain::secret::SecretString as Secret;
 
 /// Cleans one upstream-derived string: removes the known key in every form, then anything
 /// token-like, folds control characters and whitespace runs into one space, trims, and
@@ -688,7 +650,7 @@ mod tests {
     #[test]
     fn debug_and_display_are_redacted() {
         let s = Secret::new("sk-very-secret-value");
-        assert_eq!(format!("{s:?}"), "Secret([redacted])");
+        assert_eq!(format!("{s:?}"), "SecretString([redacted])");
         assert_eq!(format!("{s}"), "[redacted]");
         assert_eq!(s.expose(), "sk-very-secret-value");
     }
