@@ -14,18 +14,14 @@ use gc_domain::values::Region;
 use gc_domain::DomainResult;
 
 use crate::metrics::Metrics;
-use crate::state::AppState;
+use crate::state::{AppState, ReadWork, Work};
 
 impl Storage for AppState {
     type Store = dyn Store;
 
     /// On the blocking pool ([`AppState::db`]); a pool that is gone answers `Unavailable`
     /// (as every handler's storage work does).
-    async fn run<T, F>(&self, work: F) -> DomainResult<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    async fn run<T: Send + 'static, F: Work<T>>(&self, work: F) -> DomainResult<T> {
         self.on_pool(work).await
     }
 }
@@ -34,11 +30,7 @@ impl RunStorage for AppState {
     type Store = dyn Store;
 
     /// [`AppState::read`]: on the serving thread when the store can answer at once.
-    async fn read<T, F>(&self, work: F) -> DomainResult<T>
-    where
-        T: Send + 'static,
-        F: Fn(&dyn Store) -> DomainResult<T> + Send + 'static,
-    {
+    async fn read<T: Send + 'static, F: ReadWork<T>>(&self, work: F) -> DomainResult<T> {
         self.read_at_once(work).await
     }
 
