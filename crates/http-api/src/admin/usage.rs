@@ -1,31 +1,21 @@
 //! `GET /admin/usage`: every tenant's usage (or one's), grouped by tenant, for platform admins.
 
 use gc_domain::services::usage::{self, UsageGroup};
-use serde::Deserialize;
-use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::extract::{Auth, Query};
 use crate::reply::{ok, Reply};
-use crate::workspace::usage::{query, UsageBody, UsageParams};
+use crate::workspace::usage::{usage_params, UsageBody};
 use crate::workspace::usage_gate::ReportSubject;
 
-/// `?from=&to=&tenant_id=&limit=&cursor=`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct AdminUsageParams {
-    /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
-    pub from: Option<String>,
-    /// Last day, inclusive; default the last of the current month.
-    pub to: Option<String>,
-    /// Only this tenant.
-    pub tenant_id: Option<Uuid>,
-    /// 1 to 200, default 50.
-    #[param(minimum = 1, maximum = 200, default = 50)]
-    pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
-    pub cursor: Option<String>,
+usage_params! {
+    /// `?from=&to=&tenant_id=&limit=&cursor=`.
+    pub struct AdminUsageParams {
+        /// Last day, inclusive; default the last of the current month.
+        to,
+        /// Only this tenant.
+        tenant_id: Option<Uuid>,
+    }
 }
 
 /// Usage per tenant, ordered by tenant id descending (newest tenants first).
@@ -37,16 +27,7 @@ pub struct AdminUsageParams {
 pub async fn admin_usage(Auth(state, p): Auth, params: Query<AdminUsageParams>) -> Reply {
     let params = params.after(p.admin_scope())?;
     let tenant_id = params.tenant_id;
-    let q = query(
-        &UsageParams {
-            from: params.from,
-            to: params.to,
-            group_by: None,
-            limit: params.limit,
-            cursor: params.cursor,
-        },
-        UsageGroup::Tenant,
-    )?;
+    let q = params.query(UsageGroup::Tenant)?;
     let permit = state.usage_gate.enter(ReportSubject::Admins)?.held().await;
     let page = state
         .db(move |store| {

@@ -7,8 +7,8 @@ use chrono::Utc;
 use gc_domain::model::workspace::KeyScope;
 use gc_domain::services::usage::{self, UsageGroup, UsageLine, UsagePage, UsageQuery, UsageRange};
 use gc_domain::ErrorCode;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -16,28 +16,75 @@ use crate::extract::{Auth, Query};
 use crate::reply::{ok, Reply};
 use crate::workspace::usage_gate::ReportSubject;
 
-/// `?from=&to=&group_by=&limit=&cursor=`.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct UsageParams {
-    /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
-    pub from: Option<String>,
-    /// Last day, inclusive; default the last of the current month. At most 400 days after
-    /// `from`.
-    pub to: Option<String>,
-    /// `day` (default), `model` or `key`.
-    pub group_by: Option<String>,
-    /// 1 to 200, default 50.
-    #[param(minimum = 1, maximum = 200, default = 50)]
-    pub limit: Option<u32>,
-    /// The `next_cursor` of the previous page.
-    pub cursor: Option<String>,
+/// Declares a usage report's query (`GET /workspace/usage`, `GET /admin/usage`): the range and
+/// page every report takes, `from`, `to`, `limit` and `cursor`, around the report's own field,
+/// and its `query` (the [`UsageQuery`] of a group). `to` is written with its description, which
+/// the two routes word apart.
+macro_rules! usage_params {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(#[$to_doc:meta])* to,
+            $(#[$own_doc:meta])* $own:ident: $own_ty:ty $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+        #[into_params(parameter_in = Query)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// First day, `YYYY-MM-DD` (UTC); default the first of the current month.
+            pub from: Option<String>,
+            $(#[$to_doc])*
+            pub to: Option<String>,
+            $(#[$own_doc])*
+            pub $own: $own_ty,
+            /// 1 to 200, default 50.
+            #[param(minimum = 1, maximum = 200, default = 50)]
+            pub limit: Option<u32>,
+            /// The `next_cursor` of the previous page.
+            pub cursor: Option<String>,
+        }
+
+        impl $name {
+            /// The range, page size and cursor asked for, grouped by `group`.
+            pub(crate) fn query(
+                &self,
+                group: gc_domain::services::usage::UsageGroup,
+            ) -> Result<gc_domain::services::usage::UsageQuery, crate::error::ApiError> {
+                $crate::workspace::usage::query(
+                    self.from.as_deref(),
+                    self.to.as_deref(),
+                    self.limit,
+                    self.cursor.as_deref(),
+                    group,
+                )
+            }
+        }
+    };
+}
+pub(crate) use usage_params;
+
+usage_params! {
+    /// `?from=&to=&group_by=&limit=&cursor=`.
+    pub struct UsageParams {
+        /// Last day, inclusive; default the last of the current month. At most 400 days after
+        /// `from`.
+        to,
+        /// `day` (default), `model` or `key`.
+        group_by: Option<String>,
+    }
 }
 
-/// The range, page size and cursor of a usage query (`group` as given).
-pub(crate) fn query(params: &UsageParams, group: UsageGroup) -> Result<UsageQuery, ApiError> {
-    let before = match params.cursor.as_deref() {
+/// The range (`from` to `to`), page size and cursor of a usage query grouped by `group`.
+pub(crate) fn query(
+    from: Option<&str>,
+    to: Option<&str>,
+    limit: Option<u32>,
+    cursor: Option<&str>,
+    group: UsageGroup,
+) -> Result<UsageQuery, ApiError> {
+    let before = match cursor {
         None | Some("") => None,
         Some(raw) => Some(
             URL_SAFE_NO_PAD
@@ -53,12 +100,8 @@ pub(crate) fn query(params: &UsageParams, group: UsageGroup) -> Result<UsageQuer
                 })?,
         ),
     };
-    let range = UsageRange::parse(
-        params.from.as_deref(),
-        params.to.as_deref(),
-        Utc::now().date_naive(),
-    )?;
-    UsageQuery::new(range, group, params.limit, before)
+    let range = UsageRange::parse(from, to, Utc::now().date_naive())?;
+    UsageQuery::new(range, group, limit, before)
         .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
 }
 
@@ -145,7 +188,7 @@ pub async fn workspace_usage(Auth(state, p): Auth, params: Query<UsageParams>) -
     let tenant = p.read_scope(KeyScope::WorkspaceRead)?.tenant_id();
     let params = params.into_inner()?;
     let group = UsageGroup::parse(params.group_by.as_deref())?;
-    let q = query(&params, group)?;
+    let q = params.query(group)?;
     let permit = state
         .usage_gate
         .enter(ReportSubject::Tenant(tenant))?
