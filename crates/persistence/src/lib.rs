@@ -10,10 +10,14 @@
 //! root), the pool and its connection settings (`store`), and the repository implementations
 //! (`repos`). Every port method is synchronous: run it on a blocking pool.
 //!
+//! [`owner_only`] creates and tightens the files and folders only their owner may use (the
+//! database's, and the server's data folder and master key).
+//!
 //! [`testing`] holds the helpers tests use to get a fresh database per test on each backend.
 
 mod error;
 mod fixed;
+pub mod owner_only;
 mod repos;
 mod rows;
 mod schema;

@@ -19,6 +19,7 @@ use gc_domain::{DomainError, DomainResult};
 use parking_lot::FairMutex;
 
 use crate::error::{db_error, redact_url, PersistenceError};
+use crate::owner_only;
 
 /// Seconds a caller is told to wait when the pool has no connection to give.
 pub const RETRY_AFTER_SECS: u64 = 2;
@@ -563,14 +564,7 @@ pub fn open(url: &str, opts: PoolOptions) -> Result<DbStore, PersistenceError> {
 fn create_parent_folder(path: &Path) -> Result<(), PersistenceError> {
     match path.parent() {
         Some(parent) if parent != PathBuf::new() => {
-            let mut builder = std::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::DirBuilderExt;
-                builder.mode(0o700);
-            }
-            builder.create(parent).map_err(|e| {
+            owner_only::create_folder(parent).map_err(|e| {
                 PersistenceError::Setup(format!("cannot create {}: {e}", parent.display()))
             })
         }
@@ -586,17 +580,11 @@ fn create_parent_folder(path: &Path) -> Result<(), PersistenceError> {
 fn private_database_files(path: &Path) -> Result<(), PersistenceError> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         if path.as_os_str().to_string_lossy().starts_with("file:") {
             // A SQLite URI (`file:...?mode=...`): SQLite resolves it, not a plain path.
             return Ok(());
         }
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-        {
+        match owner_only::create_file(path) {
             Ok(_) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -613,27 +601,7 @@ fn private_database_files(path: &Path) -> Result<(), PersistenceError> {
         companions.push("-shm");
         let shm = PathBuf::from(companions);
         for file in [path, wal.as_path(), shm.as_path()] {
-            let Ok(meta) = std::fs::metadata(file) else {
-                continue;
-            };
-            let mode = meta.permissions().mode() & 0o777;
-            if !meta.is_file() || mode & 0o077 == 0 {
-                continue;
-            }
-            // Not fatal when it fails (a file of another owner): the warning says so.
-            match std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)) {
-                Ok(()) => tracing::warn!(
-                    file = %file.display(),
-                    was = format!("{mode:o}"),
-                    "the database file was readable or writable by others: set it to 0600"
-                ),
-                Err(e) => tracing::warn!(
-                    file = %file.display(),
-                    mode = format!("{mode:o}"),
-                    error = %e,
-                    "the database file is readable or writable by others and could not be set to 0600"
-                ),
-            }
+            owner_only::tighten(file, owner_only::Kind::File, "the database file");
         }
     }
     #[cfg(not(unix))]

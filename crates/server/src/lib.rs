@@ -35,7 +35,7 @@ use gc_http_api::gateway::RunRecorder;
 use gc_http_api::guard::GuardService;
 use gc_http_api::state::Adapters;
 use gc_http_api::{AppState, HttpSettings};
-use gc_persistence::{DbStore, PoolOptions};
+use gc_persistence::{owner_only, DbStore, PoolOptions};
 use tokio::sync::mpsc;
 
 pub use config::Config;
@@ -113,63 +113,22 @@ pub fn private_data_dir(config: &Config) -> anyhow::Result<()> {
     if !default {
         return Ok(());
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(&dir) {
-            let mode = meta.permissions().mode() & 0o777;
-            if meta.is_dir() && mode & 0o077 != 0 {
-                // Not fatal when it fails (a folder of another owner): the warning says so.
-                match std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)) {
-                    Ok(()) => tracing::warn!(
-                        folder = %dir.display(),
-                        was = format!("{mode:o}"),
-                        "the data folder was open to others: set it to 0700"
-                    ),
-                    Err(e) => tracing::warn!(
-                        folder = %dir.display(),
-                        mode = format!("{mode:o}"),
-                        error = %e,
-                        "the data folder is open to others and could not be set to 0700"
-                    ),
-                }
-            }
-        }
-    }
+    owner_only::tighten(&dir, owner_only::Kind::Folder, "the data folder");
     Ok(())
 }
 
 /// The data folder when the configuration names no other.
 const DEFAULT_DATA_DIR: &str = "data";
 
-/// Creates `dir` and its missing parents, mode 0700 on Unix.
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
-}
-
+/// Writes `content` into the new file `path`, mode 0600 on Unix, creating its folder and the
+/// missing parents 0700.
 fn write_secret_file(path: &Path, content: &str) -> anyhow::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        create_private_dir(parent)?;
+        owner_only::create_folder(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+    let mut file =
+        owner_only::create_file(path).with_context(|| format!("creating {}", path.display()))?;
     file.write_all(content.as_bytes())?;
     Ok(())
 }
