@@ -208,22 +208,46 @@ fn report_user(
     )
 }
 
+/// An account command that sets one field: the account's status or its role.
+#[derive(Debug, Clone, Copy)]
+enum AccountChange {
+    SetStatus(Status),
+    SetRole(Role),
+}
+use AccountChange::{SetRole, SetStatus};
+
+impl AccountChange {
+    fn patch(self) -> UserPatch {
+        let (status, role) = match self {
+            SetStatus(status) => (Some(status), None),
+            SetRole(role) => (None, Some(role)),
+        };
+        UserPatch {
+            status,
+            role,
+            ..UserPatch::default()
+        }
+    }
+
+    /// The line said of the changed account `e`.
+    fn said(self, e: &str) -> String {
+        match self {
+            SetStatus(Status::Suspended) => format!("suspended {e}"),
+            SetStatus(Status::Active) => format!("activated {e}"),
+            SetRole(Role::PlatformAdmin) => format!("{e} is a platform admin"),
+            SetRole(Role::Member) => format!("{e} is a member"),
+        }
+    }
+}
+
 fn users(inv: &Invocation, command: UserCommand, out: &mut dyn Write) -> anyhow::Result<()> {
     let (config, store, operator, json) = (inv.config, inv.store, inv.operator, inv.json);
     let by_email = |email: &str| admin::find_user_by_email(store, operator, email).map_err(domain);
-    // Changes the account `email` names and reports it with the line `said` makes.
-    let changed = |out: &mut dyn Write, email: &str, patch: UserPatch, said: fn(&str) -> String| {
+    // Makes the change in the account `email` names and reports it.
+    let changed = |out: &mut dyn Write, email: &str, change: AccountChange| {
         let user = by_email(email)?;
-        let user = admin::update_user(store, operator, user.id, &patch).map_err(domain)?;
-        report_user(out, json, user, said)
-    };
-    let status = |status| UserPatch {
-        status: Some(status),
-        ..UserPatch::default()
-    };
-    let role = |role| UserPatch {
-        role: Some(role),
-        ..UserPatch::default()
+        let user = admin::update_user(store, operator, user.id, &change.patch()).map_err(domain)?;
+        report_user(out, json, user, |e| change.said(e))
     };
     match command {
         UserCommand::List { tenant } => {
@@ -249,26 +273,10 @@ fn users(inv: &Invocation, command: UserCommand, out: &mut dyn Write) -> anyhow:
                 },
             )?;
         }
-        UserCommand::Suspend { email } => {
-            changed(out, &email, status(Status::Suspended), |e| {
-                format!("suspended {e}")
-            })?;
-        }
-        UserCommand::Activate { email } => {
-            changed(out, &email, status(Status::Active), |e| {
-                format!("activated {e}")
-            })?;
-        }
-        UserCommand::Promote { email } => {
-            changed(out, &email, role(Role::PlatformAdmin), |e| {
-                format!("{e} is a platform admin")
-            })?;
-        }
-        UserCommand::Demote { email } => {
-            changed(out, &email, role(Role::Member), |e| {
-                format!("{e} is a member")
-            })?;
-        }
+        UserCommand::Suspend { email } => changed(out, &email, SetStatus(Status::Suspended))?,
+        UserCommand::Activate { email } => changed(out, &email, SetStatus(Status::Active))?,
+        UserCommand::Promote { email } => changed(out, &email, SetRole(Role::PlatformAdmin))?,
+        UserCommand::Demote { email } => changed(out, &email, SetRole(Role::Member))?,
         UserCommand::ResetPassword { email } => {
             let user = by_email(&email)?;
             let hasher = crate::hasher(config)?;
@@ -490,7 +498,7 @@ fn read_password() -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::shown;
+    use super::{shown, AccountChange, Role, SetRole, SetStatus, Status};
 
     #[test]
     fn shown_escapes_what_a_terminal_would_act_on() {
@@ -509,6 +517,25 @@ mod tests {
                 !out.contains(c) && out.starts_with("x\\u{") && out.ends_with('y'),
                 "{out}"
             );
+        }
+    }
+
+    #[test]
+    fn an_account_change_patches_its_one_field_and_says_the_new_state() {
+        let cases: [(AccountChange, &str); 4] = [
+            (SetStatus(Status::Suspended), "suspended a@b.c"),
+            (SetStatus(Status::Active), "activated a@b.c"),
+            (SetRole(Role::PlatformAdmin), "a@b.c is a platform admin"),
+            (SetRole(Role::Member), "a@b.c is a member"),
+        ];
+        for (change, line) in cases {
+            assert_eq!(change.said("a@b.c"), line);
+            let patch = change.patch();
+            assert_eq!(patch.name, None);
+            match change {
+                SetStatus(s) => assert_eq!((patch.status, patch.role), (Some(s), None)),
+                SetRole(r) => assert_eq!((patch.status, patch.role), (None, Some(r))),
+            }
         }
     }
 }
