@@ -1412,19 +1412,19 @@ fn api_keys_context_list_and_revoke(db: &Db) {
 /// stores nothing.
 fn run_usage_batches_are_stored_whole(db: &Db) {
     use std::future::Future;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
     use gc_domain::policy::ai_access::{AiKeyStatus, TenantAiKey};
     use gc_domain::policy::quota::{token_windows, NodeQuotas};
     use gc_domain::policy::runs::{
-        prepare_for, ChatAnswer, ChatUpstream, RunEnd, RunEvent, RunKind, RunLine, RunReport,
-        RunSink, Runs, TokenUsage, UpstreamFailure,
+        prepare_for, RunEnd, RunEvent, RunKind, RunLine, RunReport, RunSink, Runs, TokenUsage,
     };
     use gc_domain::policy::usage::{UsageGroup, UsageQuery, UsageRange};
     use gc_domain::ports::{KeySealer, QuotaRepo, UsageRepo};
     use gc_domain::secret::SecretString;
+    use gc_domain::test_support::ChatOnlyUpstream;
     use gc_domain::DomainResult;
-    use serde_json::{Map, Value};
 
     struct Opened;
     impl KeySealer for Opened {
@@ -1435,55 +1435,28 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
             Some(SecretString::new(sealed))
         }
     }
-    /// Answers every call at once with a completion of model `m-<n % 3>` and `n` tokens.
-    struct Upstream(Mutex<u64>);
-    impl ChatUpstream for Upstream {
-        type Body = ();
-        type Stream = ();
-        fn configured(&self, _: Region) -> bool {
-            true
-        }
-        fn chat(
-            &self,
-            _: Region,
-            _: &SecretString,
-            _: Map<String, Value>,
-        ) -> impl Future<Output = Result<ChatAnswer<(), ()>, UpstreamFailure>> + Send {
-            let n = {
-                let mut n = self.0.lock().unwrap();
-                *n += 1;
-                *n
-            };
-            std::future::ready(Ok(ChatAnswer::Complete {
-                body: (),
-                report: RunReport {
-                    end: RunEnd::Ok,
-                    model: format!("m-{}", n % 3),
-                    latency_ms: 1,
-                    ttft_ms: None,
-                    usage: Some(TokenUsage {
-                        prompt_tokens: 1,
-                        completion_tokens: n - 1,
-                        total_tokens: n,
-                    }),
-                    error_code: None,
-                    relayed_tokens: None,
-                },
-            }))
-        }
-        fn models(&self, _: Region) -> Vec<String> {
-            vec!["m-0".into()]
-        }
-        fn backoff(&self) -> impl Future<Output = ()> + Send {
-            std::future::ready(())
-        }
-        fn on_finish(&self, s: (), _: bool, _: Box<dyn FnOnce(RunReport) + Send>) {
-            s
-        }
-        fn count_tokens(&self, _: &str, text: &str) -> u64 {
-            text.len() as u64
-        }
-    }
+    // Answers the n-th call at once with a completion of model `m-<n % 3>` and `n` tokens.
+    let calls = AtomicU64::new(0);
+    let upstream = ChatOnlyUpstream::new(
+        &["m-0"],
+        |text| text.len() as u64,
+        move |_: &str| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(RunReport {
+                end: RunEnd::Ok,
+                model: format!("m-{}", n % 3),
+                latency_ms: 1,
+                ttft_ms: None,
+                usage: Some(TokenUsage {
+                    prompt_tokens: 1,
+                    completion_tokens: n - 1,
+                    total_tokens: n,
+                }),
+                error_code: None,
+                relayed_tokens: None,
+            })
+        },
+    );
     type Kept<T> = Arc<Mutex<Vec<T>>>;
     #[derive(Default)]
     struct Lines(
@@ -1524,7 +1497,7 @@ fn run_usage_batches_are_stored_whole(db: &Db) {
         .unwrap();
     let caller = principal(&db.store, &m.user);
     let sink = Arc::new(Lines::default());
-    let runs = Runs::new(Arc::new(Upstream(Mutex::new(0))), sink.clone());
+    let runs = Runs::new(Arc::new(upstream), sink.clone());
     let quotas = NodeQuotas::default();
     let mut waker = std::task::Context::from_waker(std::task::Waker::noop());
     for _ in 0..159 {
