@@ -10,7 +10,7 @@ use std::sync::Arc;
 use gc_domain::secret::SecretString;
 use gc_domain::services::ai_keys::{GatewayCheck, KeyProbe, KeyProbeAnswer};
 use gc_domain::values::Region;
-use gc_gateway::{Gateways, KeyStatus, Secret};
+use gc_gateway::{Gateways, KeyStatus};
 
 /// The region gateways as the services' `KeyProbe`.
 pub struct GatewayProbes<'a>(pub &'a Gateways);
@@ -31,7 +31,7 @@ impl KeyProbe for GatewayChecks {
 impl KeyProbe for GatewayProbes<'_> {
     async fn probe_key(&self, region: Region, secret: &SecretString) -> Option<KeyProbeAnswer> {
         let gateway = self.0.region(region)?;
-        let probe = gateway.probe(&Secret::new(secret.expose())).await;
+        let probe = gateway.probe(secret).await;
         Some(KeyProbeAnswer {
             accepted: probe.outcome == KeyStatus::Ready,
             reason: probe.reason,
