@@ -118,15 +118,26 @@ pub struct LeasingGate {
     /// subject ([`TokenLease`], decision 0025): busy subjects far from their limits reserve
     /// for several runs in one write.
     token_leases: Mutex<FxHashMap<QuotaSubject, TokenLease>>,
+    /// Token reservations on the request path in flight, by subject, as `taking` is for
+    /// requests: while one is, the others of the same subject wait for it (once, at most
+    /// [`FOLLOW_WAIT`], where they may wait) and then reserve exactly their run's tokens if
+    /// its lease does not serve them, so a lease used up under concurrent runs is reserved
+    /// again in one write, not one per run (decision 0057). Locked before `token_leases`
+    /// when both are.
+    token_taking: Mutex<FxHashMap<QuotaSubject, u32>>,
+    /// Signalled whenever a token reservation in flight ends.
+    token_taken: std::sync::Condvar,
 }
 
 /// This process's unused share of a token window's count: reserved in the shared window by
 /// one of its reservations beyond that run's own tokens, and handed to its next runs of the
 /// window without a write. Unused tokens of a minute are lost with it; those of a month wait
 /// for the process's next runs (lost if it stops). A lease is for twice as many runs as the
-/// last one when that was taken less than [`LEASE_GROWTH_MS`] ago (else none: a quiet subject
-/// reserves exactly), at most [`TOKEN_LEASE_RUNS`] runs and an eighth of what the window had
-/// left, so small limits stay exact.
+/// last one when that was taken less than [`LEASE_GROWTH_MS`] ago, else for half as many for
+/// every such period since (as request leases shrink, decision 0057: a lease that lasted a
+/// little over a second is not followed by exact reservations that grow again from one run;
+/// a quiet subject soon reserves exactly), at most [`TOKEN_LEASE_RUNS`] runs and an eighth of
+/// what the window had left, so small limits stay exact.
 #[derive(Debug, Clone, Copy)]
 struct TokenLease {
     start_ms: i64,
@@ -144,22 +155,41 @@ impl TokenLease {
     fn serves(&self, t: &TokenTake) -> bool {
         self.start_ms == t.window.start_ms && self.max == t.max
     }
+
+    /// The runs the next lease of `t`'s window is for, before the window's room is counted:
+    /// none in another window or under another limit (or when the clock went back), twice the
+    /// last lease's when that was reserved less than [`LEASE_GROWTH_MS`] ago (at least one,
+    /// at most [`TOKEN_LEASE_RUNS`]), else half as many for every such period since.
+    fn next_runs(&self, t: &TokenTake, now_ms: i64) -> u64 {
+        let idle = now_ms.saturating_sub(self.taken_ms);
+        if !self.serves(t) || idle < 0 {
+            return 0;
+        }
+        if idle < LEASE_GROWTH_MS {
+            return self.runs.saturating_mul(2).clamp(1, TOKEN_LEASE_RUNS);
+        }
+        self.runs
+            .checked_shr(u32::try_from(idle / LEASE_GROWTH_MS).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+    }
 }
 
 /// The most runs one token lease is for (as [`MAX_LEASE`] for requests): at thousands of runs a
 /// second, a write every second or so.
 pub const TOKEN_LEASE_RUNS: u64 = MAX_LEASE;
 
-/// The request-path takes of one request, registered in [`LeasingGate::taking`] until it drops
-/// (also when the store panics).
+/// The request-path takes (or token reservations) of one request, registered in
+/// [`LeasingGate::taking`] (or [`LeasingGate::token_taking`]) until it drops (also when the
+/// store panics), which wakes the requests waiting for them.
 struct Taking<'a> {
-    quotas: &'a LeasingGate,
-    subjects: SmallVec<[QuotaSubject; 2]>,
+    map: &'a Mutex<FxHashMap<QuotaSubject, u32>>,
+    ended: &'a std::sync::Condvar,
+    subjects: SmallVec<[QuotaSubject; 3]>,
 }
 
 impl Drop for Taking<'_> {
     fn drop(&mut self) {
-        let mut taking = self.quotas.taking_lock();
+        let mut taking = lock_taking(self.map);
         for subject in &self.subjects {
             if let Some(n) = taking.get_mut(subject) {
                 *n = n.saturating_sub(1);
@@ -169,8 +199,14 @@ impl Drop for Taking<'_> {
             }
         }
         drop(taking);
-        self.quotas.taken.notify_all();
+        self.ended.notify_all();
     }
+}
+
+fn lock_taking(
+    map: &Mutex<FxHashMap<QuotaSubject, u32>>,
+) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, u32>> {
+    map.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// How long a request that finds no lease waits for another request's take of it before it
@@ -247,7 +283,20 @@ impl LeasingGate {
     }
 
     fn taking_lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, u32>> {
-        self.taking.lock().unwrap_or_else(PoisonError::into_inner)
+        lock_taking(&self.taking)
+    }
+
+    /// Waits, at most [`LeasingGate::follow_wait`], while `busy` holds of the takes in flight
+    /// (`taking`, locked; `ended` is signalled whenever one of them ends).
+    fn wait_while(
+        &self,
+        ended: &std::sync::Condvar,
+        taking: std::sync::MutexGuard<'_, FxHashMap<QuotaSubject, u32>>,
+        busy: impl Fn(&FxHashMap<QuotaSubject, u32>) -> bool,
+    ) {
+        let _ = ended
+            .wait_timeout_while(taking, self.follow_wait(), |t| busy(t))
+            .unwrap_or_else(PoisonError::into_inner);
     }
 
     fn refills_lock(&self) -> std::sync::MutexGuard<'_, Refills> {
@@ -446,10 +495,7 @@ impl QuotaGate for LeasingGate {
                 if lacks(&taking) {
                     // Put back what this attempt took from local leases; the next looks again.
                     put_back(&mut self.lock(), takes, &from_lease);
-                    let _ = self
-                        .taken
-                        .wait_timeout_while(taking, self.follow_wait(), |t| lacks(t))
-                        .unwrap_or_else(PoisonError::into_inner);
+                    self.wait_while(&self.taken, taking, lacks);
                     waited = true;
                     continue;
                 }
@@ -486,7 +532,8 @@ impl QuotaGate for LeasingGate {
                 asks,
                 follows,
                 Taking {
-                    quotas: self,
+                    map: &self.taking,
+                    ended: &self.taken,
                     subjects,
                 },
             )
@@ -545,11 +592,13 @@ impl QuotaGate for LeasingGate {
 
     /// Reserves `tokens` in every window of `takes` (each `takes[i].tokens` is `tokens`): from
     /// this process's token leases where each holds enough, else from the store for the
-    /// windows that do not — with a lease for later runs when the subject reserved less than
-    /// [`LEASE_GROWTH_MS`] ago and its window has room for at least one more such run in an
-    /// eighth of what is left; exactly `tokens` otherwise, or when the lease does not fit. `Ok`
-    /// holds each window's remaining allowance as this process knows it; `Err` the index of a
-    /// window that is full, in which case nothing is reserved.
+    /// windows that do not — with a lease for later runs ([`TokenLease::next_runs`]) when its
+    /// window has room for at least one more such run in an eighth of what is left; exactly
+    /// `tokens` otherwise, when the lease does not fit, or when another run of this process
+    /// is reserving in that window right now (a run that finds one waits for it first, where
+    /// it may wait: [`QuotaRepo::may_wait`]). `Ok` holds each window's remaining allowance as
+    /// this process knows it; `Err` the index of a window that is full, in which case nothing
+    /// is reserved.
     fn reserve_tokens<P: QuotaRepo + ?Sized>(
         &self,
         store: &P,
@@ -562,48 +611,86 @@ impl QuotaGate for LeasingGate {
                 m.saturating_sub(l.shared).saturating_add(l.left).min(m)
             })
         };
-        let mut local: SmallVec<[bool; 3]> = smallvec::smallvec![false; takes.len()];
-        let mut asks: SmallVec<[TokenTake; 3]> = SmallVec::new();
-        {
-            let mut held = self.token_lock();
-            if held.len() > 4_096 {
-                held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
-            }
-            for (i, t) in takes.iter().enumerate() {
-                match held
-                    .get_mut(&t.window.subject)
-                    .filter(|l| l.serves(t) && l.left >= tokens)
-                {
-                    Some(l) => {
-                        l.left -= tokens;
-                        local[i] = true;
+        let return_local = |held: &mut FxHashMap<QuotaSubject, TokenLease>, local: &[bool]| {
+            for (t, from_lease) in takes.iter().zip(local) {
+                if *from_lease {
+                    if let Some(l) = held.get_mut(&t.window.subject).filter(|l| l.serves(t)) {
+                        l.left = l.left.saturating_add(tokens);
                     }
-                    None => {
-                        let extra = held
-                            .get(&t.window.subject)
-                            .filter(|l| {
-                                l.start_ms == t.window.start_ms
-                                    && l.max == t.max
-                                    && (0..LEASE_GROWTH_MS)
-                                        .contains(&now_ms.saturating_sub(l.taken_ms))
-                            })
-                            .map_or(0, |l| {
+                }
+            }
+        };
+        let mut waited = false;
+        let (local, mut asks, follows, _taking) = loop {
+            let mut local: SmallVec<[bool; 3]> = smallvec::smallvec![false; takes.len()];
+            let mut asks: SmallVec<[TokenTake; 3]> = SmallVec::new();
+            {
+                let mut held = self.token_lock();
+                if held.len() > 4_096 {
+                    held.retain(|_, l| l.start_ms >= now_ms.div_euclid(60_000) * 60_000);
+                }
+                for (i, t) in takes.iter().enumerate() {
+                    match held
+                        .get_mut(&t.window.subject)
+                        .filter(|l| l.serves(t) && l.left >= tokens)
+                    {
+                        Some(l) => {
+                            l.left -= tokens;
+                            local[i] = true;
+                        }
+                        None => {
+                            let extra = held.get(&t.window.subject).map_or(0, |l| {
                                 let room = t.max.unwrap_or(MAX_LIMIT).saturating_sub(l.shared)
                                     / LEASE_SHARE;
                                 // Whole runs of this size: a lease leaves no piece too
                                 // small for the next run stranded on this node.
                                 let fit = room.checked_div(tokens).unwrap_or(0);
-                                let grown = l.runs.saturating_mul(2).clamp(1, TOKEN_LEASE_RUNS);
-                                fit.min(grown).saturating_mul(tokens)
+                                fit.min(l.next_runs(t, now_ms)).saturating_mul(tokens)
                             });
-                        asks.push(TokenTake {
-                            tokens: tokens.saturating_add(extra),
-                            ..*t
-                        });
+                            asks.push(TokenTake {
+                                tokens: tokens.saturating_add(extra),
+                                ..*t
+                            });
+                        }
                     }
                 }
             }
-        }
+            if asks.is_empty() {
+                break (local, asks, SmallVec::new(), None);
+            }
+            let mut taking = lock_taking(&self.token_taking);
+            let in_flight = |t: &FxHashMap<QuotaSubject, u32>| {
+                asks.iter().any(|a| t.contains_key(&a.window.subject))
+            };
+            // Another run of this process is reserving in a window this one lacks: wait for it
+            // (once, at most FOLLOW_WAIT) and look again; its lease may serve this run. Never
+            // on a thread that serves connections.
+            if !waited && in_flight(&taking) && store.may_wait() {
+                return_local(&mut self.token_lock(), &local);
+                self.wait_while(&self.token_taken, taking, in_flight);
+                waited = true;
+                continue;
+            }
+            // Behind a reservation in flight: exactly this run's tokens (that one's lease
+            // serves what follows).
+            let mut follows: SmallVec<[bool; 3]> = SmallVec::new();
+            let mut subjects = SmallVec::new();
+            for a in &mut asks {
+                let n = taking.entry(a.window.subject).or_insert(0);
+                follows.push(*n > 0);
+                if *n > 0 {
+                    a.tokens = tokens;
+                }
+                *n += 1;
+                subjects.push(a.window.subject);
+            }
+            let registered = Taking {
+                map: &self.token_taking,
+                ended: &self.token_taken,
+                subjects,
+            };
+            break (local, asks, follows, Some(registered));
+        };
         let mut answer = if asks.is_empty() {
             Ok(Take::Taken(Vec::new()))
         } else {
@@ -621,13 +708,7 @@ impl QuotaGate for LeasingGate {
             Ok(Take::Taken(grants)) => grants,
             other => {
                 // Put back what this run took from local leases.
-                for (t, from_lease) in takes.iter().zip(&local) {
-                    if *from_lease {
-                        if let Some(l) = held.get_mut(&t.window.subject).filter(|l| l.serves(t)) {
-                            l.left = l.left.saturating_add(tokens);
-                        }
-                    }
-                }
+                return_local(&mut held, &local);
                 return match other {
                     Ok(Take::Full(j)) => {
                         let missing: SmallVec<[usize; 3]> =
@@ -639,11 +720,11 @@ impl QuotaGate for LeasingGate {
                 };
             }
         };
-        let mut grants = asks.iter().zip(grants);
+        let mut grants = asks.iter().zip(&follows).zip(grants);
         let mut remaining: SmallVec<[u64; 3]> = SmallVec::new();
         for (t, from_lease) in takes.iter().zip(&local) {
             if !*from_lease {
-                if let Some((ask, grant)) = grants.next() {
+                if let Some(((ask, follows), grant)) = grants.next() {
                     let spare = ask.tokens.saturating_sub(tokens);
                     let runs = spare.checked_div(tokens).unwrap_or(0);
                     let fresh = TokenLease {
@@ -659,8 +740,12 @@ impl QuotaGate for LeasingGate {
                             if l.serves(t) {
                                 l.left = l.left.saturating_add(spare);
                                 l.shared = l.shared.max(grant.count);
-                                l.taken_ms = now_ms;
-                                l.runs = runs;
+                                // A run reserved behind another's reservation is not a lease:
+                                // the size and time the next lease grows from are that one's.
+                                if !*follows {
+                                    l.taken_ms = now_ms;
+                                    l.runs = runs;
+                                }
                             } else {
                                 *l = fresh;
                             }
@@ -1326,8 +1411,8 @@ mod tests {
         }
     }
 
-    /// A store that holds every request take until released (in the order they came), and
-    /// records what each asked.
+    /// A store that holds every request take and token reservation until released (in the
+    /// order they came), and records what each asked (requests or tokens).
     struct Held {
         inner: Fake,
         wants: Mutex<Vec<u64>>,
@@ -1335,28 +1420,85 @@ mod tests {
         release: Mutex<std::sync::mpsc::Receiver<()>>,
     }
 
+    impl Held {
+        /// Records what a take asked, tells `entered`, and waits for `release`.
+        fn hold(&self, asked: impl Iterator<Item = u64>) {
+            self.wants.lock().unwrap().extend(asked);
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+        }
+    }
+
     impl QuotaRepo for Held {
         fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
             self.inner.window_tokens(w)
         }
         fn take_request(&self, takes: &[RequestTake]) -> DomainResult<Take> {
-            self.wants
-                .lock()
-                .unwrap()
-                .extend(takes.iter().map(|t| t.want));
-            self.entered.lock().unwrap().send(()).unwrap();
-            self.release.lock().unwrap().recv().unwrap();
+            self.hold(takes.iter().map(|t| t.want));
             self.inner.take_request(takes)
         }
-        fn reserve_tokens(&self, _: &[TokenTake]) -> DomainResult<Take> {
-            unreachable!("no token limit here")
+        fn reserve_tokens(&self, takes: &[TokenTake]) -> DomainResult<Take> {
+            self.hold(takes.iter().map(|t| t.tokens));
+            self.inner.reserve_tokens(takes)
         }
         fn release_tokens(&self, _: &[QuotaWindow], _: u64) -> DomainResult<()> {
-            unreachable!("no token limit here")
+            unreachable!("no refusal here")
         }
         fn prune_windows(&self, a: i64, b: i64) -> DomainResult<u64> {
             self.inner.prune_windows(a, b)
         }
+    }
+
+    /// `inner` behind a [`Held`] store; the receiver told each time a take enters, and the
+    /// sender that lets one go.
+    fn held(
+        inner: Fake,
+    ) -> (
+        Held,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel();
+        let store = Held {
+            inner,
+            wants: Mutex::default(),
+            entered: Mutex::new(entered_tx),
+            release: Mutex::new(release_rx),
+        };
+        (store, entered, release)
+    }
+
+    /// Runs `run` on two threads over a [`held`] store, the second once the first is held
+    /// there; releases both (one after the other) and checks that both succeeded before
+    /// anything else is checked, so a failure fails the test instead of hanging it. Answers
+    /// whether the second reached the store within `second_within`, and what the store was
+    /// asked by then.
+    fn both_held<R: Send>(
+        (store, entered, release): (
+            &Held,
+            &std::sync::mpsc::Receiver<()>,
+            &std::sync::mpsc::Sender<()>,
+        ),
+        second_within: std::time::Duration,
+        run: impl Fn() -> DomainResult<R> + Sync,
+    ) -> (bool, Vec<u64>) {
+        let wait = std::time::Duration::from_secs(10);
+        std::thread::scope(|threads| {
+            let first = threads.spawn(&run);
+            let entered_first = entered.recv_timeout(wait);
+            let second = threads.spawn(&run);
+            let second_took = entered.recv_timeout(second_within).is_ok();
+            let wants = store.wants.lock().unwrap().clone();
+            release.send(()).unwrap();
+            let first = first.join();
+            release.send(()).unwrap();
+            let second = second.join();
+            entered_first.unwrap();
+            first.unwrap().unwrap();
+            second.unwrap().unwrap();
+            (second_took, wants)
+        })
     }
 
     /// A tenant of 10^6 requests a minute at 10:00:30 and its minute; a store over it whose
@@ -1375,16 +1517,9 @@ mod tests {
 
     fn in_flight() -> InFlight {
         let (scope, inner) = scope(rpm(1_000_000), None);
+        let (store, entered, release) = held(inner);
         let subject = QuotaSubject::TenantMinute(scope.tenant().id);
         let now = at("2026-11-21T10:00:30Z");
-        let (entered_tx, entered) = std::sync::mpsc::channel();
-        let (release, release_rx) = std::sync::mpsc::channel();
-        let store = Held {
-            inner,
-            wants: Mutex::default(),
-            entered: Mutex::new(entered_tx),
-            release: Mutex::new(release_rx),
-        };
         let node = LeasingGate::default();
         node.lock().insert(
             subject,
@@ -1405,25 +1540,13 @@ mod tests {
     fn a_request_that_finds_a_take_in_flight_waits_for_it_instead_of_writing() {
         let (scope, subject, now, store, entered, release, node) = in_flight();
         node.follow_wait_ms.store(10_000, Ordering::Relaxed);
-        let wait = std::time::Duration::from_secs(10);
-        let (second_took, wants) = std::thread::scope(|threads| {
-            let first = threads.spawn(|| admit(&store, &node, &scope, now));
-            let entered_first = entered.recv_timeout(wait);
-            // While that take is in flight, another request finds the lease used up: it waits
-            // for the take, so no second take reaches the store.
-            let second = threads.spawn(|| admit(&store, &node, &scope, now));
-            let second_took = entered
-                .recv_timeout(std::time::Duration::from_millis(300))
-                .is_ok();
-            // Released twice, so that a second take (the failure) cannot hang the test.
-            release.send(()).unwrap();
-            release.send(()).unwrap();
-            let (first, second) = (first.join(), second.join());
-            entered_first.unwrap();
-            first.unwrap().unwrap();
-            second.unwrap().unwrap();
-            (second_took, store.wants.lock().unwrap().clone())
-        });
+        // While the first take is in flight, another request finds the lease used up: it
+        // waits for the take, so no second take reaches the store.
+        let (second_took, wants) = both_held(
+            (&store, &entered, &release),
+            std::time::Duration::from_millis(300),
+            || admit(&store, &node, &scope, now),
+        );
         assert!(!second_took, "the second request wrote a take of its own");
         assert_eq!(wants, vec![128]);
         let lease = node.lock()[&subject];
@@ -1435,26 +1558,13 @@ mod tests {
     fn a_take_in_flight_makes_the_others_of_its_subject_count_one_request() {
         // A lease of 64 just used up: the next take asks for twice as many.
         let (scope, subject, now, store, entered, release, node) = in_flight();
-        let wait = std::time::Duration::from_secs(10);
-        let held_wants = std::thread::scope(|threads| {
-            let first = threads.spawn(|| admit(&store, &node, &scope, now));
-            let entered_first = entered.recv_timeout(wait);
-            // While that take is in flight, another request finds the lease used up.
-            let second = threads.spawn(|| admit(&store, &node, &scope, now));
-            let entered_second = entered.recv_timeout(wait);
-            let held_wants = store.wants.lock().unwrap().clone();
-            // The lease lands first, the single request after it; both are released before
-            // anything is checked, so a failure here fails the test instead of hanging it.
-            release.send(()).unwrap();
-            let first = first.join();
-            release.send(()).unwrap();
-            let second = second.join();
-            entered_first.unwrap();
-            entered_second.unwrap();
-            first.unwrap().unwrap();
-            second.unwrap().unwrap();
-            held_wants
-        });
+        // While that take is in flight, another request finds the lease used up; the lease
+        // lands first, the single request after it.
+        let (_, held_wants) = both_held(
+            (&store, &entered, &release),
+            std::time::Duration::from_secs(10),
+            || admit(&store, &node, &scope, now),
+        );
         assert_eq!(held_wants, vec![128, 1]);
         // Nothing is left registered; the single request did not shrink the lease, which
         // serves what follows and grows as before.
@@ -1472,6 +1582,106 @@ mod tests {
             ),
             256
         );
+    }
+
+    /// A gate holding a used-up lease of `runs` runs of 30 tokens in a fresh tenant's token
+    /// minute at 10:00:30 (limit 10^12), reserved `since_ms` before; the take of one more such
+    /// run, and the instant.
+    fn used_up_lease_of(runs: u64, since_ms: i64) -> (LeasingGate, TokenTake, DateTime<Utc>) {
+        let now = at("2026-11-21T10:00:30Z");
+        let take = TokenTake {
+            max: Some(1_000_000_000_000),
+            ..token_take(now, 30)
+        };
+        let taken = now - chrono::Duration::milliseconds(since_ms);
+        let lease = TokenLease {
+            runs,
+            ..used_up_token_lease(&take, now, taken)
+        };
+        let gate = LeasingGate::default();
+        gate.token_lock().insert(take.window.subject, lease);
+        (gate, take, now)
+    }
+
+    #[test]
+    fn a_token_lease_halves_for_every_second_since_its_last_reservation() {
+        for (since_ms, runs) in [(500, 4_096), (1_500, 2_048), (2_500, 1_024), (13_000, 0)] {
+            let (gate, take, now) = used_up_lease_of(4_096, since_ms);
+            let store = Fake::default();
+            let at_ms = now.timestamp_millis();
+            gate.reserve_tokens(&store, &[take], 30, at_ms)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                tokens_in(&store, take.window),
+                30 * (1 + runs),
+                "{since_ms}"
+            );
+            assert_eq!(gate.token_lock()[&take.window.subject].runs, runs);
+        }
+    }
+
+    #[test]
+    fn a_subject_whose_largest_lease_lasts_over_a_second_keeps_reserving_in_few_writes() {
+        // 3,000 runs a second for 10 s: a lease of 4,096 runs lasts 1.4 s. Until decision
+        // 0057 the next reservation was then exact and leases grew again from one run (about
+        // 13 writes every 8,000 runs: 60 here); now the next lease is half as large.
+        let (scope, store) = scope(tokens(MAX_LIMIT, MAX_LIMIT), None);
+        let node = LeasingGate::default();
+        let start = at("2026-11-21T10:00:30Z");
+        for i in 0..30_000 {
+            let now = start + chrono::Duration::microseconds(i * 1_000 / 3);
+            admit_run(&store, &node, &scope, now, None, run_of(10, 20)).unwrap();
+        }
+        let writes = *store.quota_calls.lock().unwrap();
+        assert!((13..=30).contains(&writes), "{writes}");
+    }
+
+    /// Two runs' reservations of one more run of 30 tokens, in a gate whose lease of 64 runs
+    /// was just used up ([`used_up_lease_of`]) and whose followers wait at most
+    /// `follow_wait_ms`, over a [`held`] store: the second starts once the first is held there.
+    /// Answers what [`both_held`] does, the gate, the take and the store behind.
+    fn two_reservations(
+        follow_wait_ms: u64,
+        second_within: std::time::Duration,
+    ) -> (bool, Vec<u64>, LeasingGate, TokenTake, Fake) {
+        let (gate, take, now) = used_up_lease_of(64, 0);
+        gate.follow_wait_ms.store(follow_wait_ms, Ordering::Relaxed);
+        let (store, entered, release) = held(Fake::default());
+        let at_ms = now.timestamp_millis();
+        let (second_took, wants) = both_held((&store, &entered, &release), second_within, || {
+            gate.reserve_tokens(&store, &[take], 30, at_ms)
+                .map(|admitted| admitted.unwrap())
+        });
+        assert!(lock_taking(&gate.token_taking).is_empty());
+        (second_took, wants, gate, take, store.inner)
+    }
+
+    #[test]
+    fn a_run_that_finds_a_token_reservation_in_flight_waits_for_it_instead_of_writing() {
+        // While the first reservation is in flight, the second run finds the lease used up: it
+        // waits for that reservation, so no second one reaches the store.
+        let (second_took, _, gate, take, store) =
+            two_reservations(10_000, std::time::Duration::from_millis(300));
+        assert!(!second_took, "the second run reserved on its own");
+        assert_eq!(*store.quota_calls.lock().unwrap(), 1);
+        // The lease of 128 more runs served the second run.
+        let lease = gate.token_lock()[&take.window.subject];
+        assert_eq!((lease.left, lease.runs), (30 * 127, 128));
+        assert_eq!(tokens_in(&store, take.window), 30 * 129);
+    }
+
+    #[test]
+    fn a_run_behind_a_token_reservation_in_flight_reserves_its_own_tokens_only() {
+        // The second run's wait ends while the first reservation is still held.
+        let (second_took, wants, gate, take, store) =
+            two_reservations(1, std::time::Duration::from_secs(10));
+        assert!(second_took);
+        assert_eq!(wants, vec![30 * 129, 30]);
+        // The run's own reservation neither shrank the lease nor reset its growth.
+        let lease = gate.token_lock()[&take.window.subject];
+        assert_eq!((lease.left, lease.runs), (30 * 128, 128));
+        assert_eq!(tokens_in(&store, take.window), 30 * 130);
     }
 
     #[test]
