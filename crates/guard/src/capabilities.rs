@@ -208,6 +208,8 @@ const PATS: &[Pat] = &[
         kind: Kind::Executes,
         words: &[
             "bash ", " sh ", "`sh ", "source ", "python ", "python3 ", "node ", "./",
+            // `sh /tmp/x.sh` at the start of a line has no space before `sh`.
+            "sh /", "sh $", "sh ~", "sh \"",
         ],
         re: r"(?i)(?:^|[;&|(]\s*|\bthen\s+|\bdo\s+)(?:sudo\s+)?(?:(?:ba)?sh|source|\.|python3?|node)\s+[\w./~$-]*[\w$}]\.(?:sh|py|js|mjs|cjs|ps1)\b|(?:^|[;&|]\s*)\./[\w.-]+",
         what: "runs a script",
@@ -384,8 +386,10 @@ const PATS: &[Pat] = &[
             "/etc/passwd",
             "/etc/sudoers",
             "_history",
+            "'.aws'",
+            "\".aws\"",
         ],
-        re: r"(?i)(?:~|\$home|\$\{home\}|\bhome\b|/)?/?\.ssh(?:/[\w.*-]*)?|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/(?:credentials|config)|\.config/gcloud|\.azure/|\.kube/config|\.docker/config\.json|\.netrc\b|\.pypirc\b|\.git-credentials|\.config/gh/hosts|/etc/(?:shadow|passwd|sudoers)\b|\.(?:bash|zsh)_history",
+        re: r#"(?i)['"]\.aws['"]\s*[/,+]\s*['"]/?credentials\b|(?:~|\$home|\$\{home\}|\bhome\b|/)?/?\.ssh(?:/[\w.*-]*)?|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|\.aws/(?:credentials|config)|\.config/gcloud|\.azure/|\.kube/config|\.docker/config\.json|\.netrc\b|\.pypirc\b|\.git-credentials|\.config/gh/hosts|/etc/(?:shadow|passwd|sudoers)\b|\.(?:bash|zsh)_history"#,
         what: "reads a credential store",
     },
     Pat {
@@ -424,6 +428,18 @@ const PATS: &[Pat] = &[
         ],
         re: r#"(?i)(?:\bos\.environ(?:\.get)?\s*[\[(]\s*['"]|\bos\.getenv\s*\(\s*['"]|\bprocess\.env\.|\bprocess\.env\[\s*['"`]|\$env:|\$\{?)(?-i:[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*)\b"#,
         what: "reads a secret from the environment",
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &["read -", "read  -"],
+        re: r"(?:^|[;&|({]\s*|\bthen\s+|\bdo\s+|\belse\s+)read\s+(?:[^;&|\n]*\s)?-[a-rt-zA-Z]*s[a-zA-Z]*\b",
+        what: PASSWORD_PROMPT,
+    },
+    Pat {
+        kind: Kind::Reads,
+        words: &["[sudo]", "password"],
+        re: r#"(?i)\b(?:read|printf|echo|write-host|read-host)\b.*(?:\[sudo\]\s+password|\b(?:login|system|macos|mac|administrator|admin|keychain|account)\s+password\b|\bpassword\s+for\s+(?:%s|\$\{?user\b|\$\(whoami\)))"#,
+        what: "imitates a system password prompt",
     },
     Pat {
         kind: Kind::Reads,
@@ -624,6 +640,10 @@ const PATS: &[Pat] = &[
 
 /// What a credential read from a secret-named environment variable is called.
 const ENV_SECRET: &str = "reads a secret from the environment";
+
+/// What a hidden prompt (`read -s`) is called: a password typed by the user, sent to its own
+/// service like a credential from the environment.
+const PASSWORD_PROMPT: &str = "prompts for a password without echo";
 
 /// Channels no credential is sent through to its own service.
 const COVERT_SENDS: &[&str] = &["opens a socket", DNS_SEND];
@@ -1307,6 +1327,46 @@ pub(crate) fn extract(
             );
         }
     }
+    if let Some((line, shown)) = encoded_dns_lookup(text) {
+        add(out, site.fact(Kind::Sends, DNS_SEND, excerpt(shown), line));
+    }
+}
+
+/// A DNS lookup (`getaddrinfo`, `gethostbyname`, `dns.lookup`, `dns.promises.resolve*`, a
+/// resolver's `resolve`/`query`) of a name held by a variable, in a code file that also
+/// encodes data as hex, base32 or base64: a name spelled from encoded data carries it off
+/// through the resolver. A lookup of a configured host name (no encoding) is not. Gives the
+/// lookup's line and text.
+fn encoded_dns_lookup(text: &str) -> Option<(u32, &str)> {
+    const ENCODES: &[&str] = &[
+        ".hex()",
+        "hexlify(",
+        "b32encode(",
+        "b64encode(",
+        "urlsafe_b64encode(",
+        "toString('hex')",
+        "toString(\"hex\")",
+        "toString('base64')",
+        "toString(\"base64\")",
+        "toString('base64url')",
+        "btoa(",
+    ];
+    if text.len() > 1024 * 1024 || !ENCODES.iter().any(|e| text.contains(e)) {
+        return None;
+    }
+    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let re = RE
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"\b(?:getaddrinfo|gethostbyname(?:_ex)?|dns\.(?:promises\.)?(?:lookup|resolve\w*)|[rR]esolver\(\)\.(?:resolve|query)|resolver\.(?:resolve|query))\s*\(\s*[A-Za-z_][\w.]*\s*[,)]",
+            )
+            .ok()
+        })
+        .as_ref()?;
+    let m = re.find(text)?;
+    let (ls, le) = crate::scanner::line_bounds(text, m.start());
+    let line = u32::try_from(text.get(..ls)?.matches('\n').count() + 1).ok()?;
+    Some((line, text.get(ls..le)?))
 }
 
 /// The facts of one file read as code (`code`, decision 0034): shell, Python and JavaScript
@@ -2159,7 +2219,7 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
     // A token from a provider's CLI, in a file that names no other host, goes back to that
     // provider; it pairs only with a send in another file.
     let reads: Vec<&Fact> = of(Kind::Reads)
-        .filter(|r| r.what != ENV_SECRET)
+        .filter(|r| r.what != ENV_SECRET && r.what != PASSWORD_PROMPT)
         .filter(|r| r.what != CLI_CREDENTIAL || r.strong || sends.iter().any(|s| s.path != r.path))
         .collect();
     if let (Some(r), Some(_)) = (reads.first(), sends.first()) {
@@ -2210,7 +2270,7 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
             s,
         ));
     } else if let Some((r, s)) = of(Kind::Reads)
-        .filter(|r| r.what == ENV_SECRET)
+        .filter(|r| r.what == ENV_SECRET || r.what == PASSWORD_PROMPT)
         .find_map(|r| {
             sends
                 .iter()
@@ -2251,9 +2311,12 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
         // installers); other ways to run what was fetched are judged here.
         // The line itself, not what the code pass says it runs (`(runs `…`)`).
         let line = e.detail.split(" (runs `").next().unwrap_or(&e.detail);
-        if (e.what == "evaluates code" && !line.contains("$(") && !line.contains('`'))
-            || e.what == EXPANDED_PIPE
-        {
+        // `eval "$(curl …)"` is the line rules'; a substitution of a function that prints a
+        // download (`eval "$(tool) $(src) | $(runner)"`) shows them no download.
+        let lower = line.to_ascii_lowercase();
+        let seen_by_lines = (line.contains("$(") || line.contains('`'))
+            && (lower.contains("curl") || lower.contains("wget"));
+        if (e.what == "evaluates code" && !seen_by_lines) || e.what == EXPANDED_PIPE {
             if let Some(d) = by_line.get(&(e.path.as_deref(), e.line)) {
                 return Some((*d, *e));
             }
@@ -2310,7 +2373,7 @@ fn combine(facts: &[Fact], edges: &HashSet<(String, String)>) -> Vec<Finding> {
     let install: Vec<&Fact> = run.iter().copied().filter(|f| f.install).collect();
     let risky = |f: &&Fact| match f.kind {
         // A token named in the environment is how a build authenticates to its own index.
-        Kind::Reads => f.what != ENV_SECRET,
+        Kind::Reads => f.what != ENV_SECRET && f.what != PASSWORD_PROMPT,
         Kind::Sends | Kind::Persists | Kind::SupplyChain => true,
         Kind::Executes | Kind::Obfuscates => f.dynamic,
         Kind::Downloads => false,

@@ -251,64 +251,6 @@ fn facts_are_bounded_per_file() {
     assert!(report.stats.inventory.downloads.len() <= crate::capabilities::MAX_ITEMS_PER_KIND);
 }
 
-/// What the capability pass costs on the 5,000-file benchmark repository, next to the line
-/// rules alone (`cargo test --release -p gc-guard --lib capability_cost -- --ignored
-/// --nocapture`).
-#[test]
-#[ignore]
-fn capability_cost() {
-    let s = scanner();
-    let files = crate::eval::benchmark_files(5000);
-    let bytes: usize = files.iter().map(|f| f.1.len()).sum();
-    let texts: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, b)| (p.as_str(), std::str::from_utf8(b).unwrap()))
-        .collect();
-    let (mut best_all, mut best_rules, mut best_caps) = (f64::MAX, f64::MAX, f64::MAX);
-    let mut best_code = f64::MAX;
-    for _ in 0..5 {
-        let t = std::time::Instant::now();
-        std::hint::black_box(s.scan_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice()))));
-        best_all = best_all.min(t.elapsed().as_secs_f64());
-        let t = std::time::Instant::now();
-        for (p, text) in &texts {
-            std::hint::black_box(s.scan_text_counted(Some(p), text));
-        }
-        best_rules = best_rules.min(t.elapsed().as_secs_f64());
-        let t = std::time::Instant::now();
-        let mut c = crate::capabilities::Collector::default();
-        for (p, text) in &texts {
-            s.capabilities(Some(p), text, &mut c);
-        }
-        std::hint::black_box(c.finish(&|t: &str| s.shown(t)));
-        best_caps = best_caps.min(t.elapsed().as_secs_f64());
-        // The code pass (grammars, decision 0034) alone; it is part of the capability pass.
-        let t = std::time::Instant::now();
-        let mut facts = Vec::new();
-        let mut spent = std::time::Duration::ZERO;
-        for (p, text) in &texts {
-            facts.clear();
-            std::hint::black_box(crate::capabilities::code_facts(
-                Some(p),
-                text,
-                &|l: &str| l.to_string(),
-                &mut facts,
-                &mut spent,
-            ));
-        }
-        best_code = best_code.min(t.elapsed().as_secs_f64());
-    }
-    let mib = bytes as f64 / 1_048_576.0;
-    println!(
-        "{mib:.1} MiB in {} files: whole scan {:.1} MiB/s; line rules alone {:.1} MiB/s; capability pass alone {:.1} MiB/s (of which the code pass alone {:.1} MiB/s)",
-        files.len(),
-        mib / best_all,
-        mib / best_rules,
-        mib / best_caps,
-        mib / best_code,
-    );
-}
-
 #[test]
 fn prose_named_variables_and_known_indexes_are_not_capabilities() {
     let r = scan(&[

@@ -305,6 +305,30 @@ pub(crate) struct Ctx<'a> {
     pub frames: RefCell<Vec<HashMap<String, Val>>>,
     /// Calls read through so far in this file (at most [`MAX_CALL_READS`]).
     calls_read: Cell<usize>,
+    /// Sinks met where nothing can be reported (a shell function's body read through from a
+    /// command substitution), reported by [`Ctx::flush`] after the node (at most
+    /// [`MAX_CODE_FACTS`] kept).
+    deferred: RefCell<Vec<Deferred<'a>>>,
+    /// Statements of bodies read through so far in this file (each call reads at most
+    /// [`MAX_BODY_STATEMENTS`]): a measure of the work, for the bounds' tests.
+    statements_read: Cell<usize>,
+}
+
+/// The work the code pass did on one file, for the bounds' tests: syntax nodes visited,
+/// calls read through their function's body, statements of those bodies read.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Work {
+    pub nodes: usize,
+    pub calls: usize,
+    pub statements: usize,
+}
+
+/// A sink (or an assembled command word) met while evaluating: its line, the line's text,
+/// and what [`Ctx::sink`] (or [`Ctx::assembled_name`]) is given.
+enum Deferred<'a> {
+    Sink(u32, &'a str, Sink, String, Val),
+    Name(u32, &'a str, String),
 }
 
 impl<'a> Ctx<'a> {
@@ -331,6 +355,8 @@ impl<'a> Ctx<'a> {
             funcs: HashMap::new(),
             frames: RefCell::new(Vec::new()),
             calls_read: Cell::new(0),
+            deferred: RefCell::new(Vec::new()),
+            statements_read: Cell::new(0),
         }
     }
 
@@ -409,22 +435,18 @@ impl<'a> Ctx<'a> {
         read: impl FnOnce(&mut Body),
     ) -> Val {
         self.frames.borrow_mut().push(frame);
-        let mut body = Body {
-            returns: Vec::new(),
-            budget: MAX_BODY_STATEMENTS,
-        };
+        let mut body = Body::new();
         read(&mut body);
         self.frames.borrow_mut().pop();
-        let mut returns = body.returns;
-        let known = returns
-            .iter()
-            .position(|v| v.text.is_some() || v.items.is_some());
-        match known {
-            Some(i) => returns.swap_remove(i),
-            None => returns
-                .into_iter()
-                .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
-        }
+        self.count_statements(&body);
+        body.first_known()
+    }
+
+    /// Adds the statements `body` read to the file's count ([`Work::statements`]).
+    pub(crate) fn count_statements(&self, body: &Body) {
+        let used = MAX_BODY_STATEMENTS.saturating_sub(body.budget);
+        self.statements_read
+            .set(self.statements_read.get().saturating_add(used));
     }
 
     /// Assigns `name` in the innermost scope of a call being read through: `v`, or with
@@ -501,6 +523,10 @@ impl<'a> Ctx<'a> {
     /// A sink named by an assembled value (`getattr(os, "sys"+"tem")`, `$c` holding `curl`).
     pub(crate) fn assembled_name(&mut self, n: Node<'_>, word: &str) {
         let (line, text) = self.line_of(n);
+        self.assembled_name_at(line, text, word);
+    }
+
+    fn assembled_name_at(&mut self, line: u32, text: &str, word: &str) {
         let lower = word.to_ascii_lowercase();
         let base = lower
             .rsplit(['.', '/'])
@@ -518,6 +544,48 @@ impl<'a> Ctx<'a> {
 
     /// A value reaches a sink.
     pub(crate) fn sink(&mut self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
+        let (line, text) = self.line_of(n);
+        self.sink_at(line, text, sink, name, v);
+    }
+
+    /// [`Ctx::sink`] from where nothing can be reported: kept until [`Ctx::flush`].
+    pub(crate) fn defer_sink(&self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
+        let (line, text) = self.line_of(n);
+        let mut d = self.deferred.borrow_mut();
+        if d.len() < MAX_CODE_FACTS {
+            d.push(Deferred::Sink(
+                line,
+                text,
+                sink,
+                name.to_string(),
+                v.clone(),
+            ));
+        }
+    }
+
+    /// [`Ctx::assembled_name`] from where nothing can be reported: kept until [`Ctx::flush`].
+    pub(crate) fn defer_name(&self, n: Node<'_>, word: &str) {
+        let (line, text) = self.line_of(n);
+        let mut d = self.deferred.borrow_mut();
+        if d.len() < MAX_CODE_FACTS {
+            d.push(Deferred::Name(line, text, word.to_string()));
+        }
+    }
+
+    /// Reports what [`Ctx::defer_sink`] and [`Ctx::defer_name`] kept.
+    pub(crate) fn flush(&mut self) {
+        let kept = std::mem::take(&mut *self.deferred.borrow_mut());
+        for d in kept {
+            match d {
+                Deferred::Sink(line, text, sink, name, v) => {
+                    self.sink_at(line, text, sink, &name, &v)
+                }
+                Deferred::Name(line, text, word) => self.assembled_name_at(line, text, &word),
+            }
+        }
+    }
+
+    fn sink_at(&mut self, line: u32, text: &str, sink: Sink, name: &str, v: &Val) {
         // A process started with a URL that came through a variable (`pip install PKG`).
         let url_from_var = sink == Sink::Process
             && v.via_var
@@ -525,7 +593,6 @@ impl<'a> Ctx<'a> {
         if !v.interesting() && !url_from_var {
             return;
         }
-        let (line, text) = self.line_of(n);
         let shown = (self.excerpt)(text);
         if v.fetched {
             self.push(
@@ -560,7 +627,7 @@ impl<'a> Ctx<'a> {
             let head = value.split_whitespace().next().unwrap_or("");
             let head = head.rsplit('/').next().unwrap_or(head).to_ascii_lowercase();
             if crate::capabilities::is_split_word(&head) {
-                self.assembled_name(n, &head);
+                self.assembled_name_at(line, text, &head);
             }
         }
         // What the assembled value does, read by the lexical pass.
@@ -603,6 +670,30 @@ thread_local! {
 pub(crate) struct Body {
     pub returns: Vec<Val>,
     budget: usize,
+}
+
+impl Body {
+    /// A body with the budget of [`MAX_BODY_STATEMENTS`] statements.
+    pub(crate) fn new() -> Body {
+        Body {
+            returns: Vec::new(),
+            budget: MAX_BODY_STATEMENTS,
+        }
+    }
+
+    /// The first return whose text (or items) is known, else the flags of all of them.
+    fn first_known(self) -> Val {
+        let mut returns = self.returns;
+        let known = returns
+            .iter()
+            .position(|v| v.text.is_some() || v.items.is_some());
+        match known {
+            Some(i) => returns.swap_remove(i),
+            None => returns
+                .into_iter()
+                .fold(Val::unknown(), |acc, v| acc.concat(Val { text: None, ..v })),
+        }
+    }
 }
 
 /// Reads the statements of a body being read through in order, each by `statement`, while
@@ -885,14 +976,14 @@ fn worth_parsing(lang: Lang, text: &str) -> bool {
 }
 
 /// Visits the nodes in document order (bounded), handing each to its language.
-fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) {
+fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) -> usize {
     let mut cursor = root.walk();
     let mut visited = 0usize;
     loop {
         let node = cursor.node();
         visited += 1;
         if visited > MAX_NODES {
-            return;
+            return MAX_NODES;
         }
         match lang {
             Lang::Shell => shell::visit(cx, node),
@@ -908,10 +999,26 @@ fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) {
                 break;
             }
             if !cursor.goto_parent() {
-                return;
+                return visited;
             }
         }
     }
+}
+
+/// The work of the code pass on one file that runs ([`Work`]), parsed within
+/// [`PARSE_BUDGET`]; `None` when it is not parsed.
+#[cfg(test)]
+pub(crate) fn work_of(path: &str, text: &str) -> Option<Work> {
+    let lang = lang_of(Some(path), text)?;
+    let none = |_: &str| String::new();
+    let mut cx = Ctx::new(text, Some(path), true, "w", false, &none, None);
+    let tree = parse(lang, text)?;
+    let nodes = walk(&mut cx, lang, tree.root_node());
+    Some(Work {
+        nodes,
+        calls: cx.calls_read.get(),
+        statements: cx.statements_read.get(),
+    })
 }
 
 /// Code lines of extreme length or entropy: a long run of encoded data in a code file. A
@@ -1328,5 +1435,7 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
 
 #[cfg(test)]
 mod link_tests;
+#[cfg(test)]
+mod shell_tests;
 #[cfg(test)]
 pub(crate) mod tests;

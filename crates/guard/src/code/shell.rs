@@ -2,7 +2,8 @@
 //! the command word, `eval`, `sh -c`, `source <(...)` and pipes into an interpreter
 //! (tree-sitter-bash).
 
-use super::{code_char, unquoted, Ctx, Sink, Val, MAX_DEPTH};
+use super::{code_char, unquoted, Body, Ctx, Sink, Val, MAX_DEPTH};
+use std::collections::HashMap;
 use tree_sitter::Node;
 
 const INTERPRETERS: &[&str] = &[
@@ -20,18 +21,237 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
                 .map(|x| eval(cx, x, 0))
                 .unwrap_or_else(|| Val::lit(""));
             let key = cx.text(name).to_string();
-            // `x+=piece`.
-            let plus = cx
-                .text(n)
-                .get(key.len()..)
-                .is_some_and(|rest| rest.starts_with("+="));
-            let v = if plus { cx.get(&key).concat(v) } else { v };
+            let v = if plus_assign(cx, n, &key) {
+                cx.get(&key).concat(v)
+            } else {
+                v
+            };
             cx.set(&key, v);
         }
-        "command" => command(cx, n),
-        "pipeline" => pipeline(cx, n),
+        "function_definition" => {
+            if let Some(name) = n.child_by_field_name("name") {
+                let name = cx.text(name).to_string();
+                cx.define(&name, n);
+            }
+        }
+        "command" => {
+            sourced_vars(cx, n);
+            // A call in a substitution or a pipeline is read by it, for what it prints.
+            let read_by_parent = n.parent().is_some_and(|p| {
+                matches!(
+                    p.kind(),
+                    "command_substitution" | "process_substitution" | "pipeline"
+                )
+            });
+            if !read_by_parent || !is_call(cx, n) {
+                command(cx, n);
+            }
+        }
+        "pipeline" => {
+            pipeline(cx, n);
+        }
         _ => {}
     }
+    cx.flush();
+}
+
+/// `x+=piece`.
+fn plus_assign(cx: &Ctx<'_>, n: Node<'_>, key: &str) -> bool {
+    cx.text(n)
+        .get(key.len()..)
+        .is_some_and(|rest| rest.starts_with("+="))
+}
+
+/// `source ./cfg.sh`, read joined with the skill's `cfg.sh`: its variables.
+fn sourced_vars(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let word = n
+        .child_by_field_name("name")
+        .map_or("", |x| cx.text(x))
+        .to_string();
+    if word != "source" && word != "." {
+        return;
+    }
+    let text = cx.text(n);
+    let rest = text.split_once(char::is_whitespace).map_or("", |(_, r)| r);
+    if !rest.is_empty() {
+        let stem = super::link::sourced(rest);
+        let names = cx.links.map(|l| l.all(super::Lang::Shell, &stem));
+        for (k, v) in names.unwrap_or_default() {
+            cx.set(&k, v);
+        }
+    }
+}
+
+/// Whether a command calls a function of the file.
+fn is_call(cx: &Ctx<'_>, n: Node<'_>) -> bool {
+    n.child_by_field_name("name")
+        .is_some_and(|x| cx.funcs.contains_key(cx.text(x)))
+}
+
+/// A call of a function of the file, read through its body (within the bounds of
+/// [`Ctx::definition`]): `$1`…`$9`, `$@`, `$*` and `$#` bound to the call's arguments, `local`
+/// and other assignments in a scope of its own, the sinks of the body reported (deferred,
+/// [`Ctx::defer_sink`]) with those values; gives what the body prints (`echo`, `printf`, a
+/// download to standard output, what the functions it calls print), in order.
+fn call_through(cx: &Ctx<'_>, n: Node<'_>, word: &str, args: &[Val]) -> Option<Val> {
+    let def = cx.definition(n, word)?;
+    let block = def.child_by_field_name("body")?;
+    let mut frame = HashMap::new();
+    for (i, a) in args.iter().take(9).enumerate() {
+        frame.insert((i + 1).to_string(), a.clone());
+    }
+    let all = joined(args);
+    frame.insert("@".to_string(), all.clone());
+    frame.insert("*".to_string(), all);
+    frame.insert("#".to_string(), Val::lit(&args.len().to_string()));
+    cx.frames.borrow_mut().push(frame);
+    let mut body = Body::new();
+    read_body(cx, block, &mut body);
+    cx.frames.borrow_mut().pop();
+    cx.count_statements(&body);
+    Some(printed(body.returns))
+}
+
+/// What a function printed ([`emit`]); unknown when it printed nothing known.
+fn printed(outputs: Vec<Val>) -> Val {
+    let mut out = outputs.into_iter().next().unwrap_or_default();
+    out.via_var = true;
+    out
+}
+
+/// Adds what a statement prints to what the body printed so far, in order (one value: a
+/// body's outputs never fill [`Body::returns`]); unknown text when any output's is.
+fn emit(body: &mut Body, v: Val) {
+    match body.returns.pop() {
+        Some(before) => body.returns.push(before.concat(v)),
+        None => body.returns.push(v),
+    }
+}
+
+/// Commands that print nothing on standard output.
+const SILENT: &[&str] = &[
+    "cd", "mkdir", "export", "set", "shift", "return", "exit", "test", "[", "[[", "true", "false",
+    "rm", "cp", "mv", "chmod", "chown", "touch", ":", "trap", "unset", "local", "declare",
+    "readonly", "sleep", "wait", "source", ".", "read", "ln", "umask",
+];
+
+/// What a command statement of a body prints: [`command`]'s value, else nothing for a
+/// [`SILENT`] command and an unknown text for any other.
+fn command_output(cx: &Ctx<'_>, st: Node<'_>) -> Option<Val> {
+    let out = command(cx, st);
+    if out.is_some() {
+        return out;
+    }
+    let word = st
+        .child_by_field_name("name")
+        .map_or("", |x| cx.text(x))
+        .to_string();
+    (!SILENT.contains(&base(&Val::lit(&word)).as_str())).then(Val::unknown)
+}
+
+/// Statements that hold statements: read as blocks.
+const BLOCKS: &[&str] = &[
+    "compound_statement",
+    "subshell",
+    "if_statement",
+    "elif_clause",
+    "else_clause",
+    "for_statement",
+    "c_style_for_statement",
+    "while_statement",
+    "do_group",
+    "case_statement",
+    "case_item",
+    "list",
+    "negated_command",
+];
+
+/// Reads a function body's statements in order: assignments into the innermost scope,
+/// commands and pipelines for their sinks, and what they print into `body.returns`.
+fn read_body(cx: &Ctx<'_>, block: Node<'_>, body: &mut Body) {
+    super::read_statements(block, body, |st, body| match st.kind() {
+        "variable_assignment" => assign(cx, st),
+        "declaration_command" => {
+            let mut c = st.walk();
+            for a in st.named_children(&mut c).take(16) {
+                match a.kind() {
+                    "variable_assignment" => assign(cx, a),
+                    "variable_name" => {
+                        cx.assign_local(cx.text(a).to_string(), Val::unknown(), false)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        "command" => {
+            if let Some(v) = command_output(cx, st) {
+                emit(body, v);
+            }
+        }
+        "pipeline" => emit(body, pipeline(cx, st).unwrap_or_default()),
+        "redirected_statement" => {
+            // Printed into a file (`> f`, `>> f`, `&> f`), it is not printed.
+            let to_file = {
+                let mut c = st.walk();
+                let r = st.children_by_field_name("redirect", &mut c).any(|r| {
+                    let t = cx.text(r).trim_start();
+                    t.starts_with('>') || t.starts_with("1>") || t.starts_with("&>")
+                });
+                r
+            };
+            if let Some(inner) = st.child_by_field_name("body") {
+                let before = body.returns.clone();
+                read_body_one(cx, inner, body);
+                if to_file {
+                    body.returns = before;
+                }
+            }
+        }
+        k if BLOCKS.contains(&k) => read_body(cx, st, body),
+        _ => {}
+    });
+}
+
+/// Reads one statement as a body of its own (a redirected statement's inner one).
+fn read_body_one(cx: &Ctx<'_>, st: Node<'_>, body: &mut Body) {
+    match st.kind() {
+        "command" => {
+            if let Some(v) = command_output(cx, st) {
+                emit(body, v);
+            }
+        }
+        "pipeline" => emit(body, pipeline(cx, st).unwrap_or_default()),
+        _ => read_body(cx, st, body),
+    }
+}
+
+/// `name=value` (or `+=`) in the innermost scope of a call read through.
+fn assign(cx: &Ctx<'_>, n: Node<'_>) {
+    let Some(name) = n.child_by_field_name("name") else {
+        return;
+    };
+    let key = cx.text(name).to_string();
+    let v = n
+        .child_by_field_name("value")
+        .map(|x| eval(cx, x, 0))
+        .unwrap_or_else(|| Val::lit(""));
+    let plus = plus_assign(cx, n, &key);
+    cx.assign_local(key, v, plus);
+}
+
+/// The arguments joined with spaces (`$@`, a command's whole text).
+fn joined(args: &[Val]) -> Val {
+    let mut v = Val::empty_text();
+    for (i, a) in args.iter().enumerate() {
+        if i > 0 {
+            v = v.concat(Val {
+                text: Some(" ".into()),
+                ..Val::default()
+            });
+        }
+        v = v.concat(a.clone());
+    }
+    v
 }
 
 /// The resolved command word and arguments of a command.
@@ -54,64 +274,41 @@ fn base(v: &Val) -> String {
     t.rsplit('/').next().unwrap_or(t).to_ascii_lowercase()
 }
 
-fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
+/// Reports the sinks of a command (deferred, [`Ctx::defer_sink`]) and gives what it prints
+/// when that is known or matters: `echo`/`printf` text, a download to standard output, a
+/// decoder's output, what a function of the file prints (read through, [`call_through`]).
+fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     let (name, args) = words(cx, n);
     let word = base(&name);
     // A command word assembled from pieces or held by a variable.
     if (name.pieces >= 2 || name.via_var || name.decoded.is_some())
         && crate::capabilities::is_split_word(&word)
     {
-        cx.assembled_name(n, &word);
+        cx.defer_name(n, &word);
     }
-    let joined = |args: &[Val]| {
-        let mut v = Val {
-            text: Some(String::new()),
-            pieces: 0,
-            ..Val::default()
-        };
-        for (i, a) in args.iter().enumerate() {
-            if i > 0 {
-                v = v.concat(Val {
-                    text: Some(" ".into()),
-                    ..Val::default()
-                });
-            }
-            v = v.concat(a.clone());
-        }
-        v
-    };
+    let texts: Vec<&str> = args
+        .iter()
+        .map(|a| a.text.as_deref().unwrap_or(""))
+        .collect();
     match word.as_str() {
         "eval" => {
-            let v = joined(&args);
-            cx.sink(n, Sink::Shell, "eval", &v);
+            cx.defer_sink(n, Sink::Shell, "eval", &joined(&args));
+            None
         }
         "source" | "." => {
             // `source <(curl ...)`: the substitution is fetched.
             if let Some(a) = args.first() {
-                cx.sink(n, Sink::Shell, "source", a);
+                cx.defer_sink(n, Sink::Shell, "source", a);
             }
-            // `source ./cfg.sh`, read joined with the skill's `cfg.sh`: its variables.
-            let text = cx.text(n);
-            let rest = text.split_once(char::is_whitespace).map_or("", |(_, r)| r);
-            if !rest.is_empty() {
-                let stem = super::link::sourced(rest);
-                let names = cx.links.map(|l| l.all(super::Lang::Shell, &stem));
-                for (k, v) in names.unwrap_or_default() {
-                    cx.set(&k, v);
-                }
-            }
+            None
         }
         w if INTERPRETERS.contains(&w) => {
-            // `sh -c "$cmd"`, `python -c "$code"`.
-            let texts: Vec<&str> = args
-                .iter()
-                .map(|a| a.text.as_deref().unwrap_or(""))
-                .collect();
             // `bash <(curl …)`, `sh <(echo … | base64 -d)`: the script is fetched or decoded.
             if let Some(v) = args.iter().find(|a| a.fetched || a.decoded.is_some()) {
-                cx.sink(n, Sink::Shell, w, v);
-                return;
+                cx.defer_sink(n, Sink::Shell, w, v);
+                return None;
             }
+            // `sh -c "$cmd"`, `python -c "$code"`.
             if let Some(i) = texts.iter().position(|t| *t == "-c" || *t == "-e") {
                 if let Some(v) = args.get(i + 1) {
                     let sink = if matches!(w, "sh" | "bash" | "zsh" | "dash" | "ksh") {
@@ -119,9 +316,35 @@ fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
                     } else {
                         Sink::Eval
                     };
-                    cx.sink(n, sink, &format!("{w} -c"), v);
+                    cx.defer_sink(n, sink, &format!("{w} -c"), v);
                 }
             }
+            None
+        }
+        "echo" => {
+            let mut rest = args.as_slice();
+            let mut newline = true;
+            while let Some((first, more)) = rest.split_first() {
+                match first.text.as_deref() {
+                    Some("-n") => newline = false,
+                    Some("-e" | "-E" | "-ne" | "-en") => {}
+                    _ => break,
+                }
+                rest = more;
+            }
+            let mut v = joined(rest);
+            if newline {
+                v = v.concat(Val {
+                    text: Some("\n".into()),
+                    ..Val::default()
+                });
+            }
+            Some(v)
+        }
+        "printf" => Some(printf(&args)),
+        "curl" | "wget" => to_stdout(&word, &texts).then(Val::downloaded),
+        _ if !name.assembled() && !name.via_var && cx.funcs.contains_key(word.as_str()) => {
+            call_through(cx, n, &word, &args)
         }
         _ => {
             // The whole command, when its word was assembled: read what it does.
@@ -130,39 +353,97 @@ fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
                 all.extend(args);
                 let v = joined(&all);
                 if v.text.is_some() && v.assembled() {
-                    cx.sink(n, Sink::Process, &word, &v);
+                    cx.defer_sink(n, Sink::Process, &word, &v);
                 }
             }
+            None
         }
     }
 }
 
-/// `... | sh`: what feeds the interpreter.
-fn pipeline(cx: &mut Ctx<'_>, n: Node<'_>) {
+/// Whether `curl`/`wget` with these arguments prints what it downloads (no `-o FILE`, `-O`,
+/// `--output`; `wget` only with `-O -`).
+fn to_stdout(word: &str, args: &[&str]) -> bool {
+    let short = |t: &str, c: char| t.starts_with('-') && !t.starts_with("--") && t.contains(c);
+    if word == "curl" {
+        !args.iter().any(|t| {
+            short(t, 'o') || short(t, 'O') || t.starts_with("--output") || *t == "--remote-name"
+        })
+    } else {
+        args.windows(2)
+            .any(|w| w.first().is_some_and(|t| short(t, 'O')) && w.get(1) == Some(&"-"))
+            || args
+                .iter()
+                .any(|t| (short(t, 'O') && t.ends_with("O-")) || *t == "--output-document=-")
+    }
+}
+
+/// What `printf FORMAT ARGS…` prints: `%s` and `%b` take the arguments in order, `\n`,
+/// `\t` and `\xHH` escapes are read; other conversions make the text unknown.
+fn printf(args: &[Val]) -> Val {
+    let Some((fmt, rest)) = args.split_first() else {
+        return Val::unknown();
+    };
+    let Some(f) = fmt.text.as_deref() else {
+        return Val {
+            text: None,
+            ..joined(args)
+        };
+    };
+    let mut out = Val::empty_text();
+    let mut rest = rest.iter();
+    let mut lit = String::new();
+    let mut chars = f.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            lit.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('%') => lit.push('%'),
+            Some('s' | 'b') => {
+                out = out.concat(Val::lit(&ansi_c(&lit)));
+                lit.clear();
+                out = out.concat(rest.next().cloned().unwrap_or_else(|| Val::lit("")));
+            }
+            _ => {
+                return Val {
+                    text: None,
+                    ..joined(args)
+                }
+            }
+        }
+    }
+    out = out.concat(Val::lit(&ansi_c(&lit)));
+    if f.contains("\\x") || f.contains("\\0") {
+        let t = out.text.clone();
+        out = out.decoded("built from character codes", t);
+    }
+    out
+}
+
+/// `... | sh`: what feeds the interpreter. Reports the sink (deferred) and gives what the
+/// pipeline prints: its last command's output, or the feeders' download or decoding when
+/// the last command only filters.
+fn pipeline(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     let mut c = n.walk();
     let cmds: Vec<Node<'_>> = n
         .named_children(&mut c)
         .filter(|x| x.kind() == "command")
         .take(16)
         .collect();
-    let Some(last) = cmds.last() else { return };
+    let last = cmds.last()?;
     let (name, args) = words(cx, *last);
     let word = base(&name);
-    if !INTERPRETERS.contains(&word.as_str()) {
-        return;
-    }
-    // `python script.py` reads its script, not the pipe.
-    if args.iter().any(|a| {
-        a.text
-            .as_deref()
-            .is_some_and(|t| !t.starts_with('-') && t != "-")
-    }) {
-        return;
-    }
     let mut v = Val::unknown();
+    // Inside a call read through, the walk does not visit the feeders: their sinks here.
+    let in_call = !cx.frames.borrow().is_empty();
     for feeder in cmds.iter().take(cmds.len().saturating_sub(1)) {
         let (fname, fargs) = words(cx, *feeder);
         let w = base(&fname);
+        if in_call && !cx.funcs.contains_key(w.as_str()) {
+            command(cx, *feeder);
+        }
         let texts: Vec<String> = fargs.iter().filter_map(|a| a.text.clone()).collect();
         let has = |flags: &[&str]| texts.iter().any(|t| flags.contains(&t.as_str()));
         match w.as_str() {
@@ -183,6 +464,13 @@ fn pipeline(cx: &mut Ctx<'_>, n: Node<'_>) {
             "printf" if texts.iter().any(|t| t.contains("\\x") || t.contains("\\0")) => {
                 v.decoded = Some("built from character codes")
             }
+            // A function of the file that prints a download or decoded data.
+            _ if !fname.assembled() && !fname.via_var && cx.funcs.contains_key(w.as_str()) => {
+                if let Some(out) = call_through(cx, *feeder, &w, &fargs) {
+                    v.fetched |= out.fetched;
+                    v.decoded = v.decoded.or(out.decoded);
+                }
+            }
             _ => {}
         }
         if fname.decoded.is_some() || fargs.iter().any(|a| a.decoded.is_some()) {
@@ -192,9 +480,29 @@ fn pipeline(cx: &mut Ctx<'_>, n: Node<'_>) {
                 .or(fargs.iter().find_map(|a| a.decoded));
         }
     }
-    if v.fetched || v.decoded.is_some() {
-        cx.sink(*last, Sink::Shell, &format!("| {word}"), &v);
+    if !INTERPRETERS.contains(&word.as_str()) {
+        // What the pipeline prints, for a function read through.
+        let out = if cx.funcs.contains_key(word.as_str())
+            || matches!(word.as_str(), "echo" | "printf" | "curl" | "wget")
+        {
+            command(cx, *last)
+        } else {
+            None
+        };
+        return out.or_else(|| (v.fetched || v.decoded.is_some()).then_some(v));
     }
+    // `python script.py` reads its script, not the pipe.
+    if args.iter().any(|a| {
+        a.text
+            .as_deref()
+            .is_some_and(|t| !t.starts_with('-') && t != "-")
+    }) {
+        return None;
+    }
+    if v.fetched || v.decoded.is_some() {
+        cx.defer_sink(*last, Sink::Shell, &format!("| {word}"), &v);
+    }
+    None
 }
 
 pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
@@ -225,7 +533,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             let mut c = n.walk();
             let var = n
                 .named_children(&mut c)
-                .find(|x| x.kind() == "variable_name")
+                .find(|x| matches!(x.kind(), "variable_name" | "special_variable_name"))
                 .map(|x| cx.text(x));
             // `${x:offset}` and other operators: unknown but through a variable.
             let plain = n.named_child_count() == 1;
@@ -281,6 +589,19 @@ fn substitution(cx: &Ctx<'_>, n: Node<'_>) -> Val {
                         v.decoded = Some("built from character codes");
                     } else if args.iter().all(|a| a.text.is_some()) {
                         v.text = Some(body);
+                    }
+                }
+                // A function of the file: what it prints.
+                _ if !name.assembled() && !name.via_var && cx.funcs.contains_key(w.as_str()) => {
+                    if let Some(out) = call_through(cx, x, &w, &args) {
+                        v.fetched |= out.fetched;
+                        v.decoded = v.decoded.or(out.decoded);
+                        if n.named_child_count() == 1 {
+                            if let Some(t) = out.text {
+                                v.text = Some(t.trim_end_matches('\n').to_string());
+                                v.via_var = true;
+                            }
+                        }
                     }
                 }
                 _ => {}
