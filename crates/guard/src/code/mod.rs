@@ -489,9 +489,26 @@ impl<'a> Ctx<'a> {
         self.assign_local(self.text(left).to_string(), v, plus);
     }
 
+    /// The line number of a node and the text of its line (found from the node's offset,
+    /// so that it costs the line's length, not the file's).
     fn line_of(&self, n: Node<'_>) -> (u32, &'a str) {
         let row = n.start_position().row;
-        let line = self.src.lines().nth(row).unwrap_or("");
+        let at = n.start_byte().min(self.src.len());
+        let start = self
+            .src
+            .get(..at)
+            .and_then(|s| s.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let end = self
+            .src
+            .get(at..)
+            .and_then(|s| s.find('\n'))
+            .map_or(self.src.len(), |i| at + i);
+        let line = self
+            .src
+            .get(start..end)
+            .unwrap_or("")
+            .trim_end_matches('\r');
         (u32::try_from(row + 1).unwrap_or(u32::MAX), line)
     }
 
@@ -550,6 +567,9 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::sink`] from where nothing can be reported: kept until [`Ctx::flush`].
     pub(crate) fn defer_sink(&self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
+        if !worth_sinking(sink, v) {
+            return;
+        }
         let (line, text) = self.line_of(n);
         let mut d = self.deferred.borrow_mut();
         if d.len() < MAX_CODE_FACTS {
@@ -586,11 +606,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn sink_at(&mut self, line: u32, text: &str, sink: Sink, name: &str, v: &Val) {
-        // A process started with a URL that came through a variable (`pip install PKG`).
-        let url_from_var = sink == Sink::Process
-            && v.via_var
-            && v.text.as_deref().is_some_and(|t| t.contains("://"));
-        if !v.interesting() && !url_from_var {
+        if !worth_sinking(sink, v) {
             return;
         }
         let shown = (self.excerpt)(text);
@@ -659,6 +675,14 @@ impl<'a> Ctx<'a> {
             self.push(Kind::Executes, "evaluates code", d, line, true);
         }
     }
+}
+
+/// Whether a value reaching a sink says anything: assembled, decoded or downloaded, or a
+/// process started with a URL that came through a variable (`pip install PKG`).
+fn worth_sinking(sink: Sink, v: &Val) -> bool {
+    let url_from_var =
+        sink == Sink::Process && v.via_var && v.text.as_deref().is_some_and(|t| t.contains("://"));
+    v.interesting() || url_from_var
 }
 
 thread_local! {
