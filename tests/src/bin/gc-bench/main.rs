@@ -31,6 +31,9 @@ pub(crate) const PASSWORD: &str = "bench-password-123";
 pub(crate) struct Stats {
     pub(crate) latencies_us: Vec<u64>,
     pub(crate) errors: usize,
+    /// The failed answers by kind (the status and the error code of its body, or
+    /// `no answer`), with the first body of each kind (at most 200 bytes).
+    pub(crate) error_kinds: std::collections::BTreeMap<String, (usize, String)>,
     pub(crate) elapsed: Duration,
 }
 
@@ -45,6 +48,40 @@ impl Stats {
     pub(crate) fn rate(&self) -> f64 {
         self.latencies_us.len() as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// Counts `other`'s failed answers into this one's.
+    pub(crate) fn add_errors(&mut self, other: &Stats) {
+        self.errors += other.errors;
+        for (kind, (n, body)) in &other.error_kinds {
+            let e = self
+                .error_kinds
+                .entry(kind.clone())
+                .or_insert((0, body.clone()));
+            e.0 += n;
+        }
+    }
+
+    /// What the failed answers were: `429 rate_limited ×12 (first: {…})`, one kind a line.
+    pub(crate) fn error_summary(&self) -> String {
+        self.error_kinds
+            .iter()
+            .map(|(kind, (n, body))| format!("{kind} ×{n} (first: {body})"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Counts one failed answer of `kind` (keeping the first body of each kind).
+fn count_error(
+    kinds: &mut std::collections::BTreeMap<String, (usize, String)>,
+    kind: String,
+    body: &[u8],
+) {
+    let e = kinds.entry(kind).or_insert_with(|| {
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        (0, text)
+    });
+    e.0 += 1;
 }
 
 /// `conns` tasks send requests back to back for `secs`.
@@ -61,37 +98,56 @@ where
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut errors = 0;
+            let mut kinds = std::collections::BTreeMap::new();
             while Instant::now() < deadline {
                 let t = Instant::now();
                 match make().send().await {
                     Ok(res) => {
-                        let ok = res.status().is_success();
-                        let _ = res.bytes().await;
-                        if ok {
+                        let status = res.status();
+                        let body = res.bytes().await.unwrap_or_default();
+                        if status.is_success() {
                             lat.push(t.elapsed().as_micros() as u64);
                         } else {
                             errors += 1;
+                            let code = serde_json::from_slice::<Value>(&body)
+                                .ok()
+                                .and_then(|v| {
+                                    let e = v.get("error")?;
+                                    let code = e.get("code").unwrap_or(e);
+                                    code.as_str().map(str::to_owned)
+                                })
+                                .unwrap_or_default();
+                            count_error(&mut kinds, format!("{} {code}", status.as_u16()), &body);
                         }
                     }
-                    Err(_) => errors += 1,
+                    Err(e) => {
+                        errors += 1;
+                        count_error(&mut kinds, "no answer".into(), e.to_string().as_bytes());
+                    }
                 }
             }
-            (lat, errors)
+            (lat, errors, kinds)
         }));
     }
-    let mut latencies_us = Vec::new();
-    let mut errors = 0;
+    let mut stats = Stats {
+        latencies_us: Vec::new(),
+        errors: 0,
+        error_kinds: std::collections::BTreeMap::new(),
+        elapsed: Duration::ZERO,
+    };
     for t in tasks {
-        let (l, e) = t.await.unwrap();
-        latencies_us.extend(l);
-        errors += e;
+        let (l, errors, error_kinds) = t.await.unwrap();
+        stats.latencies_us.extend(l);
+        stats.add_errors(&Stats {
+            latencies_us: Vec::new(),
+            errors,
+            error_kinds,
+            elapsed: Duration::ZERO,
+        });
     }
-    latencies_us.sort_unstable();
-    Stats {
-        latencies_us,
-        errors,
-        elapsed: started.elapsed(),
-    }
+    stats.latencies_us.sort_unstable();
+    stats.elapsed = started.elapsed();
+    stats
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -747,7 +803,11 @@ async fn main() {
                     ticks[i] += cpu_ticks(pid).saturating_sub(before);
                     runs[i] += stats.latencies_us.len() + stats.errors;
                     if stats.errors > 0 {
-                        println!("\n({} errors at {conns}, limits {limits})\n", stats.errors);
+                        println!(
+                            "\n({} errors at {conns}, limits {limits}:\n{})\n",
+                            stats.errors,
+                            stats.error_summary()
+                        );
                     }
                     p50s[i].push(stats.pct(0.5));
                     rates[i].push(stats.rate());

@@ -202,6 +202,9 @@ fn print_rows(rows: &[Row]) {
         );
     }
     println!();
+    for r in rows.iter().filter(|r| r.stats.errors > 0) {
+        println!("errors in {}:\n{}\n", r.name, r.stats.error_summary());
+    }
 }
 
 async fn postgres(bin: &str, secs: f64) {
@@ -350,11 +353,14 @@ async fn postgres(bin: &str, secs: f64) {
         .copied()
         .collect();
     all.sort_unstable();
-    let both = Stats {
+    let mut both = Stats {
         latencies_us: all,
-        errors: sa.errors + sb.errors,
+        errors: 0,
+        error_kinds: Default::default(),
         elapsed: sa.elapsed.max(sb.elapsed),
     };
+    both.add_errors(&sa);
+    both.add_errors(&sb);
     println!("## Two nodes on one PostgreSQL\n");
     print_rows(&[
         one,
