@@ -1605,7 +1605,16 @@ mod tests {
 
     #[test]
     fn a_token_lease_halves_for_every_second_since_its_last_reservation() {
-        for (since_ms, runs) in [(500, 4_096), (1_500, 2_048), (2_500, 1_024), (13_000, 0)] {
+        // A second to the millisecond is the first halving (999 ms still grows: the lease is at
+        // its largest already).
+        for (since_ms, runs) in [
+            (500, 4_096),
+            (999, 4_096),
+            (1_000, 2_048),
+            (1_500, 2_048),
+            (2_500, 1_024),
+            (13_000, 0),
+        ] {
             let (gate, take, now) = used_up_lease_of(4_096, since_ms);
             let store = Fake::default();
             let at_ms = now.timestamp_millis();
