@@ -110,14 +110,12 @@ os.system(f("cu" + "rl"))
 #[test]
 fn calls_that_fan_out_are_read_through_a_bounded_number_of_times_per_file() {
     let mut py = String::from("import os\ndef f0(a):\n    return a + \"x\"\n");
-    for level in 1..=3 {
-        py.push_str(&format!("def f{level}(a):\n"));
-        let call = format!("f{}(a)", level - 1);
-        for _ in 0..60 {
-            py.push_str(&format!("    v = {}\n", [call.as_str(); 10].join(" + ")));
-        }
-        py.push_str("    return v\n");
-    }
+    py.push_str(&crate::tests::fan_out_functions(
+        |level| format!("f{level}(a)"),
+        " + ",
+        |calls| format!("    v = {calls}\n"),
+        |level, statements| format!("def f{level}(a):\n{statements}    return v\n"),
+    ));
     for i in 0..2000 {
         py.push_str(&format!("r{i} = f3(\"p\") + f3(\"q\")\n"));
     }

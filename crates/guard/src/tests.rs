@@ -64,6 +64,28 @@ pub(crate) fn check_round(
 }
 
 /// A deterministic high-entropy string over `alphabet`.
+/// The functions of a hostile "fan-out" file for the code pass's bounds: `f1` to `f3`, each
+/// calling the one below ten times in each of 60 statements (read through without a bound per
+/// file, 2,000 calls of `f3` are 10^9 statements). `call(level)` is a call of that level's
+/// function, the ten calls are joined with `join`, `statement` makes a statement of them and
+/// `define(level, statements)` the function around its statements. The file's first lines
+/// (with `f0`) and its calls are the test's.
+pub(crate) fn fan_out_functions(
+    call: impl Fn(usize) -> String,
+    join: &str,
+    statement: impl Fn(&str) -> String,
+    define: impl Fn(usize, &str) -> String,
+) -> String {
+    (1..=3)
+        .map(|level| {
+            let below = call(level - 1);
+            let calls = [below.as_str(); 10].join(join);
+            let statements: String = (0..60).map(|_| statement(&calls)).collect();
+            define(level, &statements)
+        })
+        .collect()
+}
+
 pub(crate) fn random(len: usize, alphabet: &str, seed: u64) -> String {
     let chars: Vec<char> = alphabet.chars().collect();
     let mut x = seed

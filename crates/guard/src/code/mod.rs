@@ -434,16 +434,27 @@ impl<'a> Ctx<'a> {
         frame: HashMap<String, Val>,
         read: impl FnOnce(&mut Body),
     ) -> Val {
+        self.read_frame(frame, read).first_known()
+    }
+
+    /// Reads a body of a call read through with `frame` as its innermost scope, counting its
+    /// statements ([`Work::statements`]): what [`Ctx::call_frame`] and the shell's calls
+    /// (which keep what the body prints, not what it returns) share.
+    pub(crate) fn read_frame(
+        &self,
+        frame: HashMap<String, Val>,
+        read: impl FnOnce(&mut Body),
+    ) -> Body {
         self.frames.borrow_mut().push(frame);
         let mut body = Body::new();
         read(&mut body);
         self.frames.borrow_mut().pop();
         self.count_statements(&body);
-        body.first_known()
+        body
     }
 
     /// Adds the statements `body` read to the file's count ([`Work::statements`]).
-    pub(crate) fn count_statements(&self, body: &Body) {
+    fn count_statements(&self, body: &Body) {
         let used = MAX_BODY_STATEMENTS.saturating_sub(body.budget);
         self.statements_read
             .set(self.statements_read.get().saturating_add(used));

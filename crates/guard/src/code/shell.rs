@@ -88,6 +88,16 @@ fn is_call(cx: &Ctx<'_>, n: Node<'_>) -> bool {
         .is_some_and(|x| cx.funcs.contains_key(cx.text(x)))
 }
 
+/// The function of the file a command word calls, by its name as written (shell function
+/// names are case-sensitive: not the lower-cased [`base`]), when the word is neither
+/// assembled nor held by a variable.
+fn file_function<'v>(cx: &Ctx<'_>, name: &'v Val) -> Option<&'v str> {
+    if name.assembled() || name.via_var {
+        return None;
+    }
+    name.text.as_deref().filter(|t| cx.funcs.contains_key(*t))
+}
+
 /// A call of a function of the file, read through its body (within the bounds of
 /// [`Ctx::definition`]): `$1`…`$9`, `$@`, `$*` and `$#` bound to the call's arguments, `local`
 /// and other assignments in a scope of its own, the sinks of the body reported (deferred,
@@ -104,11 +114,7 @@ fn call_through(cx: &Ctx<'_>, n: Node<'_>, word: &str, args: &[Val]) -> Option<V
     frame.insert("@".to_string(), all.clone());
     frame.insert("*".to_string(), all);
     frame.insert("#".to_string(), Val::lit(&args.len().to_string()));
-    cx.frames.borrow_mut().push(frame);
-    let mut body = Body::new();
-    read_body(cx, block, &mut body);
-    cx.frames.borrow_mut().pop();
-    cx.count_statements(&body);
+    let body = cx.read_frame(frame, |body| read_body(cx, block, body));
     Some(printed(body.returns))
 }
 
@@ -280,6 +286,7 @@ fn base(v: &Val) -> String {
 fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     let (name, args) = words(cx, n);
     let word = base(&name);
+    let function = file_function(cx, &name);
     // A command word assembled from pieces or held by a variable.
     if (name.pieces >= 2 || name.via_var || name.decoded.is_some())
         && crate::capabilities::is_split_word(&word)
@@ -343,9 +350,7 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
         }
         "printf" => Some(printf(&args)),
         "curl" | "wget" => to_stdout(&word, &texts).then(Val::downloaded),
-        _ if !name.assembled() && !name.via_var && cx.funcs.contains_key(word.as_str()) => {
-            call_through(cx, n, &word, &args)
-        }
+        _ if function.is_some() => call_through(cx, n, function?, &args),
         _ => {
             // The whole command, when its word was assembled: read what it does.
             if name.assembled() || name.via_var {
@@ -441,7 +446,8 @@ fn pipeline(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     for feeder in cmds.iter().take(cmds.len().saturating_sub(1)) {
         let (fname, fargs) = words(cx, *feeder);
         let w = base(&fname);
-        if in_call && !cx.funcs.contains_key(w.as_str()) {
+        let function = file_function(cx, &fname);
+        if in_call && function.is_none() {
             command(cx, *feeder);
         }
         let texts: Vec<String> = fargs.iter().filter_map(|a| a.text.clone()).collect();
@@ -465,8 +471,8 @@ fn pipeline(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
                 v.decoded = Some("built from character codes")
             }
             // A function of the file that prints a download or decoded data.
-            _ if !fname.assembled() && !fname.via_var && cx.funcs.contains_key(w.as_str()) => {
-                if let Some(out) = call_through(cx, *feeder, &w, &fargs) {
+            _ if function.is_some() => {
+                if let Some(out) = call_through(cx, *feeder, function.unwrap_or_default(), &fargs) {
                     v.fetched |= out.fetched;
                     v.decoded = v.decoded.or(out.decoded);
                 }
@@ -482,7 +488,7 @@ fn pipeline(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     }
     if !INTERPRETERS.contains(&word.as_str()) {
         // What the pipeline prints, for a function read through.
-        let out = if cx.funcs.contains_key(word.as_str())
+        let out = if file_function(cx, &name).is_some()
             || matches!(word.as_str(), "echo" | "printf" | "curl" | "wget")
         {
             command(cx, *last)
@@ -572,6 +578,7 @@ fn substitution(cx: &Ctx<'_>, n: Node<'_>) -> Val {
         if x.kind() == "command" {
             let (name, args) = words(cx, x);
             let w = base(&name);
+            let function = file_function(cx, &name);
             let texts: Vec<String> = args.iter().filter_map(|a| a.text.clone()).collect();
             let has = |flags: &[&str]| texts.iter().any(|t| flags.contains(&t.as_str()));
             match w.as_str() {
@@ -592,8 +599,8 @@ fn substitution(cx: &Ctx<'_>, n: Node<'_>) -> Val {
                     }
                 }
                 // A function of the file: what it prints.
-                _ if !name.assembled() && !name.via_var && cx.funcs.contains_key(w.as_str()) => {
-                    if let Some(out) = call_through(cx, x, &w, &args) {
+                _ if function.is_some() => {
+                    if let Some(out) = call_through(cx, x, function.unwrap_or_default(), &args) {
                         v.fetched |= out.fetched;
                         v.decoded = v.decoded.or(out.decoded);
                         if n.named_child_count() == 1 {
