@@ -1415,6 +1415,8 @@ mod tests {
     /// order they came), and records what each asked (requests or tokens).
     struct Held {
         inner: Fake,
+        /// What [`QuotaRepo::may_wait`] answers (a thread that serves connections: `false`).
+        may_wait: bool,
         wants: Mutex<Vec<u64>>,
         entered: Mutex<std::sync::mpsc::Sender<()>>,
         release: Mutex<std::sync::mpsc::Receiver<()>>,
@@ -1430,6 +1432,9 @@ mod tests {
     }
 
     impl QuotaRepo for Held {
+        fn may_wait(&self) -> bool {
+            self.may_wait
+        }
         fn window_tokens(&self, w: &[QuotaWindow]) -> DomainResult<Vec<u64>> {
             self.inner.window_tokens(w)
         }
@@ -1462,6 +1467,7 @@ mod tests {
         let (release, release_rx) = std::sync::mpsc::channel();
         let store = Held {
             inner,
+            may_wait: true,
             wants: Mutex::default(),
             entered: Mutex::new(entered_tx),
             release: Mutex::new(release_rx),
@@ -1653,10 +1659,12 @@ mod tests {
     fn two_reservations(
         follow_wait_ms: u64,
         second_within: std::time::Duration,
+        may_wait: bool,
     ) -> (bool, Vec<u64>, LeasingGate, TokenTake, Fake) {
         let (gate, take, now) = used_up_lease_of(64, 0);
         gate.follow_wait_ms.store(follow_wait_ms, Ordering::Relaxed);
-        let (store, entered, release) = held(Fake::default());
+        let (mut store, entered, release) = held(Fake::default());
+        store.may_wait = may_wait;
         let at_ms = now.timestamp_millis();
         let (second_took, wants) = both_held((&store, &entered, &release), second_within, || {
             gate.reserve_tokens(&store, &[take], 30, at_ms)
@@ -1671,7 +1679,7 @@ mod tests {
         // While the first reservation is in flight, the second run finds the lease used up: it
         // waits for that reservation, so no second one reaches the store.
         let (second_took, _, gate, take, store) =
-            two_reservations(10_000, std::time::Duration::from_millis(300));
+            two_reservations(10_000, std::time::Duration::from_millis(300), true);
         assert!(!second_took, "the second run reserved on its own");
         assert_eq!(*store.quota_calls.lock().unwrap(), 1);
         // The lease of 128 more runs served the second run.
@@ -1681,10 +1689,24 @@ mod tests {
     }
 
     #[test]
+    fn a_run_on_a_thread_that_may_not_wait_reserves_at_once_behind_one_in_flight() {
+        // A thread that serves connections never waits for another run's reservation, however
+        // long the follow wait: it reserves its own tokens while the first is still held.
+        let (second_took, wants, _, take, store) =
+            two_reservations(10_000, std::time::Duration::from_secs(5), false);
+        assert!(
+            second_took,
+            "the second run waited on a thread that may not wait"
+        );
+        assert_eq!(wants, vec![30 * 129, 30]);
+        assert_eq!(tokens_in(&store, take.window), 30 * 130);
+    }
+
+    #[test]
     fn a_run_behind_a_token_reservation_in_flight_reserves_its_own_tokens_only() {
         // The second run's wait ends while the first reservation is still held.
         let (second_took, wants, gate, take, store) =
-            two_reservations(1, std::time::Duration::from_secs(10));
+            two_reservations(1, std::time::Duration::from_secs(10), true);
         assert!(second_took);
         assert_eq!(wants, vec![30 * 129, 30]);
         // The run's own reservation neither shrank the lease nor reset its growth.
