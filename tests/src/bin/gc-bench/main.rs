@@ -30,7 +30,6 @@ pub(crate) const PASSWORD: &str = "bench-password-123";
 
 pub(crate) struct Stats {
     pub(crate) latencies_us: Vec<u64>,
-    pub(crate) errors: usize,
     /// The failed answers by kind (the status and the error code of its body, or
     /// `no answer`), with the first body of each kind (at most 200 bytes).
     pub(crate) error_kinds: std::collections::BTreeMap<String, (usize, String)>,
@@ -49,10 +48,17 @@ impl Stats {
         self.latencies_us.len() as f64 / self.elapsed.as_secs_f64()
     }
 
-    /// Counts `other`'s failed answers into this one's.
-    pub(crate) fn add_errors(&mut self, other: &Stats) {
-        self.errors += other.errors;
-        for (kind, (n, body)) in &other.error_kinds {
+    /// The failed answers, of every kind.
+    pub(crate) fn errors(&self) -> usize {
+        self.error_kinds.values().map(|(n, _)| n).sum()
+    }
+
+    /// Counts the failed answers `kinds` into this one's.
+    pub(crate) fn add_errors(
+        &mut self,
+        kinds: &std::collections::BTreeMap<String, (usize, String)>,
+    ) {
+        for (kind, (n, body)) in kinds {
             let e = self
                 .error_kinds
                 .entry(kind.clone())
@@ -97,7 +103,6 @@ where
         let make = Arc::clone(&make);
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
-            let mut errors = 0;
             let mut kinds = std::collections::BTreeMap::new();
             while Instant::now() < deadline {
                 let t = Instant::now();
@@ -108,7 +113,6 @@ where
                         if status.is_success() {
                             lat.push(t.elapsed().as_micros() as u64);
                         } else {
-                            errors += 1;
                             let code = serde_json::from_slice::<Value>(&body)
                                 .ok()
                                 .and_then(|v| {
@@ -121,29 +125,22 @@ where
                         }
                     }
                     Err(e) => {
-                        errors += 1;
                         count_error(&mut kinds, "no answer".into(), e.to_string().as_bytes());
                     }
                 }
             }
-            (lat, errors, kinds)
+            (lat, kinds)
         }));
     }
     let mut stats = Stats {
         latencies_us: Vec::new(),
-        errors: 0,
         error_kinds: std::collections::BTreeMap::new(),
         elapsed: Duration::ZERO,
     };
     for t in tasks {
-        let (l, errors, error_kinds) = t.await.unwrap();
+        let (l, kinds) = t.await.unwrap();
         stats.latencies_us.extend(l);
-        stats.add_errors(&Stats {
-            latencies_us: Vec::new(),
-            errors,
-            error_kinds,
-            elapsed: Duration::ZERO,
-        });
+        stats.add_errors(&kinds);
     }
     stats.latencies_us.sort_unstable();
     stats.elapsed = started.elapsed();
@@ -632,14 +629,15 @@ async fn main() {
             skills.rate() / bare.rate(),
             uncached.rate() / bare.rate()
         );
-        if uncached.errors > 0 || skills.errors > 0 {
+        if uncached.errors() > 0 || skills.errors() > 0 {
             println!(
                 "errors: {} kept-answer lists, {} read lists\n",
-                skills.errors, uncached.errors
+                skills.errors(),
+                uncached.errors()
             );
         }
         // Errors are the expected 401s here.
-        let rejected = fake.errors as f64 / fake.elapsed.as_secs_f64();
+        let rejected = fake.errors() as f64 / fake.elapsed.as_secs_f64();
         println!("made-up keys (bad checksum, 401 without a database query): {rejected:.0} rejections/s, {:.2} of the bare handler's rate\n", rejected / bare.rate());
     }
 
@@ -706,7 +704,7 @@ async fn main() {
                     s.rate(),
                     s.pct(0.5),
                     s.pct(0.99),
-                    s.errors
+                    s.errors()
                 );
             };
             row("mock, direct", &direct);
@@ -801,11 +799,11 @@ async fn main() {
                     let before = cpu_ticks(pid);
                     let stats = load(conns, round_secs, send).await;
                     ticks[i] += cpu_ticks(pid).saturating_sub(before);
-                    runs[i] += stats.latencies_us.len() + stats.errors;
-                    if stats.errors > 0 {
+                    runs[i] += stats.latencies_us.len() + stats.errors();
+                    if stats.errors() > 0 {
                         println!(
                             "\n({} errors at {conns}, limits {limits}:\n{})\n",
-                            stats.errors,
+                            stats.errors(),
                             stats.error_summary()
                         );
                     }
@@ -915,7 +913,7 @@ async fn main() {
             "{rss:.1} MiB ({} runs, {} lists, {} errors)",
             runs.latencies_us.len(),
             lists.latencies_us.len(),
-            runs.errors + lists.errors
+            runs.errors() + lists.errors()
         ));
     }
     if !repeats.is_empty() {

@@ -193,7 +193,7 @@ fn print_rows(rows: &[Row]) {
             r.stats.rate(),
             r.stats.pct(0.5),
             r.stats.pct(0.99),
-            r.stats.errors,
+            r.stats.errors(),
             r.cpu_us,
             r.pg_cpu_us.map_or("–".into(), |c| format!("{c:.0}")),
             r.bench_cpu_us,
@@ -202,7 +202,7 @@ fn print_rows(rows: &[Row]) {
         );
     }
     println!();
-    for r in rows.iter().filter(|r| r.stats.errors > 0) {
+    for r in rows.iter().filter(|r| r.stats.errors() > 0) {
         println!("errors in {}:\n{}\n", r.name, r.stats.error_summary());
     }
 }
@@ -369,12 +369,11 @@ async fn postgres(bin: &str, secs: f64) {
     all.sort_unstable();
     let mut both = Stats {
         latencies_us: all,
-        errors: 0,
         error_kinds: Default::default(),
         elapsed: sa.elapsed.max(sb.elapsed),
     };
-    both.add_errors(&sa);
-    both.add_errors(&sb);
+    both.add_errors(&sa.error_kinds);
+    both.add_errors(&sb.error_kinds);
     println!("## Two nodes on one PostgreSQL\n");
     print_rows(&[
         one,
@@ -496,7 +495,7 @@ async fn count_statements(
             "{} ({} runs, {} errors):\n",
             if on { "tenant limits set" } else { "no limits" },
             stats.latencies_us.len(),
-            stats.errors
+            stats.errors()
         );
         println!("| statement | executed per run | prepared per run |");
         println!("|---|---|---|");
