@@ -26,8 +26,10 @@ use super::{
 use crate::capabilities::Fact;
 use regex::Regex;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use tree_sitter::{Node, Tree};
 
 /// Files larger than this are not kept for joining (they are still read alone).
 pub(crate) const MAX_LINK_FILE: usize = 256 * 1024;
@@ -63,7 +65,7 @@ impl Kept {
         if !invoker
             && !matches!(
                 lang_of(Some(path), text),
-                Some(Lang::Shell | Lang::Python | Lang::Js)
+                Some(Lang::Shell | Lang::Python | Lang::Js | Lang::PowerShell)
             )
         {
             return;
@@ -114,6 +116,11 @@ pub(crate) struct Links {
     by_key: HashMap<String, (String, HashMap<String, Val>)>,
     /// Paths of the modules a lookup used (for the facts' wording).
     used: std::cell::RefCell<Vec<String>>,
+    /// Functions of the sourced shell and PowerShell files: (module, start, end) by name
+    /// (PowerShell's lower-cased), read through at their calls in the importing file.
+    funcs: HashMap<String, (usize, usize, usize)>,
+    /// The sourced files whose functions are read: path, text and syntax tree.
+    modules: Vec<(String, Rc<str>, Tree)>,
 }
 
 impl Links {
@@ -132,6 +139,41 @@ impl Links {
         };
         self.note(path);
         names.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The function `name` of a sourced file: (module, start, end).
+    pub(crate) fn function(&self, name: &str) -> Option<(usize, usize, usize)> {
+        let f = self.funcs.get(name).copied()?;
+        if let Some((path, _, _)) = self.modules.get(f.0) {
+            self.note(path);
+        }
+        Some(f)
+    }
+
+    /// The root node of the sourced file `m`.
+    pub(crate) fn root(&self, m: usize) -> Option<Node<'_>> {
+        self.modules.get(m).map(|(_, _, t)| t.root_node())
+    }
+
+    /// The text of the sourced file `m`.
+    pub(crate) fn text(&self, m: usize) -> Option<&str> {
+        self.modules.get(m).map(|(_, t, _)| &**t)
+    }
+
+    /// Adds a sourced file's functions (the first file to define a name keeps it).
+    fn add_functions(&mut self, path: &str, e: &Export) {
+        let (Some(tree), Some(text)) = (&e.tree, &e.text) else {
+            return;
+        };
+        if e.funcs.is_empty() {
+            return;
+        }
+        let m = self.modules.len();
+        self.modules
+            .push((path.to_string(), text.clone(), tree.clone()));
+        for (name, &(s, end)) in &e.funcs {
+            self.funcs.entry(name.clone()).or_insert((m, s, end));
+        }
     }
 
     fn note(&self, path: &str) {
@@ -174,13 +216,36 @@ pub(crate) fn stem(spec: &str, lang: Lang) -> String {
 /// The stem of the file a shell `source`/`.` names, from the rest of its command:
 /// `"$(dirname "$0")/env.sh"` → `env`, `./env.sh arg` → `env`.
 pub(crate) fn sourced(rest: &str) -> String {
-    let last = rest.trim().rsplit('/').next().unwrap_or(rest);
+    let last = rest.trim().rsplit(['/', '\\']).next().unwrap_or(rest);
     let word = last
         .trim_start_matches(['"', '\''])
         .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
         .next()
         .unwrap_or("");
     stem(word, Lang::Shell)
+}
+
+/// The stem of the file a PowerShell dot-source or `Import-Module` names, lower-cased (file
+/// names are not case-sensitive on Windows): the last `name.ps1`/`name.psm1` in the rest of
+/// the command (`$PSScriptRoot\lib.ps1`, `(Join-Path $PSScriptRoot 'lib.ps1')`), else its
+/// last path segment (`Import-Module "$PSScriptRoot/modules/Helpers" -Force`).
+pub(crate) fn ps_sourced(rest: &str) -> String {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let file = RE
+        .get_or_init(|| Regex::new(r"(?i)([\w.-]+)\.psm?1\b").ok())
+        .as_ref()
+        .and_then(|re| re.captures_iter(rest).last())
+        .and_then(|c| c.get(1))
+        .map(|m| m.as_str().to_string());
+    let stem = file.unwrap_or_else(|| {
+        let word = rest
+            .split_whitespace()
+            .find(|w| !w.starts_with('-'))
+            .unwrap_or("");
+        let word = word.trim_matches(|c| matches!(c, '"' | '\'' | '(' | ')'));
+        word.rsplit(['/', '\\']).next().unwrap_or(word).to_string()
+    });
+    stem.to_ascii_lowercase()
 }
 
 /// The stem a file is imported by: its name without extension, or its folder for a Python
@@ -194,13 +259,16 @@ fn file_stem(path: &str, lang: Lang) -> String {
             return dir.to_string();
         }
     }
+    if lang == Lang::PowerShell {
+        return base.to_ascii_lowercase();
+    }
     base.to_string()
 }
 
 /// Local modules a file names, by stem (textually: cheap, and a file that is not parsed still
 /// joins files for the combinations).
 fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
-    static RE: OnceLock<Option<[Regex; 3]>> = OnceLock::new();
+    static RE: OnceLock<Option<[Regex; 4]>> = OnceLock::new();
     let Some(re) = RE
         .get_or_init(|| {
             Some([
@@ -209,7 +277,9 @@ fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
                 // JavaScript: `require('./x')`, `from './x'`, `import './x'`, `import('./x')`.
                 Regex::new(r#"(?:require\s*\(\s*|from\s+|import\s*\(?\s*)['"](\.{1,2}/[^'"\n]{1,200})['"]"#).ok()?,
                 // Shell: `source x.sh`, `. ./x.sh`.
-                Regex::new(r"(?m)(?:^|[;&|][ \t]*|\bthen[ \t]+|\bdo[ \t]+)(?:source|\.)[ \t]+([^;&|\n]{1,200})").ok()?,
+                Regex::new(r"(?m)(?:^[ \t]*|[;&|][ \t]*|\bthen[ \t]+|\bdo[ \t]+)(?:source|\.)[ \t]+([^;&|\n]{1,200})").ok()?,
+                // PowerShell: `. $PSScriptRoot\lib.ps1`, `Import-Module ./x.psm1`.
+                Regex::new(r"(?mi)(?:^[ \t]*|[;{(|][ \t]*)(?:\.|import-module)[ \t]+([^;|\n]{1,200})").ok()?,
             ])
         })
         .as_ref()
@@ -259,7 +329,13 @@ fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
                 }
             }
         }
-        Lang::PowerShell => {}
+        Lang::PowerShell => {
+            for c in re[3].captures_iter(text).take(256) {
+                if let Some(m) = c.get(1) {
+                    out.push(ps_sourced(m.as_str()));
+                }
+            }
+        }
     }
     out.sort();
     out.dedup();
@@ -324,7 +400,7 @@ pub(crate) fn join(
         }
     }
     // Exports of every imported module (each parsed once), then the importers read again.
-    let mut exports: HashMap<usize, HashMap<String, Val>> = HashMap::new();
+    let mut exports: HashMap<usize, Export> = HashMap::new();
     for (i, mods) in importers.iter().take(MAX_IMPORTERS) {
         let Some((path, text)) = kept.files.get(*i) else {
             continue;
@@ -337,18 +413,20 @@ pub(crate) fn join(
             let Some((mp, mt)) = kept.files.get(j) else {
                 continue;
             };
-            let names = exports.entry(j).or_insert_with(|| {
+            let e = exports.entry(j).or_insert_with(|| {
                 let left = budget.saturating_sub(started.elapsed());
                 module_exports(lang, mp, mt, left).unwrap_or_default()
             });
-            if names.is_empty() {
+            links.add_functions(mp, e);
+            if e.names.is_empty() {
                 continue;
             }
-            links
-                .by_key
-                .insert(key(lang, &file_stem(mp, lang)), (mp.clone(), names.clone()));
+            links.by_key.insert(
+                key(lang, &file_stem(mp, lang)),
+                (mp.clone(), e.names.clone()),
+            );
         }
-        if links.by_key.is_empty() {
+        if links.by_key.is_empty() && links.funcs.is_empty() {
             continue;
         }
         let left = budget.saturating_sub(started.elapsed());
@@ -379,20 +457,27 @@ pub(crate) fn join(
 /// Whether a file has a sink an imported value could reach: the parse gate of the file read
 /// alone, or a process started from an argument list (`subprocess.run(cfg.CMD)`).
 fn may_sink(lang: Lang, text: &str) -> bool {
-    if worth_parsing(lang, text) {
+    // A sourced file's functions, read at their calls, may hold the sink.
+    if matches!(lang, Lang::Shell | Lang::PowerShell) || worth_parsing(lang, text) {
         return true;
     }
     let lower = text.to_ascii_lowercase();
     super::WEAK.iter().any(|w| lower.contains(w))
 }
 
-/// The module-level values of a file (`None` when it could not be parsed in time).
-fn module_exports(
-    lang: Lang,
-    path: &str,
-    text: &str,
-    budget: Duration,
-) -> Option<HashMap<String, Val>> {
+/// What a module gives the files that import it: its module-level values and, for shell and
+/// PowerShell, its functions (with its text and tree, to read them at their calls).
+#[derive(Default)]
+struct Export {
+    names: HashMap<String, Val>,
+    funcs: HashMap<String, (usize, usize)>,
+    text: Option<Rc<str>>,
+    tree: Option<Tree>,
+}
+
+/// The module-level values (and functions) of a file (`None` when it could not be parsed in
+/// time).
+fn module_exports(lang: Lang, path: &str, text: &str, budget: Duration) -> Option<Export> {
     if budget.is_zero() || text.len() > MAX_PARSE_BYTES {
         return None;
     }
@@ -400,13 +485,24 @@ fn module_exports(
     let none = |l: &str| l.to_string();
     let mut cx = Ctx::new(text, Some(path), true, "", false, &none, None);
     walk(&mut cx, lang, tree.root_node());
-    Some(
-        cx.vars
-            .into_iter()
-            .filter(|(_, v)| v.module.is_none() && (v.text.is_some() || v.interesting()))
-            .take(MAX_EXPORTS)
-            .collect(),
-    )
+    let names = cx
+        .vars
+        .into_iter()
+        .filter(|(_, v)| v.module.is_none() && (v.text.is_some() || v.interesting()))
+        .take(MAX_EXPORTS)
+        .collect();
+    let funcs: HashMap<String, (usize, usize)> = if matches!(lang, Lang::Shell | Lang::PowerShell) {
+        cx.funcs.into_iter().take(MAX_EXPORTS).collect()
+    } else {
+        HashMap::new()
+    };
+    let keep = !funcs.is_empty();
+    Some(Export {
+        names,
+        funcs,
+        text: keep.then(|| Rc::from(text)),
+        tree: keep.then_some(tree),
+    })
 }
 
 /// The facts of `text` read with the values of the modules it imports bound.

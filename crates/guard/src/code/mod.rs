@@ -22,7 +22,9 @@
 //! a parse stops after [`PARSE_BUDGET`] (tree-sitter's progress callback), the walk visits at
 //! most [`MAX_NODES`] nodes, values are cut at [`MAX_VALUE`] bytes and evaluation recursion at
 //! [`MAX_DEPTH`], calls to the file's own functions are read through at most
-//! [`MAX_CALL_DEPTH`] deep and [`MAX_CALL_READS`] times a file. Parsing runs on the thread that scans the file (the executor's threads).
+//! [`MAX_CALL_DEPTH`] deep and [`MAX_CALL_READS`] times a file (shell and PowerShell calls
+//! memoised, at most [`MAX_FULL_READS_PER_FUNCTION`] full reads a function, then its summary:
+//! [`Ctx::call_fn`], decision 0051). Parsing runs on the thread that scans the file (the executor's threads).
 
 mod js;
 pub(crate) mod link;
@@ -312,7 +314,50 @@ pub(crate) struct Ctx<'a> {
     /// Statements of bodies read through so far in this file (each call reads at most
     /// [`MAX_BODY_STATEMENTS`]): a measure of the work, for the bounds' tests.
     statements_read: Cell<usize>,
+    /// The text the nodes being read belong to: the file's, or a sourced file's while a
+    /// function of it is read through ([`Ctx::call_fn`]).
+    cur: Cell<&'a str>,
+    /// The linked module whose function body is being read (`None`: the file itself).
+    module: Cell<Option<usize>>,
+    /// While a body of another file is read: the line of the call in this file, where its
+    /// sinks are reported.
+    site: Cell<Option<(u32, &'a str)>>,
+    /// Shell and PowerShell calls read through, by function: memoised results
+    /// ([`Ctx::call_fn`]).
+    memo: RefCell<HashMap<String, Reads>>,
+    /// The variables of the file read by the bodies being read through (one list per read in
+    /// progress), so that a memoised result is used only while they are unchanged.
+    deps: RefCell<Vec<Vec<String>>>,
+    /// Reads of a function's summary (its body with its arguments' texts unknown) so far in
+    /// this file (at most [`MAX_CALL_READS`], besides the full reads).
+    summaries_read: Cell<usize>,
 }
+
+/// The reads of one function of a shell or PowerShell file ([`Ctx::call_fn`]): how many read
+/// its body with the call's own arguments, and the results kept.
+#[derive(Default)]
+struct Reads {
+    full: usize,
+    kept: Vec<Memo>,
+}
+
+/// A call's result kept: the arguments' signature (and the depth it was read at), the
+/// variables of the file its body read with their signatures then, and what it gave.
+struct Memo {
+    key: String,
+    deps: Vec<(String, String)>,
+    out: Val,
+}
+
+/// A function's body is read with each call's own arguments at most this many times per
+/// file; later calls with other arguments take its summary: the body read with the
+/// arguments' texts unknown but their flags (downloaded, decoded, assembled) kept, once per
+/// such shape (decision 0051). Honest helpers (`log "step $n"` called hundreds of times) thus
+/// cost a few reads, not the file's whole budget.
+pub(crate) const MAX_FULL_READS_PER_FUNCTION: usize = 16;
+/// Results kept per function, and signatures longer than this many bytes are not kept.
+const MAX_MEMO_PER_FUNCTION: usize = 64;
+const MAX_MEMO_KEY: usize = 4096;
 
 /// The work the code pass did on one file, for the bounds' tests: syntax nodes visited,
 /// calls read through their function's body, statements of those bodies read.
@@ -322,6 +367,8 @@ pub(crate) struct Work {
     pub nodes: usize,
     pub calls: usize,
     pub statements: usize,
+    /// Summaries read (shell and PowerShell functions, [`MAX_FULL_READS_PER_FUNCTION`]).
+    pub summaries: usize,
 }
 
 /// A sink (or an assembled command word) met while evaluating: its line, the line's text,
@@ -357,6 +404,12 @@ impl<'a> Ctx<'a> {
             calls_read: Cell::new(0),
             deferred: RefCell::new(Vec::new()),
             statements_read: Cell::new(0),
+            cur: Cell::new(src),
+            module: Cell::new(None),
+            site: Cell::new(None),
+            memo: RefCell::new(HashMap::new()),
+            deps: RefCell::new(Vec::new()),
+            summaries_read: Cell::new(0),
         }
     }
 
@@ -367,7 +420,12 @@ impl<'a> Ctx<'a> {
 
     /// The text of a node.
     pub(crate) fn text(&self, n: Node<'_>) -> &'a str {
-        self.src.get(n.byte_range()).unwrap_or("")
+        self.cur.get().get(n.byte_range()).unwrap_or("")
+    }
+
+    /// The text after `a` up to the end of `n` (an operator between named children).
+    pub(crate) fn src_after(&self, a: Node<'_>, n: Node<'_>) -> &'a str {
+        self.cur.get().get(a.end_byte()..n.end_byte()).unwrap_or("")
     }
 
     /// The name an identifier calls: the module it is bound to (`import os as o`,
@@ -397,7 +455,161 @@ impl<'a> Ctx<'a> {
         {
             return v;
         }
+        self.note_dep(name);
         self.vars.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Whether the file (or, read joined, a file it sources) assigns `name`.
+    pub(crate) fn is_set(&self, name: &str) -> bool {
+        self.frames
+            .borrow()
+            .last()
+            .is_some_and(|f| f.contains_key(name))
+            || self.vars.contains_key(name)
+    }
+
+    /// Notes that the reads in progress used the file's variable `name`.
+    fn note_dep(&self, name: &str) {
+        let mut deps = self.deps.borrow_mut();
+        for d in deps.iter_mut() {
+            if d.len() < 64 && !d.iter().any(|x| x == name) {
+                d.push(name.to_string());
+            }
+        }
+    }
+
+    /// Whether a function of this name is defined in the file or, read joined, in a file it
+    /// sources or imports (shell, PowerShell).
+    pub(crate) fn has_function(&self, name: &str) -> bool {
+        self.funcs.contains_key(name) || self.links.is_some_and(|l| l.function(name).is_some())
+    }
+
+    /// A call of the function `name` (of the file, or of a file it sources) read through its
+    /// body by `read` with `args`, for shell and PowerShell, within the bounds of
+    /// [`MAX_CALL_DEPTH`] and [`MAX_CALL_READS`]; memoised (decision 0051): a call with the
+    /// same arguments, read at the same depth, while the file's variables its body read are
+    /// unchanged, gives the kept result without a read; after
+    /// [`MAX_FULL_READS_PER_FUNCTION`] reads of one function with distinct arguments, its
+    /// calls take its summary (the arguments' texts unknown, their flags kept), read once per
+    /// shape and counted apart ([`Ctx::summaries_read`]). A body of another file is read
+    /// with its text, and its sinks are reported at the call's line.
+    pub(crate) fn call_fn<'t>(
+        &self,
+        call: Node<'t>,
+        name: &str,
+        args: &[Val],
+        read: &dyn Fn(Node<'t>, &[Val]) -> Val,
+    ) -> Option<Val>
+    where
+        'a: 't,
+    {
+        let (module, start, end) = match self.funcs.get(name) {
+            Some(&(s, e)) => (None, s, e),
+            None => {
+                let (m, s, e) = self.links?.function(name)?;
+                (Some(m), s, e)
+            }
+        };
+        let depth = self.frames.borrow().len();
+        if depth >= MAX_CALL_DEPTH {
+            return None;
+        }
+        let full_key = memo_key(depth, args);
+        if let Some(v) = self.memo_hit(name, &full_key) {
+            return Some(v);
+        }
+        let summary = self
+            .memo
+            .borrow()
+            .get(name)
+            .is_some_and(|r| r.full >= MAX_FULL_READS_PER_FUNCTION);
+        let (key, args): (String, Vec<Val>) = if summary {
+            let shaped: Vec<Val> = args.iter().map(shape).collect();
+            let key = format!("shape:{}", memo_key(depth, &shaped));
+            if let Some(v) = self.memo_hit(name, &key) {
+                return Some(v);
+            }
+            if self.summaries_read.get() >= MAX_CALL_READS {
+                return None;
+            }
+            (key, shaped)
+        } else {
+            if self.calls_read.get() >= MAX_CALL_READS {
+                return None;
+            }
+            (full_key, args.to_vec())
+        };
+        // The definition, in the tree it belongs to.
+        let here = self.module.get();
+        let root = if module == here {
+            let mut root = call;
+            while let Some(p) = root.parent() {
+                root = p;
+            }
+            root
+        } else {
+            // A function of the file called from a body of another file is not read.
+            self.links?.root(module?)?
+        };
+        let def = root.descendant_for_byte_range(start, end)?;
+        if def.start_byte() != start || def.end_byte() != end {
+            return None;
+        }
+        if summary {
+            self.summaries_read.set(self.summaries_read.get() + 1);
+        } else {
+            self.calls_read.set(self.calls_read.get() + 1);
+        }
+        let saved = (self.cur.get(), self.site.get());
+        if module != here {
+            if self.site.get().is_none() {
+                self.site.set(Some(self.line_of(call)));
+            }
+            if let Some(text) = module.and_then(|m| self.links.and_then(|l| l.text(m))) {
+                self.cur.set(text);
+            }
+            self.module.set(module);
+        }
+        self.deps.borrow_mut().push(Vec::new());
+        let out = read(def, &args);
+        let used = self.deps.borrow_mut().pop().unwrap_or_default();
+        self.cur.set(saved.0);
+        self.site.set(saved.1);
+        self.module.set(here);
+        let mut memo = self.memo.borrow_mut();
+        let reads = memo.entry(name.to_string()).or_default();
+        if !summary {
+            reads.full += 1;
+        }
+        if key.len() <= MAX_MEMO_KEY && reads.kept.len() < MAX_MEMO_PER_FUNCTION {
+            let deps = used
+                .into_iter()
+                .map(|d| {
+                    let s = sig(self.vars.get(&d));
+                    (d, s)
+                })
+                .collect();
+            reads.kept.push(Memo {
+                key,
+                deps,
+                out: out.clone(),
+            });
+        }
+        Some(out)
+    }
+
+    /// The kept result of `name` for `key` whose variables are unchanged; the variables are
+    /// noted as used by the reads in progress.
+    fn memo_hit(&self, name: &str, key: &str) -> Option<Val> {
+        let memo = self.memo.borrow();
+        let m =
+            memo.get(name)?.kept.iter().find(|m| {
+                m.key == key && m.deps.iter().all(|(d, s)| sig(self.vars.get(d)) == *s)
+            })?;
+        for (d, _) in &m.deps {
+            self.note_dep(d);
+        }
+        Some(m.out.clone())
     }
 
     /// Records a function's definition (name and byte range), within [`MAX_FUNCS`].
@@ -503,6 +715,9 @@ impl<'a> Ctx<'a> {
     /// The line number of a node and the text of its line (found from the node's offset,
     /// so that it costs the line's length, not the file's).
     fn line_of(&self, n: Node<'_>) -> (u32, &'a str) {
+        if let Some(site) = self.site.get() {
+            return site;
+        }
         let row = n.start_position().row;
         let at = n.start_byte().min(self.src.len());
         let start = self
@@ -688,6 +903,34 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The signature of a call's arguments read at `depth`, for [`Ctx::call_fn`]'s memo.
+fn memo_key(depth: usize, args: &[Val]) -> String {
+    let mut k = depth.to_string();
+    for a in args {
+        k.push('\u{1}');
+        k.push_str(&sig(Some(a)));
+        if k.len() > MAX_MEMO_KEY {
+            break;
+        }
+    }
+    k
+}
+
+/// A value's signature: all it says (text, items, flags).
+fn sig(v: Option<&Val>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:?}"))
+}
+
+/// An argument as a summary sees it: its text unknown, its flags kept.
+fn shape(v: &Val) -> Val {
+    Val {
+        text: None,
+        items: None,
+        module: None,
+        ..v.clone()
+    }
+}
+
 /// Whether a value reaching a sink says anything: assembled, decoded or downloaded, or a
 /// process started with a URL that came through a variable (`pip install PKG`).
 fn worth_sinking(sink: Sink, v: &Val) -> bool {
@@ -714,6 +957,11 @@ impl Body {
             returns: Vec::new(),
             budget: MAX_BODY_STATEMENTS,
         }
+    }
+
+    /// Reads no more statements (`return`, `exit`, `throw`).
+    pub(crate) fn stop(&mut self) {
+        self.budget = 0;
     }
 
     /// The first return whose text (or items) is known, else the flags of all of them.
@@ -1053,6 +1301,7 @@ pub(crate) fn work_of(path: &str, text: &str) -> Option<Work> {
         nodes,
         calls: cx.calls_read.get(),
         statements: cx.statements_read.get(),
+        summaries: cx.summaries_read.get(),
     })
 }
 
@@ -1468,6 +1717,8 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
     false
 }
 
+#[cfg(test)]
+mod function_tests;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]

@@ -1,9 +1,14 @@
 //! PowerShell with tree-sitter-powershell: variables, `+`, `-join`, `[char]` casts, backtick
-//! escapes, `FromBase64String`/`GetString`, `DownloadString` followed into
-//! `Invoke-Expression`/`iex` (as a command, through `& $x`/`.(...)`, or at the end of a
-//! pipeline) and `Start-Process`.
+//! escapes, expandable strings, `FromBase64String`/`GetString`, `DownloadString`,
+//! `Invoke-WebRequest`/`Invoke-RestMethod` followed into `Invoke-Expression`/`iex` (as a
+//! command, through `& $x`/`.(...)`, or at the end of a pipeline), `[scriptblock]::Create`,
+//! `powershell -Command` and `Start-Process`; functions of the file (and of a dot-sourced
+//! or imported file of the skill, read joined) read through at their calls, with positional
+//! and named arguments bound to their parameters (`function f($a) {…}`, `param(…)`), their
+//! output being what their statements leave in the pipeline (decision 0051).
 
-use super::{from_code, int_lit, unbase64, unquoted, val_of, Ctx, Sink, Val, MAX_DEPTH};
+use super::{from_code, int_lit, unbase64, unquoted, val_of, Body, Ctx, Sink, Val, MAX_DEPTH};
+use std::collections::HashMap;
 use tree_sitter::Node;
 
 pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
@@ -20,9 +25,51 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             let v = eval(cx, value, 0);
             cx.set(&name, v);
         }
-        "command" => command(cx, n),
-        "pipeline_chain" => pipeline(cx, n),
+        "function_statement" => {
+            if let Some(name) = function_name(cx, n) {
+                cx.define(&name, n);
+            }
+        }
+        "command" => sourced_vars(cx, n),
+        "pipeline_chain" => {
+            chain(cx, n);
+        }
+        "invokation_expression" if is_create(cx, n) => {
+            eval(cx, n, 0);
+        }
         _ => {}
+    }
+    cx.flush();
+}
+
+/// A function's name as PowerShell looks it up: lower-cased, without a scope
+/// (`function global:Get-X`).
+fn function_name(cx: &Ctx<'_>, def: Node<'_>) -> Option<String> {
+    let mut c = def.walk();
+    let name = def
+        .named_children(&mut c)
+        .find(|x| x.kind() == "function_name")?;
+    let t = cx.text(name).to_ascii_lowercase();
+    let t = t.rsplit(':').next().unwrap_or(&t).to_string();
+    Some(t)
+}
+
+/// `. $PSScriptRoot\common.ps1`, `Import-Module ./x.psm1`, read joined with that file of the
+/// skill: its variables.
+fn sourced_vars(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let Some(links) = cx.links else { return };
+    let text = cx.text(n);
+    let lower = text.trim_start().to_ascii_lowercase();
+    let rest = if let Some(r) = lower.strip_prefix(". ") {
+        r
+    } else if let Some(r) = lower.strip_prefix("import-module ") {
+        r
+    } else {
+        return;
+    };
+    let stem = super::link::ps_sourced(rest);
+    for (k, v) in links.all(super::Lang::PowerShell, &stem) {
+        cx.set(&k, v);
     }
 }
 
@@ -51,12 +98,159 @@ fn unbacktick(s: &str) -> String {
     s.replace('`', "")
 }
 
-/// The name a command runs and its arguments.
-fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
-    let Some(name_node) = n.child_by_field_name("command_name") else {
-        return;
+/// `[scriptblock]::Create(…)`, `$ExecutionContext.InvokeCommand.NewScriptBlock(…)` and
+/// `.InvokeScript(…)`: a string made code.
+fn is_create(cx: &Ctx<'_>, n: Node<'_>) -> bool {
+    let t = cx.text(n).to_ascii_lowercase();
+    (t.contains("scriptblock") && t.contains("::create"))
+        || t.contains(".newscriptblock(")
+        || t.contains(".invokescript(")
+}
+
+/// A marker before a named argument's value (`-Url $x` is the marker for `url`, then the
+/// value): arguments are kept as one list of values, for [`Ctx::call_fn`]'s memo.
+const NAMED: char = '\u{0}';
+
+/// A command's arguments: positional values, and named ones as a [`NAMED`] marker followed by
+/// the value (a switch is followed by another marker or nothing).
+fn arguments(cx: &Ctx<'_>, n: Node<'_>) -> Vec<Val> {
+    let Some(e) = n.child_by_field_name("command_elements") else {
+        return Vec::new();
     };
-    let name = if name_node.kind() == "command_name" {
+    let mut out = Vec::new();
+    let mut c = e.walk();
+    for x in e.named_children(&mut c).take(32) {
+        match x.kind() {
+            "command_argument_sep" | "redirection" | "stop_parsing" => {}
+            "command_parameter" => {
+                let name = cx
+                    .text(x)
+                    .trim_start_matches('-')
+                    .trim_end_matches(':')
+                    .to_ascii_lowercase();
+                out.push(Val::lit(&format!("{NAMED}{name}")));
+            }
+            _ => out.push(eval(cx, x, 0)),
+        }
+    }
+    out
+}
+
+fn is_marker(v: &Val) -> Option<&str> {
+    v.text.as_deref().and_then(|t| t.strip_prefix(NAMED))
+}
+
+/// Positional values (named ones left out) and the value of the named argument `names`.
+fn split_args<'v>(args: &'v [Val], names: &[&str]) -> (Vec<&'v Val>, Option<&'v Val>) {
+    let mut positional = Vec::new();
+    let mut named = None;
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if let Some(m) = is_marker(a) {
+            let value = args.get(i + 1).filter(|v| is_marker(v).is_none());
+            if names.iter().any(|n| n.starts_with(m) && !m.is_empty()) {
+                named = named.or(value);
+            }
+            i += if value.is_some() { 2 } else { 1 };
+        } else {
+            positional.push(a);
+            i += 1;
+        }
+    }
+    (positional, named)
+}
+
+/// The output and sinks of a pipeline (`a | b | iex`): each command is read for its sinks;
+/// a pipeline ending in `iex`/`Invoke-Expression` runs what its feeder gives; a filter at
+/// the end (`Out-String`, `Select-Object`, `ForEach-Object` …) passes its input on.
+fn chain(cx: &Ctx<'_>, n: Node<'_>) -> Val {
+    let mut c = n.walk();
+    let parts: Vec<Node<'_>> = n
+        .named_children(&mut c)
+        .filter(|x| x.kind() != "redirections")
+        .take(16)
+        .collect();
+    let mut v = Val::unknown();
+    let count = parts.len();
+    for (i, part) in parts.iter().enumerate() {
+        if part.kind() != "command" {
+            v = eval(cx, *part, 1);
+            continue;
+        }
+        let word = command_word(cx, *part);
+        if i > 0 && i + 1 == count && matches!(word.as_str(), "iex" | "invoke-expression") {
+            let mut fed = v.clone();
+            if fetches(&cx.text(n).to_ascii_lowercase()) {
+                fed.fetched = true;
+            }
+            cx.defer_sink(*part, Sink::Eval, "| iex", &fed);
+            return Val::unknown();
+        }
+        let out = command(cx, *part);
+        if i > 0 && FILTERS.contains(&word.as_str()) {
+            continue;
+        }
+        v = out.unwrap_or_default();
+    }
+    v
+}
+
+/// Commands that pass their input on (for what a pipeline gives).
+const FILTERS: &[&str] = &[
+    "out-string",
+    "select-object",
+    "select",
+    "foreach-object",
+    "%",
+    "where-object",
+    "?",
+    "sort-object",
+    "tee-object",
+];
+
+/// Commands that leave nothing in the pipeline.
+const SILENT: &[&str] = &[
+    "write-host",
+    "write-verbose",
+    "write-warning",
+    "write-error",
+    "write-debug",
+    "write-information",
+    "write-progress",
+    "out-null",
+    "out-file",
+    "set-content",
+    "add-content",
+    "set-variable",
+    "remove-item",
+    "copy-item",
+    "move-item",
+    "set-location",
+    "push-location",
+    "pop-location",
+    "import-module",
+    "export-modulemember",
+    "start-sleep",
+    "set-strictmode",
+    "set-itemproperty",
+    "expand-archive",
+    "clear-host",
+];
+
+/// The command word of a command, lower-cased (`& $name` resolved).
+fn command_word(cx: &Ctx<'_>, n: Node<'_>) -> String {
+    command_name(cx, n)
+        .text
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn command_name(cx: &Ctx<'_>, n: Node<'_>) -> Val {
+    let Some(name_node) = n.child_by_field_name("command_name") else {
+        return Val::unknown();
+    };
+    if name_node.kind() == "command_name" {
         let raw = cx.text(name_node);
         let mut v = Val::lit(&unbacktick(raw));
         if raw.contains('`') {
@@ -65,41 +259,287 @@ fn command(cx: &mut Ctx<'_>, n: Node<'_>) {
         v
     } else {
         eval(cx, name_node, 0)
-    };
-    let word = name.text.clone().unwrap_or_default().to_ascii_lowercase();
-    let word = word.trim().to_string();
+    }
+}
+
+/// Reports a command's sinks (deferred) and gives what it leaves in the pipeline when that
+/// is known or matters: `Write-Output`, a download, what a function of the file gives.
+fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
+    let name = command_name(cx, n);
+    let word = name
+        .text
+        .clone()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
     if (name.pieces >= 2 || name.via_var || name.decoded.is_some())
         && crate::capabilities::is_split_word(&word)
     {
-        cx.assembled_name(n, &word);
+        cx.defer_name(n, &word);
     }
-    let elements = n.child_by_field_name("command_elements");
-    let first = elements.and_then(|e| {
-        let mut c = e.walk();
-        let found = e
-            .named_children(&mut c)
-            .find(|x| !matches!(x.kind(), "command_argument_sep" | "command_parameter"));
-        found
-    });
+    let args = arguments(cx, n);
+    let all = n
+        .child_by_field_name("command_elements")
+        .map_or("", |e| cx.text(e))
+        .to_ascii_lowercase();
     match word.as_str() {
         "iex" | "invoke-expression" => {
-            let all = elements.map_or("", |e| cx.text(e)).to_ascii_lowercase();
-            let mut v = first.map(|f| eval(cx, f, 0)).unwrap_or_default();
+            let (pos, named) = split_args(&args, &["command"]);
+            let mut v = named.or(pos.first().copied()).cloned().unwrap_or_default();
             if fetches(&all) {
                 v.fetched = true;
             }
-            if v.interesting() {
-                cx.sink(n, Sink::Eval, "Invoke-Expression", &v);
-            }
+            cx.defer_sink(n, Sink::Eval, "Invoke-Expression", &v);
+            None
         }
         "start-process" | "saps" => {
-            if let Some(f) = first {
-                let v = eval(cx, f, 0);
-                cx.sink(n, Sink::Process, "Start-Process", &v);
+            let (pos, named) = split_args(&args, &["filepath"]);
+            if let Some(v) = named.or(pos.first().copied()) {
+                cx.defer_sink(n, Sink::Process, "Start-Process", v);
+            }
+            None
+        }
+        "powershell" | "powershell.exe" | "pwsh" | "pwsh.exe" => {
+            let (pos, named) = split_args(&args, &["command", "c", "encodedcommand", "e", "ec"]);
+            let v = named.or_else(|| pos.first().copied().filter(|_| all.contains("-c")));
+            if let Some(v) = v {
+                cx.defer_sink(n, Sink::Shell, "powershell -Command", v);
+            }
+            None
+        }
+        "invoke-webrequest" | "iwr" | "invoke-restmethod" | "irm" | "curl" | "wget" => {
+            (!all.contains("-outfile")).then(Val::downloaded)
+        }
+        "write-output" | "echo" | "write" => {
+            let (pos, _) = split_args(&args, &[]);
+            let mut v = Val::empty_text();
+            for (i, a) in pos.iter().enumerate() {
+                if i > 0 {
+                    v = v.concat(Val {
+                        text: Some(" ".into()),
+                        ..Val::default()
+                    });
+                }
+                v = v.concat((*a).clone());
+            }
+            Some(v)
+        }
+        w if cx.has_function(w) => {
+            let w = w.to_string();
+            call_through(cx, n, &w, &args)
+        }
+        _ => {
+            // `& $sb`, `. (…)`: a value run as a command.
+            let invoked = n
+                .named_child(0)
+                .is_some_and(|x| x.kind() == "command_invokation_operator");
+            if invoked && (name.fetched || name.decoded.is_some()) {
+                cx.defer_sink(n, Sink::Eval, "&", &name);
+            }
+            None
+        }
+    }
+}
+
+/// A call of a function of the file (or of a dot-sourced file), read through its body with
+/// its parameters bound: named arguments by name (or an unambiguous prefix), the others in
+/// order, defaults for the rest; `$args` holds the positional arguments left over.
+fn call_through(cx: &Ctx<'_>, n: Node<'_>, word: &str, args: &[Val]) -> Option<Val> {
+    cx.call_fn(n, word, args, &|def, args| {
+        let params = parameters(cx, def);
+        let mut frame: HashMap<String, Val> = HashMap::new();
+        let mut positional = Vec::new();
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            if let Some(m) = is_marker(a) {
+                let value = args.get(i + 1).filter(|v| is_marker(v).is_none());
+                let target = params.iter().find(|(p, _)| p == m).or_else(|| {
+                    params
+                        .iter()
+                        .find(|(p, _)| !m.is_empty() && p.starts_with(m))
+                });
+                if let Some((p, _)) = target {
+                    frame.insert(
+                        format!("ps:{p}"),
+                        value.cloned().unwrap_or_else(|| Val::lit("True")),
+                    );
+                }
+                i += if value.is_some() { 2 } else { 1 };
+            } else {
+                positional.push(a.clone());
+                i += 1;
             }
         }
-        _ => {}
+        let mut rest = positional.into_iter();
+        for (p, default) in &params {
+            let key = format!("ps:{p}");
+            if frame.contains_key(&key) {
+                continue;
+            }
+            let v = match rest.next() {
+                Some(v) => v,
+                None => default.map(|d| eval(cx, d, 1)).unwrap_or_default(),
+            };
+            frame.insert(key, v);
+        }
+        let left: Vec<Val> = rest.collect();
+        frame.insert("ps:args".into(), super::list_of(left.into_iter()));
+        let body = cx.read_frame(frame, |body| {
+            if let Some(block) = find(def, "script_block", 1) {
+                read_block(cx, block, body);
+            }
+        });
+        let mut out = body.returns.into_iter().next().unwrap_or_default();
+        out.via_var = true;
+        out
+    })
+}
+
+/// A function's parameters (lower-cased, without `$`) and their defaults, from
+/// `function f($a, $b = 1)` or a `param(…)` block.
+fn parameters<'t>(cx: &Ctx<'_>, def: Node<'t>) -> Vec<(String, Option<Node<'t>>)> {
+    let mut out = Vec::new();
+    let list = find(def, "function_parameter_declaration", 1)
+        .and_then(|d| find(d, "parameter_list", 1))
+        .or_else(|| {
+            find(def, "script_block", 1)
+                .and_then(|b| find(b, "param_block", 1))
+                .and_then(|p| find(p, "parameter_list", 1))
+        });
+    let Some(list) = list else {
+        return out;
+    };
+    let mut c = list.walk();
+    for p in list.named_children(&mut c).take(16) {
+        if p.kind() != "script_parameter" {
+            continue;
+        }
+        let mut k = p.walk();
+        let kids: Vec<Node<'t>> = p.named_children(&mut k).collect();
+        let Some(var) = kids.iter().find(|x| x.kind() == "variable") else {
+            continue;
+        };
+        let name = var_name(cx, *var);
+        let default = kids
+            .iter()
+            .find(|x| x.kind() == "script_parameter_default")
+            .and_then(|d| d.named_child(0));
+        out.push((name.trim_start_matches("ps:").to_string(), default));
     }
+    out
+}
+
+/// Reads a script block's statements (its body, or its `begin`/`process`/`end` blocks).
+fn read_block(cx: &Ctx<'_>, block: Node<'_>, body: &mut Body) {
+    let mut c = block.walk();
+    for part in block.named_children(&mut c) {
+        match part.kind() {
+            "script_block_body" => {
+                let mut k = part.walk();
+                for x in part.named_children(&mut k) {
+                    match x.kind() {
+                        "statement_list" => read_statements(cx, x, body),
+                        "named_block_list" => {
+                            let mut j = x.walk();
+                            for nb in x.named_children(&mut j) {
+                                read_nested(cx, nb, body);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "statement_list" => read_statements(cx, part, body),
+            _ => {}
+        }
+    }
+}
+
+/// Adds what a statement leaves in the pipeline to what the body gave so far.
+fn emit(body: &mut Body, v: Val) {
+    match body.returns.pop() {
+        Some(before) => body.returns.push(before.concat(v)),
+        None => body.returns.push(v),
+    }
+}
+
+/// Reads a statement list of a body in order: assignments into the call's scope, pipelines
+/// for their sinks and output, `return` (its value, then no more), nested blocks.
+fn read_statements(cx: &Ctx<'_>, list: Node<'_>, body: &mut Body) {
+    super::read_statements(list, body, |st, body| match st.kind() {
+        "pipeline" => {
+            let Some(first) = st.named_child(0) else {
+                return;
+            };
+            if first.kind() == "assignment_expression" {
+                let (Some(left), Some(value)) =
+                    (first.named_child(0), first.child_by_field_name("value"))
+                else {
+                    return;
+                };
+                let v = eval(cx, value, 0);
+                if let Some(var) = find(left, "variable", 16) {
+                    let name = var_name(cx, var);
+                    if name != "ps:null" {
+                        cx.assign_local(name, v, false);
+                    }
+                }
+            } else if first.kind() == "pipeline_chain" {
+                let v = chain(cx, first);
+                let last = last_command_word(cx, first);
+                if !SILENT.contains(&last.as_str()) && !cx.text(first).starts_with("[void]") {
+                    emit(body, v);
+                }
+            }
+        }
+        "flow_control_statement" => {
+            let t = cx.text(st).trim_start().to_ascii_lowercase();
+            if t.starts_with("return") {
+                if let Some(p) = find(st, "pipeline", 1) {
+                    let v = eval(cx, p, 0);
+                    emit(body, v);
+                }
+            }
+            if t.starts_with("return") || t.starts_with("exit") || t.starts_with("throw") {
+                body.stop();
+            }
+        }
+        "function_statement" | "class_statement" | "enum_statement" => {}
+        _ => read_nested(cx, st, body),
+    });
+}
+
+/// The statement blocks nested in a statement (`if`/`else`, loops, `try`/`catch`/`finally`,
+/// `switch` clauses, named blocks), read in order.
+fn read_nested(cx: &Ctx<'_>, st: Node<'_>, body: &mut Body) {
+    let mut c = st.walk();
+    let kids: Vec<Node<'_>> = st.named_children(&mut c).take(64).collect();
+    for k in kids {
+        match k.kind() {
+            "statement_block" => {
+                if let Some(list) = k.child_by_field_name("statement_list") {
+                    read_statements(cx, list, body);
+                }
+            }
+            "else_clause" | "elseif_clauses" | "elseif_clause" | "catch_clauses"
+            | "catch_clause" | "finally_clause" | "switch_body" | "switch_clauses"
+            | "switch_clause" | "named_block" => read_nested(cx, k, body),
+            _ => {}
+        }
+    }
+}
+
+/// The last command word of a pipeline chain (lower-cased), empty when it ends in an
+/// expression.
+fn last_command_word(cx: &Ctx<'_>, n: Node<'_>) -> String {
+    let mut c = n.walk();
+    let last = n
+        .named_children(&mut c)
+        .filter(|x| x.kind() != "redirections")
+        .last();
+    last.filter(|x| x.kind() == "command")
+        .map(|x| command_word(cx, x))
+        .unwrap_or_default()
 }
 
 fn fetches(lower: &str) -> bool {
@@ -114,34 +554,6 @@ fn fetches(lower: &str) -> bool {
     ]
     .iter()
     .any(|w| lower.contains(w))
-}
-
-/// `$code | iex`.
-fn pipeline(cx: &mut Ctx<'_>, n: Node<'_>) {
-    let mut c = n.walk();
-    let parts: Vec<Node<'_>> = n.named_children(&mut c).take(16).collect();
-    if parts.len() < 2 {
-        return;
-    }
-    let Some(last) = parts.last() else { return };
-    if last.kind() != "command" {
-        return;
-    }
-    let name = last
-        .child_by_field_name("command_name")
-        .map(|x| unbacktick(cx.text(x)).to_ascii_lowercase())
-        .unwrap_or_default();
-    if name != "iex" && name != "invoke-expression" {
-        return;
-    }
-    let Some(feeder) = parts.get(parts.len() - 2) else {
-        return;
-    };
-    let mut v = eval(cx, *feeder, 0);
-    if fetches(&cx.text(*feeder).to_ascii_lowercase()) {
-        v.fetched = true;
-    }
-    cx.sink(*last, Sink::Eval, "| iex", &v);
 }
 
 pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
@@ -161,20 +573,35 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "verbatim_string_characters" => {
             Val::lit(&unquoted(cx.text(n), "'", '\'').replace("''", "'"))
         }
-        "expandable_string_literal" => {
-            let t = unquoted(cx.text(n), "\"", '"');
-            if t.contains('$') {
-                Val {
-                    pieces: 2,
-                    via_var: true,
-                    ..Val::unknown()
-                }
+        "expandable_string_literal" | "expandable_here_string_literal" => {
+            expandable(cx, n, &named, depth)
+        }
+        "generic_token" => Val::lit(&unbacktick(cx.text(n))),
+        "command" => command(cx, n).unwrap_or_default(),
+        "pipeline_chain" => chain(cx, n),
+        "sub_expression" => match n
+            .child_by_field_name("statements")
+            .and_then(|l| l.named_child(0))
+        {
+            Some(st)
+                if n.child_by_field_name("statements")
+                    .map(|l| l.named_child_count())
+                    == Some(1) =>
+            {
+                eval(cx, st, depth + 1)
+            }
+            _ => Val::unknown(),
+        },
+        "member_access" => {
+            let member = named
+                .iter()
+                .find(|x| x.kind() == "member_name")
+                .map(|m| cx.text(*m).to_ascii_lowercase())
+                .unwrap_or_default();
+            if matches!(member.as_str(), "content" | "rawcontent") {
+                at(0)
             } else {
-                let mut v = Val::lit(&unbacktick(t));
-                if t.contains('`') {
-                    v.pieces = 2;
-                }
-                v
+                Val::unknown()
             }
         }
         "integer_literal" | "decimal_integer_literal" | "hexadecimal_integer_literal" => {
@@ -253,6 +680,49 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     }
 }
 
+/// `"…$x…$(…)…"`: the literal parts (backticks read) and the values of the variables and
+/// sub-expressions, in order.
+fn expandable(cx: &Ctx<'_>, n: Node<'_>, parts: &[Node<'_>], depth: usize) -> Val {
+    let raw = cx.text(n);
+    let (open, close) = if n.kind() == "expandable_here_string_literal" {
+        ("@\"", "\"@")
+    } else {
+        ("\"", "\"")
+    };
+    let base = n.start_byte();
+    let body_start = base + if raw.starts_with(open) { open.len() } else { 0 };
+    let body_end = n.end_byte()
+        - if raw.ends_with(close) && raw.len() > open.len() {
+            close.len()
+        } else {
+            0
+        };
+    let mut v = Val::empty_text();
+    let mut at = body_start;
+    let lit = |from: usize, to: usize| {
+        let t = raw
+            .get(from.saturating_sub(base)..to.saturating_sub(base))
+            .unwrap_or("");
+        let mut l = Val::lit(&unbacktick(t));
+        if t.contains('`') {
+            l.pieces = 2;
+        }
+        l
+    };
+    for p in parts {
+        if p.start_byte() > at {
+            v = v.concat(lit(at, p.start_byte()));
+        }
+        v = v.concat(eval(cx, *p, depth + 1));
+        at = p.end_byte();
+    }
+    if body_end > at {
+        v = v.concat(lit(at, body_end));
+    }
+    v.pieces = v.pieces.max(1);
+    v
+}
+
 /// `[Convert]::FromBase64String($x)`, `[Text.Encoding]::UTF8.GetString(...)`,
 /// `$wc.DownloadString($u)`.
 fn invocation(cx: &Ctx<'_>, n: Node<'_>, named: &[Node<'_>], depth: usize) -> Val {
@@ -267,6 +737,10 @@ fn invocation(cx: &Ctx<'_>, n: Node<'_>, named: &[Node<'_>], depth: usize) -> Va
         .and_then(|a| find(*a, "argument_expression", 3))
         .map(|a| eval(cx, a, depth + 1))
         .unwrap_or_default();
+    if is_create(cx, n) {
+        cx.defer_sink(n, Sink::Eval, "[scriptblock]::Create", &arg);
+        return arg;
+    }
     match member.as_str() {
         "frombase64string" => {
             let t = arg

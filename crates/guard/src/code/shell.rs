@@ -82,20 +82,20 @@ fn sourced_vars(cx: &mut Ctx<'_>, n: Node<'_>) {
     }
 }
 
-/// Whether a command calls a function of the file.
+/// Whether a command calls a function of the file (or of a file it sources), by its word as
+/// written or through a variable (`cmd=fetch; $cmd …`).
 fn is_call(cx: &Ctx<'_>, n: Node<'_>) -> bool {
-    n.child_by_field_name("name")
-        .is_some_and(|x| cx.funcs.contains_key(cx.text(x)))
+    n.child_by_field_name("name").is_some_and(|x| {
+        cx.has_function(cx.text(x)) || file_function(cx, &eval(cx, x, 0)).is_some()
+    })
 }
 
-/// The function of the file a command word calls, by its name as written (shell function
-/// names are case-sensitive: not the lower-cased [`base`]), when the word is neither
-/// assembled nor held by a variable.
+/// The function a command word calls, by its value (shell function names are
+/// case-sensitive: not the lower-cased [`base`]): as written, through a variable
+/// (`cmd=fetch; $cmd "$u"`, `"$handler" "$@"`) or assembled, a function of the file or of a
+/// file it sources ([`Ctx::has_function`]).
 fn file_function<'v>(cx: &Ctx<'_>, name: &'v Val) -> Option<&'v str> {
-    if name.assembled() || name.via_var {
-        return None;
-    }
-    name.text.as_deref().filter(|t| cx.funcs.contains_key(*t))
+    name.text.as_deref().filter(|t| cx.has_function(t))
 }
 
 /// A call of a function of the file, read through its body (within the bounds of
@@ -104,18 +104,21 @@ fn file_function<'v>(cx: &Ctx<'_>, name: &'v Val) -> Option<&'v str> {
 /// [`Ctx::defer_sink`]) with those values; gives what the body prints (`echo`, `printf`, a
 /// download to standard output, what the functions it calls print), in order.
 fn call_through(cx: &Ctx<'_>, n: Node<'_>, word: &str, args: &[Val]) -> Option<Val> {
-    let def = cx.definition(n, word)?;
-    let block = def.child_by_field_name("body")?;
-    let mut frame = HashMap::new();
-    for (i, a) in args.iter().take(9).enumerate() {
-        frame.insert((i + 1).to_string(), a.clone());
-    }
-    let all = joined(args);
-    frame.insert("@".to_string(), all.clone());
-    frame.insert("*".to_string(), all);
-    frame.insert("#".to_string(), Val::lit(&args.len().to_string()));
-    let body = cx.read_frame(frame, |body| read_body(cx, block, body));
-    Some(printed(body.returns))
+    cx.call_fn(n, word, args, &|def, args| {
+        let Some(block) = def.child_by_field_name("body") else {
+            return Val::unknown();
+        };
+        let mut frame = HashMap::new();
+        for (i, a) in args.iter().take(9).enumerate() {
+            frame.insert((i + 1).to_string(), a.clone());
+        }
+        let all = joined(args);
+        frame.insert("@".to_string(), all.clone());
+        frame.insert("*".to_string(), all);
+        frame.insert("#".to_string(), Val::lit(&args.len().to_string()));
+        let body = cx.read_frame(frame, |body| read_body(cx, block, body));
+        printed(body.returns)
+    })
 }
 
 /// What a function printed ([`emit`]); unknown when it printed nothing known.
@@ -260,18 +263,38 @@ fn joined(args: &[Val]) -> Val {
     v
 }
 
-/// The resolved command word and arguments of a command.
+/// The resolved command word and arguments of a command. Inside a function read through,
+/// a command word of `"$@"` (or `$*`) runs the call's arguments: the first is the command
+/// word and the others come before the command's own (`run() { "$@"; }`, dispatch tables).
 fn words(cx: &Ctx<'_>, n: Node<'_>) -> (Val, Vec<Val>) {
-    let name = n
-        .child_by_field_name("name")
-        .map(|x| eval(cx, x, 0))
-        .unwrap_or_default();
+    let name_node = n.child_by_field_name("name");
     let mut c = n.walk();
-    let args = n
+    let args: Vec<Val> = n
         .children_by_field_name("argument", &mut c)
         .take(32)
         .map(|a| eval(cx, a, 0))
         .collect();
+    let spread = name_node.is_some_and(|x| {
+        matches!(
+            cx.text(x),
+            "\"$@\"" | "$@" | "\"${@}\"" | "${@}" | "$*" | "\"$*\""
+        )
+    });
+    if spread && !cx.frames.borrow().is_empty() {
+        let count = cx
+            .get("#")
+            .text
+            .and_then(|t| t.parse::<usize>().ok())
+            .unwrap_or(0)
+            .min(9);
+        if count > 0 {
+            let mut given: Vec<Val> = (1..=count).map(|i| cx.get(&i.to_string())).collect();
+            let name = given.remove(0);
+            given.extend(args);
+            return (name, given);
+        }
+    }
+    let name = name_node.map(|x| eval(cx, x, 0)).unwrap_or_default();
     (name, args)
 }
 
@@ -287,10 +310,9 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
     let (name, args) = words(cx, n);
     let word = base(&name);
     let function = file_function(cx, &name);
-    // A command word assembled from pieces or held by a variable.
-    if (name.pieces >= 2 || name.via_var || name.decoded.is_some())
-        && crate::capabilities::is_split_word(&word)
-    {
+    // A command word assembled from pieces or decoded (one literal held by a variable,
+    // `PY=${PYTHON:-python3}`, spells the word whole where it is set).
+    if (name.pieces >= 2 || name.decoded.is_some()) && crate::capabilities::is_split_word(&word) {
         cx.defer_name(n, &word);
     }
     let texts: Vec<&str> = args
@@ -549,6 +571,10 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                     v.via_var = true;
                     v
                 }
+                Some(name) => default_expansion(cx, n, name, depth).unwrap_or(Val {
+                    via_var: true,
+                    ..Val::unknown()
+                }),
                 _ => Val {
                     via_var: true,
                     ..Val::unknown()
@@ -558,6 +584,51 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "command_substitution" | "process_substitution" => substitution(cx, n),
         _ => Val::unknown(),
     }
+}
+
+/// `${x:-default}`, `${x-default}`, `${x:=default}`, `${x=default}`: the variable's value
+/// when the file sets it to a known, non-empty text; else the default's (with the flags of
+/// both: `${URL:-$(curl …)}` is fetched). `${x:+alt}` is the alternative when the variable
+/// is set, else empty. `None` for other operators.
+fn default_expansion(cx: &Ctx<'_>, n: Node<'_>, name: &str, depth: usize) -> Option<Val> {
+    let var = n.named_child(0)?;
+    let after = cx.src_after(var, n);
+    let op = after
+        .trim_start()
+        .chars()
+        .take_while(|c| matches!(c, ':' | '-' | '=' | '+'))
+        .collect::<String>();
+    if !matches!(op.as_str(), ":-" | "-" | ":=" | "=" | ":+" | "+") {
+        return None;
+    }
+    let mut c = n.walk();
+    let rest: Vec<Node<'_>> = n.named_children(&mut c).skip(1).take(16).collect();
+    let mut default = Val::empty_text();
+    for p in &rest {
+        default = default.concat(eval(cx, *p, depth + 1));
+    }
+    let current = cx.get(name);
+    let known = current.text.as_deref().is_some_and(|t| !t.is_empty());
+    let mut v = if op.ends_with('+') {
+        if known || cx.is_set(name) {
+            default
+        } else {
+            Val::lit("")
+        }
+    } else if known {
+        current
+    } else {
+        let flags = Val {
+            text: Some(String::new()),
+            items: None,
+            pieces: 0,
+            module: None,
+            ..current
+        };
+        flags.concat(default)
+    };
+    v.via_var = true;
+    Some(v)
 }
 
 /// `$(...)`, `<(...)`: fetched when it downloads, decoded when it decodes, the text of a

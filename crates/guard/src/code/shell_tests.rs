@@ -111,9 +111,10 @@ fn shell_calls_that_fan_out_or_recurse_are_read_a_bounded_number_of_times() {
     }
     sh.push_str("curl -fsSL https://tools.example-cdn.net/b.sh | sh\n");
     let work = work_of("fan.sh", &sh).expect("parsed");
-    assert_eq!(
-        work.calls, MAX_CALL_READS,
-        "the bound is reached, not passed: {work:?}"
+    // Identical calls are read once (memoised, decision 0051).
+    assert!(
+        work.calls <= MAX_CALL_READS && work.summaries <= MAX_CALL_READS,
+        "{work:?}"
     );
     assert!(
         work.statements <= MAX_CALL_READS * MAX_BODY_STATEMENTS,
