@@ -36,6 +36,7 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
         }
         "command" => {
             sourced_vars(cx, n);
+            assign_defaults(cx, n);
             // A call in a substitution or a pipeline is read by it, for what it prints.
             let read_by_parent = n.parent().is_some_and(|p| {
                 matches!(
@@ -591,16 +592,7 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
 /// both: `${URL:-$(curl …)}` is fetched). `${x:+alt}` is the alternative when the variable
 /// is set, else empty. `None` for other operators.
 fn default_expansion(cx: &Ctx<'_>, n: Node<'_>, name: &str, depth: usize) -> Option<Val> {
-    let var = n.named_child(0)?;
-    let after = cx.src_after(var, n);
-    let op = after
-        .trim_start()
-        .chars()
-        .take_while(|c| matches!(c, ':' | '-' | '=' | '+'))
-        .collect::<String>();
-    if !matches!(op.as_str(), ":-" | "-" | ":=" | "=" | ":+" | "+") {
-        return None;
-    }
+    let op = expansion_op(cx, n)?;
     let mut c = n.walk();
     let rest: Vec<Node<'_>> = n.named_children(&mut c).skip(1).take(16).collect();
     let mut default = Val::empty_text();
@@ -629,6 +621,49 @@ fn default_expansion(cx: &Ctx<'_>, n: Node<'_>, name: &str, depth: usize) -> Opt
     };
     v.via_var = true;
     Some(v)
+}
+
+/// The operator of `${x:-d}`, `${x-d}`, `${x:=d}`, `${x=d}`, `${x:+a}`, `${x+a}`.
+fn expansion_op(cx: &Ctx<'_>, n: Node<'_>) -> Option<String> {
+    let var = n.named_child(0)?;
+    let op: String = cx
+        .src_after(var, n)
+        .trim_start()
+        .chars()
+        .take_while(|c| matches!(c, ':' | '-' | '=' | '+'))
+        .collect();
+    matches!(op.as_str(), ":-" | "-" | ":=" | "=" | ":+" | "+").then_some(op)
+}
+
+/// `: "${DIR:=/opt/x}"`, `cd "${DIR:=/opt/x}"`: a `:=`/`=` expansion in a command assigns
+/// the default to a variable the file has not set to a known text.
+fn assign_defaults(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let mut stack = vec![n];
+    let mut budget = 64;
+    let mut found = Vec::new();
+    while let Some(x) = stack.pop() {
+        budget -= 1;
+        if budget == 0 {
+            break;
+        }
+        if x.kind() == "expansion" {
+            if let (Some(op), Some(var)) = (expansion_op(cx, x), x.named_child(0)) {
+                if op.ends_with('=') {
+                    found.push((cx.text(var).to_string(), x));
+                }
+            }
+            continue;
+        }
+        if matches!(x.kind(), "command_substitution" | "process_substitution") {
+            continue;
+        }
+        let mut c = x.walk();
+        stack.extend(x.named_children(&mut c));
+    }
+    for (name, x) in found {
+        let v = eval(cx, x, 0);
+        cx.set(&name, v);
+    }
 }
 
 /// `$(...)`, `<(...)`: fetched when it downloads, decoded when it decodes, the text of a
