@@ -15,6 +15,7 @@
 //!
 //! [`testing`] holds the helpers tests use to get a fresh database per test on each backend.
 
+mod columns;
 mod error;
 mod fixed;
 pub mod owner_only;

@@ -4,9 +4,9 @@ mod accounts;
 mod admin_tokens;
 pub(crate) mod ai_keys;
 mod api_keys;
-mod quota;
+pub(crate) mod quota;
 mod usage;
-mod workspace;
+pub(crate) mod workspace;
 
 use gc_domain::page::{Page, PageRequest};
 use gc_domain::DomainResult;

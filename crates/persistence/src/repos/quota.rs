@@ -23,6 +23,7 @@ use gc_domain::{DomainError, DomainResult};
 use uuid::Uuid;
 
 use super::count;
+use crate::columns::UsageColumns;
 use crate::error::db_error;
 use crate::fixed::{GiveBack, ReserveTokens, SettleTokens, TakeRequests, MAX_WINDOW_TOKENS};
 use crate::rows::text;
@@ -348,18 +349,18 @@ impl QuotaRepo for DbStore {
 /// batch of them is one multi-row statement on SQLite too, not one statement per row.
 #[derive(Insertable)]
 #[diesel(table_name = run_usage, treat_none_as_default_value = false)]
-struct RunUsageRow {
-    id: String,
-    tenant_id: String,
-    key_id: String,
-    at: i64,
-    day: String,
-    model: String,
-    failed: bool,
-    prompt_tokens: i64,
-    completion_tokens: i64,
-    total_tokens: i64,
-    cost: i64,
+pub(crate) struct RunUsageRow {
+    pub id: String,
+    pub tenant_id: String,
+    pub key_id: String,
+    pub at: i64,
+    pub day: String,
+    pub model: String,
+    pub failed: bool,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub total_tokens: i64,
+    pub cost: i64,
 }
 
 impl UsageRepo for DbStore {
@@ -442,9 +443,7 @@ impl DbStore {
                     tracing::info!("a run batch retried after a failed commit was stored already");
                     return Ok(());
                 }
-                // Statements of several runs each, kept prepared (issue 14).
-                crate::store::insert_rows!(conn, run_usage::table, &rows)
-                    .map_err(|e| quota_error("record_runs", e))?;
+                insert_usage(conn, &rows).map_err(|e| quota_error("record_runs", e))?;
                 // The usage reports' daily rollup, rows in sorted order (decision 0027).
                 super::usage::add_daily(conn, runs, |e| quota_error("record_runs", e))?;
                 for (w, change) in &tokens {
@@ -456,6 +455,38 @@ impl DbStore {
                 crate::repos::workspace::insert_activities(conn, activities, "record_runs")
             })
         })
+    }
+}
+
+/// The batch's usage lines: on PostgreSQL one statement of columns for any number of lines
+/// (`columns::UsageColumns`, decision 0061), on SQLite statements of several lines each; kept
+/// prepared either way (issue 14).
+pub(crate) fn insert_usage(
+    conn: &mut DbConnection,
+    rows: &[RunUsageRow],
+) -> diesel::QueryResult<()> {
+    match conn {
+        DbConnection::Pg(c) => {
+            let mut cols = UsageColumns::default();
+            for r in rows {
+                cols.id.push(r.id.clone());
+                cols.tenant_id.push(r.tenant_id.clone());
+                cols.key_id.push(r.key_id.clone());
+                cols.at.push(r.at);
+                cols.day.push(r.day.clone());
+                cols.model.push(r.model.clone());
+                cols.failed.push(r.failed);
+                cols.prompt_tokens.push(r.prompt_tokens);
+                cols.completion_tokens.push(r.completion_tokens);
+                cols.total_tokens.push(r.total_tokens);
+                cols.cost.push(r.cost);
+            }
+            if cols.len() == 0 {
+                return Ok(());
+            }
+            cols.execute(c).map(|_| ())
+        }
+        DbConnection::Sqlite(_) => crate::store::insert_rows!(conn, run_usage::table, rows),
     }
 }
 

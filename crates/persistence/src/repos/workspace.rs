@@ -464,10 +464,11 @@ impl WorkspaceRepo for DbStore {
     }
 }
 
-/// Inserts activity lines in the caller's transaction: multi-row statements of fixed row
-/// counts, kept prepared (`store::insert_rows`), not a statement per line (the run-record
-/// writer appends a line per run, and a statement each was a seventh of a run's instructions,
-/// issue 14).
+/// Inserts activity lines in the caller's transaction, never a statement per line (the
+/// run-record writer appends a line per run, and a statement each was a seventh of a run's
+/// instructions, issue 14): on PostgreSQL one statement of columns for the whole batch
+/// (`columns::ActivityColumns`, decision 0061), on SQLite multi-row statements of fixed row
+/// counts (`store::insert_rows`); kept prepared either way.
 pub(crate) fn insert_activities(
     conn: &mut DbConnection,
     activities: &[NewActivity],
@@ -477,5 +478,21 @@ pub(crate) fn insert_activities(
         .iter()
         .map(|a| ActivityRow::from_domain(a, a.tenant_id()))
         .collect();
-    crate::store::insert_rows!(conn, activity::table, &rows).map_err(|e| db_error(op, e))
+    insert_activity_rows(conn, rows, op)
+}
+
+/// [`insert_activities`] of rows already made.
+pub(crate) fn insert_activity_rows(
+    conn: &mut DbConnection,
+    rows: Vec<ActivityRow>,
+    op: &'static str,
+) -> DomainResult<()> {
+    match conn {
+        // One statement of columns for any number of lines (decision 0061).
+        DbConnection::Pg(c) if !rows.is_empty() => crate::columns::ActivityColumns::of(rows)
+            .execute(c)
+            .map(|_| ())
+            .map_err(|e| db_error(op, e)),
+        _ => crate::store::insert_rows!(conn, activity::table, &rows).map_err(|e| db_error(op, e)),
+    }
 }
