@@ -889,10 +889,7 @@ pub(crate) fn role(path: Option<&str>) -> (bool, &'static str) {
         return (false, "CI configuration");
     }
     if name == "dockerfile" || name.ends_with(".dockerfile") || name.starts_with("dockerfile.") {
-        return (
-            false,
-            "a container build (runs inside the image, not on the machine)",
-        );
+        return (false, CONTAINER_BUILD);
     }
     if name.ends_with(".po") || name.ends_with(".pot") || name.ends_with(".mo") {
         return (false, "locale data");
@@ -1090,11 +1087,18 @@ pub(crate) fn extract(
     // In Markdown, capabilities come from code: fenced blocks and `code spans`, not prose
     // ("do not edit their crontab yourself").
     let fences = if is_markdown_name(&lower_name) || is_skill_md {
-        fenced_ranges(text)
+        crate::context::fenced(text)
     } else {
         Vec::new()
     };
     let markdown = is_markdown_name(&lower_name);
+    // Lists of examples in a document about security, and container builds quoted in fences
+    // (their commands change the image, not the machine).
+    let (example_lists, containers) = if markdown {
+        (crate::context::example_lists(text), container_fences(text))
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut foreign: Option<bool> = None;
     for (ls, le, pats) in all {
         if out.len() - before >= MAX_FACTS_PER_FILE || out.len() >= MAX_FACTS {
@@ -1118,12 +1122,26 @@ pub(crate) fn extract(
         let line: &str = if markdown && !fences.iter().any(|&(a, b)| ls >= a && ls < b) {
             spans = code_spans(full);
             // Teaching material quoting an attack in its prose (issue 29, `context`).
-            if spans.is_empty() || crate::context::prose_example_line(text, ls) {
+            if spans.is_empty()
+                || example_lists.iter().any(|&(a, b)| ls >= a && ls < b)
+                || crate::context::prose_example_line(text, ls)
+            {
                 continue;
             }
             &spans
         } else {
             full
+        };
+        let container = containers.iter().any(|&(a, b)| ls >= a && ls < b);
+        let site = if container {
+            Site {
+                runs: false,
+                why: CONTAINER_BUILD,
+                install: false,
+                ..site
+            }
+        } else {
+            site
         };
         for p in pats {
             if p == usize::MAX - 1 {
@@ -1183,7 +1201,24 @@ pub(crate) fn extract(
             }
             let before_match = line.get(..m.start()).unwrap_or("");
             let lower_line = line.to_ascii_lowercase();
-            let writes = WRITE_MARKERS.iter().any(|w| lower_line.contains(w));
+            // A redirection to the null device discards output, it writes no file
+            // (`cat .claude/settings.json 2>/dev/null` reads the settings).
+            let writes = {
+                let kept = lower_line
+                    .replace("&>/dev/null", "")
+                    .replace(">/dev/null", "")
+                    .replace("> /dev/null", "")
+                    .replace(">$null", "")
+                    .replace("> $null", "")
+                    .replace(">nul", "")
+                    .replace("> nul", "");
+                // `echo` and `printf` write only what a redirection or `tee` sends to a file
+                // (`|| echo "No existing settings"` prints).
+                let prints = |w: &str| w == "echo " || w == "printf ";
+                WRITE_MARKERS.iter().any(|w| !prints(w) && kept.contains(w))
+                    || (WRITE_MARKERS.iter().any(|w| prints(w) && kept.contains(w))
+                        && (kept.contains('>') || kept.contains("tee")))
+            };
             match pat.kind {
                 Kind::Reads => {
                     // `cat > ~/.ssh/config`, `echo ... >> ~/.ssh/authorized_keys`: a write.
@@ -1641,22 +1676,49 @@ fn split_word(pieces: &[String]) -> Option<String> {
     (!alone).then(|| word.to_string())
 }
 
-/// Byte ranges of the fenced code blocks of a Markdown text.
-fn fenced_ranges(text: &str) -> Vec<(usize, usize)> {
+/// Why a container build is carried.
+const CONTAINER_BUILD: &str = "a container build (runs inside the image, not on the machine)";
+
+/// Byte ranges of the fenced blocks of a Markdown text that hold a container build (info
+/// string `dockerfile` / `containerfile`, or a first line `FROM image`).
+fn container_fences(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut open: Option<usize> = None;
+    // (start, info says container, first code line seen)
+    let mut open: Option<(usize, bool, bool)> = None;
     let mut pos = 0;
     for line in text.split_inclusive('\n') {
         let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            match open.take() {
-                Some(a) => out.push((a, pos + line.len())),
-                None => open = Some(pos),
+        let fence = t.starts_with("```") || t.starts_with("~~~");
+        match open.as_mut() {
+            None if fence => {
+                let info = t.trim_start_matches(['`', '~']).trim().to_ascii_lowercase();
+                let container = matches!(
+                    info.split_whitespace().next().unwrap_or(""),
+                    "dockerfile" | "docker" | "containerfile"
+                );
+                open = Some((pos, container, false));
             }
+            None => {}
+            Some(&mut (a, container, _)) if fence => {
+                if container {
+                    out.push((a, pos + line.len()));
+                }
+                open = None;
+            }
+            Some((_, container, first))
+                if !*first && !t.trim().is_empty() && !t.starts_with('#') =>
+            {
+                *first = true;
+                let lower = t.to_ascii_lowercase();
+                if lower.starts_with("from ") || lower.starts_with("arg ") {
+                    *container = true;
+                }
+            }
+            Some(_) => {}
         }
         pos += line.len();
     }
-    if let Some(a) = open {
+    if let Some((a, true, _)) = open {
         out.push((a, text.len()));
     }
     out

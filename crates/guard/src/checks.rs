@@ -466,13 +466,28 @@ fn frontmatter(text: &str, emit: &mut Emit<'_>) {
                     || t.starts_with("bash(wget")
             });
         if let Some(t) = broad {
-            emit(
-                "skill.allowed-tools-broad",
-                *at,
-                *at,
-                None,
-                Some(format!("allowed-tools grants \"{t}\"")),
-            );
+            // Every tool, an unrestricted shell, root or deletion is medium; a download tool with any
+            // arguments (`Bash(curl:*)`) is a scoped grant whose use the capability pass judges.
+            let scoped = t.starts_with("bash(curl") || t.starts_with("bash(wget");
+            if scoped {
+                emit(
+                    "skill.allowed-tools-broad",
+                    *at,
+                    *at,
+                    Some(Severity::Low),
+                    Some(format!(
+                        "allowed-tools grants \"{t}\": one command with any arguments. Reported as low instead of medium: not every tool nor an unrestricted shell; what the skill does with it is judged by the capability inventory."
+                    )),
+                );
+            } else {
+                emit(
+                    "skill.allowed-tools-broad",
+                    *at,
+                    *at,
+                    None,
+                    Some(format!("allowed-tools grants \"{t}\"")),
+                );
+            }
         }
     }
 }

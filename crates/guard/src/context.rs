@@ -77,6 +77,7 @@ const EXAMPLE_MARKERS: &[&str] = &[
     "noncompliant",
     "non-compliant",
     "incorrect",
+    "indicator",
 ];
 
 /// Words in the prose of a line that make a code span or a quotation on it an example of an
@@ -107,6 +108,8 @@ const PROSE_MARKERS: &[&str] = &[
     "never run",
     "do not run",
     "don't run",
+    "theft",
+    "indicator",
 ];
 
 /// Inline code spans and quotations (of 8 or more characters) on prose lines, outside fences,
@@ -117,18 +120,34 @@ fn prose_examples(text: &str) -> Vec<(usize, usize, &'static str)> {
     let mut pos = 0;
     // The prose of the previous line of the same paragraph (a sentence wraps lines).
     let mut previous = String::new();
+    // The header row of the Markdown table the line belongs to: it names every row's columns
+    // ("| Expression | Attack vector | Example payload |").
+    let mut table_header: Option<String> = None;
     for line in text.split_inclusive('\n') {
         let start = pos;
         pos += line.len();
         let t = line.trim_start();
         if t.starts_with("```") || t.starts_with("~~~") {
-            in_fence = !in_fence;
+            // A Markdown fence (a report or document template) is prose quoted in the
+            // document: its lines are read as prose, not as code.
+            if in_fence || !is_markdown_fence(t) {
+                in_fence = !in_fence;
+            }
             previous.clear();
+            table_header = None;
             continue;
         }
         if in_fence {
             continue;
         }
+        if t.starts_with('|') {
+            if table_header.is_none() {
+                table_header = Some(t.to_lowercase());
+            }
+        } else {
+            table_header = None;
+        }
+        let header = table_header.as_deref().unwrap_or("");
         let carried = std::mem::take(&mut previous);
         // Only a sentence that runs on into this line carries its words over.
         let ends_sentence = t.trim_end().ends_with(['.', '!', '?', ':']);
@@ -188,12 +207,46 @@ fn prose_examples(text: &str) -> Vec<(usize, usize, &'static str)> {
         if let Some(m) = PROSE_MARKERS
             .iter()
             .copied()
-            .find(|m| prose.contains(m) || carried.contains(m))
+            .find(|m| prose.contains(m) || carried.contains(m) || header.contains(m))
         {
             out.extend(spans.into_iter().map(|(s, e)| (s, e, m)));
+            continue;
+        }
+        // A file name, branch name or URL with a command substituted into it
+        // (`x$(curl … | sh).yml`) is an injection payload shown as data, unless the prose
+        // orders it run.
+        let ordered = prose.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            [
+                "run", "execute", "paste", "type", "eval", "source", "invoke", "enter",
+            ]
+            .contains(&w)
+        });
+        if !ordered {
+            for (s, e) in spans {
+                if text.get(s + 1..e).is_some_and(substituted_into_a_name) {
+                    out.push((s, e, "a command substituted into a name"));
+                }
+            }
         }
     }
     out
+}
+
+/// A code span whose first word carries a command substitution glued to other characters
+/// (`.github/workflows/x$(…).yml`, `https://host/bar$(…)`, `dev$(…)`): a value, not a
+/// command line.
+fn substituted_into_a_name(code: &str) -> bool {
+    let first = code.split_whitespace().next().unwrap_or("");
+    first
+        .find("$(")
+        .is_some_and(|i| i > 0 && !first.starts_with(['$', '(', '\'', '"']))
+}
+
+/// A fence opened for Markdown (```` ```markdown ````, ```` ```md ````): a quoted document.
+fn is_markdown_fence(t: &str) -> bool {
+    let info = t.trim_start_matches(['`', '~']).trim().to_ascii_lowercase();
+    let info = info.split_whitespace().next().unwrap_or("");
+    matches!(info, "markdown" | "md" | "mdx")
 }
 
 /// The text of a line outside its code spans and quotations.
@@ -223,10 +276,25 @@ pub(crate) fn prose_example_line(text: &str, line_start: usize) -> bool {
     prose_example_at(text, line_start, end).is_some() && about_security(text)
 }
 
-/// Byte ranges of fenced code blocks.
-fn fenced(text: &str) -> Vec<(usize, usize)> {
+/// Byte ranges of the lists of examples ([`example_blocks`]) of a Markdown document about
+/// security: the capability inventory leaves them out, as it leaves out examples quoted in
+/// the prose ("Good indicators:" followed by persistence paths is not a persistence step).
+pub(crate) fn example_lists(text: &str) -> Vec<(usize, usize)> {
+    if !about_security(text) {
+        return Vec::new();
+    }
+    example_blocks(text)
+        .into_iter()
+        .filter(|b| b.3 == "list of examples")
+        .map(|b| (b.0, b.1))
+        .collect()
+}
+
+/// Byte ranges of fenced code blocks (a Markdown fence holds prose, not code, and is left
+/// out).
+pub(crate) fn fenced(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut open: Option<usize> = None;
+    let mut open: Option<(usize, bool)> = None;
     let mut pos = 0;
     for line in text.split_inclusive('\n') {
         let start = pos;
@@ -234,12 +302,16 @@ fn fenced(text: &str) -> Vec<(usize, usize)> {
         let t = line.trim_start();
         if t.starts_with("```") || t.starts_with("~~~") {
             match open.take() {
-                Some(s) => out.push((s, pos)),
-                None => open = Some(start),
+                Some((s, code)) => {
+                    if code {
+                        out.push((s, pos));
+                    }
+                }
+                None => open = Some((start, !is_markdown_fence(t))),
             }
         }
     }
-    if let Some(s) = open {
+    if let Some((s, true)) = open {
         out.push((s, text.len()));
     }
     out
@@ -256,11 +328,35 @@ fn prose_example_at(text: &str, start: usize, end: usize) -> Option<&'static str
         .get(line_start..)
         .and_then(|r| r.find('\n'))
         .map_or(text.len(), |i| line_start + i);
-    let prev_start = text
+    let mut prev_start = text
         .get(..line_start.saturating_sub(1))
         .and_then(|b| b.rfind('\n'))
         .map_or(0, |i| i + 1)
         .min(line_start);
+    // A table row is read with its table's header row (at most 200 rows back).
+    if text
+        .get(line_start..line_end)
+        .is_some_and(|l| l.trim_start().starts_with('|'))
+    {
+        let mut at = line_start;
+        for _ in 0..200 {
+            if at == 0 {
+                break;
+            }
+            let above = text
+                .get(..at - 1)
+                .and_then(|b| b.rfind('\n'))
+                .map_or(0, |i| i + 1);
+            if !text
+                .get(above..at)
+                .is_some_and(|l| l.trim_start().starts_with('|'))
+            {
+                break;
+            }
+            at = above;
+        }
+        prev_start = prev_start.min(at);
+    }
     let chunk = text.get(prev_start..line_end)?;
     let own = line_start - prev_start;
     let (a, b) = (
@@ -418,6 +514,44 @@ fn comment_of(line: &str) -> Option<&str> {
     (lower.as_deref() == Some("rem ")).then(|| t.get(4..).unwrap_or(""))
 }
 
+/// The marker of a comment line in a fenced block that quotes what `h` detects as an example
+/// (`# Attacker provides: "; cat /etc/passwd #`), for the detections of running code that
+/// [`adjust_comments`] lowers in code files.
+fn fenced_comment_example(text: &str, h: &Hit) -> Option<&'static str> {
+    let def = RULES.get(h.rule)?;
+    if !runs_code(def.category) {
+        return None;
+    }
+    let ls = text
+        .get(..h.start)
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let le = text
+        .get(h.start..)
+        .and_then(|r| r.find('\n'))
+        .map_or(text.len(), |i| h.start + i);
+    let comment = text.get(ls..le).and_then(comment_of)?;
+    let lower = comment.to_lowercase();
+    COMMENT_MARKERS.iter().copied().find(|m| lower.contains(m))
+}
+
+/// Categories of detections of code that runs (a comment quoting them does not run them).
+fn runs_code(c: Category) -> bool {
+    matches!(
+        c,
+        Category::FetchExecute
+            | Category::DecodeExecute
+            | Category::CodeExecution
+            | Category::Destructive
+            | Category::ReverseShell
+            | Category::Persistence
+            | Category::Exfiltration
+            | Category::Miner
+            | Category::SuspiciousUrl
+            | Category::ResourceAbuse
+    )
+}
+
 /// In code files, detections of running code (downloads piped into shells, reverse shells,
 /// destructive commands …) on a comment line that presents them as an example are kept as
 /// `low` with the reason: a comment does not run. Words aimed at the model (injection,
@@ -430,19 +564,7 @@ fn adjust_comments(text: &str, hits: &mut [Hit]) {
         let Some(def) = RULES.get(h.rule) else {
             continue;
         };
-        if !matches!(
-            def.category,
-            Category::FetchExecute
-                | Category::DecodeExecute
-                | Category::CodeExecution
-                | Category::Destructive
-                | Category::ReverseShell
-                | Category::Persistence
-                | Category::Exfiltration
-                | Category::Miner
-                | Category::SuspiciousUrl
-                | Category::ResourceAbuse
-        ) {
+        if !runs_code(def.category) {
             continue;
         }
         let ls = text
@@ -522,7 +644,9 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
             .map(|&(_, _, m, k)| (m, k))
             .or_else(|| {
                 if fences.iter().any(|&(a, b)| h.start >= a && h.start < b) {
-                    return None;
+                    // In a fence, a comment that quotes it as an example does not run.
+                    return fenced_comment_example(text, h)
+                        .map(|m| (m, "code comment that quotes it as an example"));
                 }
                 prose_example_at(text, h.start, h.end).map(|m| (m, "quoted example in the prose"))
             });

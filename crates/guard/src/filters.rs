@@ -852,6 +852,23 @@ fn key_in_use_position(before: &str) -> bool {
 
 /// An instruction to read a private directory: a public key (`~/.ssh/id_ed25519.pub`) is not
 /// private, and loading a key into the agent or using it (`ssh-add`, `ssh -i`) is low.
+/// `--client-secret "<SECRET>"`, `TOKEN=<SECRET>`, `'<admin>'`: a pseudo-tag that is a whole
+/// quoted value or the value of an assignment is a placeholder for the user to fill in, not a
+/// tag block that opens hidden text (`<IMPORTANT>Before using this tool …`).
+pub(crate) fn tag_not_placeholder(ctx: &MatchCtx<'_>) -> Outcome {
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let prev = before.chars().next_back();
+    let next = after.chars().next();
+    let quoted = matches!(prev, Some(q @ ('"' | '\'' | '`')) if next == Some(q));
+    let assigned = prev == Some('=') && next.is_none_or(|c| c.is_whitespace() || c == ';');
+    if quoted || assigned {
+        Outcome::Drop
+    } else {
+        Outcome::Keep
+    }
+}
+
 pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
     let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
     let path: String = after
@@ -897,6 +914,35 @@ pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
         {
             return Outcome::Adjust(Severity::Low);
         }
+    }
+    // "a skill that instructs the agent to read ~/.ssh is misaligned": the sentence describes
+    // what something else tells the agent, it does not tell it.
+    let lower_before = before.to_ascii_lowercase();
+    let told = lower_before.trim_end();
+    let described = ["that ", "which ", "who "].iter().any(|rel| {
+        told.rfind(rel).is_some_and(|i| {
+            let clause = told.get(i + rel.len()..).unwrap_or("");
+            let words: Vec<&str> = clause.split_whitespace().collect();
+            words.len() <= 5
+                && words.first().is_some_and(|w| {
+                    [
+                        "instructs",
+                        "tells",
+                        "asks",
+                        "directs",
+                        "prompts",
+                        "makes",
+                        "gets",
+                        "wants",
+                        "lets",
+                    ]
+                    .contains(w)
+                })
+                && words.last() == Some(&"to")
+        })
+    });
+    if described {
+        return Outcome::Adjust(Severity::Low);
     }
     credential_file(ctx)
 }

@@ -149,6 +149,18 @@ fn sentences(line: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// Inside a parenthesised list ("(allowlist, enforcement, bypass rules, lockout safety)"), the
+/// rest of the verb's own item: each item names a thing, and words of the next items ("lockout
+/// safety") are not the verb's target. Elsewhere, `rest` whole.
+fn list_item<'a>(before: &str, rest: &'a str) -> &'a str {
+    let open = before.matches('(').count() > before.matches(')').count();
+    if !open {
+        return rest;
+    }
+    rest.find([',', ';', ')'])
+        .map_or(rest, |i| rest.get(..i).unwrap_or(rest))
+}
+
 /// Runs the pass on the lines that start at `lines` (sorted, deduplicated).
 pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec<Hit>) {
     let p = &scanner.aux.intent;
@@ -210,6 +222,7 @@ pub(crate) fn run(scanner: &Scanner, lines: &[usize], text: &str, hits: &mut Vec
             for m in p.verb.find_iter(s) {
                 let rest = s.get(m.end()..).unwrap_or("");
                 let before = s.get(..m.start()).unwrap_or("");
+                let rest = list_item(before, rest);
                 if !(p.target.is_match(rest) && p.object.is_match(rest)) {
                     continue;
                 }

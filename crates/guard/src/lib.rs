@@ -117,4 +117,6 @@ mod coverage_tests;
 #[cfg(test)]
 mod generalisation_tests;
 #[cfg(test)]
+mod public_fp_tests;
+#[cfg(test)]
 mod tests;

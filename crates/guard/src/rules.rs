@@ -329,7 +329,8 @@ pub static RULES: &[RuleDef] = &[
         detector: line(
             &["<important>", "<system>", "<instructions>", "<instruction>", "<secret>", "<hidden>", "<admin>"],
             r"(?i)<(?:important|system|instructions?|secret|hidden|admin)>",
-        ),
+        )
+        .filtered(filters::tag_not_placeholder),
     },
     RuleDef {
         id: "tool.shadowing",
