@@ -43,6 +43,10 @@ pub(crate) const MAX_IMPORTERS: usize = 64;
 pub(crate) const MAX_EXPORTS: usize = 256;
 /// At most this many import edges per scan.
 const MAX_EDGES: usize = 2_048;
+/// Sourced files whose functions a shell or PowerShell file calls: at most this many hops
+/// away and this many files.
+const MAX_HOPS: usize = 3;
+const MAX_SOURCED: usize = 16;
 
 /// Code files kept during a scan for the joined reading.
 #[derive(Debug, Default)]
@@ -399,6 +403,31 @@ pub(crate) fn join(
             importers.push((i, mods));
         }
     }
+    // A shell or PowerShell file also calls the functions of the files its sourced files
+    // source (`main.sh` → `lib/all.sh` → `lib/net.sh`), [`MAX_HOPS`] deep and
+    // [`MAX_SOURCED`] files at most.
+    let direct: HashMap<usize, Vec<usize>> = importers.iter().cloned().collect();
+    for (i, mods) in importers.iter_mut() {
+        if !matches!(
+            langs.get(*i).copied().flatten(),
+            Some(Lang::Shell | Lang::PowerShell)
+        ) {
+            continue;
+        }
+        let mut frontier = mods.clone();
+        for _ in 1..MAX_HOPS {
+            let mut next = Vec::new();
+            for m in &frontier {
+                for &k in direct.get(m).map_or(&[][..], Vec::as_slice) {
+                    if k != *i && !mods.contains(&k) && mods.len() < MAX_SOURCED {
+                        mods.push(k);
+                        next.push(k);
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
     // Exports of every imported module (each parsed once), then the importers read again.
     let mut exports: HashMap<usize, Export> = HashMap::new();
     for (i, mods) in importers.iter().take(MAX_IMPORTERS) {
@@ -525,6 +554,9 @@ fn read_linked(
         return Vec::new();
     };
     let mut cx = Ctx::new(text, Some(path), runs, why, install, excerpt, Some(links));
+    if lang == Lang::PowerShell {
+        cx.breaks = super::param_breaks(text);
+    }
     walk(&mut cx, lang, tree.root_node());
     cx.facts
 }

@@ -328,6 +328,8 @@ pub(crate) struct Ctx<'a> {
     /// The variables of the file read by the bodies being read through (one list per read in
     /// progress), so that a memoised result is used only while they are unchanged.
     deps: RefCell<Vec<Vec<String>>>,
+    /// Offsets of blanks read as line breaks by the parse ([`param_breaks`]).
+    pub breaks: Vec<usize>,
     /// Reads of a function's summary (its body with its arguments' texts unknown) so far in
     /// this file (at most [`MAX_CALL_READS`], besides the full reads).
     summaries_read: Cell<usize>,
@@ -410,6 +412,7 @@ impl<'a> Ctx<'a> {
             memo: RefCell::new(HashMap::new()),
             deps: RefCell::new(Vec::new()),
             summaries_read: Cell::new(0),
+            breaks: Vec::new(),
         }
     }
 
@@ -718,8 +721,12 @@ impl<'a> Ctx<'a> {
         if let Some(site) = self.site.get() {
             return site;
         }
-        let row = n.start_position().row;
         let at = n.start_byte().min(self.src.len());
+        // Line breaks the parse read in place of blanks ([`param_breaks`]) are not lines.
+        let row = n
+            .start_position()
+            .row
+            .saturating_sub(self.breaks.partition_point(|b| *b < at));
         let start = self
             .src
             .get(..at)
@@ -1022,6 +1029,22 @@ fn parse_within(lang: Lang, text: &str, budget: Duration) -> Option<Tree> {
         Lang::Js => tree_sitter_javascript::LANGUAGE.into(),
         Lang::PowerShell => tree_sitter_powershell::LANGUAGE.into(),
     };
+    // tree-sitter-powershell does not parse `param(…)` followed by a statement on its line:
+    // the space after it is read as a line break (same offsets; rows are corrected by
+    // `Ctx::line_of`).
+    let patched = (lang == Lang::PowerShell)
+        .then(|| param_breaks(text))
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            let mut bytes = text.as_bytes().to_vec();
+            for i in b {
+                if let Some(c) = bytes.get_mut(i) {
+                    *c = b'\n';
+                }
+            }
+            bytes
+        });
+    let text_bytes = patched.as_deref().unwrap_or(text.as_bytes());
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
         let parser = slot.get_or_insert_with(Parser::new);
@@ -1034,7 +1057,7 @@ fn parse_within(lang: Lang, text: &str, budget: Duration) -> Option<Tree> {
                 ControlFlow::Continue(())
             }
         };
-        let bytes = text.as_bytes();
+        let bytes = text_bytes;
         let mut read = |at: usize, _: Point| bytes.get(at..).unwrap_or(&[]);
         let tree = parser.parse_with_options(
             &mut read,
@@ -1044,6 +1067,62 @@ fn parse_within(lang: Lang, text: &str, budget: Duration) -> Option<Tree> {
         parser.reset();
         tree
     })
+}
+
+/// The offsets of the blanks after a PowerShell `param(…)` that opens a script block and is
+/// followed by a statement on its line (`function f { param($u) iex $u }`), at most 256.
+pub(crate) fn param_breaks(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let lower = text.to_ascii_lowercase();
+    for (i, _) in lower.match_indices("param").take(4096) {
+        if out.len() >= 256 {
+            break;
+        }
+        // Opens a block: `{` (blanks between) before it.
+        let before = text.get(..i).unwrap_or("").trim_end_matches([' ', '\t']);
+        if !before.ends_with('{') {
+            continue;
+        }
+        let mut j = i + 5;
+        while bytes.get(j).is_some_and(|b| *b == b' ' || *b == b'\t') {
+            j += 1;
+        }
+        if bytes.get(j) != Some(&b'(') {
+            continue;
+        }
+        // The matching parenthesis (quotes skipped), within 4 KiB.
+        let (mut depth, mut quote) = (0usize, None::<u8>);
+        let mut end = None;
+        for (k, b) in bytes.iter().enumerate().skip(j).take(4096) {
+            match (quote, *b) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, b'\'' | b'"') => quote = Some(*b),
+                (None, b'(') => depth += 1,
+                (None, b')') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else { continue };
+        let blank = end + 1;
+        let next = bytes
+            .iter()
+            .skip(blank)
+            .find(|b| **b != b' ' && **b != b'\t');
+        if matches!(bytes.get(blank), Some(b' ' | b'\t'))
+            && next.is_some_and(|b| !matches!(b, b'\n' | b'\r' | b'#'))
+        {
+            out.push(blank);
+        }
+    }
+    out
 }
 
 /// What the code pass did with a file (for tests and the cost harness).
@@ -1088,6 +1167,9 @@ pub(crate) fn analyze(
         match parse_within(lang, text, budget.min(PARSE_BUDGET)) {
             None => Outcome::TimedOut,
             Some(tree) => {
+                if lang == Lang::PowerShell {
+                    cx.breaks = param_breaks(text);
+                }
                 walk(&mut cx, lang, tree.root_node());
                 Outcome::Parsed
             }
@@ -1288,14 +1370,16 @@ fn walk(cx: &mut Ctx<'_>, lang: Lang, root: Node<'_>) -> usize {
     }
 }
 
-/// The work of the code pass on one file that runs ([`Work`]), parsed within
-/// [`PARSE_BUDGET`]; `None` when it is not parsed.
+/// The work of the code pass on one file that runs ([`Work`]); `None` when it is not
+/// parsed.
 #[cfg(test)]
 pub(crate) fn work_of(path: &str, text: &str) -> Option<Work> {
     let lang = lang_of(Some(path), text)?;
     let none = |_: &str| String::new();
     let mut cx = Ctx::new(text, Some(path), true, "w", false, &none, None);
-    let tree = parse(lang, text)?;
+    // The work is counted, not timed: a parse of a large file in a debug build on a busy
+    // host may take longer than the scan's budget.
+    let tree = parse_within(lang, text, Duration::from_secs(20))?;
     let nodes = walk(&mut cx, lang, tree.root_node());
     Some(Work {
         nodes,

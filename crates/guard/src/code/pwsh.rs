@@ -22,6 +22,13 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
                 return;
             };
             let name = var_name(cx, var);
+            // `$get = { param($u) … }`: a script block kept in a variable is a function,
+            // called by `& $get …` or `$get.Invoke(…)`.
+            if let Some(sb) = find(value, "script_block_expression", 16)
+                .filter(|sb| cx.text(*sb).trim() == cx.text(value).trim())
+            {
+                cx.define(&format!("&{name}"), sb);
+            }
             let v = eval(cx, value, 0);
             cx.set(&name, v);
         }
@@ -282,6 +289,9 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
         .child_by_field_name("command_elements")
         .map_or("", |e| cx.text(e))
         .to_ascii_lowercase();
+    if let Some(key) = block_variable(cx, n) {
+        return call_through(cx, n, &key, &args);
+    }
     match word.as_str() {
         "iex" | "invoke-expression" => {
             let (pos, named) = split_args(&args, &["command"]);
@@ -339,6 +349,20 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
             None
         }
     }
+}
+
+/// `& $get …` where `$get` holds a script block of the file: the key it is defined by.
+fn block_variable(cx: &Ctx<'_>, n: Node<'_>) -> Option<String> {
+    let invoked = n
+        .named_child(0)
+        .is_some_and(|x| x.kind() == "command_invokation_operator");
+    let name = n.child_by_field_name("command_name")?;
+    if !invoked || name.kind() != "command_name_expr" {
+        return None;
+    }
+    let var = find(name, "variable", 2).filter(|v| cx.text(*v) == cx.text(name).trim())?;
+    let key = format!("&{}", var_name(cx, var));
+    cx.has_function(&key).then_some(key)
 }
 
 /// A call of a function of the file (or of a dot-sourced file), read through its body with
@@ -401,6 +425,7 @@ fn parameters<'t>(cx: &Ctx<'_>, def: Node<'t>) -> Vec<(String, Option<Node<'t>>)
     let mut out = Vec::new();
     let list = find(def, "function_parameter_declaration", 1)
         .and_then(|d| find(d, "parameter_list", 1))
+        .or_else(|| find(def, "param_block", 1).and_then(|p| find(p, "parameter_list", 1)))
         .or_else(|| {
             find(def, "script_block", 1)
                 .and_then(|b| find(b, "param_block", 1))
@@ -740,6 +765,25 @@ fn invocation(cx: &Ctx<'_>, n: Node<'_>, named: &[Node<'_>], depth: usize) -> Va
     if is_create(cx, n) {
         cx.defer_sink(n, Sink::Eval, "[scriptblock]::Create", &arg);
         return arg;
+    }
+    // `$get.Invoke($u)`: a script block of the file called.
+    if matches!(member.as_str(), "invoke" | "invokereturnasis") {
+        if let Some(var) = named.first().filter(|v| v.kind() == "variable") {
+            let key = format!("&{}", var_name(cx, *var));
+            if cx.has_function(&key) {
+                let args: Vec<Val> = named
+                    .iter()
+                    .find(|x| x.kind() == "argument_list")
+                    .and_then(|a| find(*a, "argument_expression_list", 1))
+                    .map(|l| {
+                        let mut c = l.walk();
+                        let items: Vec<Node<'_>> = l.named_children(&mut c).take(16).collect();
+                        items.iter().map(|x| eval(cx, *x, depth + 1)).collect()
+                    })
+                    .unwrap_or_default();
+                return call_through(cx, n, &key, &args).unwrap_or_default();
+            }
+        }
     }
     match member.as_str() {
         "frombase64string" => {
