@@ -171,14 +171,27 @@ impl Default for RecheckBounds {
     }
 }
 
-/// One key as re-checked (never its secret).
+/// One key as checked now (never its secret): by a start-up re-check or a diagnosis.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecheckedKey {
+pub struct CheckedKey {
     pub id: Uuid,
     pub tenant_id: Uuid,
     pub region: Region,
     pub status: AiKeyStatus,
     pub status_reason: Option<String>,
+}
+
+impl CheckedKey {
+    /// `key` with the status found now.
+    pub fn new(key: &TenantAiKey, status: AiKeyStatus, status_reason: Option<String>) -> Self {
+        Self {
+            id: key.id,
+            tenant_id: key.tenant_id,
+            region: key.region,
+            status,
+            status_reason,
+        }
+    }
 }
 
 /// The activity action of a start-up re-check, one line per key in its tenant's feed.
@@ -208,7 +221,7 @@ pub async fn recheck_after_configuration<D, K>(
     configured: Vec<Region>,
     bounds: RecheckBounds,
     now: DateTime<Utc>,
-) -> DomainResult<Vec<RecheckedKey>>
+) -> DomainResult<Vec<CheckedKey>>
 where
     D: Storage,
     D::Store: AiKeyRepo + WorkspaceRepo,
@@ -250,13 +263,7 @@ where
         async move {
             let (status, reason) = check_key(probe, key.region, &secret).await;
             let (previous, url_changed) = (key.status, key.checked_at.is_none());
-            let checked = RecheckedKey {
-                id: key.id,
-                tenant_id: key.tenant_id,
-                region: key.region,
-                status,
-                status_reason: reason.clone(),
-            };
+            let checked = CheckedKey::new(&key, status, reason.clone());
             db.run(move |store| {
                 let verdict = KeyVerdict::diagnosed(&scope, &key, status, reason.clone(), now);
                 store.set_ai_key_status(&verdict)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::ai_keys::{check_key, KeyProbe};
+use super::ai_keys::{check_key, CheckedKey, KeyProbe};
 use super::Storage;
 use crate::error::DomainResult;
 use crate::policy::access::AdminAuthority;
@@ -36,21 +36,11 @@ pub struct GatewayDiagnosis {
     pub error: Option<String>,
 }
 
-/// One key as re-checked now (never its secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyDiagnosis {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub region: Region,
-    pub status: AiKeyStatus,
-    pub status_reason: Option<String>,
-}
-
 /// The gateways, then the keys, in the order checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnosis {
     pub gateways: Vec<GatewayDiagnosis>,
-    pub keys: Vec<KeyDiagnosis>,
+    pub keys: Vec<CheckedKey>,
 }
 
 /// Checks each wanted region's gateway, then re-checks the wanted keys (one storage trip reads
@@ -121,13 +111,7 @@ where
     }
     let keys = results
         .iter()
-        .map(|(key, status, reason)| KeyDiagnosis {
-            id: key.id,
-            tenant_id: key.tenant_id,
-            region: key.region,
-            status: *status,
-            status_reason: reason.clone(),
-        })
+        .map(|(key, status, reason)| CheckedKey::new(key, *status, reason.clone()))
         .collect();
     db.run(move |store| admin::record_diagnosis(store, &scope, &results, now))
         .await?;

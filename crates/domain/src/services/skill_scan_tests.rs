@@ -64,8 +64,7 @@ fn fields(v: Value) -> Map<String, Value> {
 fn stored(db: &Fake, g: &Racing<'_>) -> (Principal, Record) {
     let p = member(&tenant(Status::Active));
     let r = ready(create_skill(
-        db,
-        g,
+        (db, g),
         p.clone(),
         fields(json!({"name": "s", "content": "# one"})),
         Utc::now(),
@@ -85,8 +84,7 @@ fn change(
 ) -> DomainResult<Record> {
     let input = fields(json!({ "content": format!("# change {n}") }));
     ready(update_skill(
-        db,
-        g,
+        (db, g),
         p.clone(),
         id,
         expected,
@@ -135,13 +133,13 @@ fn a_rescan_of_a_skill_changed_meanwhile_is_scanned_again_up_to_three_times() {
     // One change while scanning: scanned again and stored under the new rules.
     g.version = "r2";
     *g.races.lock().unwrap() = 1;
-    let again = ready(rescan_skill(&db, &g, p.clone(), r.id, Utc::now())).unwrap();
+    let again = ready(rescan_skill((&db, &g), p.clone(), r.id, Utc::now())).unwrap();
     assert_eq!(g.scans(), 1 + 2);
     assert_eq!(again.guard.as_ref().unwrap().rules_version(), Some("r2"));
     // Three changes: after three scans the skill is answered as it is, its verdict unchanged.
     g.version = "r3";
     *g.races.lock().unwrap() = 3;
-    let as_is = ready(rescan_skill(&db, &g, p.clone(), r.id, Utc::now())).unwrap();
+    let as_is = ready(rescan_skill((&db, &g), p.clone(), r.id, Utc::now())).unwrap();
     assert_eq!(g.scans(), 1 + 2 + 3);
     assert_eq!(as_is.guard.as_ref().unwrap().rules_version(), Some("r2"));
     assert_eq!(as_is.version, again.version + 3);

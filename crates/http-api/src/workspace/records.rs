@@ -275,8 +275,8 @@ pub async fn create<R: RecordResource>(
     let input = body.into_inner()?;
     let stored = if kind == RecordKind::Skill {
         // Scanned on the Guard's executor first, then stored with its verdict.
-        skill_scan::create_skill(state.get_ref(), state.guard.as_ref(), p, input, Utc::now())
-            .await?
+        let ports = (state.get_ref(), state.guard.as_ref());
+        skill_scan::create_skill(ports, p, input, Utc::now()).await?
     } else {
         state
             .db(move |store| service::create_record(store, &p, kind, parent, &input, Utc::now()))
@@ -310,8 +310,8 @@ pub async fn patch<R: RecordResource>(
     let expected = if_match(&req)?;
     let input = body.into_inner()?;
     let updated = if kind == RecordKind::Skill {
-        let guard = state.guard.as_ref();
-        skill_scan::update_skill(state.get_ref(), guard, p, id, expected, input, Utc::now()).await?
+        let ports = (state.get_ref(), state.guard.as_ref());
+        skill_scan::update_skill(ports, p, id, expected, input, Utc::now()).await?
     } else {
         state
             .db(move |store| {
@@ -330,7 +330,7 @@ pub async fn patch<R: RecordResource>(
 pub async fn rescan(id: web::Path<Uuid>, Auth(state, p): Auth) -> Reply {
     let guard = state.guard.as_ref();
     let scanned =
-        skill_scan::rescan_skill(state.get_ref(), guard, p, id.into_inner(), Utc::now()).await?;
+        skill_scan::rescan_skill((state.get_ref(), guard), p, id.into_inner(), Utc::now()).await?;
     Ok(with_etag(HttpResponse::Ok(), &scanned, guard))
 }
 
