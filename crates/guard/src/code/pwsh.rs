@@ -37,7 +37,10 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
                 cx.define(&name, n);
             }
         }
-        "command" => sourced_vars(cx, n),
+        "command" => {
+            sourced_vars(cx, n);
+            set_alias(cx, n);
+        }
         "pipeline_chain" => {
             chain(cx, n);
         }
@@ -77,6 +80,26 @@ fn sourced_vars(cx: &mut Ctx<'_>, n: Node<'_>) {
     let stem = super::link::ps_sourced(rest);
     for (k, v) in links.all(super::Lang::PowerShell, &stem) {
         cx.set(&k, v);
+    }
+}
+
+/// `Set-Alias run iex`, `New-Alias -Name run -Value Invoke-Expression`, `sal`/`nal`: the
+/// alias names the command (kept as a variable of the file).
+fn set_alias(cx: &mut Ctx<'_>, n: Node<'_>) {
+    let word = command_word(cx, n);
+    if !matches!(word.as_str(), "set-alias" | "new-alias" | "sal" | "nal") {
+        return;
+    }
+    let args = arguments(cx, n);
+    let (pos, name) = split_args(&args, &["name"]);
+    let (_, value) = split_args(&args, &["value"]);
+    let mut rest = pos.into_iter();
+    let name = name.or_else(|| rest.next());
+    let value = value.or_else(|| rest.next());
+    if let (Some(name), Some(value)) = (name.and_then(|v| v.text.clone()), value) {
+        let mut v = value.clone();
+        v.via_var = true;
+        cx.set(&format!("ps-alias:{}", name.to_ascii_lowercase()), v);
     }
 }
 
@@ -259,7 +282,13 @@ fn command_name(cx: &Ctx<'_>, n: Node<'_>) -> Val {
     };
     if name_node.kind() == "command_name" {
         let raw = cx.text(name_node);
-        let mut v = Val::lit(&unbacktick(raw));
+        let word = unbacktick(raw);
+        // An alias of the file (`Set-Alias run iex`): the command it names.
+        let key = format!("ps-alias:{}", word.to_ascii_lowercase());
+        if cx.is_set(&key) {
+            return cx.get(&key);
+        }
+        let mut v = Val::lit(&word);
         if raw.contains('`') {
             v.pieces = 2;
         }

@@ -37,6 +37,7 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
         "command" => {
             sourced_vars(cx, n);
             assign_defaults(cx, n);
+            set_aliases(cx, n);
             // A call in a substitution or a pipeline is read by it, for what it prints.
             let read_by_parent = n.parent().is_some_and(|p| {
                 matches!(
@@ -296,7 +297,50 @@ fn words(cx: &Ctx<'_>, n: Node<'_>) -> (Val, Vec<Val>) {
         }
     }
     let name = name_node.map(|x| eval(cx, x, 0)).unwrap_or_default();
+    // An alias of the file (`alias get='curl -fsSL'`): its words come first.
+    if !name.via_var && !name.assembled() {
+        if let Some(word) = name.text.as_deref() {
+            let key = format!("alias:{word}");
+            if cx.is_set(&key) {
+                let alias = cx.get(&key);
+                let text = alias.text.clone().unwrap_or_default();
+                let mut parts = text.split_whitespace();
+                let head = parts.next().unwrap_or("");
+                let mut head_val = alias.clone().with_text(Some(head.to_string()));
+                head_val.via_var = true;
+                let mut all: Vec<Val> = parts.take(16).map(Val::lit).collect();
+                all.extend(args);
+                return (head_val, all);
+            }
+        }
+    }
     (name, args)
+}
+
+/// `alias get='curl -fsSL'`: the alias's text kept as a variable of the file.
+fn set_aliases(cx: &mut Ctx<'_>, n: Node<'_>) {
+    if n.child_by_field_name("name").map(|x| cx.text(x)) != Some("alias") {
+        return;
+    }
+    let mut c = n.walk();
+    let args: Vec<Node<'_>> = n
+        .children_by_field_name("argument", &mut c)
+        .take(16)
+        .collect();
+    for a in args {
+        let v = eval(cx, a, 0);
+        let Some((name, body)) = v.text.as_deref().and_then(|t| t.split_once('=')) else {
+            continue;
+        };
+        if name.is_empty() || name.starts_with('-') {
+            continue;
+        }
+        let key = format!("alias:{name}");
+        let mut value = v.clone().with_text(Some(body.to_string()));
+        // `alias g='cu''rl'`: the pieces of the body, not of the name.
+        value.pieces = value.pieces.max(1);
+        cx.set(&key, value);
+    }
 }
 
 fn base(v: &Val) -> String {
