@@ -327,23 +327,57 @@ fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
             }
         }
         Lang::Shell => {
+            let mut by_value = false;
             for c in re[2].captures_iter(text).take(256) {
                 if let Some(m) = c.get(1) {
-                    out.push(sourced(m.as_str()));
+                    let stem = sourced(m.as_str());
+                    by_value |= stem.is_empty() || stem.contains('$');
+                    out.push(stem);
                 }
+            }
+            if by_value {
+                out.extend(named_files(text, &["sh", "bash"]));
             }
         }
         Lang::PowerShell => {
+            let mut by_value = false;
             for c in re[3].captures_iter(text).take(256) {
                 if let Some(m) = c.get(1) {
-                    out.push(ps_sourced(m.as_str()));
+                    let stem = ps_sourced(m.as_str());
+                    by_value |= stem.is_empty() || stem.contains('$');
+                    out.push(stem);
                 }
+            }
+            if by_value {
+                out.extend(
+                    named_files(text, &["ps1", "psm1"])
+                        .into_iter()
+                        .map(|s| s.to_ascii_lowercase()),
+                );
             }
         }
     }
     out.sort();
     out.dedup();
     out
+}
+
+/// The stems of the files with these extensions that a file names anywhere (at most 32): a
+/// file sourced through a variable (`LIB="$DIR/lib/net.sh"; source "$LIB"`) is one of them
+/// (more joining, never less reading).
+fn named_files(text: &str, exts: &[&str]) -> Vec<String> {
+    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+    let Some(re) = RE
+        .get_or_init(|| Regex::new(r"([\w.-]+)\.(sh|bash|ps1|psm1)\b").ok())
+        .as_ref()
+    else {
+        return Vec::new();
+    };
+    re.captures_iter(text)
+        .filter(|c| c.get(2).is_some_and(|e| exts.contains(&e.as_str())))
+        .filter_map(|c| c.get(1).map(|m| m.as_str().to_string()))
+        .take(32)
+        .collect()
 }
 
 /// What the joined reading adds: facts, and the import edges (importer, module) by path.

@@ -128,13 +128,14 @@ fn unbacktick(s: &str) -> String {
     s.replace('`', "")
 }
 
-/// `[scriptblock]::Create(…)`, `$ExecutionContext.InvokeCommand.NewScriptBlock(…)` and
-/// `.InvokeScript(…)`: a string made code.
+/// `[scriptblock]::Create(…)`, `$ExecutionContext.InvokeCommand.NewScriptBlock(…)`,
+/// `.InvokeScript(…)` and `[PowerShell]::Create().AddScript(…)`: a string made code.
 fn is_create(cx: &Ctx<'_>, n: Node<'_>) -> bool {
     let t = cx.text(n).to_ascii_lowercase();
     (t.contains("scriptblock") && t.contains("::create"))
         || t.contains(".newscriptblock(")
         || t.contains(".invokescript(")
+        || t.contains(".addscript(")
 }
 
 /// A marker before a named argument's value (`-Url $x` is the marker for `url`, then the
