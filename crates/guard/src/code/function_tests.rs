@@ -180,7 +180,7 @@ Invoke-Expression $cmd
 /// look-alike flagged.
 #[test]
 fn h8_attacks_are_high_by_capability_and_honest_cases_are_not_flagged() {
-    crate::tests::check_round("h8-", 10, 8, " by the model", |_, f| {
+    crate::tests::check_round("h8-", 10, 10, " by the model", |_, f| {
         f.severity >= Severity::High
             && (f.rule_id.starts_with("combo.") || f.rule_id.starts_with("flow."))
     });
