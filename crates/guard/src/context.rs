@@ -78,6 +78,9 @@ const EXAMPLE_MARKERS: &[&str] = &[
     "non-compliant",
     "incorrect",
     "indicator",
+    "always flag",
+    "flag these",
+    "patterns to flag",
 ];
 
 /// Words in the prose of a line that make a code span or a quotation on it an example of an
