@@ -330,6 +330,10 @@ pub(crate) struct Ctx<'a> {
     deps: RefCell<Vec<Vec<String>>>,
     /// Offsets of blanks read as line breaks by the parse ([`param_breaks`]).
     pub breaks: Vec<usize>,
+    /// The version of each variable of the file (the assignment count when it was last
+    /// set), so that a memoised read is used only while the variables it read are unchanged.
+    versions: HashMap<String, u64>,
+    generation: u64,
     /// Reads of a function's summary (its body with its arguments' texts unknown) so far in
     /// this file (at most [`MAX_CALL_READS`], besides the full reads).
     summaries_read: Cell<usize>,
@@ -343,11 +347,13 @@ struct Reads {
     kept: Vec<Memo>,
 }
 
-/// A call's result kept: the arguments' signature (and the depth it was read at), the
-/// variables of the file its body read with their signatures then, and what it gave.
+/// A call's result kept: the arguments' signature (and the depth it was read at) and its
+/// hash (a quick test before the signatures are compared), the variables of the file its
+/// body read with their versions then, and what it gave.
 struct Memo {
+    hash: u64,
     key: String,
-    deps: Vec<(String, String)>,
+    deps: Vec<(String, u64)>,
     out: Val,
 }
 
@@ -359,7 +365,7 @@ struct Memo {
 pub(crate) const MAX_FULL_READS_PER_FUNCTION: usize = 16;
 /// Results kept per function, and signatures longer than this many bytes are not kept.
 const MAX_MEMO_PER_FUNCTION: usize = 64;
-const MAX_MEMO_KEY: usize = 4096;
+const MAX_MEMO_KEY: usize = 2048;
 
 /// The work the code pass did on one file, for the bounds' tests: syntax nodes visited,
 /// calls read through their function's body, statements of those bodies read.
@@ -413,6 +419,8 @@ impl<'a> Ctx<'a> {
             deps: RefCell::new(Vec::new()),
             summaries_read: Cell::new(0),
             breaks: Vec::new(),
+            versions: HashMap::new(),
+            generation: 0,
         }
     }
 
@@ -446,7 +454,16 @@ impl<'a> Ctx<'a> {
             return;
         }
         v.via_var = true;
+        self.generation += 1;
+        if self.versions.len() < MAX_VARS || self.versions.contains_key(name) {
+            self.versions.insert(name.to_string(), self.generation);
+        }
         self.vars.insert(name.to_string(), v);
+    }
+
+    /// The version of the file's variable `name`: changed by every assignment (0: never set).
+    fn version(&self, name: &str) -> u64 {
+        self.versions.get(name).copied().unwrap_or(0)
     }
 
     pub(crate) fn get(&self, name: &str) -> Val {
@@ -588,11 +605,12 @@ impl<'a> Ctx<'a> {
             let deps = used
                 .into_iter()
                 .map(|d| {
-                    let s = sig(self.vars.get(&d));
-                    (d, s)
+                    let v = self.version(&d);
+                    (d, v)
                 })
                 .collect();
             reads.kept.push(Memo {
+                hash: hash_of(&key),
                 key,
                 deps,
                 out: out.clone(),
@@ -604,11 +622,11 @@ impl<'a> Ctx<'a> {
     /// The kept result of `name` for `key` whose variables are unchanged; the variables are
     /// noted as used by the reads in progress.
     fn memo_hit(&self, name: &str, key: &str) -> Option<Val> {
+        let hash = hash_of(key);
         let memo = self.memo.borrow();
-        let m =
-            memo.get(name)?.kept.iter().find(|m| {
-                m.key == key && m.deps.iter().all(|(d, s)| sig(self.vars.get(d)) == *s)
-            })?;
+        let m = memo.get(name)?.kept.iter().find(|m| {
+            m.hash == hash && m.key == key && m.deps.iter().all(|(d, v)| self.version(d) == *v)
+        })?;
         for (d, _) in &m.deps {
             self.note_dep(d);
         }
@@ -915,7 +933,7 @@ fn memo_key(depth: usize, args: &[Val]) -> String {
     let mut k = depth.to_string();
     for a in args {
         k.push('\u{1}');
-        k.push_str(&sig(Some(a)));
+        k.push_str(&sig(a));
         if k.len() > MAX_MEMO_KEY {
             break;
         }
@@ -923,9 +941,16 @@ fn memo_key(depth: usize, args: &[Val]) -> String {
     k
 }
 
+fn hash_of(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
 /// A value's signature: all it says (text, items, flags).
-fn sig(v: Option<&Val>) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:?}"))
+fn sig(v: &Val) -> String {
+    format!("{v:?}")
 }
 
 /// An argument as a summary sees it: its text unknown, its flags kept.
