@@ -116,6 +116,9 @@ struct Row {
     bench_cpu_us: f64,
     /// Context switches per run: the server's threads, and the database's backends.
     switches: (f64, Option<f64>),
+    /// The deepest run-record queue seen during the measurement, and the runs refused
+    /// `busy` meanwhile (`/metrics`; `None` when not sampled).
+    queue: Option<(f64, Option<f64>)>,
 }
 
 /// Context switches (voluntary and not) of every thread of process `pid` so far (`/proc`).
@@ -156,7 +159,16 @@ async fn measure(
     let pg_switches: Option<u64> = backends
         .as_ref()
         .map(|b| b.iter().map(|(pid, _)| switches(*pid)).sum());
+    let busy_before = metric(&server.base, "gc_runs_refused_busy_total").await;
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = tokio::spawn(deepest_queue(server.base.clone(), sampling.clone()));
     let stats = load(conns, secs, send).await;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let deepest = sampler.await.unwrap_or(0.0);
+    let busy = metric(&server.base, "gc_runs_refused_busy_total")
+        .await
+        .zip(busy_before)
+        .map(|(a, b)| a - b);
     let ticks = cpu_ticks(server.child.id()).saturating_sub(before);
     let server_switches = switches(server.child.id()).saturating_sub(server_switches);
     let own = own_ticks().saturating_sub(own);
@@ -180,7 +192,42 @@ async fn measure(
         bench_cpu_us: own as f64 * 10_000.0 / n,
         switches: (server_switches as f64 / n, pg_switches),
         stats,
+        queue: Some((deepest, busy)),
     }
+}
+
+/// A value of the server's `/metrics` page (the first sample of that name), if it answers.
+async fn metric(base: &str, name: &str) -> Option<f64> {
+    // `/metrics` is at the root, beside the API's `/api/v1`.
+    let root = base.strip_suffix("/api/v1").unwrap_or(base);
+    let text = client()
+        .get(format!("{root}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(name))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The deepest run-record queue (`gc_run_record_queue_depth`: records waiting for the
+/// writer and places held by runs in flight) seen every 100 ms while `on`: a writer that
+/// falls behind fills the queue, and then runs are refused 503 `busy` (decision 0033).
+async fn deepest_queue(base: String, on: std::sync::Arc<std::sync::atomic::AtomicBool>) -> f64 {
+    let mut deepest: f64 = 0.0;
+    while on.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(d) = metric(&base, "gc_run_record_queue_depth").await {
+            deepest = deepest.max(d);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    deepest
 }
 
 fn print_rows(rows: &[Row]) {
@@ -202,6 +249,23 @@ fn print_rows(rows: &[Row]) {
         );
     }
     println!();
+    let queues: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let (deepest, busy) = r.queue?;
+            Some(format!(
+                "{} {deepest:.0} ({} refused busy)",
+                r.name,
+                busy.map_or("?".into(), |b| format!("{b:.0}"))
+            ))
+        })
+        .collect();
+    if !queues.is_empty() {
+        println!(
+            "deepest run-record queue (of 16,384 places): {}\n",
+            queues.join("; ")
+        );
+    }
     for r in rows.iter().filter(|r| r.stats.errors() > 0) {
         println!("errors in {}:\n{}\n", r.name, r.stats.error_summary());
     }
@@ -384,6 +448,7 @@ async fn postgres(bin: &str, secs: f64) {
             bench_cpu_us: per_run(own),
             switches: (two_switches, None),
             stats: both,
+            queue: None,
         },
     ]);
     set_limits(&client, &pg.base, &pg_fx.admin, &pg_fx.tid, false).await;
