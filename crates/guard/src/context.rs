@@ -517,10 +517,10 @@ fn comment_of(line: &str) -> Option<&str> {
     (lower.as_deref() == Some("rem ")).then(|| t.get(4..).unwrap_or(""))
 }
 
-/// The marker of a comment line in a fenced block that quotes what `h` detects as an example
-/// (`# Attacker provides: "; cat /etc/passwd #`), for the detections of running code that
-/// [`adjust_comments`] lowers in code files.
-fn fenced_comment_example(text: &str, h: &Hit) -> Option<&'static str> {
+/// The marker of a comment line that quotes what `h` detects as an example (`# Attacker
+/// provides: "; cat /etc/passwd #`), for the detections of running code: [`adjust_comments`]
+/// lowers them in code files, and in fenced blocks of documents.
+fn comment_example_marker(text: &str, h: &Hit) -> Option<&'static str> {
     let def = RULES.get(h.rule)?;
     if !runs_code(def.category) {
         return None;
@@ -564,25 +564,10 @@ fn adjust_comments(text: &str, hits: &mut [Hit]) {
         if h.severity <= Severity::Low {
             continue;
         }
+        let Some(marker) = comment_example_marker(text, h) else {
+            continue;
+        };
         let Some(def) = RULES.get(h.rule) else {
-            continue;
-        };
-        if !runs_code(def.category) {
-            continue;
-        }
-        let ls = text
-            .get(..h.start)
-            .and_then(|b| b.rfind('\n'))
-            .map_or(0, |i| i + 1);
-        let le = text
-            .get(h.start..)
-            .and_then(|r| r.find('\n'))
-            .map_or(text.len(), |i| h.start + i);
-        let Some(comment) = text.get(ls..le).and_then(comment_of) else {
-            continue;
-        };
-        let lower = comment.to_lowercase();
-        let Some(marker) = COMMENT_MARKERS.iter().copied().find(|m| lower.contains(m)) else {
             continue;
         };
         let base = h
@@ -648,7 +633,7 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
             .or_else(|| {
                 if fences.iter().any(|&(a, b)| h.start >= a && h.start < b) {
                     // In a fence, a comment that quotes it as an example does not run.
-                    return fenced_comment_example(text, h)
+                    return comment_example_marker(text, h)
                         .map(|m| (m, "code comment that quotes it as an example"));
                 }
                 prose_example_at(text, h.start, h.end).map(|m| (m, "quoted example in the prose"))

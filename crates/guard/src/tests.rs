@@ -63,29 +63,61 @@ pub(crate) fn check_round(
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A deterministic high-entropy string over `alphabet`.
-/// The functions of a hostile "fan-out" file for the code pass's bounds: `f1` to `f3`, each
-/// calling the one below ten times in each of 60 statements (read through without a bound per
-/// file, 2,000 calls of `f3` are 10^9 statements). `call(level)` is a call of that level's
-/// function, the ten calls are joined with `join`, `statement` makes a statement of them and
-/// `define(level, statements)` the function around its statements. The file's first lines
-/// (with `f0`) and its calls are the test's.
-pub(crate) fn fan_out_functions(
+/// How a language writes the functions of a [`fan_out_file`]: a call of the function of level
+/// `{level}`, what joins ten calls, a statement of the `{calls}`, and the function of level
+/// `{level}` around its `{statements}`.
+pub(crate) type FanOut = [&'static str; 4];
+pub(crate) const SH_FAN_OUT: FanOut = ["$(f{level} \"$1\")", "", "  v=\"{calls}\"\n", SH_DEFINE];
+const SH_DEFINE: &str = "f{level}() {\n{statements}  echo \"$v\"\n}\n";
+pub(crate) const PS_FAN_OUT: FanOut = ["(F{level} \"$a\")", " + ", "  $v = {calls}\n", PS_DEFINE];
+const PS_DEFINE: &str = "function F{level}($a) {\n{statements}  $v\n}\n";
+pub(crate) const PY_FAN_OUT: FanOut = ["f{level}(a)", " + ", "    v = {calls}\n", PY_DEFINE];
+const PY_DEFINE: &str = "def f{level}(a):\n{statements}    return v\n";
+
+/// A hostile "fan-out" file for the code pass's bounds: `head` (which defines `f0`), then `f1`
+/// to `f3` written as `lang` says, each calling the one below ten times in each of 60
+/// statements (read through without a bound per file, 2,000 calls of `f3` are 10^9
+/// statements), then the 2,000 lines `call(i)`, then `last`.
+pub(crate) fn fan_out_file(
+    head: &str,
+    lang: FanOut,
     call: impl Fn(usize) -> String,
-    join: &str,
-    statement: impl Fn(&str) -> String,
-    define: impl Fn(usize, &str) -> String,
+    last: &str,
 ) -> String {
-    (1..=3)
-        .map(|level| {
-            let below = call(level - 1);
-            let calls = [below.as_str(); 10].join(join);
-            let statements: String = (0..60).map(|_| statement(&calls)).collect();
-            define(level, &statements)
-        })
-        .collect()
+    let [call_of, join, statement, define] = lang;
+    let mut text = head.to_string();
+    for level in 1..=3 {
+        let below = call_of.replace("{level}", &(level - 1).to_string());
+        let calls = [below.as_str(); 10].join(join);
+        let statements = statement.replace("{calls}", &calls).repeat(60);
+        let function = define.replace("{level}", &level.to_string());
+        text.push_str(&function.replace("{statements}", &statements));
+    }
+    text.extend((0..2000).map(call));
+    text.push_str(last);
+    text
 }
 
+/// Asserts that `r`, the scan of `text`, holds a finding at high or above on `text`'s last
+/// line (of the rule `rule` when given); a failure names `name` and shows the findings.
+#[track_caller]
+pub(crate) fn assert_high_on_last_line(
+    r: &crate::ScanResult,
+    text: &str,
+    rule: Option<&str>,
+    name: &str,
+) {
+    let last = u32::try_from(text.lines().count()).unwrap_or(u32::MAX);
+    assert!(
+        r.findings.iter().any(|f| f.line == last
+            && f.severity >= Severity::High
+            && rule.is_none_or(|id| f.rule_id == id)),
+        "{name}: {:?}",
+        r.findings
+    );
+}
+
+/// A deterministic high-entropy string over `alphabet`.
 pub(crate) fn random(len: usize, alphabet: &str, seed: u64) -> String {
     let chars: Vec<char> = alphabet.chars().collect();
     let mut x = seed

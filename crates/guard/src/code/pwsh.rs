@@ -352,17 +352,7 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
         }
         "write-output" | "echo" | "write" => {
             let (pos, _) = split_args(&args, &[]);
-            let mut v = Val::empty_text();
-            for (i, a) in pos.iter().enumerate() {
-                if i > 0 {
-                    v = v.concat(Val {
-                        text: Some(" ".into()),
-                        ..Val::default()
-                    });
-                }
-                v = v.concat((*a).clone());
-            }
-            Some(v)
+            Some(super::shell::joined(pos))
         }
         w if cx.has_function(w) => {
             let w = w.to_string();

@@ -250,10 +250,11 @@ fn assign(cx: &Ctx<'_>, n: Node<'_>) {
     cx.assign_local(key, v, plus);
 }
 
-/// The arguments joined with spaces (`$@`, a command's whole text).
-fn joined(args: &[Val]) -> Val {
+/// The arguments joined with spaces (`$@`, a command's whole text; PowerShell's
+/// `Write-Output a b`).
+pub(super) fn joined<'v>(args: impl IntoIterator<Item = &'v Val>) -> Val {
     let mut v = Val::empty_text();
-    for (i, a) in args.iter().enumerate() {
+    for (i, a) in args.into_iter().enumerate() {
         if i > 0 {
             v = v.concat(Val {
                 text: Some(" ".into()),

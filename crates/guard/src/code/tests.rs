@@ -35,6 +35,22 @@ pub(super) fn flagged(files: &[(&str, &str)], id: &str, at_least: Severity) -> S
     r
 }
 
+/// Asserts that the work of reading `name` stays within the bounds: calls read through and
+/// summaries read within [`super::MAX_CALL_READS`] each, statements within `reads` ×
+/// [`super::MAX_CALL_READS`] × [`super::MAX_BODY_STATEMENTS`].
+#[track_caller]
+pub(super) fn assert_work_within(work: &super::Work, reads: usize, name: &str) {
+    use super::{MAX_BODY_STATEMENTS, MAX_CALL_READS};
+    assert!(
+        work.calls <= MAX_CALL_READS && work.summaries <= MAX_CALL_READS,
+        "{name}: {work:?}"
+    );
+    assert!(
+        work.statements <= reads * MAX_CALL_READS * MAX_BODY_STATEMENTS,
+        "{name}: {work:?}"
+    );
+}
+
 /// Asserts that nothing in `r` reaches medium and, when `no_obfuscation`, that the inventory
 /// holds no obfuscation.
 #[track_caller]
