@@ -432,10 +432,21 @@ impl RunState {
         } else {
             data
         };
-        for line in data.split(|b| *b == b'\n') {
+        // Each line of the data as its own `data:` line (a final newline gives an empty last
+        // line, as splitting on every newline does).
+        let mut rest = data;
+        loop {
+            let (line, next) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+                None => (rest, None),
+            };
             out.put_slice(b"data: ");
             out.put_slice(line);
             out.put_u8(b'\n');
+            match next {
+                Some(next) => rest = next,
+                None => break,
+            }
         }
         out.put_u8(b'\n');
         if inspected == Inspected::Terminal {
@@ -662,8 +673,11 @@ enum Inspected {
     Terminal,
 }
 
+/// The first occurrence of `needle` in `haystack` (memchr's vector search: this runs up to
+/// three times on every streamed chunk, where comparing every window cost about 2 k
+/// instructions per 200-byte chunk and search).
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// True when `"field"` appears followed by `:` and a value other than `null`.
@@ -829,7 +843,7 @@ impl EventParser {
         mut chunk: &[u8],
         mut on_event: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), String> {
-        while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
+        while let Some(pos) = memchr::memchr(b'\n', chunk) {
             let (head, tail) = chunk.split_at(pos);
             chunk = &tail[1..];
             if self.line.is_empty() {
@@ -951,6 +965,27 @@ mod tests {
             kind: RunKind::Chat,
             done_marker: false,
         }
+    }
+
+    #[test]
+    fn each_line_of_an_event_s_data_goes_out_as_a_data_line() {
+        let passed = |data: &[u8]| {
+            let mut out = BytesMut::new();
+            run_state("sk-k").on_event(b"", data, &mut out);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        assert_eq!(passed(b"{\"a\":1}"), "data: {\"a\":1}\n\n");
+        assert_eq!(passed(b"l1\nl2"), "data: l1\ndata: l2\n\n");
+        // Empty lines are kept, first, inside and last, as splitting on every newline does.
+        assert_eq!(
+            passed(b"\nl1\n\nl2\n"),
+            "data: \ndata: l1\ndata: \ndata: l2\ndata: \n\n"
+        );
+        // The searches find what they look for wherever it is, and nothing else.
+        assert_eq!(find(b"xx\"model\"", b"\"model\""), Some(2));
+        assert_eq!(find(b"\"mode\"", b"\"model\""), None);
+        assert!(non_null_field(b"{\"usage\" : {\"a\":1}}", b"\"usage\""));
+        assert!(!non_null_field(b"{\"usage\": null}", b"\"usage\""));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! `valgrind --tool=callgrind --callgrind-out-file=/tmp/gc.cg.%p`). Each phase warms up with 50
 //! requests per sender at its own concurrency, then sends N requests: key-authenticated `GET /workspace/skills` one at a time, then `POST /run`
 //! to the mock one at a time, then N `/run`s 16 at a time (`run-16`: the run recorder's
-//! batches hold several runs, as under load), then `POST /run` one at a time with the tenant's
+//! batches hold several runs, as under load), then N streamed `/run`s one at a time
+//! (`run-stream`: the mock's 3-chunk stream, read to its end), then `POST /run` one at a time with the tenant's
 //! three limits set (`run-limited`), and 16 at a time with them (`run-limited-16`), then the
 //! same two with a key that has per-minute limits of its own as well (`run-key-limited`,
 //! `run-key-limited-16`: the bench's "tenant + key" configuration). Each phase
@@ -81,6 +82,15 @@ pub(crate) async fn run(bin: &str, n: usize) {
             .json(&chat)
     };
     let run = || run_with(&key);
+    // The same run streamed (the mock's 3-chunk stream): the path to a stream's first byte.
+    let streamed = json!({"model": "auto", "stream": true,
+        "messages": [{"role": "user", "content": "hello"}]});
+    let run_stream = || {
+        client
+            .post(format!("{base}/run"))
+            .bearer_auth(&key)
+            .json(&streamed)
+    };
     let run_key_limited = || run_with(&limited_key);
     // (phase, request, how many at a time): 16 at a time, the run recorder's batches hold
     // several runs, as under load.
@@ -88,6 +98,7 @@ pub(crate) async fn run(bin: &str, n: usize) {
         ("reads", &read as &dyn Fn() -> reqwest::RequestBuilder, 1),
         ("run", &run, 1),
         ("run-16", &run, 16),
+        ("run-stream", &run_stream, 1),
         ("run-limited", &run, 1),
         ("run-limited-16", &run, 16),
         ("run-key-limited", &run_key_limited, 1),
