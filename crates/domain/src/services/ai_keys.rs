@@ -55,6 +55,36 @@ pub trait KeyProbe {
     fn check_gateway(&self, region: Region) -> impl Future<Output = Option<GatewayCheck>>;
 }
 
+/// The ports of the use cases that check keys against the gateways (adding a key, the
+/// diagnosis) as one value: where their storage work runs, the gateways' probe and the sealer
+/// of secrets. The bounds are written here once (decision 0063); a triple
+/// `(&db, &probe, sealer)` is one.
+pub trait KeyPorts {
+    type Db: Storage<Store: TenantRepo + AiKeyRepo>;
+    type Probe: KeyProbe + ?Sized;
+    fn db(&self) -> &Self::Db;
+    fn probe(&self) -> &Self::Probe;
+    fn sealer(&self) -> Arc<dyn KeySealer>;
+}
+
+impl<D, K> KeyPorts for (&D, &K, Arc<dyn KeySealer>)
+where
+    D: Storage<Store: TenantRepo + AiKeyRepo>,
+    K: KeyProbe + ?Sized,
+{
+    type Db = D;
+    type Probe = K;
+    fn db(&self) -> &D {
+        self.0
+    }
+    fn probe(&self) -> &K {
+        self.1
+    }
+    fn sealer(&self) -> Arc<dyn KeySealer> {
+        Arc::clone(&self.2)
+    }
+}
+
 /// The status a key probe means: `ready` only when the gateway accepted the key; otherwise
 /// `not_ready` with the probe's reason, or a reason saying why there was no probe.
 pub fn key_status(region: Region, probe: Option<KeyProbeAnswer>) -> (AiKeyStatus, Option<String>) {
@@ -97,22 +127,16 @@ pub struct NewAiKey {
 /// Adds an upstream key to a tenant: validated and sealed (one storage trip, which checks the
 /// admin and the tenant), probed against its region's gateway, and stored with the status the
 /// probe means (a second trip). Nothing is stored when the first trip refuses.
-pub async fn create<D, K, A>(
-    db: &D,
-    probe: &K,
-    sealer: Arc<dyn KeySealer>,
+pub async fn create<A: AdminAuthority + Send + 'static>(
+    ports: impl KeyPorts,
     admin: A,
     tenant_id: Uuid,
     key: NewAiKey,
     now: DateTime<Utc>,
-) -> DomainResult<TenantAiKey>
-where
-    D: Storage,
-    D::Store: TenantRepo + AiKeyRepo,
-    K: KeyProbe + ?Sized,
-    A: AdminAuthority + Send + 'static,
-{
-    let plan = db
+) -> DomainResult<TenantAiKey> {
+    let sealer = ports.sealer();
+    let plan = ports
+        .db()
         .run(move |store| {
             admin::plan_ai_key(
                 store,
@@ -127,8 +151,10 @@ where
             )
         })
         .await?;
-    let (status, reason) = check_key(probe, plan.region(), plan.secret()).await;
-    db.run(move |store| admin::store_ai_key(store, plan, status, reason))
+    let (status, reason) = check_key(ports.probe(), plan.region(), plan.secret()).await;
+    ports
+        .db()
+        .run(move |store| admin::store_ai_key(store, plan, status, reason))
         .await
 }
 
@@ -352,10 +378,9 @@ mod tests {
         tenant_id: Uuid,
         key: NewAiKey,
     ) -> DomainResult<TenantAiKey> {
+        let sealer: Arc<dyn KeySealer> = Arc::new(FakeSealer);
         ready(create(
-            store,
-            probe,
-            Arc::new(FakeSealer),
+            (store, probe, sealer),
             caller,
             tenant_id,
             key,

@@ -1,17 +1,14 @@
 //! The AI gateways' diagnostics (administration): checks each region's gateway, re-checks the
 //! keys and stores the statuses found.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::ai_keys::{check_key, CheckedKey, KeyProbe};
+use super::ai_keys::{check_key, CheckedKey, GatewayCheck, KeyPorts, KeyProbe};
 use super::Storage;
 use crate::error::DomainResult;
 use crate::policy::access::AdminAuthority;
 use crate::policy::ai_access::AiKeyStatus;
-use crate::ports::{AiKeyRepo, KeySealer};
 use crate::services::admin::{self, KeyToCheck};
 use crate::values::Region;
 
@@ -24,16 +21,39 @@ pub struct DiagnosisRequest {
     pub tenant_id: Option<Uuid>,
 }
 
-/// One region's gateway as checked now.
+/// One region's gateway as checked now: what its check answered, `None` when the region has no
+/// gateway. The fields an administrator reads are derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayDiagnosis {
     pub region: Region,
-    pub configured: bool,
-    pub reachable: bool,
-    pub status_code: Option<u16>,
-    pub latency_ms: Option<u64>,
-    /// Why it is not reachable (or not configured).
-    pub error: Option<String>,
+    pub check: Option<GatewayCheck>,
+}
+
+impl GatewayDiagnosis {
+    pub fn configured(&self) -> bool {
+        self.check.is_some()
+    }
+
+    pub fn reachable(&self) -> bool {
+        self.check.as_ref().is_some_and(|c| c.reachable)
+    }
+
+    pub fn status_code(&self) -> Option<u16> {
+        self.check.as_ref().and_then(|c| c.status_code)
+    }
+
+    pub fn latency_ms(&self) -> Option<u64> {
+        self.check.as_ref().map(|c| c.latency_ms)
+    }
+
+    /// Why it is not reachable (or not configured); `None` when it is.
+    pub fn error(&self) -> Option<String> {
+        match &self.check {
+            None => Some("not configured".into()),
+            Some(c) if c.reachable => None,
+            Some(c) => c.reason.clone(),
+        }
+    }
 }
 
 /// The gateways, then the keys, in the order checked.
@@ -46,20 +66,13 @@ pub struct Diagnosis {
 /// Checks each wanted region's gateway, then re-checks the wanted keys (one storage trip reads
 /// and opens them, checking the admin), and stores every key's new status (a second trip). A
 /// key that does not open with the current master key is `not_ready` without a probe.
-pub async fn diagnose<D, K, A>(
-    db: &D,
-    probe: &K,
-    sealer: Arc<dyn KeySealer>,
+pub async fn diagnose<A: AdminAuthority + Send + 'static>(
+    ports: impl KeyPorts,
     admin: A,
     request: DiagnosisRequest,
     now: DateTime<Utc>,
-) -> DomainResult<Diagnosis>
-where
-    D: Storage,
-    D::Store: AiKeyRepo,
-    K: KeyProbe + ?Sized,
-    A: AdminAuthority + Send + 'static,
-{
+) -> DomainResult<Diagnosis> {
+    let (db, probe, sealer) = (ports.db(), ports.probe(), ports.sealer());
     // No gateway is probed for a caller who may not see the answer.
     admin.admin_scope()?;
     let only = request
@@ -74,23 +87,9 @@ where
 
     let mut gateways = Vec::with_capacity(regions.len());
     for region in &regions {
-        gateways.push(match probe.check_gateway(*region).await {
-            None => GatewayDiagnosis {
-                region: *region,
-                configured: false,
-                reachable: false,
-                status_code: None,
-                latency_ms: None,
-                error: Some("not configured".into()),
-            },
-            Some(check) => GatewayDiagnosis {
-                region: *region,
-                configured: true,
-                reachable: check.reachable,
-                status_code: check.status_code,
-                latency_ms: Some(check.latency_ms),
-                error: if check.reachable { None } else { check.reason },
-            },
+        gateways.push(GatewayDiagnosis {
+            region: *region,
+            check: probe.check_gateway(*region).await,
         });
     }
 
@@ -120,13 +119,21 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::fakes::{ready, Fake, FakeProbe, FakeSealer};
     use crate::model::{Role, Status};
     use crate::policy::access::tests::{session, tenant, user};
     use crate::policy::access::Principal;
     use crate::policy::ai_access::tests::key;
-    use crate::services::ai_keys::{GatewayCheck, KeyProbeAnswer};
+    use crate::ports::KeySealer;
+    use crate::services::ai_keys::KeyProbeAnswer;
+
+    fn ports<'a>(store: &'a Fake, probe: &'a FakeProbe) -> impl KeyPorts + 'a {
+        let sealer: Arc<dyn KeySealer> = Arc::new(FakeSealer);
+        (store, probe, sealer)
+    }
 
     fn admin() -> Principal {
         session(user(Role::PlatformAdmin, Status::Active, None), None, None)
@@ -189,33 +196,40 @@ mod tests {
         let store = Fake::with_keys(vec![good.clone(), refused.clone(), lost.clone()]);
         let probe = gateways();
         let got = ready(diagnose(
-            &store,
-            &probe,
-            Arc::new(FakeSealer),
+            ports(&store, &probe),
             admin(),
             DiagnosisRequest::default(),
             Utc::now(),
         ))
         .unwrap();
+        // The fields an administrator reads, as the checks mean them (a reachable gateway's
+        // reason is not an error).
+        let shown: Vec<_> = got
+            .gateways
+            .iter()
+            .map(|g| {
+                (
+                    g.region,
+                    g.configured(),
+                    g.reachable(),
+                    g.status_code(),
+                    g.latency_ms(),
+                    g.error(),
+                )
+            })
+            .collect();
         assert_eq!(
-            got.gateways,
+            shown,
             vec![
-                GatewayDiagnosis {
-                    region: Region::Aihk,
-                    configured: true,
-                    reachable: true,
-                    status_code: Some(200),
-                    latency_ms: Some(7),
-                    error: None,
-                },
-                GatewayDiagnosis {
-                    region: Region::Aica,
-                    configured: true,
-                    reachable: false,
-                    status_code: None,
-                    latency_ms: Some(2000),
-                    error: Some("connection refused".into()),
-                },
+                (Region::Aihk, true, true, Some(200), Some(7), None),
+                (
+                    Region::Aica,
+                    true,
+                    false,
+                    None,
+                    Some(2000),
+                    Some("connection refused".into())
+                ),
             ]
         );
         let statuses: Vec<_> = got
@@ -264,9 +278,7 @@ mod tests {
         let store = Fake::with_keys(vec![hk.clone(), ca, theirs]);
         let probe = FakeProbe::default();
         let got = ready(diagnose(
-            &store,
-            &probe,
-            Arc::new(FakeSealer),
+            ports(&store, &probe),
             admin(),
             DiagnosisRequest {
                 region: Some("AIHK".into()),
@@ -277,8 +289,13 @@ mod tests {
         .unwrap();
         assert_eq!(*probe.checked.lock().unwrap(), vec![Region::Aihk]);
         assert_eq!(got.gateways.len(), 1);
-        assert!(!got.gateways[0].configured);
-        assert_eq!(got.gateways[0].error.as_deref(), Some("not configured"));
+        let unconfigured = &got.gateways[0];
+        assert!(!unconfigured.configured() && !unconfigured.reachable());
+        assert_eq!(
+            (unconfigured.status_code(), unconfigured.latency_ms()),
+            (None, None)
+        );
+        assert_eq!(unconfigured.error().as_deref(), Some("not configured"));
         assert_eq!(got.keys.len(), 1);
         assert_eq!(got.keys[0].id, hk.id);
         assert_eq!(
@@ -305,9 +322,7 @@ mod tests {
             (admin(), Some("EU"), "validation_failed"),
         ] {
             let err = ready(diagnose(
-                &store,
-                &probe,
-                Arc::new(FakeSealer),
+                ports(&store, &probe),
                 caller,
                 DiagnosisRequest {
                     region: region.map(str::to_owned),

@@ -80,9 +80,7 @@ pub async fn create_ai_key(
 ) -> Reply {
     let body = body.after(p.admin_scope())?;
     let key = ai_keys::create(
-        state.get_ref(),
-        &state.probes(),
-        Arc::clone(&state.sealer),
+        (state.get_ref(), &state.probes(), Arc::clone(&state.sealer)),
         p,
         tenant_id.into_inner(),
         NewAiKey {

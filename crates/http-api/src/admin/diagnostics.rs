@@ -72,9 +72,7 @@ pub async fn diagnostics(
         body.into_inner()?
     };
     let diagnosis = diagnostics::diagnose(
-        state.get_ref(),
-        &state.probes(),
-        Arc::clone(&state.sealer),
+        (state.get_ref(), &state.probes(), Arc::clone(&state.sealer)),
         p,
         DiagnosisRequest {
             region: body.region,
@@ -94,11 +92,11 @@ impl From<&diagnostics::Diagnosis> for Diagnostics {
                 .iter()
                 .map(|g| GatewayDiagnosis {
                     region: g.region.as_str(),
-                    configured: g.configured,
-                    reachable: g.reachable,
-                    status_code: g.status_code,
-                    latency_ms: g.latency_ms,
-                    error: g.error.clone(),
+                    configured: g.configured(),
+                    reachable: g.reachable(),
+                    status_code: g.status_code(),
+                    latency_ms: g.latency_ms(),
+                    error: g.error(),
                 })
                 .collect(),
             keys: d

@@ -17,6 +17,7 @@ use chrono::Utc;
 use clap::{Args, Subcommand};
 use gc_domain::model::TenantPatch;
 use gc_domain::policy::quota::limit_change;
+use gc_domain::ports::KeySealer;
 use gc_domain::services::admin;
 use gc_domain::services::admin_tokens::AdminTokenRequest;
 use gc_domain::services::ai_keys::{self, NewAiKey};
@@ -225,11 +226,9 @@ pub fn ai_keys(inv: &Invocation, command: AiKeyCommand, out: &mut dyn Write) -> 
             let tenant = tenant_id(&tenant)?;
             let secret = read_secret(secret_file.as_deref())?;
             let gateways = Gateways::new(crate::gateways(config)?);
-            let sealer = Arc::new(crate::sealer(config)?);
+            let sealer: Arc<dyn KeySealer> = Arc::new(crate::sealer(config)?);
             let key = block_on(ai_keys::create(
-                &Direct(store),
-                &GatewayProbes(&gateways),
-                sealer,
+                (&Direct(store), &GatewayProbes(&gateways), sealer),
                 operator.clone(),
                 tenant,
                 NewAiKey {
@@ -528,11 +527,9 @@ pub fn diagnostics(
         tenant_id: args.tenant.as_deref().map(tenant_id).transpose()?,
     };
     let gateways = Gateways::new(crate::gateways(config)?);
-    let sealer = Arc::new(crate::sealer(config)?);
+    let sealer: Arc<dyn KeySealer> = Arc::new(crate::sealer(config)?);
     let d = block_on(diagnostics::diagnose(
-        &Direct(store),
-        &GatewayProbes(&gateways),
-        sealer,
+        (&Direct(store), &GatewayProbes(&gateways), sealer),
         operator.clone(),
         request,
         Utc::now(),
@@ -555,11 +552,12 @@ pub fn diagnostics(
                 out,
                 "{}\t{}\t{}\t{}\t{}\t{}",
                 g.region.as_str(),
-                g.configured,
-                g.reachable,
-                g.status_code.map_or_else(|| "-".into(), |c| c.to_string()),
-                g.latency_ms.map_or_else(|| "-".into(), |c| c.to_string()),
-                shown(g.error.as_deref().unwrap_or("-"))
+                g.configured(),
+                g.reachable(),
+                g.status_code()
+                    .map_or_else(|| "-".into(), |c| c.to_string()),
+                g.latency_ms().map_or_else(|| "-".into(), |c| c.to_string()),
+                shown(g.error().as_deref().unwrap_or("-"))
             )?;
         }
         writeln!(out)?;
