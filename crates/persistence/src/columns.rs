@@ -209,8 +209,8 @@ mod tests {
     use crate::store::{on_backend, open, DbConnection, DbStore, PoolOptions};
     use crate::testing;
 
-    /// The run writer's largest batch (`gc_domain::services::run_records::RUN_BATCH_MAX`).
-    const BATCH: usize = 512;
+    /// The run writer's largest batch.
+    const BATCH: usize = gc_domain::services::run_records::RUN_BATCH_MAX;
 
     fn usage(i: usize) -> RunUsageRow {
         RunUsageRow {
@@ -353,9 +353,9 @@ mod tests {
         assert_eq!(store_batch(&store), expected());
     }
 
-    /// On PostgreSQL a batch of 512 usage and 512 activity lines is one statement per table:
+    /// On PostgreSQL a full batch of usage and activity lines is one statement per table:
     /// `BEGIN`, two inserts, `COMMIT` on the connection (the rows the same as SQLite's). The
-    /// fixed-count statements took 16 + 16 inserts for the same batch.
+    /// fixed-count statements took one insert per 32 lines of each table.
     #[test]
     fn a_batch_is_one_statement_per_table_on_postgres() {
         let Some(db) = testing::postgres_or_skip("batch statements") else {
