@@ -271,18 +271,23 @@ mod tests {
         detail: String,
     }
 
+    /// Adds the tenant `id` the lines refer to.
+    fn add_tenant(store: &DbStore, id: &str) {
+        let sql = format!(
+            "INSERT INTO tenants (id, name, status, region, ai_enabled, created_at) \
+             VALUES ('{id}', 't', 'active', 'aihk', true, 0)"
+        );
+        store
+            .write("test", |conn| {
+                on_backend!(conn, |c| c.batch_execute(&sql)).map_err(|e| db_error("test", e))
+            })
+            .unwrap();
+    }
+
     /// Writes a full batch of usage and activity lines in one transaction, as the run writer
     /// does; answers what was stored.
     fn store_batch(store: &DbStore) -> (Sums, i64, Vec<Line>) {
-        store
-            .write("test", |conn| {
-                on_backend!(conn, |c| c.batch_execute(
-                    "INSERT INTO tenants (id, name, status, region, ai_enabled, created_at) \
-                     VALUES ('t', 't', 'active', 'aihk', true, 0)"
-                ))
-                .map_err(|e| db_error("test", e))
-            })
-            .unwrap();
+        add_tenant(store, "t");
         let rows: Vec<RunUsageRow> = (0..BATCH).map(usage).collect();
         let lines: Vec<ActivityRow> = (0..BATCH).map(line).collect();
         store
@@ -361,15 +366,7 @@ mod tests {
         let Some(db) = testing::postgres_or_skip("batch statements") else {
             return;
         };
-        let store = open(
-            db.url(),
-            PoolOptions {
-                max_size: 1,
-                ..PoolOptions::default()
-            },
-        )
-        .unwrap();
-        store.migrate().unwrap();
+        let store = testing::open_migrated(db.url(), 1);
         // Count the statements the one pooled connection starts.
         let started = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&started);
@@ -384,36 +381,25 @@ mod tests {
                 }
             });
         }
-        store
-            .write("test", |conn| {
-                on_backend!(conn, |c| c.batch_execute(
-                    "INSERT INTO tenants (id, name, status, region, ai_enabled, created_at) \
-                     VALUES ('t0', 't', 'active', 'aihk', true, 0)"
-                ))
-                .map_err(|e| db_error("test", e))
-            })
-            .unwrap();
+        add_tenant(&store, "t0");
         assert!(
             started.load(Ordering::Relaxed) >= 1,
             "the instrumented connection is the pool's one"
         );
-        let rows: Vec<RunUsageRow> = (0..BATCH).map(usage).collect();
-        let lines: Vec<ActivityRow> = (0..BATCH).map(line).collect();
         // The real tenant `t` is made by `store_batch` below; this batch goes to `t0`.
-        let rows: Vec<RunUsageRow> = rows
-            .into_iter()
-            .map(|r| RunUsageRow {
-                id: format!("x{}", r.id),
-                tenant_id: "t0".into(),
-                ..r
+        let (t0, x) = (|| "t0".to_string(), |i| format!("x{i:04}"));
+        let rows: Vec<RunUsageRow> = (0..BATCH)
+            .map(|i| RunUsageRow {
+                id: x(i),
+                tenant_id: t0(),
+                ..usage(i)
             })
             .collect();
-        let lines: Vec<ActivityRow> = lines
-            .into_iter()
-            .map(|l| ActivityRow {
-                id: format!("x{}", l.id),
-                tenant_id: "t0".into(),
-                ..l
+        let lines: Vec<ActivityRow> = (0..BATCH)
+            .map(|i| ActivityRow {
+                id: x(i),
+                tenant_id: t0(),
+                ..line(i)
             })
             .collect();
         let before = started.load(Ordering::Relaxed);

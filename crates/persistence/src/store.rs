@@ -888,15 +888,7 @@ mod doubt_tests {
         let Some(db) = crate::testing::postgres_or_skip("dropped connection") else {
             return;
         };
-        let store = open(
-            db.url(),
-            PoolOptions {
-                max_size: 2,
-                ..PoolOptions::default()
-            },
-        )
-        .unwrap();
-        store.migrate().unwrap();
+        let store = crate::testing::open_migrated(db.url(), 2);
         // Both pooled connections open, then idle.
         let (a, b) = (store.conn().unwrap(), store.conn().unwrap());
         drop((a, b));

@@ -206,6 +206,23 @@ pub fn postgres_or_skip(label: &str) -> Option<PostgresTestDatabase> {
     }
 }
 
+/// A store on `url`, migrated, whose pool holds at most `max_size` connections (for tests
+/// that count or drop the pool's connections). Panics on failure, like the rest of this module.
+pub fn open_migrated(url: &str, max_size: u32) -> crate::DbStore {
+    let store = crate::open(
+        url,
+        crate::PoolOptions {
+            max_size,
+            ..crate::PoolOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("opening the test store: {e}"));
+    store
+        .migrate()
+        .unwrap_or_else(|e| panic!("migrating the test store: {e}"));
+    store
+}
+
 /// Drops the database named in `url` through the administrative URL (best effort, forcing
 /// out open connections).
 pub fn drop_database(url: &str) -> Result<(), String> {
