@@ -327,28 +327,12 @@ fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
             }
         }
         Lang::Shell => {
-            let mut by_value = false;
-            for c in re[2].captures_iter(text).take(256) {
-                if let Some(m) = c.get(1) {
-                    let stem = sourced(m.as_str());
-                    by_value |= stem.is_empty() || stem.contains('$');
-                    out.push(stem);
-                }
-            }
-            if by_value {
+            if push_sourced(&re[2], text, sourced, &mut out) {
                 out.extend(named_files(text, &["sh", "bash"]));
             }
         }
         Lang::PowerShell => {
-            let mut by_value = false;
-            for c in re[3].captures_iter(text).take(256) {
-                if let Some(m) = c.get(1) {
-                    let stem = ps_sourced(m.as_str());
-                    by_value |= stem.is_empty() || stem.contains('$');
-                    out.push(stem);
-                }
-            }
-            if by_value {
+            if push_sourced(&re[3], text, ps_sourced, &mut out) {
                 out.extend(
                     named_files(text, &["ps1", "psm1"])
                         .into_iter()
@@ -360,6 +344,26 @@ fn imported_stems(lang: Lang, text: &str) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Pushes the stem of every file `source_re` finds sourced in `text` (at most 256), as
+/// `stem_of` reads it; answers whether one was named through a variable (or not at all), so
+/// that the caller joins the files the text names instead.
+fn push_sourced(
+    source_re: &Regex,
+    text: &str,
+    stem_of: fn(&str) -> String,
+    out: &mut Vec<String>,
+) -> bool {
+    let mut by_value = false;
+    for c in source_re.captures_iter(text).take(256) {
+        if let Some(m) = c.get(1) {
+            let stem = stem_of(m.as_str());
+            by_value |= stem.is_empty() || stem.contains('$');
+            out.push(stem);
+        }
+    }
+    by_value
 }
 
 /// The stems of the files with these extensions that a file names anywhere (at most 32): a
