@@ -301,7 +301,11 @@ pub fn check_targets(eval: &Evaluation, targets: &[Target]) -> Vec<(String, f64,
                 )
             }
             Target::FalsePositives { category, at_most } => {
-                let v = share(eval.counts_in(false, *category));
+                // A set with no negative of the category (a public corpus, whose folders are
+                // not labelled) is held to the share over all its negatives, not reported as
+                // met with nothing counted.
+                let category = category.filter(|c| eval.counts_in(false, Some(c)).1 > 0);
+                let v = share(eval.counts_in(false, category));
                 (
                     format!(
                         "flagged {} <= {:.0}%",
@@ -571,6 +575,29 @@ mod tests {
             .unwrap_or("");
         assert_eq!(hf.len(), 34);
         assert!(hf.bytes().all(|b| b.is_ascii_alphabetic()));
+    }
+
+    /// A set whose negatives carry no `honest` label (a public corpus of skill folders) is held
+    /// to the 1 % over all its negatives: one flagged folder of fifty misses it.
+    #[test]
+    fn unlabelled_negatives_count_for_the_honest_target() {
+        let outcome = |i: usize| Outcome {
+            name: format!("folder-{i}"),
+            category: "some-repo".into(),
+            positive: false,
+            flagged: i == 0,
+            findings: Vec::new(),
+        };
+        let eval = Evaluation {
+            outcomes: (0..50).map(outcome).collect(),
+            ..Evaluation::default()
+        };
+        let checked = check_targets(&eval, &targets_for("public"));
+        let honest = checked
+            .iter()
+            .find(|(what, _, _)| what.starts_with("flagged "))
+            .map(|(what, v, ok)| (what.as_str(), *v, *ok));
+        assert_eq!(honest, Some(("flagged (all negatives) <= 1%", 0.02, false)));
     }
 
     /// The Guard's own development set (`crates/guard/eval/dev`) meets its targets: every
