@@ -16,6 +16,7 @@ use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 use diesel::{PgConnection, QueryResult, RunQueryDsl};
 
+use crate::repos::quota::RunUsageRow;
 use crate::rows::ActivityRow;
 
 /// Implements the query traits of a PostgreSQL statement of fixed text.
@@ -49,22 +50,37 @@ fn open_insert(out: &mut AstPass<'_, '_, Pg>, table: &str, columns: &[&str]) {
 /// A batch of `run_usage` lines as columns.
 #[derive(Debug, Default)]
 pub(crate) struct UsageColumns {
-    pub id: Vec<String>,
-    pub tenant_id: Vec<String>,
-    pub key_id: Vec<String>,
-    pub at: Vec<i64>,
-    pub day: Vec<String>,
-    pub model: Vec<String>,
-    pub failed: Vec<bool>,
-    pub prompt_tokens: Vec<i64>,
-    pub completion_tokens: Vec<i64>,
-    pub total_tokens: Vec<i64>,
-    pub cost: Vec<i64>,
+    id: Vec<String>,
+    tenant_id: Vec<String>,
+    key_id: Vec<String>,
+    at: Vec<i64>,
+    day: Vec<String>,
+    model: Vec<String>,
+    failed: Vec<bool>,
+    prompt_tokens: Vec<i64>,
+    completion_tokens: Vec<i64>,
+    total_tokens: Vec<i64>,
+    cost: Vec<i64>,
 }
 
 impl UsageColumns {
-    pub fn len(&self) -> usize {
-        self.id.len()
+    /// The lines as columns (copied: the writer keeps its rows to try the batch again).
+    pub fn of(rows: &[RunUsageRow]) -> Self {
+        let mut c = Self::default();
+        for r in rows {
+            c.id.push(r.id.clone());
+            c.tenant_id.push(r.tenant_id.clone());
+            c.key_id.push(r.key_id.clone());
+            c.at.push(r.at);
+            c.day.push(r.day.clone());
+            c.model.push(r.model.clone());
+            c.failed.push(r.failed);
+            c.prompt_tokens.push(r.prompt_tokens);
+            c.completion_tokens.push(r.completion_tokens);
+            c.total_tokens.push(r.total_tokens);
+            c.cost.push(r.cost);
+        }
+        c
     }
 }
 

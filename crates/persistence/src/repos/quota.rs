@@ -466,27 +466,8 @@ pub(crate) fn insert_usage(
     rows: &[RunUsageRow],
 ) -> diesel::QueryResult<()> {
     match conn {
-        DbConnection::Pg(c) => {
-            let mut cols = UsageColumns::default();
-            for r in rows {
-                cols.id.push(r.id.clone());
-                cols.tenant_id.push(r.tenant_id.clone());
-                cols.key_id.push(r.key_id.clone());
-                cols.at.push(r.at);
-                cols.day.push(r.day.clone());
-                cols.model.push(r.model.clone());
-                cols.failed.push(r.failed);
-                cols.prompt_tokens.push(r.prompt_tokens);
-                cols.completion_tokens.push(r.completion_tokens);
-                cols.total_tokens.push(r.total_tokens);
-                cols.cost.push(r.cost);
-            }
-            if cols.len() == 0 {
-                return Ok(());
-            }
-            cols.execute(c).map(|_| ())
-        }
-        DbConnection::Sqlite(_) => crate::store::insert_rows!(conn, run_usage::table, rows),
+        DbConnection::Pg(c) if !rows.is_empty() => UsageColumns::of(rows).execute(c).map(|_| ()),
+        _ => crate::store::insert_rows!(conn, run_usage::table, rows),
     }
 }
 
