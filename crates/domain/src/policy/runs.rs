@@ -564,12 +564,10 @@ impl RunLine {
         // the writer): the ten digits and dashes are written directly.
         use chrono::Datelike;
         let d = self.at.date_naive();
-        let Ok(year) = u32::try_from(d.year()) else {
-            return format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day());
+        let year = match u32::try_from(d.year()) {
+            Ok(year) if year <= 9999 => year,
+            _ => return format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day()),
         };
-        if year > 9999 {
-            return format!("{:04}-{:02}-{:02}", d.year(), d.month(), d.day());
-        }
         let digit = |n: u32| char::from(b'0' + (n % 10) as u8);
         let (month, day) = (d.month(), d.day());
         let mut out = String::with_capacity(10);
