@@ -19,193 +19,108 @@ use diesel::{PgConnection, QueryResult, RunQueryDsl};
 use crate::repos::quota::RunUsageRow;
 use crate::rows::ActivityRow;
 
-/// Implements the query traits of a PostgreSQL statement of fixed text.
-macro_rules! pg_statement {
-    ($name:ident, |$this:ident, $out:ident| $walk:block) => {
+/// Declares a batch of rows of `$table` as columns, each column once: its field (a `Vec` of
+/// the row field's type), its copy from the rows (`of`), its name in the statement and the
+/// SQL type of its array parameter. `copied from Row` makes `of(&[Row])`, which copies the
+/// fields, `moved from Row` makes `of(Vec<Row>)`, which moves them. The statement is
+/// `INSERT INTO table (c1, …) SELECT * FROM unnest($1, …)`, of fixed text (a static query id).
+macro_rules! unnest_insert {
+    (
+        $(#[$doc:meta])*
+        $name:ident $how:ident from $row:ty => $table:literal {
+            $first:ident: $first_ty:ty as $first_sql:ty,
+            $($field:ident: $ty:ty as $sql:ty),+ $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Default)]
+        pub(crate) struct $name {
+            $first: Vec<$first_ty>,
+            $($field: Vec<$ty>,)+
+        }
+
+        impl $name {
+            unnest_insert!(@$how $row; $first $(, $field)+);
+        }
+
         impl QueryId for $name {
             type QueryId = Self;
             const HAS_STATIC_QUERY_ID: bool = true;
         }
 
         impl QueryFragment<Pg> for $name {
-            fn walk_ast<'b>(&'b self, mut $out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-                let $this = self;
-                $walk
+            fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+                out.push_sql(concat!(
+                    "INSERT INTO ", $table, " (", stringify!($first), $(", ", stringify!($field),)+
+                    ") SELECT * FROM unnest("
+                ));
+                out.push_bind_param::<Array<$first_sql>, _>(&self.$first)?;
+                $(
+                    out.push_sql(", ");
+                    out.push_bind_param::<Array<$sql>, _>(&self.$field)?;
+                )+
+                out.push_sql(")");
+                Ok(())
             }
         }
 
         impl RunQueryDsl<PgConnection> for $name {}
     };
-}
-
-/// `INSERT INTO table (c1, …) SELECT * FROM unnest($1, …)`: the opening, up to `unnest(`.
-fn open_insert(out: &mut AstPass<'_, '_, Pg>, table: &str, columns: &[&str]) {
-    out.push_sql("INSERT INTO ");
-    out.push_sql(table);
-    out.push_sql(" (");
-    out.push_sql(&columns.join(", "));
-    out.push_sql(") SELECT * FROM unnest(");
-}
-
-/// A batch of `run_usage` lines as columns.
-#[derive(Debug, Default)]
-pub(crate) struct UsageColumns {
-    id: Vec<String>,
-    tenant_id: Vec<String>,
-    key_id: Vec<String>,
-    at: Vec<i64>,
-    day: Vec<String>,
-    model: Vec<String>,
-    failed: Vec<bool>,
-    prompt_tokens: Vec<i64>,
-    completion_tokens: Vec<i64>,
-    total_tokens: Vec<i64>,
-    cost: Vec<i64>,
-}
-
-impl UsageColumns {
-    /// The lines as columns (copied: the writer keeps its rows to try the batch again).
-    pub fn of(rows: &[RunUsageRow]) -> Self {
-        let mut c = Self::default();
-        for r in rows {
-            c.id.push(r.id.clone());
-            c.tenant_id.push(r.tenant_id.clone());
-            c.key_id.push(r.key_id.clone());
-            c.at.push(r.at);
-            c.day.push(r.day.clone());
-            c.model.push(r.model.clone());
-            c.failed.push(r.failed);
-            c.prompt_tokens.push(r.prompt_tokens);
-            c.completion_tokens.push(r.completion_tokens);
-            c.total_tokens.push(r.total_tokens);
-            c.cost.push(r.cost);
+    (@copied $row:ty; $($field:ident),+) => {
+        /// The rows as columns (copied: the caller keeps its rows).
+        pub fn of(rows: &[$row]) -> Self {
+            let mut c = Self::default();
+            for r in rows {
+                $(c.$field.push(Clone::clone(&r.$field));)+
+            }
+            c
         }
-        c
-    }
-}
-
-pg_statement!(UsageColumns, |this, out| {
-    open_insert(
-        &mut out,
-        "run_usage",
-        &[
-            "id",
-            "tenant_id",
-            "key_id",
-            "at",
-            "day",
-            "model",
-            "failed",
-            "prompt_tokens",
-            "completion_tokens",
-            "total_tokens",
-            "cost",
-        ],
-    );
-    for (i, texts) in [&this.id, &this.tenant_id, &this.key_id]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            out.push_sql(", ");
+    };
+    (@moved $row:ty; $($field:ident),+) => {
+        /// The rows as columns.
+        pub fn of(rows: Vec<$row>) -> Self {
+            let mut c = Self::default();
+            for r in rows {
+                $(c.$field.push(r.$field);)+
+            }
+            c
         }
-        out.push_bind_param::<Array<Text>, _>(texts)?;
-    }
-    out.push_sql(", ");
-    out.push_bind_param::<Array<BigInt>, _>(&this.at)?;
-    for texts in [&this.day, &this.model] {
-        out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(texts)?;
-    }
-    out.push_sql(", ");
-    out.push_bind_param::<Array<Bool>, _>(&this.failed)?;
-    for numbers in [
-        &this.prompt_tokens,
-        &this.completion_tokens,
-        &this.total_tokens,
-        &this.cost,
-    ] {
-        out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(numbers)?;
-    }
-    out.push_sql(")");
-    Ok(())
-});
-
-/// A batch of `activity` lines as columns.
-#[derive(Debug, Default)]
-pub(crate) struct ActivityColumns {
-    id: Vec<String>,
-    tenant_id: Vec<String>,
-    at: Vec<i64>,
-    actor_kind: Vec<String>,
-    actor_id: Vec<String>,
-    actor_label: Vec<String>,
-    action: Vec<String>,
-    target_kind: Vec<Option<String>>,
-    target_id: Vec<Option<String>>,
-    detail: Vec<String>,
+    };
 }
 
-impl ActivityColumns {
-    pub fn of(rows: Vec<ActivityRow>) -> Self {
-        let mut c = Self::default();
-        for r in rows {
-            c.id.push(r.id);
-            c.tenant_id.push(r.tenant_id);
-            c.at.push(r.at);
-            c.actor_kind.push(r.actor_kind);
-            c.actor_id.push(r.actor_id);
-            c.actor_label.push(r.actor_label);
-            c.action.push(r.action);
-            c.target_kind.push(r.target_kind);
-            c.target_id.push(r.target_id);
-            c.detail.push(r.detail);
-        }
-        c
+unnest_insert! {
+    /// A batch of `run_usage` lines as columns (copied: the writer keeps its rows to try the
+    /// batch again).
+    UsageColumns copied from RunUsageRow => "run_usage" {
+        id: String as Text,
+        tenant_id: String as Text,
+        key_id: String as Text,
+        at: i64 as BigInt,
+        day: String as Text,
+        model: String as Text,
+        failed: bool as Bool,
+        prompt_tokens: i64 as BigInt,
+        completion_tokens: i64 as BigInt,
+        total_tokens: i64 as BigInt,
+        cost: i64 as BigInt,
     }
 }
 
-pg_statement!(ActivityColumns, |this, out| {
-    open_insert(
-        &mut out,
-        "activity",
-        &[
-            "id",
-            "tenant_id",
-            "at",
-            "actor_kind",
-            "actor_id",
-            "actor_label",
-            "action",
-            "target_kind",
-            "target_id",
-            "detail",
-        ],
-    );
-    out.push_bind_param::<Array<Text>, _>(&this.id)?;
-    out.push_sql(", ");
-    out.push_bind_param::<Array<Text>, _>(&this.tenant_id)?;
-    out.push_sql(", ");
-    out.push_bind_param::<Array<BigInt>, _>(&this.at)?;
-    for texts in [
-        &this.actor_kind,
-        &this.actor_id,
-        &this.actor_label,
-        &this.action,
-    ] {
-        out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(texts)?;
+unnest_insert! {
+    /// A batch of `activity` lines as columns.
+    ActivityColumns moved from ActivityRow => "activity" {
+        id: String as Text,
+        tenant_id: String as Text,
+        at: i64 as BigInt,
+        actor_kind: String as Text,
+        actor_id: String as Text,
+        actor_label: String as Text,
+        action: String as Text,
+        target_kind: Option<String> as Nullable<Text>,
+        target_id: Option<String> as Nullable<Text>,
+        detail: String as Text,
     }
-    for texts in [&this.target_kind, &this.target_id] {
-        out.push_sql(", ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(texts)?;
-    }
-    out.push_sql(", ");
-    out.push_bind_param::<Array<Text>, _>(&this.detail)?;
-    out.push_sql(")");
-    Ok(())
-});
+}
 
 /// Issue 33: the run writer's batch must not cost PostgreSQL a round trip per 32 runs. With
 /// one it fell behind a busy gateway and runs were refused `busy`.
