@@ -209,8 +209,9 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
 }
 
 /// The answers a route's declaration implies, described once here rather than on each
-/// handler: a run's 503 (its class), and the 401 and 404 of the OpenAI routes mounted only with
-/// `GC_CHAT_COMPLETIONS` (their table, [`routes::CHAT_ROUTES`]).
+/// handler: a run's 503 (its class), a usage report's 503 and 422 (its path), and the 401 and
+/// 404 of the OpenAI routes mounted only with `GC_CHAT_COMPLETIONS` (their table,
+/// [`routes::CHAT_ROUTES`]).
 fn declared_answers(route: &Route) -> Vec<(&'static str, &'static str)> {
     let mut answers = Vec::new();
     if route.access == Access::Run {
@@ -219,6 +220,18 @@ fn declared_answers(route: &Route) -> Vec<(&'static str, &'static str)> {
             "busy: the run-record writer is behind and has no place for this run's record, \
              refused before any quota is counted (retry after Retry-After); service_unavailable: \
              the database did not answer",
+        ));
+    }
+    // The usage reports share one gate of running reports and one range of days.
+    if route.path.ends_with("/usage") {
+        answers.push((
+            "503",
+            "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`",
+        ));
+        answers.push((
+            "422",
+            "validation_failed: a day that does not exist, `to` before `from`, or a range of \
+             more than 400 days",
         ));
     }
     if routes::CHAT_ROUTES.iter().any(|r| r.contains(route)) {

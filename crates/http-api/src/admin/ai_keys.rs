@@ -71,8 +71,7 @@ pub struct CreateAiKeyBody {
 /// (`GET {base}/models`): `ready` when accepted, else `not_ready` with a reason.
 #[utoipa::path(post, path = "/api/v1/admin/tenants/{id}/ai-keys", tag = "admin", request_body = CreateAiKeyBody,
     params(("id" = Uuid, Path, description = "Tenant id")),
-    responses((status = 201, body = AiKeyView), (status = 404, description = "no such tenant"),
-        (status = 422, description = "validation_failed")))]
+    responses((status = 201, body = AiKeyView), (status = 404, description = "no such tenant")))]
 pub async fn create_ai_key(
     Auth(state, p): Auth,
     tenant_id: web::Path<Uuid>,
@@ -110,7 +109,7 @@ pub async fn list_ai_keys(Auth(state, p): Auth, tenant_id: web::Path<Uuid>) -> R
 /// Deletes an upstream key; it is unusable from the next request on.
 #[utoipa::path(delete, path = "/api/v1/admin/tenants/{id}/ai-keys/{keyId}", tag = "admin",
     params(("id" = Uuid, Path, description = "Tenant id"), ("keyId" = Uuid, Path, description = "Key id")),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "not_found")))]
+    responses((status = 204, description = "Deleted")))]
 pub async fn delete_ai_key(Auth(state, p): Auth, path: web::Path<(Uuid, Uuid)>) -> Reply {
     p.admin_scope()?;
     let (tenant_id, key_id) = path.into_inner();

@@ -4,8 +4,8 @@ use gc_domain::services::usage::{self, UsageGroup};
 use uuid::Uuid;
 
 use crate::extract::{Auth, Query};
-use crate::reply::{ok, Reply};
-use crate::workspace::usage::{usage_params, UsageBody};
+use crate::reply::Reply;
+use crate::workspace::usage::{report, usage_params, UsageBody};
 use crate::workspace::usage_gate::ReportSubject;
 
 usage_params! {
@@ -20,22 +20,17 @@ usage_params! {
 
 /// Usage per tenant, ordered by tenant id descending (newest tenants first).
 #[utoipa::path(get, path = "/api/v1/admin/usage", tag = "admin", params(AdminUsageParams),
-    responses((status = 200, body = UsageBody), (status = 403, description = "admin_required"),
-        (status = 429, description = "rate_limited: admins' reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
-        (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
-        (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
+    responses((status = 200, body = UsageBody),
+        (status = 429, description = "rate_limited: admins' reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`")))]
 pub async fn admin_usage(Auth(state, p): Auth, params: Query<AdminUsageParams>) -> Reply {
     let params = params.after(p.admin_scope())?;
     let tenant_id = params.tenant_id;
     let q = params.query(UsageGroup::Tenant)?;
-    let permit = state.usage_gate.enter(ReportSubject::Admins)?.held().await;
-    let page = state
-        .db(move |store| {
-            // Handed back when the query is done, even if the client has gone.
-            let _permit = permit;
-            usage::admin_usage(store, &p, tenant_id, &q)
-        })
-        .await?;
-    let currency = state.quotas().catalog().prices().currency();
-    ok(UsageBody::new(UsageGroup::Tenant, page, currency))
+    report(
+        &state,
+        ReportSubject::Admins,
+        UsageGroup::Tenant,
+        move |store| usage::admin_usage(store, &p, tenant_id, &q),
+    )
+    .await
 }

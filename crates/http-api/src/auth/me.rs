@@ -8,8 +8,7 @@ use crate::views::AccountView;
 /// The caller's account, with its tenant and Shadow view. Usable by refused members too, so
 /// they can see why.
 #[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth",
-    responses((status = 200, body = AccountView), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "session_required")))]
+    responses((status = 200, body = AccountView)))]
 pub async fn get_me(Auth(_, p): Auth) -> Reply {
     p.require_session()?;
     ok(AccountView::of(&p))
@@ -23,7 +22,7 @@ pub struct PatchMeBody {
 
 /// Updates the caller's display name.
 #[utoipa::path(patch, path = "/api/v1/auth/me", tag = "auth", request_body = PatchMeBody,
-    responses((status = 200, body = AccountView), (status = 422, description = "validation_failed")))]
+    responses((status = 200, body = AccountView)))]
 pub async fn patch_me(Auth(state, p): Auth, body: Body<PatchMeBody>) -> Reply {
     let name = body.after(p.require_session())?.name;
     let caller = p.clone();

@@ -9,7 +9,7 @@ use crate::views::{SessionList, SessionView};
 
 /// The caller's sessions, newest first; `current` marks this one.
 #[utoipa::path(get, path = "/api/v1/auth/sessions", tag = "auth",
-    responses((status = 200, body = SessionList), (status = 401, description = "unauthenticated")))]
+    responses((status = 200, body = SessionList)))]
 pub async fn list_sessions(Auth(state, p): Auth) -> Reply {
     let current = p.require_session()?;
     let sessions = state

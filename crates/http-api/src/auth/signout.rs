@@ -5,8 +5,7 @@ use crate::reply::Reply;
 
 /// Deletes the current session and expires the cookie.
 #[utoipa::path(post, path = "/api/v1/auth/signout", tag = "auth",
-    responses((status = 204, description = "Signed out"), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "session_required or origin_mismatch")))]
+    responses((status = 204, description = "Signed out")))]
 pub async fn signout(Auth(state, p): Auth) -> Reply {
     p.require_session()?;
     state

@@ -47,11 +47,8 @@ pub struct ScanQuery {
 /// (scope `guard:scan`) the scan is recorded in the tenant's activity feed.
 #[utoipa::path(post, path = "/api/v1/guard/scan", tag = "guard", request_body = ScanBody, params(ScanQuery),
     responses((status = 200, description = "{verdict, mode, target, findings, stats}, or SARIF 2.1.0 with ?format=sarif"),
-        (status = 404, description = "repository_not_found"),
-        (status = 422, description = "unsupported_mode, target_not_allowed, archive_not_accepted, redirect_not_followed, repository_too_large"),
-        (status = 429, description = "rate_limited (anonymous allowance, or the caller's share of concurrent scans)"), (status = 502, description = "upstream_error"),
-        (status = 503, description = "scanner_busy (Retry-After)"),
-        (status = 504, description = "upstream_timeout")))]
+        (status = 429, description = "rate_limited (anonymous allowance, or the caller's share of concurrent scans)"),
+        (status = 503, description = "scanner_busy (Retry-After)")))]
 pub async fn scan(
     state: web::Data<AppState>,
     req: HttpRequest,

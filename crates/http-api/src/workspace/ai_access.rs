@@ -25,8 +25,7 @@ pub struct AiAccessView {
 
 /// The tenant's AI access, computed as the administrators' view computes it.
 #[utoipa::path(get, path = "/api/v1/workspace/ai-access", tag = "workspace",
-    responses((status = 200, body = AiAccessView), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")))]
+    responses((status = 200, body = AiAccessView)))]
 pub async fn get_ai_access(Auth(state, p): Auth) -> Reply {
     let access = state.db(move |store| service::ai_access(store, &p)).await?;
     let region = access.tenant.region.as_str();
@@ -66,8 +65,7 @@ pub struct AiAccessGuide {
 
 /// How to call `/run` (and, where mounted, `/chat/completions`) with a workspace key.
 #[utoipa::path(get, path = "/api/v1/workspace/ai-access/guide", tag = "workspace",
-    responses((status = 200, body = AiAccessGuide), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")))]
+    responses((status = 200, body = AiAccessGuide)))]
 pub async fn get_guide(Auth(state, p): Auth) -> Reply {
     p.read_scope(KeyScope::WorkspaceRead)?;
     let base = format!("{}/api/v1", state.http.public_origin.trim_end_matches('/'));

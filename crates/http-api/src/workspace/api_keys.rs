@@ -125,8 +125,7 @@ pub struct PatchApiKeyBody {
 /// The caller's tenant's keys, newest first (revoked ones included). Session only; a Shadow
 /// view may read the list.
 #[utoipa::path(get, path = "/api/v1/workspace/api-keys", tag = "workspace", params(ListQuery),
-    responses((status = 200, body = ListBody<ApiKeyView>), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "session_required or a member refusal")))]
+    responses((status = 200, body = ListBody<ApiKeyView>)))]
 pub async fn list_api_keys(Auth(state, p): Auth, query: Query<ListQuery>) -> Reply {
     let page = query.after(p.key_listing_scope())?.page()?;
     let page = state
@@ -137,9 +136,7 @@ pub async fn list_api_keys(Auth(state, p): Auth, query: Query<ListQuery>) -> Rep
 
 /// Creates a key acting for the caller. The response is the only time the secret is shown.
 #[utoipa::path(post, path = "/api/v1/workspace/api-keys", tag = "workspace", request_body = CreateApiKeyBody,
-    responses((status = 201, body = CreatedApiKey),
-        (status = 403, description = "session_required, shadow_read_only or a member refusal"),
-        (status = 422, description = "validation_failed or unknown_field")))]
+    responses((status = 201, body = CreatedApiKey)))]
 pub async fn create_api_key(Auth(state, p): Auth, body: Body<CreateApiKeyBody>) -> Reply {
     let body = body.after(p.key_management_scope())?;
     let request = NewKeyRequest {
@@ -163,7 +160,6 @@ pub async fn create_api_key(Auth(state, p): Auth, body: Body<CreateApiKeyBody>) 
 #[utoipa::path(patch, path = "/api/v1/workspace/api-keys/{id}", tag = "workspace",
     params(("id" = Uuid, Path, description = "Key id")), request_body = PatchApiKeyBody,
     responses((status = 200, body = ApiKeyView),
-        (status = 403, description = "session_required, shadow_read_only or a member refusal"),
         (status = 404, description = "not_found (also when revoked)"),
         (status = 422, description = "validation_failed (a limit above the tenant's) or unknown_field")))]
 pub async fn patch_api_key(
@@ -187,7 +183,6 @@ pub async fn patch_api_key(
 #[utoipa::path(delete, path = "/api/v1/workspace/api-keys/{id}", tag = "workspace",
     params(("id" = Uuid, Path, description = "Key id")),
     responses((status = 204, description = "Revoked"),
-        (status = 403, description = "session_required, shadow_read_only or a member refusal"),
         (status = 404, description = "not_found (also when already revoked)")))]
 pub async fn revoke_api_key(id: web::Path<Uuid>, Auth(state, p): Auth) -> Reply {
     let id = id.into_inner();

@@ -55,7 +55,6 @@ record_routes! {
     paths: "/api/v1/workspace/drafts/{kind}", "/api/v1/workspace/drafts/{kind}/{id}",
     parent: [("kind" = String, Path, description = "`agents`, `workflows` or `apps`")],
     parent_missing: [(status = 404, description = "not_found: unknown kind")],
-    list_answers: [],
     body: "The fields of a draft (schema generated from gc_domain::policy::records)",
     id: "Draft id", missing: "not_found", deleted: "Deleted",
     list_drafts: "The tenant's drafts of one kind, newest first.",

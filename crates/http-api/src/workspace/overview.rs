@@ -70,8 +70,7 @@ pub const PREVIEW: [&str; 8] = [
 /// The workspace overview: tenant, member, record counts, AI access and whether a support
 /// admin is looking.
 #[utoipa::path(get, path = "/api/v1/workspace", tag = "workspace",
-    responses((status = 200, body = Overview), (status = 401, description = "unauthenticated"),
-        (status = 403, description = "member_unassigned, member_suspended, tenant_suspended or insufficient_scope")))]
+    responses((status = 200, body = Overview)))]
 pub async fn overview(Auth(state, p): Auth) -> Reply {
     let idle = state.policy.session_idle;
     let member = MemberSummary {

@@ -350,11 +350,11 @@ pub async fn delete<R: RecordResource>(at: R::One, Auth(state, p): Auth) -> Repl
 /// The route table mounts them and `openapi.rs` lists them by these names.
 ///
 /// `parent` are the path parameters before `{id}`; `parent_missing` the 404 a missing parent
-/// answers (lists and creates); `list_answers` more answers of the list. `top_level` in their
-/// place declares a kind without a parent.
+/// answers (lists and creates). `top_level` in their place declares a kind without a parent.
+/// The refusals of the caller, the body and the parameters are not written here: `openapi.rs`
+/// derives them from the route's access class in the route table.
 macro_rules! record_routes {
-    // A kind stored at the top of the workspace ([`TopLevel`]): no parent, and its list
-    // answers the refusals of a caller who may not read the workspace.
+    // A kind stored at the top of the workspace ([`TopLevel`]): no parent.
     (
         resource: $resource:ty,
         $(#[$view_doc:meta])* view: $view:ident $fields:tt,
@@ -369,8 +369,6 @@ macro_rules! record_routes {
             $(#[$page_doc])* list_view: $list_view,
             paths: $list_path, $item_path,
             parent: [], parent_missing: [],
-            list_answers: [(status = 401, description = "unauthenticated"),
-                (status = 403, description = "insufficient_scope or a member refusal")],
             $($rest)*
         }
     };
@@ -380,7 +378,6 @@ macro_rules! record_routes {
         $(#[$page_doc:meta])* list_view: $list_view:ident,
         paths: $list_path:tt, $item_path:tt,
         parent: [$($parent:tt),*], parent_missing: [$($parent_missing:tt),*],
-        list_answers: [$($list_answer:tt),*],
         body: $body_doc:tt, id: $id_doc:tt, missing: $missing:tt, deleted: $deleted:tt,
         $list:ident: $list_doc:tt,
         $create:ident: $create_doc:tt,
@@ -409,7 +406,7 @@ macro_rules! record_routes {
         #[doc = $list_doc]
         #[utoipa::path(get, path = $list_path, tag = "workspace",
             params($($parent,)* ListQuery),
-            responses((status = 200, body = $list_view) $(, $parent_missing)* $(, $list_answer)*))]
+            responses((status = 200, body = $list_view) $(, $parent_missing)*))]
         pub async fn $list(
             state: actix_web::web::Data<$crate::state::AppState>,
             at: <$resource as $crate::workspace::records::RecordResource>::Listing,
@@ -423,10 +420,8 @@ macro_rules! record_routes {
         #[utoipa::path(post, path = $list_path, tag = "workspace",
             request_body(content = Object, description = $body_doc),
             params($($parent),*),
-            responses((status = 201, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
-                (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
-                $($parent_missing,)*
-                (status = 422, description = "validation_failed or unknown_field")))]
+            responses((status = 201, body = $view, headers(("ETag" = String, description = "\"<version>\"")))
+                $(, $parent_missing)*))]
         pub async fn $create(
             at: <$resource as $crate::workspace::records::RecordResource>::Listing,
             auth: $crate::extract::Auth,
@@ -452,9 +447,7 @@ macro_rules! record_routes {
             request_body(content = Object, description = $body_doc),
             params($($parent,)* ("id" = Uuid, Path, description = $id_doc),
                 ("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
-            responses((status = 200, body = $view, headers(("ETag" = String, description = "\"<version>\""))),
-                (status = 404, description = "not_found"), (status = 409, description = "version_conflict"),
-                (status = 422, description = "validation_failed or unknown_field")))]
+            responses((status = 200, body = $view, headers(("ETag" = String, description = "\"<version>\"")))))]
         pub async fn $patch(
             req: actix_web::HttpRequest,
             at: <$resource as $crate::workspace::records::RecordResource>::One,
@@ -467,7 +460,7 @@ macro_rules! record_routes {
         #[doc = $delete_doc]
         #[utoipa::path(delete, path = $item_path, tag = "workspace",
             params($($parent,)* ("id" = Uuid, Path, description = $id_doc)),
-            responses((status = 204, description = $deleted), (status = 404, description = "not_found")))]
+            responses((status = 204, description = $deleted)))]
         pub async fn $delete(
             at: <$resource as $crate::workspace::records::RecordResource>::One,
             auth: $crate::extract::Auth,

@@ -40,9 +40,7 @@ fn respond(s: &Settings) -> HttpResponse {
 
 /// The tenant's settings, every field present, with the version as `ETag`.
 #[utoipa::path(get, path = "/api/v1/workspace/settings", tag = "workspace",
-    responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 401, description = "unauthenticated"),
-        (status = 403, description = "insufficient_scope or a member refusal")))]
+    responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\"")))))]
 pub async fn get_settings(Auth(state, p): Auth) -> Reply {
     let s = state.db(move |store| service::settings(store, &p)).await?;
     Ok(respond(&s))
@@ -52,8 +50,6 @@ pub async fn get_settings(Auth(state, p): Auth) -> Reply {
 #[utoipa::path(patch, path = "/api/v1/workspace/settings", tag = "workspace", request_body(content = Object, description = "The fields of the settings (schema generated from gc_domain::policy::records)"),
     params(("If-Match" = Option<String>, Header, description = "The ETag of the version being changed")),
     responses((status = 200, body = SettingsView, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
-        (status = 409, description = "version_conflict"),
         (status = 422, description = "validation_failed (e.g. an unknown timezone) or unknown_field")))]
 pub async fn patch_settings(req: HttpRequest, Auth(state, p): Auth, body: Fields) -> Reply {
     p.write_scope(KeyScope::WorkspaceWrite)?;

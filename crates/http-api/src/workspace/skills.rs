@@ -80,7 +80,6 @@ record_routes! {
 #[utoipa::path(post, path = "/api/v1/workspace/skills/{id}/scan", tag = "workspace",
     params(("id" = Uuid, Path, description = "Skill id")),
     responses((status = 200, body = Skill, headers(("ETag" = String, description = "\"<version>\""))),
-        (status = 403, description = "insufficient_scope, shadow_read_only or a member refusal"),
         (status = 404, description = "not_found (also for another tenant's skill)")))]
 pub async fn scan_skill(id: actix_web::web::Path<Uuid>, auth: crate::extract::Auth) -> Reply {
     super::records::rescan(id, auth).await

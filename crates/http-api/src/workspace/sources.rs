@@ -42,7 +42,6 @@ record_routes! {
         "/api/v1/workspace/memory/{collectionId}/sources/{id}",
     parent: [("collectionId" = Uuid, Path, description = "Collection id")],
     parent_missing: [(status = 404, description = "not_found: no such collection in your tenant")],
-    list_answers: [],
     body: "The fields of a memory source (schema generated from gc_domain::policy::records)",
     id: "Source id", missing: "not_found (also under another collection or tenant)",
     deleted: "Deleted",

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::extract::{Auth, Query};
 use crate::reply::{ok, Reply};
+use crate::state::{AppState, Work};
 use crate::workspace::usage_gate::ReportSubject;
 
 /// Declares a usage report's query (`GET /workspace/usage`, `GET /admin/usage`): the range and
@@ -179,26 +180,34 @@ impl UsageBody {
 /// The tenant's usage. Sessions of members (and Shadow views); keys need `workspace:read`.
 #[utoipa::path(get, path = "/api/v1/workspace/usage", tag = "workspace", params(UsageParams),
     responses((status = 200, body = UsageBody),
-        (status = 403, description = "insufficient_scope or a member refusal"),
-        (status = 429, description = "rate_limited: the tenant's reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`"),
-        (status = 503, description = "busy: every tenant's reports already running (`GC_USAGE_REPORTS_MAX`); `Retry-After`"),
-        (status = 422, description = "validation_failed: a day that does not exist, `to` before `from`, or a range of more than 400 days")))]
+        (status = 429, description = "rate_limited: the tenant's reports already running (`GC_USAGE_REPORTS_PER_TENANT`); `Retry-After`")))]
 pub async fn workspace_usage(Auth(state, p): Auth, params: Query<UsageParams>) -> Reply {
     // Refused callers hear so before any complaint about the query.
     let tenant = p.read_scope(KeyScope::WorkspaceRead)?.tenant_id();
     let params = params.into_inner()?;
     let group = UsageGroup::parse(params.group_by.as_deref())?;
     let q = params.query(group)?;
-    let permit = state
-        .usage_gate
-        .enter(ReportSubject::Tenant(tenant))?
-        .held()
-        .await;
+    report(&state, ReportSubject::Tenant(tenant), group, move |store| {
+        usage::workspace_usage(store, &p, &q)
+    })
+    .await
+}
+
+/// Answers a usage report: waits for one of `subject`'s report slots (429 or 503 when there is
+/// none), runs `query` in one storage trip holding the slot (handed back when the query is
+/// done, even if the client has gone), and shows the page of lines grouped by `group`. The
+/// reports' 503 and 422 answers are described once, in `openapi.rs`.
+pub(crate) async fn report(
+    state: &AppState,
+    subject: ReportSubject,
+    group: UsageGroup,
+    query: impl Work<UsagePage>,
+) -> Reply {
+    let permit = state.usage_gate.enter(subject)?.held().await;
     let page = state
         .db(move |store| {
-            // Handed back when the query is done, even if the client has gone.
             let _permit = permit;
-            usage::workspace_usage(store, &p, &q)
+            query(store)
         })
         .await?;
     let currency = state.quotas().catalog().prices().currency();
