@@ -249,6 +249,7 @@ const PATS: &[Pat] = &[
         words: &[
             "git+",
             "npx ",
+            "bunx ",
             "npm install",
             "npm i ",
             "pnpm add",
@@ -258,7 +259,7 @@ const PATS: &[Pat] = &[
             "uvx ",
             "pipx ",
         ],
-        re: r#"(?i)\b(?:pip3?|uv\s+pip|pipx\s+install|pipx\s+run\s+--spec|uvx\s+--from)\b[^\n|;&]*?\s['"]?(?:git\+|https?://\S+\.(?:tar\.gz|zip|whl)\b)|\b(?:npx|npm\s+(?:install|i|exec)|pnpm\s+(?:add|dlx)|yarn\s+(?:add|dlx))\b[^\n|;&]*?\s['"]?(?:github:|gitlab:|bitbucket:|git\+|https?://)"#,
+        re: r#"(?i)\b(?:pip3?|uv\s+pip|pipx\s+install|pipx\s+run\s+--spec|uvx\s+--from)\b[^\n|;&]*?\s['"]?(?:git\+|https?://\S+\.(?:tar\.gz|zip|whl)\b)|\b(?:npx|bunx|npm\s+(?:install|i|exec)|pnpm\s+(?:add|dlx)|yarn\s+(?:add|dlx))\b[^\n|;&]*?\s['"]?(?:github:|gitlab:|bitbucket:|git\+|https?://)"#,
         what: "installs a package from a URL",
     },
     // --- sends ---
@@ -328,8 +329,11 @@ const PATS: &[Pat] = &[
             "gsutil",
             "az storage",
             "rclone",
+            "| ssh",
+            "|ssh",
+            "ssh ",
         ],
-        re: r"(?i)\bgh\s+gist\s+(?:create|edit)\b|\baws\s+s3\s+(?:cp|sync|mv)\b|\bgsutil\s+(?:-m\s+)?(?:cp|rsync|mv)\b|\baz\s+storage\s+(?:blob|file)\s+upload|\brclone\s+(?:copy|sync|move)\b|\bscp\s+\S|\brsync\s+.*\s\S*@?[\w.-]+:\S*|\bgit\s+push\b|\bsmtplib\b|\bsendmail\b|\bnodemailer\b|\bsend-mailmessage\b|\bftplib\b|api\.telegram\.org|discord(?:app)?\.com/api/webhooks|hooks\.slack\.com|\bsendbeacon\s*\(|\.upload(?:string|file)\s*\(",
+        re: r"(?i)\|\s*ssh\s|\bssh\s[^<|\n]*[^<]<\s*[^<\s(]|\bgh\s+gist\s+(?:create|edit)\b|\baws\s+s3\s+(?:cp|sync|mv)\b|\bgsutil\s+(?:-m\s+)?(?:cp|rsync|mv)\b|\baz\s+storage\s+(?:blob|file)\s+upload|\brclone\s+(?:copy|sync|move)\b|\bscp\s+\S|\brsync\s+.*\s\S*@?[\w.-]+:\S*|\bgit\s+push\b|\bsmtplib\b|\bsendmail\b|\bnodemailer\b|\bsend-mailmessage\b|\bftplib\b|api\.telegram\.org|discord(?:app)?\.com/api/webhooks|hooks\.slack\.com|\bsendbeacon\s*\(|\.upload(?:string|file)\s*\(",
         what: "sends over another channel",
     },
     Pat {
@@ -344,8 +348,11 @@ const PATS: &[Pat] = &[
             "host ",
             "drill ",
             "resolvectl",
+            "ping ",
+            "ping6 ",
+            "traceroute",
         ],
-        re: r"(?i)\b(?:nslookup|dig)\s+.*\$|\bgethostbyname\s*\(.*[+%{]|\bdns\.(?:resolve\w*|lookup)\s*\(.*[+`$]|\bresolver\.(?:resolve|query)\s*\(.*[+{%`$]|(?:^|[;&|(]\s*|\$\(\s*)(?-i:host|drill|resolvectl\s+query)\s+.*\$",
+        re: r"(?i)(?:^\s*|[;&|(]\s*|\$\(\s*)(?:ping6?|traceroute6?)\s+.*\$(?:\{[^}\s]{1,40}\}|\w+)\.|\b(?:nslookup|dig)\s+.*\$|\bgethostbyname\s*\(.*[+%{]|\bdns\.(?:resolve\w*|lookup)\s*\(.*[+`$]|\bresolver\.(?:resolve|query)\s*\(.*[+{%`$]|(?:^|[;&|(]\s*|\$\(\s*)(?-i:host|drill|resolvectl\s+query)\s+.*\$",
         what: "sends through DNS lookups",
     },
     Pat {
@@ -654,8 +661,9 @@ const DNS_SEND: &str = "sends through DNS lookups";
 /// What a credential read from a provider's command-line tool is called.
 const CLI_CREDENTIAL: &str = "reads a credential from a command-line tool";
 
-/// A pipe into an interpreter spelled by a Makefile's variables.
-const EXPANDED_PIPE: &str = "pipes into an interpreter (spelled by Makefile variables)";
+/// A pipe into an interpreter spelled by the variables of a Makefile or a configuration file.
+const EXPANDED_PIPE: &str =
+    "pipes into an interpreter (spelled by the variables of a Makefile or a configuration file)";
 
 /// What a package installed from a URL or a repository is called.
 const PACKAGE_FROM_URL: &str = "installs a package from a URL";
@@ -760,6 +768,40 @@ const WRITE_MARKERS: &[&str] = &[
     "config --global",
     "config --system",
 ];
+
+/// Commands and calls that write a registry value.
+const REGISTRY_WRITES: &[&str] = &[
+    "set-itemproperty",
+    "new-itemproperty",
+    "sp ",
+    "reg add",
+    "reg.exe add",
+    "reg import",
+    "setvalue",
+    "regwrite",
+    "new-item",
+    "createkey",
+];
+
+/// Whether a file writes anything at all (a redirection, an open for writing, a copy, a
+/// property dump, a service loaded): without a write, a path of a start-up folder is read.
+fn writes_anything(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    WRITE_MARKERS
+        .iter()
+        .filter(|w| **w != "echo " && **w != "printf ")
+        .any(|w| lower.contains(w))
+        || [
+            "plistlib.dump",
+            "launchctl",
+            "systemctl",
+            "'wb'",
+            "\"wb\"",
+            "mkdir",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+}
 
 /// Hosts whose package indexes are well known (a one-off `--index-url` to them is ordinary).
 const KNOWN_INDEXES: &[&str] = &[
@@ -985,9 +1027,20 @@ pub(crate) fn extract(
     // A Makefile's recipes are read with its variables expanded (`$(FETCH) $(URL) | $(SHELL)`).
     let expanded;
     let original = text;
+    // A configuration or task file whose values are substituted into its own templates
+    // (`template: "{get} {hub} | {sh}"`, a justfile's `{{getter}} {{url}} | {{runner}}`, a
+    // Taskfile's `{{.FETCH}}`) is read with them substituted.
     let text = if is_makefile_name(&lower_name) && text.contains('$') {
         expanded = expand_make(text);
         expanded.as_str()
+    } else if is_template_config(&lower_name) {
+        match expand_config(text) {
+            Some(e) => {
+                expanded = e;
+                expanded.as_str()
+            }
+            None => text,
+        }
     } else {
         text
     };
@@ -1002,6 +1055,10 @@ pub(crate) fn extract(
         package_json(path, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "settings.json" || lower_name == "settings.local.json" {
         agent_settings(site, text, excerpt, &mut add, out, referenced);
+    } else if MCP_CONFIGS.contains(&lower_name.as_str()) {
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
+            mcp_servers(site, &value, text, excerpt, &mut add, out);
+        }
     } else if lower_name == "pyproject.toml" && runs {
         pyproject(path, text, &mut add, out, referenced);
     } else if lower_name == "setup.py" && runs && text.contains("cmdclass") {
@@ -1049,7 +1106,13 @@ pub(crate) fn extract(
     }
     // Commands assembled from variables: a line whose command word is a variable.
     let mut assembled: Vec<(usize, usize)> = Vec::new();
-    if !is_markdown_name(&lower_name) || is_skill_md {
+    // In PowerShell a line that starts with a variable passes or assigns its value
+    // (`$issues | Format-Table`); a command held by a variable is run by `&`, read by the
+    // code pass.
+    let powershell = [".ps1", ".psm1", ".psd1"]
+        .iter()
+        .any(|e| lower_name.ends_with(e));
+    if (!is_markdown_name(&lower_name) || is_skill_md) && !powershell {
         let mut pos = 0;
         while pos < bytes.len() && assembled.len() < 8 {
             let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[]))
@@ -1100,6 +1163,7 @@ pub(crate) fn extract(
         (Vec::new(), Vec::new())
     };
     let mut foreign: Option<bool> = None;
+    let mut file_writes: Option<bool> = None;
     for (ls, le, pats) in all {
         if out.len() - before >= MAX_FACTS_PER_FILE || out.len() >= MAX_FACTS {
             break;
@@ -1268,7 +1332,21 @@ pub(crate) fn extract(
                         || lower_line.contains(".pth")
                         || lower_line.contains("pythonstartup")
                         || lower_line.contains("ld.so.preload");
+                    // A registry Run key is a start-up entry only where it is written; a
+                    // login or unit folder only in a file that writes something (a script
+                    // that lists `~/Library/LaunchAgents` changes nothing).
+                    let m_lower = m.as_str().to_ascii_lowercase();
+                    let run_key_read = m_lower.contains("currentversion")
+                        && !REGISTRY_WRITES.iter().any(|w| lower_line.contains(w));
+                    let folder_only = (m_lower.contains("launchagents")
+                        || m_lower.contains("launchdaemons")
+                        || m_lower.contains("autostart")
+                        || m_lower.contains("systemd/"))
+                        && !writes
+                        && !*file_writes.get_or_insert_with(|| writes_anything(text));
                     if listing
+                        || run_key_read
+                        || folder_only
                         || (!agent
                             && pat.what != "schedules itself or starts at login"
                             && !start_up
@@ -1430,6 +1508,133 @@ pub(crate) fn code_facts(
         .min(MAX_FACTS_PER_FILE.saturating_sub(out.len() - before));
     out.extend(facts.into_iter().take(room));
     outcome
+}
+
+/// Configuration and task files whose values may be substituted into their own templates.
+fn is_template_config(name: &str) -> bool {
+    matches!(
+        name,
+        "justfile" | ".justfile" | "taskfile.yml" | "taskfile.yaml"
+    ) || [".yaml", ".yml", ".json", ".toml", ".just"]
+        .iter()
+        .any(|e| name.ends_with(e))
+}
+
+/// The file with its own values substituted into its templates (`{name}`, `{{name}}`,
+/// `{{.NAME}}`, `${name}`), three rounds deep; `None` when no template names a value of
+/// the file. Values are quoted scalars of a line (`name: "v"`, `"name": "v"`, `name = "v"`,
+/// `name := "v"`), or a justfile's sum of quoted strings and names (`"cu" + "rl"`), at most
+/// 256 of 512 bytes each, single lines, so line numbers stay those of the file.
+pub(crate) fn expand_config(text: &str) -> Option<String> {
+    static RES: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
+    if text.len() > 1024 * 1024
+        || !(text.contains("{{") || text.contains("${") || text.contains("{"))
+    {
+        return None;
+    }
+    let (def, place) = RES
+        .get_or_init(|| {
+            Some((
+                Regex::new(r#"(?m)^[ \t-]*["']?([A-Za-z_][A-Za-z0-9_.-]*)["']?[ \t]*(?::=|:|=)[ \t]*((?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_.]*)(?:[ \t]*\+[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_.]*))*)[ \t]*,?[ \t]*$"#).ok()?,
+                Regex::new(r"\{\{\s*\.?([A-Za-z_][A-Za-z0-9_-]*)\s*\}\}|\$\{([A-Za-z_][A-Za-z0-9_-]*)\}|\{([A-Za-z_][A-Za-z0-9_-]*)\}").ok()?,
+            ))
+        })
+        .as_ref()?;
+    if !place.is_match(text) {
+        return None;
+    }
+    // Definitions: each a list of terms, a quoted literal or a name.
+    let mut defs: std::collections::HashMap<String, Vec<(bool, String)>> =
+        std::collections::HashMap::new();
+    for c in def.captures_iter(text).take(256) {
+        let (Some(name), Some(rhs)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        let mut terms = Vec::new();
+        let mut rest = rhs.as_str().trim();
+        while !rest.is_empty() && terms.len() < 17 {
+            let (term, after) = match rest.chars().next() {
+                Some(q @ ('"' | '\'')) => {
+                    let body = rest.get(1..).unwrap_or("");
+                    let end = body.find(q).unwrap_or(body.len());
+                    (
+                        (true, body.get(..end).unwrap_or("").to_string()),
+                        body.get(end + 1..).unwrap_or(""),
+                    )
+                }
+                _ => {
+                    let end = rest
+                        .find(|c: char| c == '+' || c.is_whitespace())
+                        .unwrap_or(rest.len());
+                    (
+                        (false, rest.get(..end).unwrap_or("").to_string()),
+                        rest.get(end..).unwrap_or(""),
+                    )
+                }
+            };
+            terms.push(term);
+            rest = after
+                .trim_start()
+                .strip_prefix('+')
+                .unwrap_or(after)
+                .trim_start();
+        }
+        // A bare word alone is a YAML value, not a name: kept as a literal.
+        if terms.len() == 1 && !terms.first().is_some_and(|t| t.0) {
+            if let Some(t) = terms.first_mut() {
+                t.0 = true;
+            }
+        }
+        if name.as_str().len() <= 64 && terms.iter().all(|t| t.1.len() <= 512) {
+            defs.insert(name.as_str().to_string(), terms);
+        }
+    }
+    fn value(
+        defs: &std::collections::HashMap<String, Vec<(bool, String)>>,
+        name: &str,
+        depth: usize,
+    ) -> Option<String> {
+        if depth > 3 {
+            return None;
+        }
+        let mut out = String::new();
+        for (lit, t) in defs.get(name)? {
+            if *lit {
+                out.push_str(t);
+            } else {
+                out.push_str(&value(defs, t, depth + 1)?);
+            }
+        }
+        (out.len() <= 512).then_some(out)
+    }
+    let mut out = text.to_string();
+    let mut any = false;
+    for _ in 0..3 {
+        let mut changed = false;
+        let next = place
+            .replace_all(&out, |c: &regex::Captures<'_>| {
+                let whole = c.get(0).map_or("", |m| m.as_str());
+                let name = c
+                    .get(1)
+                    .or(c.get(2))
+                    .or(c.get(3))
+                    .map_or("", |m| m.as_str());
+                match value(&defs, name, 0).filter(|v| !v.contains('\n')) {
+                    Some(v) => {
+                        changed = true;
+                        v
+                    }
+                    None => whole.to_string(),
+                }
+            })
+            .into_owned();
+        out = next;
+        any |= changed;
+        if !changed || out.len() > 2 * text.len() + 4096 {
+            break;
+        }
+    }
+    any.then_some(out)
 }
 
 fn is_makefile_name(name: &str) -> bool {
@@ -1789,7 +1994,19 @@ pub(crate) fn variable_command(line: &str) -> bool {
     // `$HOME/bin/tool` runs a fixed tool under a variable folder; `$(`, `$ npm` are not this.
     let after = rest.get(ident.len()..).unwrap_or("");
     let after = after.strip_prefix('}').unwrap_or(after);
-    !after.starts_with('/') && !after.starts_with('=') && !after.starts_with('[')
+    // PowerShell: `$x = …`, `$x += …` assign and `$x.Method()` calls a method.
+    let assigns = {
+        let a = after.trim_start();
+        a.starts_with('=') && !a.starts_with("==")
+            || ["+=", "-=", "*=", "/=", "++", "--"]
+                .iter()
+                .any(|op| a.starts_with(op))
+    };
+    !after.starts_with('/')
+        && !after.starts_with('=')
+        && !after.starts_with('[')
+        && !after.starts_with('.')
+        && !assigns
 }
 
 type Adder<'a> = dyn FnMut(&mut Vec<Fact>, Fact) + 'a;
@@ -1932,6 +2149,7 @@ fn agent_settings(
             },
         );
     }
+    mcp_servers(site, &value, text, excerpt, add, out);
     if let Some(hooks) = value.get("hooks").and_then(|h| h.as_object()) {
         if !hooks.is_empty() {
             let names = hooks.keys().cloned().collect::<Vec<_>>().join(", ");
@@ -1973,6 +2191,67 @@ fn agent_settings(
                 f.why = "runs as an agent hook";
                 add(out, f);
             }
+        }
+    }
+}
+
+/// Files that configure the MCP servers an agent starts (`mcpServers`, or `servers` in VS
+/// Code's `mcp.json`).
+const MCP_CONFIGS: &[&str] = &[
+    ".mcp.json",
+    "mcp.json",
+    "claude_desktop_config.json",
+    "mcp_settings.json",
+    "cline_mcp_settings.json",
+];
+
+/// The MCP servers of an agent configuration: each server's `command` and `args` are a
+/// command line the agent runs when it starts (with the user's environment), read like a
+/// script of the skill, so `npx -y https://…/pkg.tgz` installs a package from a URL.
+fn mcp_servers(
+    site: Site<'_>,
+    value: &serde_json::Value,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+) {
+    let site = Site {
+        install: false,
+        ..site
+    };
+    let servers = value
+        .get("mcpServers")
+        .or_else(|| value.get("servers"))
+        .and_then(|s| s.as_object());
+    let Some(servers) = servers else { return };
+    for (name, server) in servers.iter().take(32) {
+        let Some(command) = server.get("command").and_then(|c| c.as_str()) else {
+            continue;
+        };
+        let mut line = command.to_string();
+        for a in server
+            .get("args")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+            .take(64)
+        {
+            if let Some(a) = a.as_str() {
+                line.push(' ');
+                line.push_str(a);
+            }
+        }
+        let mut inner = Vec::new();
+        let mut refs = HashSet::new();
+        extract(Some("mcp-server.sh"), &line, excerpt, &mut inner, &mut refs);
+        let at = line_of(text, &format!("\"{name}\""));
+        for mut f in inner {
+            f.path = site.path.map(str::to_string);
+            f.line = at;
+            f.runs = site.runs;
+            f.why = "starts with the agent (an MCP server of its configuration)";
+            add(out, f);
         }
     }
 }

@@ -125,6 +125,10 @@ pub(crate) struct Links {
     funcs: HashMap<String, (usize, usize, usize)>,
     /// The sourced files whose functions are read: path, text and syntax tree.
     modules: Vec<(String, Rc<str>, Tree)>,
+    /// The importing file itself among [`Links::modules`], so that a function of it passed
+    /// to a sourced file's function (`retry_with pull "$u"`, `"$cb" "$@"` there) is read
+    /// when that body calls it back.
+    home: Option<usize>,
 }
 
 impl Links {
@@ -152,6 +156,11 @@ impl Links {
             self.note(path);
         }
         Some(f)
+    }
+
+    /// The importing file's index among the modules (see [`Links::home`]).
+    pub(crate) fn home(&self) -> Option<usize> {
+        self.home
     }
 
     /// The root node of the sourced file `m`.
@@ -501,7 +510,9 @@ pub(crate) fn join(
             break;
         }
         let (runs, why, install) = role(path);
-        let facts = read_linked(lang, path, text, runs, why, install, excerpt, &links, left);
+        let facts = read_linked(
+            lang, path, text, runs, why, install, excerpt, &mut links, left,
+        );
         let already: HashSet<(crate::capabilities::Kind, &str, u32)> = existing
             .iter()
             .filter(|f| f.path.as_deref() == Some(path.as_str()))
@@ -582,7 +593,7 @@ fn read_linked(
     why: &'static str,
     install: bool,
     excerpt: &dyn Fn(&str) -> String,
-    links: &Links,
+    links: &mut Links,
     budget: Duration,
 ) -> Vec<Fact> {
     if text.len() > MAX_PARSE_BYTES {
@@ -591,6 +602,14 @@ fn read_linked(
     let Some(tree) = parse_within(lang, text, budget.min(PARSE_BUDGET)) else {
         return Vec::new();
     };
+    // The file itself, for its functions called back from a sourced body.
+    if !links.funcs.is_empty() {
+        links.home = Some(links.modules.len());
+        links
+            .modules
+            .push((path.to_string(), Rc::from(text), tree.clone()));
+    }
+    let links: &Links = links;
     let mut cx = Ctx::new(text, Some(path), runs, why, install, excerpt, Some(links));
     if lang == Lang::PowerShell {
         cx.breaks = super::param_breaks(text);

@@ -283,6 +283,10 @@ pub(crate) enum Sink {
     Process,
     /// Imports a module by name (`__import__`, `require`).
     Import,
+    /// A command that is no sink itself, spelled with the values of its arguments, read for
+    /// what it does (a registry write through `Set-ItemProperty @entry`, a file written at a
+    /// path assembled in pieces): its command word is literal.
+    Command,
 }
 
 /// The state of one file's analysis: variables, aliases, facts.
@@ -568,8 +572,9 @@ impl<'a> Ctx<'a> {
             }
             root
         } else {
-            // A function of the file called from a body of another file is not read.
-            self.links?.root(module?)?
+            // A function of the file called back from a body of another file: read in the
+            // file's own tree, kept with the links.
+            self.links?.root(module.or(self.links?.home())?)?
         };
         let def = root.descendant_for_byte_range(start, end)?;
         if def.start_byte() != start || def.end_byte() != end {
@@ -585,8 +590,9 @@ impl<'a> Ctx<'a> {
             if self.site.get().is_none() {
                 self.site.set(Some(self.line_of(call)));
             }
-            if let Some(text) = module.and_then(|m| self.links.and_then(|l| l.text(m))) {
-                self.cur.set(text);
+            match module.and_then(|m| self.links.and_then(|l| l.text(m))) {
+                Some(text) => self.cur.set(text),
+                None => self.cur.set(self.src),
             }
             self.module.set(module);
         }
@@ -1351,6 +1357,14 @@ fn worth_parsing(lang: Lang, text: &str) -> bool {
     {
         return true;
     }
+    // A file written under the home folder at a path built in pieces (a start-up folder
+    // spelled `Path.home() / "Library" / ("Launch" + "Agents")`).
+    if lang == Lang::Python
+        && (text.contains("Path.home()") || text.contains("expanduser("))
+        && (text.contains("write_") || text.contains("plistlib.dump") || text.contains("open("))
+    {
+        return true;
+    }
     // `require('child_' + 'process')`, `require(name)`: a module named by a value.
     if text.match_indices("require(").take(512).any(|(i, _)| {
         let arg = text.get(i + 8..).unwrap_or("");
@@ -1830,6 +1844,8 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
 mod function_tests;
 #[cfg(test)]
 mod link_tests;
+#[cfg(test)]
+mod round9_tests;
 #[cfg(test)]
 mod shell_tests;
 #[cfg(test)]

@@ -29,11 +29,20 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             {
                 cx.define(&format!("&{name}"), sb);
             }
+            for (key, v) in splat_entries(cx, value, &name) {
+                cx.set(&key, v);
+            }
             let v = eval(cx, value, 0);
             cx.set(&name, v);
         }
         "function_statement" => {
             if let Some(name) = function_name(cx, n) {
+                cx.define(&name, n);
+            }
+        }
+        "class_method_definition" => {
+            if let Some(name) = find(n, "simple_name", 1) {
+                let name = format!("{METHOD}{}", cx.text(name).to_ascii_lowercase());
                 cx.define(&name, n);
             }
         }
@@ -138,6 +147,9 @@ fn is_create(cx: &Ctx<'_>, n: Node<'_>) -> bool {
         || t.contains(".addscript(")
 }
 
+/// The prefix of the name a method of a class of the file is defined under.
+const METHOD: &str = "method:";
+
 /// A marker before a named argument's value (`-Url $x` is the marker for `url`, then the
 /// value): arguments are kept as one list of values, for [`Ctx::call_fn`]'s memo.
 const NAMED: char = '\u{0}';
@@ -161,10 +173,82 @@ fn arguments(cx: &Ctx<'_>, n: Node<'_>) -> Vec<Val> {
                     .to_ascii_lowercase();
                 out.push(Val::lit(&format!("{NAMED}{name}")));
             }
-            _ => out.push(eval(cx, x, 0)),
+            _ => {
+                if !splatted(cx, x, &mut out) {
+                    out.push(eval(cx, x, 0));
+                }
+            }
         }
     }
     out
+}
+
+/// `$p = @{ Uri = $u; Raw = $true }`: the entries of a hash table kept in a variable, so
+/// that splatting it (`F @p`) passes them as named arguments. Given as the names they are
+/// kept under: `ps:p@keys` (the keys, lower-cased, as a list) and `ps:p@key` (each value),
+/// at most 32 entries.
+fn splat_entries(cx: &Ctx<'_>, value: Node<'_>, name: &str) -> Vec<(String, Val)> {
+    let Some(hash) = find(value, "hash_literal_expression", 16)
+        .filter(|h| cx.text(*h).trim() == cx.text(value).trim())
+    else {
+        return Vec::new();
+    };
+    let Some(body) = find(hash, "hash_literal_body", 1) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut keys = Vec::new();
+    let mut c = body.walk();
+    for entry in body.named_children(&mut c).take(32) {
+        let (Some(k), Some(v)) = (find(entry, "key_expression", 1), find(entry, "pipeline", 1))
+        else {
+            continue;
+        };
+        let key = unquoted(cx.text(k).trim(), "'", '\'')
+            .trim_matches('"')
+            .to_ascii_lowercase();
+        out.push((format!("{name}@{key}"), eval(cx, v, 1)));
+        super::push_item(&mut keys, &key);
+    }
+    out.push((
+        format!("{name}@keys"),
+        Val {
+            items: Some(keys),
+            ..Val::default()
+        },
+    ));
+    out
+}
+
+/// The arguments a splatted variable (`@p`) passes: a kept hash table's entries as named
+/// arguments, a kept list's items as positional ones.
+fn splatted(cx: &Ctx<'_>, x: Node<'_>, out: &mut Vec<Val>) -> bool {
+    let Some(var) = find(x, "variable", 4).filter(|v| cx.text(*v).starts_with('@')) else {
+        return false;
+    };
+    let name = format!(
+        "ps:{}",
+        cx.text(var).trim_start_matches('@').to_ascii_lowercase()
+    );
+    let keys = cx.get(&format!("{name}@keys"));
+    if let Some(keys) = keys.items.filter(|_| cx.is_set(&format!("{name}@keys"))) {
+        for key in keys {
+            out.push(Val::lit(&format!("{NAMED}{key}")));
+            out.push(cx.get(&format!("{name}@{key}")));
+        }
+        return true;
+    }
+    let list = cx.get(&name);
+    if let Some(items) = list.items.clone() {
+        for i in items {
+            out.push(Val {
+                text: Some(i),
+                ..list.clone()
+            });
+        }
+        return true;
+    }
+    false
 }
 
 fn is_marker(v: &Val) -> Option<&str> {
@@ -366,9 +450,43 @@ fn command(cx: &Ctx<'_>, n: Node<'_>) -> Option<Val> {
             if invoked && (name.fetched || name.decoded.is_some()) {
                 cx.defer_sink(n, Sink::Eval, "&", &name);
             }
+            with_values(cx, n, &word, &args);
             None
         }
     }
+}
+
+/// A command whose arguments were assembled or splatted (`Set-ItemProperty @entry`,
+/// `New-ItemProperty -Path "$hive\$key"`): its command line, spelled with the values,
+/// is read again by the lexical pass (registry Run keys, start-up folders, scheduled tasks
+/// that no literal line names).
+fn with_values(cx: &Ctx<'_>, n: Node<'_>, word: &str, args: &[Val]) {
+    let splat = n
+        .child_by_field_name("command_elements")
+        .is_some_and(|e| cx.text(e).split_whitespace().any(|w| w.starts_with('@')));
+    if word.is_empty() || !(splat || args.iter().any(|a| a.assembled())) {
+        return;
+    }
+    let mut line = word.to_string();
+    for a in args {
+        match (is_marker(a), a.text.as_deref()) {
+            (Some(m), _) => {
+                line.push_str(" -");
+                line.push_str(m);
+            }
+            (None, Some(t)) => {
+                line.push(' ');
+                line.push_str(t);
+            }
+            (None, None) => line.push_str(" $value"),
+        }
+    }
+    let v = Val {
+        text: Some(line),
+        pieces: 2,
+        ..Val::default()
+    };
+    cx.defer_sink(n, Sink::Command, word, &v);
 }
 
 /// `& $get …` where `$get` holds a script block of the file: the key it is defined by.
@@ -451,6 +569,19 @@ fn parameters<'t>(cx: &Ctx<'_>, def: Node<'t>) -> Vec<(String, Option<Node<'t>>)
                 .and_then(|b| find(b, "param_block", 1))
                 .and_then(|p| find(p, "parameter_list", 1))
         });
+    if def.kind() == "class_method_definition" {
+        // `[string] Fetch([string]$name, $n = 1)`: typed parameters, no defaults kept.
+        if let Some(list) = find(def, "class_method_parameter_list", 1) {
+            let mut c = list.walk();
+            for p in list.named_children(&mut c).take(16) {
+                if let Some(var) = find(p, "variable", 1) {
+                    let name = var_name(cx, var);
+                    out.push((name.trim_start_matches("ps:").to_string(), None));
+                }
+            }
+        }
+        return out;
+    }
     let Some(list) = list else {
         return out;
     };
@@ -526,6 +657,9 @@ fn read_statements(cx: &Ctx<'_>, list: Node<'_>, body: &mut Body) {
                 if let Some(var) = find(left, "variable", 16) {
                     let name = var_name(cx, var);
                     if name != "ps:null" {
+                        for (key, v) in splat_entries(cx, value, &name) {
+                            cx.assign_local(key, v, false);
+                        }
                         cx.assign_local(name, v, false);
                     }
                 }
@@ -683,7 +817,18 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "additive_expression" if named.len() >= 2 => {
             let op = n.child(1).map_or("", |o| cx.text(o));
             if op == "+" {
-                at(0).concat(at(1))
+                let (a, b) = (at(0), at(1));
+                match (&a.items, &a.text, &b.text) {
+                    // `@('a', 'b') + 'c'`: the list with one more item.
+                    (Some(items), None, Some(t)) => {
+                        let mut items = items.clone();
+                        super::push_item(&mut items, t);
+                        let mut out = a.concat(Val { text: None, ..b });
+                        out.items = Some(items);
+                        out
+                    }
+                    _ => a.concat(b),
+                }
             } else {
                 Val::unknown()
             }
@@ -786,24 +931,32 @@ fn invocation(cx: &Ctx<'_>, n: Node<'_>, named: &[Node<'_>], depth: usize) -> Va
         cx.defer_sink(n, Sink::Eval, "[scriptblock]::Create", &arg);
         return arg;
     }
+    let call_args = || -> Vec<Val> {
+        named
+            .iter()
+            .find(|x| x.kind() == "argument_list")
+            .and_then(|a| find(*a, "argument_expression_list", 1))
+            .map(|l| {
+                let mut c = l.walk();
+                let items: Vec<Node<'_>> = l.named_children(&mut c).take(16).collect();
+                items.iter().map(|x| eval(cx, *x, depth + 1)).collect()
+            })
+            .unwrap_or_default()
+    };
     // `$get.Invoke($u)`: a script block of the file called.
     if matches!(member.as_str(), "invoke" | "invokereturnasis") {
         if let Some(var) = named.first().filter(|v| v.kind() == "variable") {
             let key = format!("&{}", var_name(cx, *var));
             if cx.has_function(&key) {
-                let args: Vec<Val> = named
-                    .iter()
-                    .find(|x| x.kind() == "argument_list")
-                    .and_then(|a| find(*a, "argument_expression_list", 1))
-                    .map(|l| {
-                        let mut c = l.walk();
-                        let items: Vec<Node<'_>> = l.named_children(&mut c).take(16).collect();
-                        items.iter().map(|x| eval(cx, *x, depth + 1)).collect()
-                    })
-                    .unwrap_or_default();
-                return call_through(cx, n, &key, &args).unwrap_or_default();
+                return call_through(cx, n, &key, &call_args()).unwrap_or_default();
             }
         }
+    }
+    // `$this.Fetch($u)`, `$src.Fetch($u)`: a method of a class of the file, read through
+    // like a function (by name, whatever the object).
+    let method = format!("{METHOD}{member}");
+    if !member.is_empty() && cx.has_function(&method) {
+        return call_through(cx, n, &method, &call_args()).unwrap_or_default();
     }
     match member.as_str() {
         "frombase64string" => {

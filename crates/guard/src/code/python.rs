@@ -324,6 +324,19 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
         .iter()
         .copied()
         .find(|a| a.kind() != "keyword_argument");
+    // A file written at a path assembled in pieces: the path, read by the lexical pass
+    // (`~/Library/LaunchAgents/…`, `~/.config/autostart/…`).
+    if let Some(p) = written_path(cx, &name, f, &args) {
+        if let (true, Some(t)) = (p.assembled(), p.text.as_deref()) {
+            let v = Val {
+                text: Some(format!("writes > {t}")),
+                pieces: 2,
+                ..Val::default()
+            };
+            cx.sink(n, Sink::Command, &name, &v);
+        }
+        return;
+    }
     let sink = match name.as_str() {
         "exec" | "eval" | "compile" | "execfile" | "runpy.run_path" | "code.interact" => Sink::Eval,
         "os.system"
@@ -379,7 +392,13 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "parenthesized_expression" | "await" | "expression_statement" => {
             val_of(cx, n.named_child(0), depth, eval)
         }
-        "binary_operator" => super::binary(cx, n, depth, eval, true),
+        "binary_operator" => {
+            let op = n.child_by_field_name("operator").map_or("", |o| cx.text(o));
+            if op == "/" {
+                return path_join(cx, n, depth);
+            }
+            super::binary(cx, n, depth, eval, true)
+        }
         "list" | "tuple" => {
             let mut c = n.walk();
             let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
@@ -474,6 +493,65 @@ fn string(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     v
 }
 
+/// `a / b` of paths (`Path.home() / ".config" / name`): the parts joined by `/` when one
+/// of them is a path (a text that is not a number); otherwise unknown (a division).
+fn path_join(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
+    let l = field_val(cx, n, "left", depth, eval);
+    let r = field_val(cx, n, "right", depth, eval);
+    let number = |v: &Val| v.text.as_deref().is_some_and(|t| t.parse::<f64>().is_ok());
+    let pathish = |v: &Val| v.text.is_some() && !number(v);
+    if !(pathish(&l) || pathish(&r)) || number(&l) || number(&r) {
+        return Val::unknown();
+    }
+    let sep = Val {
+        text: Some("/".into()),
+        ..Val::default()
+    };
+    l.concat(sep).concat(r)
+}
+
+/// The path a call writes to: `open(p, "w")` (any mode that writes), `p.write_text(…)`,
+/// `p.write_bytes(…)`, `shutil.copy*(src, p)`, `shutil.move(src, p)`.
+fn written_path(cx: &Ctx<'_>, name: &str, f: Node<'_>, args: &[Node<'_>]) -> Option<Val> {
+    let base = last(name);
+    if matches!(name, "open" | "io.open" | "codecs.open") {
+        let mode = kwarg(cx, args, "mode").or_else(|| {
+            args.iter()
+                .filter(|a| a.kind() != "keyword_argument")
+                .nth(1)
+                .copied()
+        })?;
+        let mode = eval(cx, mode, 1).text?;
+        if !mode.contains(['w', 'a', 'x']) {
+            return None;
+        }
+        return Some(eval(cx, *args.first()?, 1));
+    }
+    if f.kind() == "attribute" && matches!(base, "write_text" | "write_bytes") {
+        return Some(field_val(cx, f, "object", 1, eval));
+    }
+    if name.starts_with("shutil.") && (base.starts_with("copy") || base == "move") {
+        return Some(eval(cx, *args.get(1)?, 1));
+    }
+    None
+}
+
+/// The method name of a call `obj.name(…)` when `name` is a function defined in the file
+/// (a method of one of its classes) and `obj` is not a module.
+fn method_of_file<'s>(cx: &Ctx<'s>, f: Node<'_>) -> Option<&'s str> {
+    if f.kind() != "attribute" {
+        return None;
+    }
+    let obj = f.child_by_field_name("object")?;
+    let module = obj.kind() == "identifier"
+        && cx
+            .vars
+            .get(cx.text(obj))
+            .is_some_and(|v| v.module.is_some());
+    let name = cx.text(f.child_by_field_name("attribute")?);
+    (!module && cx.funcs.contains_key(name)).then_some(name)
+}
+
 /// The value a call returns: decoders, `chr`, `join`, downloads, pass-through methods.
 fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
     let Some(f) = n.child_by_field_name("function") else {
@@ -490,8 +568,10 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             .child_by_field_name("attribute")
             .map_or("", |a| cx.text(a));
         let obj_node = f.child_by_field_name("object");
+        let path_module = obj_node
+            .is_some_and(|o| matches!(cx.text(o), "os.path" | "posixpath" | "ntpath" | "path"));
         match method {
-            "join" => {
+            "join" if !path_module => {
                 let sep = val_of(cx, obj_node, depth, eval).text;
                 let a = arg(0);
                 let sep = sep.filter(|_| a.text.is_none());
@@ -563,11 +643,39 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                 a
             }
         }
-        "str" | "repr" | "compile" => arg(0),
+        "str" | "repr" | "compile" | "Path" | "PurePath" | "PosixPath" | "expanduser"
+        | "abspath" | "realpath" | "normpath" => arg(0),
+        // The home folder, as the lexical pass spells it.
+        "home" if name.ends_with("Path.home") => Val::lit("~"),
+        "join" if name.starts_with("os.path") || name.starts_with("posixpath") => {
+            let mut out: Option<Val> = None;
+            for a in args.iter().take(16) {
+                let v = eval(cx, *a, depth + 1);
+                out = Some(match out {
+                    None => v,
+                    Some(o) => o
+                        .concat(Val {
+                            text: Some("/".into()),
+                            ..Val::default()
+                        })
+                        .concat(v),
+                });
+            }
+            out.unwrap_or_default()
+        }
         "urlopen" | "urlretrieve" => Val::downloaded(),
         // A function of the file: read through its body.
         _ if f.kind() == "identifier" && cx.funcs.contains_key(cx.text(f)) => {
             match cx.definition(n, cx.text(f)) {
+                Some(def) => call_through(cx, n, def, depth),
+                None => Val::unknown(),
+            }
+        }
+        // A method of a class of the file (`self._get(u)`, `client.fetch(u)`): read through
+        // the function of that name (its `self` is left unbound).
+        _ if method_of_file(cx, f).is_some() => {
+            let name = method_of_file(cx, f).unwrap_or_default();
+            match cx.definition(n, name) {
                 Some(def) => call_through(cx, n, def, depth),
                 None => Val::unknown(),
             }

@@ -1,0 +1,3 @@
+from .client import Client
+
+__all__ = ["Client"]

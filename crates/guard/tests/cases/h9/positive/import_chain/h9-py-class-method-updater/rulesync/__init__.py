@@ -1,0 +1,4 @@
+"""Synchronises lint rules with the shared service."""
+from .client import RuleClient
+
+__all__ = ["RuleClient"]
