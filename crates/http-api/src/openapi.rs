@@ -209,9 +209,9 @@ fn statuses(method: &str, route: &Route, op: &Value) -> Statuses {
 }
 
 /// The answers a route's declaration implies, described once here rather than on each
-/// handler: a run's 503 (its class), a usage report's 503 and 422 (its path), and the 401 and
-/// 404 of the OpenAI routes mounted only with `GC_CHAT_COMPLETIONS` (their table,
-/// [`routes::CHAT_ROUTES`]).
+/// handler: a run's 503 (its class), a password check's 503 (`Busy` among its errors), a usage
+/// report's 503 and 422 (its path), and the 401 and 404 of the OpenAI routes mounted only with
+/// `GC_CHAT_COMPLETIONS` (their table, [`routes::CHAT_ROUTES`]).
 fn declared_answers(route: &Route) -> Vec<(&'static str, &'static str)> {
     let mut answers = Vec::new();
     if route.access == Access::Run {
@@ -220,6 +220,13 @@ fn declared_answers(route: &Route) -> Vec<(&'static str, &'static str)> {
             "busy: the run-record writer is behind and has no place for this run's record, \
              refused before any quota is counted (retry after Retry-After); service_unavailable: \
              the database did not answer",
+        ));
+    }
+    // Every other route that can answer `busy` checks a password on the shared hashing queue.
+    if route.access != Access::Run && route.errors.contains(&ErrorCode::Busy) {
+        answers.push((
+            "503",
+            "busy: the password-hashing queue is full (Retry-After)",
         ));
     }
     // The usage reports share one gate of running reports and one range of days.

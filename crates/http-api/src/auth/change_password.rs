@@ -23,8 +23,7 @@ pub struct ChangePasswordBody {
 #[utoipa::path(post, path = "/api/v1/auth/change-password", tag = "auth", request_body = ChangePasswordBody,
     responses((status = 204, description = "Changed"),
         (status = 422, description = "validation_failed (wrong current password or bad new one)"),
-        (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in; rate_limited: the per-IP or per-account limit of password checks (Retry-After)"),
-        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
+        (status = 429, description = "too_many_attempts: the same 5-per-15-minutes limit as sign-in; rate_limited: the per-IP or per-account limit of password checks (Retry-After)")))]
 pub async fn change_password(
     req: HttpRequest,
     Auth(state, p): Auth,

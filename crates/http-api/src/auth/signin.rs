@@ -22,8 +22,7 @@ pub struct SigninBody {
 /// it for the rest of that window (429 with `Retry-After`), on every node.
 #[utoipa::path(post, path = "/api/v1/auth/signin", tag = "auth", request_body = SigninBody,
     responses((status = 200, body = AccountView, description = "Signed in; sets the gc_session cookie"),
-        (status = 429, description = "too_many_attempts, or rate_limited (per client IP)"),
-        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
+        (status = 429, description = "too_many_attempts, or rate_limited (per client IP)")))]
 pub async fn signin(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -41,8 +41,7 @@ pub async fn signup_status(state: web::Data<AppState>) -> HttpResponse {
 /// Creates an account (unassigned until an administrator assigns a tenant) and signs it in.
 #[utoipa::path(post, path = "/api/v1/auth/signup", tag = "auth", request_body = SignupBody,
     responses((status = 201, body = AccountView, description = "Created; sets the gc_session cookie"),
-        (status = 429, description = "rate_limited (per client IP)"),
-        (status = 503, description = "busy: the password-hashing queue is full (Retry-After)")))]
+        (status = 429, description = "rate_limited (per client IP)")))]
 pub async fn signup(
     state: web::Data<AppState>,
     req: HttpRequest,
