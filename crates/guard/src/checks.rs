@@ -247,7 +247,7 @@ fn unicode(text: &str, emit: &mut Emit<'_>) {
             words_checked_until = we;
             if let Some(word) = text.get(ws..we) {
                 if word.bytes().any(|b| b.is_ascii_alphabetic()) {
-                    homoglyph(word, ws, we, emit);
+                    homoglyph(text, word, ws, we, emit);
                 }
             }
         }
@@ -343,7 +343,7 @@ fn unicode(text: &str, emit: &mut Emit<'_>) {
     }
 }
 
-fn homoglyph(word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
+fn homoglyph(text: &str, word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
     let word_clean: String = word.chars().filter(|&c| !is_invisible(c)).collect();
     if word_clean.is_single_script() {
         return;
@@ -373,12 +373,45 @@ fn homoglyph(word: &str, ws: usize, we: usize, emit: &mut Emit<'_>) {
     } else {
         Severity::Medium
     };
-    let msg = format!(
+    let mut msg = format!(
         "\"{}\" mixes scripts and reads as \"{}\"",
         truncate_chars(&word_clean, 60),
         truncate_chars(&skeleton, 60)
     );
+    let (ls, le) = crate::scanner::line_bounds(text, ws);
+    let rest = format!(
+        "{} {}",
+        text.get(ls..ws).unwrap_or(""),
+        text.get(we..le).unwrap_or("")
+    );
+    let severity = match names_the_disguise(&rest) {
+        Some(name) => {
+            msg.push_str(&format!(
+                "; reported as low instead of {severity}: the line names the disguise (\"{name}\"), an example of it shown to the reader"
+            ));
+            Severity::Low
+        }
+        None => severity,
+    };
     emit("unicode.homoglyph", ws, we, Some(severity), Some(msg));
+}
+
+/// The word of `line` (outside the mixed-script word itself) that names a homoglyph as such:
+/// a script's name ("`pаypal.com` (Cyrillic `а`)") or the word for the trick. A disguise meant
+/// to pass as the real name does not announce itself.
+fn names_the_disguise(line: &str) -> Option<&'static str> {
+    const NAMES: &[&str] = &[
+        "cyrillic",
+        "greek",
+        "armenian",
+        "cherokee",
+        "homoglyph",
+        "look-alike",
+        "lookalike",
+        "confusable",
+    ];
+    let lower = line.to_lowercase();
+    NAMES.iter().copied().find(|n| lower.contains(n))
 }
 
 /// A minimal reading of the SKILL.md frontmatter: top-level `key: value` lines.

@@ -372,6 +372,56 @@ fn prose_example_at(text: &str, start: usize, end: usize) -> Option<&'static str
         .map(|(_, _, m)| m)
 }
 
+/// Words in the term a list item or table row defines that name an attack technique.
+const ATTACK_TERMS: &[&str] = &[
+    "jailbreak",
+    "injection",
+    "poisoning",
+    "exfiltration",
+    "leakage",
+    "extraction",
+    "hijack",
+    "spoofing",
+    "tampering",
+    "escalation",
+    "misuse",
+    "manipulation",
+    "attack",
+    "exploit",
+    "phishing",
+    "backdoor",
+];
+
+/// The attack word of the term that the line at `at` defines, when the line is a definition:
+/// a list item `- **Term** — what it is` or a table row `| **Term** | what it is |` whose bold
+/// term names an attack technique ("**Jailbreaking** — attempts to bypass the guardrails").
+/// The rest of the line describes the technique to the reader; it does not ask anything of
+/// the model.
+fn attack_definition_at(text: &str, at: usize) -> Option<&'static str> {
+    let (ls, le) = crate::scanner::line_bounds(text, at);
+    let line = text.get(ls..le)?.trim();
+    let body = if let Some(row) = line.strip_prefix('|') {
+        row.trim_start()
+    } else if is_list_item(line) {
+        line.split_once(' ')?.1.trim_start()
+    } else {
+        return None;
+    };
+    let term = body.strip_prefix("**")?;
+    let (term, rest) = term.split_once("**")?;
+    let rest = rest.trim_start();
+    if !(rest.starts_with('|')
+        || rest.starts_with('—')
+        || rest.starts_with('–')
+        || rest.starts_with("- ")
+        || rest.starts_with(':'))
+    {
+        return None;
+    }
+    let term = term.to_lowercase();
+    ATTACK_TERMS.iter().copied().find(|w| term.contains(w))
+}
+
 pub(crate) fn is_markdown(path: Option<&str>) -> bool {
     path.is_some_and(|p| {
         let p = p.to_ascii_lowercase();
@@ -420,9 +470,20 @@ fn example_blocks(text: &str) -> Vec<(usize, usize, &'static str, &'static str)>
             if is_list_item(t) {
                 if let Some(l) = list.as_mut() {
                     l.1 = pos;
-                } else if let Some(lead) = recent.last().filter(|l| l.ends_with(':')) {
+                } else if let Some(lead) = recent
+                    .last()
+                    .map(|l| l.trim_end_matches(['*', '_']).trim_end())
+                    .filter(|l| l.ends_with(':'))
+                {
+                    // A bold label counts as the plain one ("**Examples:**"), and "examples"
+                    // introduces a list as well as a marker does.
                     let lead = lead.to_lowercase();
-                    if let Some(m) = EXAMPLE_MARKERS.iter().copied().find(|m| lead.contains(m)) {
+                    if let Some(m) = EXAMPLE_MARKERS
+                        .iter()
+                        .copied()
+                        .find(|m| lead.contains(m))
+                        .or_else(|| lead.contains("examples").then_some("examples"))
+                    {
                         list = Some((start, pos, m));
                     }
                 }
@@ -636,7 +697,12 @@ pub(crate) fn adjust(path: Option<&str>, text: &str, hits: &mut [Hit]) {
                     return comment_example_marker(text, h)
                         .map(|m| (m, "code comment that quotes it as an example"));
                 }
-                prose_example_at(text, h.start, h.end).map(|m| (m, "quoted example in the prose"))
+                prose_example_at(text, h.start, h.end)
+                    .map(|m| (m, "quoted example in the prose"))
+                    .or_else(|| {
+                        attack_definition_at(text, h.start)
+                            .map(|m| (m, "definition of an attack technique"))
+                    })
             });
         let Some((marker, kind)) = found else {
             continue;

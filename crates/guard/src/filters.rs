@@ -689,7 +689,119 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     if holds_any(&line.to_ascii_lowercase(), KEY_USES) {
         return Outcome::Adjust(Severity::Low);
     }
+    if reads_back_its_own_keychain_item(ctx.text, line) {
+        return Outcome::Adjust(Severity::Low);
+    }
     Outcome::Keep
+}
+
+/// A keychain read (`security find-generic-password -s SERVICE -a ACCOUNT -w`) of an item the
+/// same file stores itself (`security add-generic-password` with the same `-s` and `-a`): the
+/// skill loads back the credential the user gave it, the way a CLI reads its own login. A
+/// read of an item nothing in the file stores (another application's entry) is kept, and a
+/// read on a line that sends is high before this is asked.
+fn reads_back_its_own_keychain_item(text: &str, line: &str) -> bool {
+    let Some(read) = keychain_command(line, "find") else {
+        return false;
+    };
+    let Some(service) = flag_value(read, "-s") else {
+        return false;
+    };
+    let account = flag_value(read, "-a");
+    // A command continued over lines (`security add-generic-password \` then `-s …`) is one.
+    let joined = text.replace("\\\n", " ").replace("\\\r\n", " ");
+    joined
+        .lines()
+        .filter_map(|l| keychain_command(l, "add"))
+        .any(|add| {
+            flag_value(add, "-s") == Some(service)
+                && account.is_none_or(|a| flag_value(add, "-a") == Some(a))
+        })
+}
+
+/// The part of `line` from `security VERB-generic-password` (or `-internet-password`) on.
+fn keychain_command<'t>(line: &'t str, verb: &str) -> Option<&'t str> {
+    ["-generic-password", "-internet-password"]
+        .iter()
+        .find_map(|kind| line.find(&format!("{verb}{kind}")))
+        .and_then(|at| line.get(at..))
+}
+
+/// The word after ` FLAG ` in a command line, quotes and escapes kept (`-s "app-$NAME"`).
+fn flag_value<'t>(command: &'t str, flag: &str) -> Option<&'t str> {
+    let mut words = command
+        .split_whitespace()
+        .map(|w| w.trim_end_matches(['\\', ')']));
+    words.find(|w| *w == flag)?;
+    words
+        .next()
+        .filter(|w| !w.is_empty() && !w.starts_with('-'))
+}
+
+/// Persona and mode switches: as [`not_quoted_or_negated`], and a mode that a device is said to
+/// have ("the TV must have developer mode enabled") is a device setting (a phone's, a TV's or
+/// an emulator's developer mode), lowered: nothing is said to the model about itself.
+pub(crate) fn persona(ctx: &MatchCtx<'_>) -> Outcome {
+    let outcome = not_quoted_or_negated(ctx);
+    let matched = ctx.matched().to_ascii_lowercase();
+    if outcome == Outcome::Drop || !matched.contains(" mode") || matched.contains("you") {
+        return outcome;
+    }
+    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    if a_device_has(before) {
+        return Outcome::Adjust(Severity::Low);
+    }
+    outcome
+}
+
+/// True when `before` ends "… <device> [must|should] have|has|with|needs [the]": the mode that
+/// follows belongs to the device. A sentence that speaks to "you" is never one.
+fn a_device_has(before: &str) -> bool {
+    const DEVICES: &[&str] = &[
+        "device",
+        "phone",
+        "tv",
+        "television",
+        "emulator",
+        "simulator",
+        "tablet",
+        "watch",
+        "console",
+        "router",
+        "handset",
+        "android",
+        "iphone",
+        "ipad",
+        "board",
+        "browser",
+        "headset",
+    ];
+    let lower = before.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.contains(&"you") {
+        return false;
+    }
+    let mut tail = words.iter().rev().take(6).copied().peekable();
+    // An article before the mode ("has the developer mode") is passed over.
+    let _ = tail.next_if(|w| matches!(*w, "the" | "its" | "their"));
+    if tail
+        .next_if(|w| {
+            matches!(
+                *w,
+                "has" | "have" | "had" | "with" | "needs" | "need" | "requires"
+            )
+        })
+        .is_none()
+    {
+        return false;
+    }
+    tail.any(|w| {
+        let one = w.strip_suffix('s').filter(|s| s.len() > 1).unwrap_or(w);
+        DEVICES.contains(&w) || DEVICES.contains(&one)
+    })
 }
 
 /// Words of a line that use a private key rather than read it (`ssh-add`, `ssh -i`,

@@ -339,7 +339,7 @@ impl Scanner {
                 h.start = view.to_orig(h.start);
                 h.end = view.to_orig(h.end).max(h.start);
                 h.redact = h.redact.map(|(a, b)| (view.to_orig(a), view.to_orig(b)));
-                let disguised = text.get(h.start..h.end).is_some_and(|s| !s.is_ascii());
+                let disguised = text.get(h.start..h.end).is_some_and(disguises);
                 if disguised && h.message.is_none() {
                     if let Some(def) = RULES.get(h.rule) {
                         h.message = Some(format!(
@@ -1129,6 +1129,29 @@ impl FilesScan<'_> {
     }
 }
 
+/// True when `s` holds a character the matching view rewrites that is not typography: a
+/// look-alike, decorated or full-width letter or sign, a combining mark or a hidden character.
+/// An ellipsis, curly quotes, dashes or a no-break space in a matched line spell nothing in
+/// disguise (`subprocess.run([…], shell=True)` in prose is not a disguised call).
+fn disguises(s: &str) -> bool {
+    s.chars().any(|c| {
+        !c.is_ascii()
+            && !matches!(
+                c,
+                '\u{00A0}'
+                    | '\u{00AB}'
+                    | '\u{00B7}'
+                    | '\u{00BB}'
+                    | '\u{2010}'..='\u{2015}'
+                    | '\u{2018}'..='\u{201F}'
+                    | '\u{2022}'
+                    | '\u{2026}'
+                    | '\u{202F}'
+                    | '\u{2190}'..='\u{2193}'
+            )
+    })
+}
+
 /// Adds `findings` to `report` within the per-scan caps, counting what is left out.
 fn keep_within_scan_caps(
     report: &mut ScanReport,
@@ -1150,7 +1173,10 @@ fn keep_within_scan_caps(
 fn lowered_reason(id: &str) -> &'static str {
     match id {
         "exfil.credential-file" | "tool.sensitive-file-instruction" => {
-            "the key is used (ssh-add, ssh -i, IdentityFile) or named in documentation, not read or sent"
+            "the key is used (ssh-add, ssh -i, IdentityFile), named in documentation, or is the keychain item the same file stores itself, not read or sent"
+        }
+        "pi.role-override" => {
+            "the mode is a setting a device has (a phone's, TV's or emulator's developer mode), not a persona declared to the model"
         }
         "exfil.webhook-endpoint" => {
             "the bot or webhook token is a variable (the user's own bot), not a hard-coded sink"
