@@ -143,10 +143,11 @@ mod tests {
     /// The run writer's largest batch.
     const BATCH: usize = gc_domain::services::run_records::RUN_BATCH_MAX;
 
-    fn usage(i: usize) -> RunUsageRow {
+    /// The `i`th usage line of a batch of `tenant`.
+    fn usage(i: usize, tenant: &str) -> RunUsageRow {
         RunUsageRow {
             id: format!("u{i:04}"),
-            tenant_id: "t".into(),
+            tenant_id: tenant.into(),
             key_id: if i % 2 == 0 {
                 "k".into()
             } else {
@@ -163,10 +164,11 @@ mod tests {
         }
     }
 
-    fn line(i: usize) -> ActivityRow {
+    /// The `i`th activity line of a batch of `tenant`.
+    fn line(i: usize, tenant: &str) -> ActivityRow {
         ActivityRow {
             id: format!("a{i:04}"),
-            tenant_id: "t".into(),
+            tenant_id: tenant.into(),
             at: i as i64,
             actor_kind: "key".into(),
             actor_id: "k".into(),
@@ -215,18 +217,23 @@ mod tests {
             .unwrap();
     }
 
-    /// Writes a full batch of usage and activity lines in one transaction, as the run writer
-    /// does; answers what was stored.
-    fn store_batch(store: &DbStore) -> (Sums, i64, Vec<Line>) {
-        add_tenant(store, "t");
-        let rows: Vec<RunUsageRow> = (0..BATCH).map(usage).collect();
-        let lines: Vec<ActivityRow> = (0..BATCH).map(line).collect();
+    /// Writes a full batch of `tenant`'s usage and activity lines in one transaction, as the
+    /// run writer does.
+    fn write_batch(store: &DbStore, tenant: &str) {
+        let rows: Vec<RunUsageRow> = (0..BATCH).map(|i| usage(i, tenant)).collect();
+        let lines: Vec<ActivityRow> = (0..BATCH).map(|i| line(i, tenant)).collect();
         store
             .write("test", |conn| {
                 insert_usage(conn, &rows).map_err(|e| db_error("test", e))?;
                 insert_activity_rows(conn, lines, "test")
             })
             .unwrap();
+    }
+
+    /// Writes a full batch of the tenant `t` ([`write_batch`]); answers what was stored.
+    fn store_batch(store: &DbStore) -> (Sums, i64, Vec<Line>) {
+        add_tenant(store, "t");
+        write_batch(store, "t");
         store
             .read(|conn| {
                 let sums: Sums = on_backend!(conn, |c| {
@@ -269,7 +276,7 @@ mod tests {
                 keyed: b / 2,
             },
             b,
-            [line(0), line(1)]
+            [line(0, "t"), line(1, "t")]
                 .into_iter()
                 .map(|l| Line {
                     actor_label: l.actor_label,
@@ -318,28 +325,8 @@ mod tests {
             "the instrumented connection is the pool's one"
         );
         // The real tenant `t` is made by `store_batch` below; this batch goes to `t0`.
-        let (t0, x) = (|| "t0".to_string(), |i| format!("x{i:04}"));
-        let rows: Vec<RunUsageRow> = (0..BATCH)
-            .map(|i| RunUsageRow {
-                id: x(i),
-                tenant_id: t0(),
-                ..usage(i)
-            })
-            .collect();
-        let lines: Vec<ActivityRow> = (0..BATCH)
-            .map(|i| ActivityRow {
-                id: x(i),
-                tenant_id: t0(),
-                ..line(i)
-            })
-            .collect();
         let before = started.load(Ordering::Relaxed);
-        store
-            .write("test", |conn| {
-                insert_usage(conn, &rows).map_err(|e| db_error("test", e))?;
-                insert_activity_rows(conn, lines, "test")
-            })
-            .unwrap();
+        write_batch(&store, "t0");
         let statements = started.load(Ordering::Relaxed) - before;
         assert!(
             statements <= 4,
