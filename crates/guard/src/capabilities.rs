@@ -224,14 +224,7 @@ const PATS: &[Pat] = &[
             "iwr ",
             "invoke-restmethod",
             "irm ",
-            "urlopen",
             "urlretrieve",
-            "requests.get",
-            "httpx.get",
-            "fetch(",
-            "http.get",
-            "https.get",
-            "axios.get",
             "downloadstring",
             "downloadfile",
             "git clone",
@@ -357,18 +350,7 @@ const PATS: &[Pat] = &[
     },
     Pat {
         kind: Kind::Sends,
-        words: &[
-            "urlopen",
-            "requests.get",
-            "httpx.get",
-            "fetch(",
-            "http.get",
-            "https.get",
-            "axios.get",
-            "urlencode",
-            "curl",
-            "wget",
-        ],
+        words: &["urlencode", "curl", "wget"],
         re: r#"(?i)(?:\burlopen|\brequests\.get|\bhttpx\.get|\bfetch|\bhttps?\.get|\baxios\.get)\s*\(\s*f?["'`][^"'`]*\?[^"'`]*(?:\{|["'`]\s*\+)|\burlopen\s*\(.*\burlencode\b|\b(?:curl|wget)\b[^|;]*https?://[^\s"']*\?[^\s"']*\$[({\w]"#,
         what: "sends data in a URL",
     },
@@ -827,6 +809,27 @@ pub(crate) struct Compiled {
     referenced: Regex,
 }
 
+/// The calls that fetch a URL in code: words of both the downloads and the sends-in-a-URL
+/// patterns ([`shared_words`]).
+const HTTP_GETS: &[&str] = &[
+    "urlopen",
+    "requests.get",
+    "httpx.get",
+    "fetch(",
+    "http.get",
+    "https.get",
+    "axios.get",
+];
+
+/// Words that gate a pattern besides its own: a GET in code both downloads and, with data
+/// in its query, sends.
+fn shared_words(p: &Pat) -> &'static [&'static str] {
+    match p.what {
+        "downloads" | "sends data in a URL" => HTTP_GETS,
+        _ => &[],
+    }
+}
+
 pub(crate) fn compiled() -> Option<&'static Compiled> {
     static C: OnceLock<Option<Compiled>> = OnceLock::new();
     C.get_or_init(|| {
@@ -834,7 +837,7 @@ pub(crate) fn compiled() -> Option<&'static Compiled> {
         let mut word_pats: Vec<Vec<usize>> = Vec::new();
         let mut res = Vec::new();
         for (i, p) in PATS.iter().enumerate() {
-            for w in p.words {
+            for w in p.words.iter().chain(shared_words(p)) {
                 match words.iter().position(|x| x == w) {
                     Some(k) => {
                         if let Some(list) = word_pats.get_mut(k) {

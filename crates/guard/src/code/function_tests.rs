@@ -7,7 +7,7 @@ use super::{work_of, MAX_CALL_READS, MAX_FULL_READS_PER_FUNCTION};
 use crate::Severity;
 
 /// A skill of a SKILL.md that runs `path`, with `files` beside it.
-fn skill(path: &str, files: &[(&str, &str)]) -> crate::ScanResult {
+pub(super) fn skill(path: &str, files: &[(&str, &str)]) -> crate::ScanResult {
     let md = format!("---\nname: t\ndescription: Tool.\n---\nRun `{path}`.\n");
     let mut all = vec![("SKILL.md", md.as_str())];
     all.extend_from_slice(files);

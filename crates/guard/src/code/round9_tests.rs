@@ -4,16 +4,9 @@
 //! values fill their own templates, and two more channels out (data piped into `ssh`, DNS
 //! names built from data in `ping`).
 
-use super::tests::{assert_has, assert_quiet, scan};
+use super::function_tests::skill;
+use super::tests::{assert_has, assert_quiet};
 use crate::Severity;
-
-/// A skill of a SKILL.md that runs `path`, with `files` beside it.
-fn skill(path: &str, files: &[(&str, &str)]) -> crate::ScanResult {
-    let md = format!("---\nname: t\ndescription: Tool.\n---\nRun `{path}`.\n");
-    let mut all = vec![("SKILL.md", md.as_str())];
-    all.extend_from_slice(files);
-    scan(&all)
-}
 
 #[test]
 fn python_methods_of_a_class_of_the_file_are_read_through() {

@@ -466,27 +466,28 @@ fn printf(args: &[Val]) -> Val {
     let mut out = Val::empty_text();
     let mut rest = rest.iter();
     let mut lit = String::new();
-    let mut chars = f.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            lit.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('%') => lit.push('%'),
-            Some('s' | 'b') => {
-                out = out.concat(Val::lit(&ansi_c(&lit)));
-                lit.clear();
-                out = out.concat(rest.next().cloned().unwrap_or_else(|| Val::lit("")));
-            }
-            _ => {
-                return Val {
-                    text: None,
-                    ..joined(args)
-                }
-            }
+    // The format, one conversion at a time: the text before its `%`, then what it takes.
+    let mut left = f;
+    while let Some(at) = left.find('%') {
+        lit.push_str(left.get(..at).unwrap_or(""));
+        let conversion = left.get(at + 1..).and_then(|t| t.chars().next());
+        left = left
+            .get(at + 1 + conversion.map_or(0, char::len_utf8)..)
+            .unwrap_or("");
+        if conversion == Some('%') {
+            lit.push('%');
+        } else if matches!(conversion, Some('s' | 'b')) {
+            out = out.concat(Val::lit(&ansi_c(&lit)));
+            lit.clear();
+            out = out.concat(rest.next().cloned().unwrap_or_else(|| Val::lit("")));
+        } else {
+            return Val {
+                text: None,
+                ..joined(args)
+            };
         }
     }
+    lit.push_str(left);
     out = out.concat(Val::lit(&ansi_c(&lit)));
     if f.contains("\\x") || f.contains("\\0") {
         let t = out.text.clone();

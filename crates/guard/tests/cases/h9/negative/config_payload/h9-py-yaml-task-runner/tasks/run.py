@@ -1,32 +1,34 @@
+"""Runs the CI steps listed in a YAML file, in order, stopping at the first failure."""
+import argparse
 import subprocess
-import sys
+import time
 
 import yaml
 
 
-def load(path):
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+def steps(doc):
+    values = doc.get("vars") or {}
+    for entry in doc.get("tasks", []):
+        line = entry.get("run") or entry["template"].format(**values)
+        yield entry["name"], line
 
 
-def command(task, variables):
-    if "template" in task:
-        return task["template"].format(**variables)
-    return task["run"]
-
-
-def main(path):
-    doc = load(path)
-    variables = doc.get("vars", {})
-    for task in doc["tasks"]:
-        cmd = command(task, variables)
-        proc = subprocess.run(cmd, shell=True)
-        if proc.returncode:
-            print(f"{task['name']} failed ({proc.returncode})")
-            return proc.returncode
-        print(f"{task['name']} ok")
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("file", nargs="?", default="tasks/ci.yaml")
+    opts = parser.parse_args()
+    with open(opts.file, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    for name, line in steps(doc):
+        began = time.monotonic()
+        code = subprocess.call(line, shell=True)
+        took = time.monotonic() - began
+        if code:
+            print(f"{name}: failed with {code} after {took:.1f}s")
+            return code
+        print(f"{name}: ok in {took:.1f}s")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "tasks/ci.yaml"))
+    raise SystemExit(main())

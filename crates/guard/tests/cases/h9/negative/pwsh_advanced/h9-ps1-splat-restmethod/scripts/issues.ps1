@@ -1,15 +1,11 @@
 [CmdletBinding()]
 param([Parameter(Mandatory)][string]$Repo)
 
-function Get-Resource {
-    param(
-        [string]$Uri,
-        [hashtable]$Headers = @{},
-        [switch]$Raw
-    )
-    $r = Invoke-WebRequest -Uri $Uri -Headers $Headers -UseBasicParsing
-    if ($Raw) { return $r.Content }
-    return ($r.Content | ConvertFrom-Json)
+function Invoke-GitHub {
+    param([string]$Uri, [hashtable]$Headers)
+    $answer = Invoke-RestMethod -Uri $Uri -Headers $Headers -Method Get
+    Write-Verbose "GET $Uri"
+    $answer
 }
 
 $headers = @{ 'Accept' = 'application/vnd.github+json' }
@@ -19,7 +15,7 @@ $query = @{
     Uri     = "https://api.github.com/repos/$Repo/issues?state=open&per_page=50"
     Headers = $headers
 }
-$issues = Get-Resource @query
+$issues = Invoke-GitHub @query
 
 $build = @{ FilePath = 'git'; ArgumentList = @('rev-parse', '--short', 'HEAD'); NoNewWindow = $true; Wait = $true }
 Start-Process @build

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# retry helpers shared by the team's scripts
+# Small helpers for flaky network steps.
 
+# retry_with FUNC ARGS...: calls FUNC with ARGS up to three times, waiting longer each time.
 retry_with() {
-  local cb=$1; shift
-  local n=0
-  until "$cb" "$@"; do
-    n=$((n + 1))
-    [ "$n" -ge 3 ] && return 1
-    sleep $((n * 2))
+  local fn=$1
+  shift
+  for attempt in 1 2 3; do
+    if "$fn" "$@"; then
+      return 0
+    fi
+    echo "attempt $attempt of $fn failed" >&2
+    sleep "$attempt"
   done
+  return 1
 }
 
+# each_line FUNC: calls FUNC once per line of standard input.
 each_line() {
-  local cb=$1
-  while IFS= read -r line; do "$cb" "$line"; done
+  local fn=$1 item
+  while IFS= read -r item; do
+    "$fn" "$item"
+  done
 }
