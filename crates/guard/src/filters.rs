@@ -419,7 +419,7 @@ pub(crate) fn quote_opens_value(before: &str) -> bool {
 
 /// Drops matches that are quoted (discussed, not given).
 pub(crate) fn not_quoted(ctx: &MatchCtx<'_>) -> Outcome {
-    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let before = ctx.before();
     match before.trim_end().chars().next_back() {
         Some(c) if QUOTES.contains(&c) => Outcome::Drop,
         _ => Outcome::Keep,
@@ -606,16 +606,12 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
             .iter()
             .any(|w| matches!(*w, "these" | "this" | "those" | "default" | "current"));
         let host = words.iter().any(|w| HOST_WORDS.contains(w));
-        let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+        let before = ctx.before();
         if (own && !host) || user_precedence(&m, before, &m) {
             return Outcome::Drop;
         }
     }
-    let after = ctx
-        .text
-        .get(ctx.end()..ctx.line_end)
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let after = ctx.after().to_ascii_lowercase();
     let after = after.trim_start();
     let lead = [
         "found",
@@ -650,11 +646,7 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
         }
     }
     // Discussion of the attack ("attackers write ...", "detect phrases like ...").
-    let before = ctx
-        .text
-        .get(ctx.line_start..ctx.start())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let before = ctx.before().to_ascii_lowercase();
     let tail = last_chars(&before, 48);
     if DISCUSSION.iter().any(|d| tail.contains(d)) {
         return Outcome::Drop;
@@ -666,7 +658,7 @@ pub(crate) fn injection_intent(ctx: &MatchCtx<'_>) -> Outcome {
 /// low; a line that also reaches the network is high.
 pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     let line = ctx.line();
-    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let after = ctx.after();
     if after.starts_with(".pub") {
         return Outcome::Drop;
     }
@@ -674,7 +666,7 @@ pub(crate) fn credential_file(ctx: &MatchCtx<'_>) -> Outcome {
     // (`ssh -i KEY host`, `rsync -e "ssh -i KEY"`, `ssh-add KEY`): the key authenticates, its
     // contents do not travel, even when the line is a network command. Another mention of a
     // key on the same line is judged on its own.
-    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let before = ctx.before();
     if key_in_use_position(before) {
         return Outcome::Adjust(Severity::Low);
     }
@@ -747,7 +739,7 @@ pub(crate) fn persona(ctx: &MatchCtx<'_>) -> Outcome {
     if outcome == Outcome::Drop || !matched.contains(" mode") || matched.contains("you") {
         return outcome;
     }
-    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let before = ctx.before();
     if a_device_has(before) {
         return Outcome::Adjust(Severity::Low);
     }
@@ -968,8 +960,8 @@ fn key_in_use_position(before: &str) -> bool {
 /// quoted value or the value of an assignment is a placeholder for the user to fill in, not a
 /// tag block that opens hidden text (`<IMPORTANT>Before using this tool …`).
 pub(crate) fn tag_not_placeholder(ctx: &MatchCtx<'_>) -> Outcome {
-    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
-    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let before = ctx.before();
+    let after = ctx.after();
     let prev = before.chars().next_back();
     let next = after.chars().next();
     let quoted = matches!(prev, Some(q @ ('"' | '\'' | '`')) if next == Some(q));
@@ -982,7 +974,7 @@ pub(crate) fn tag_not_placeholder(ctx: &MatchCtx<'_>) -> Outcome {
 }
 
 pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
-    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let after = ctx.after();
     let path: String = after
         .chars()
         .take_while(|c| {
@@ -993,7 +985,7 @@ pub(crate) fn private_file_instruction(ctx: &MatchCtx<'_>) -> Outcome {
         return Outcome::Drop;
     }
     // `cat >> ~/.ssh/config <<EOF`: a write into the SSH client's configuration, not a read.
-    let before = ctx.text.get(ctx.line_start..ctx.start()).unwrap_or("");
+    let before = ctx.before();
     let matched = ctx.matched();
     let written = matched.contains('>')
         || matched.contains("tee ")
@@ -1139,7 +1131,7 @@ pub(crate) fn not_quoted_or_negated(ctx: &MatchCtx<'_>) -> Outcome {
             return Outcome::Drop;
         }
     }
-    if quoted_as_discussion(before, ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("")) {
+    if quoted_as_discussion(before, ctx.after()) {
         return Outcome::Drop;
     }
     let tail = last_chars(before, 24).to_ascii_lowercase();
@@ -1173,11 +1165,7 @@ pub(crate) fn data_into_url(ctx: &MatchCtx<'_>) -> Outcome {
     if !ctx.matched().starts_with("http") {
         return not_quoted_or_negated(ctx);
     }
-    let before = ctx
-        .text
-        .get(ctx.line_start..ctx.start())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let before = ctx.before().to_ascii_lowercase();
     let negated = before
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '\'')
         .rev()
@@ -1353,7 +1341,7 @@ pub(crate) fn known_installer(ctx: &MatchCtx<'_>) -> Outcome {
     let mut m = ctx.matched().to_ascii_lowercase();
     if !m.contains("://") {
         // `sh -c "$(curl ...` ends at the command: the URL is in the rest of the substitution.
-        let rest = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+        let rest = ctx.after();
         let rest = rest.split(')').next().unwrap_or(rest);
         m.push_str(&rest.to_ascii_lowercase());
     }
@@ -1924,7 +1912,7 @@ pub(crate) fn webhook_endpoint(ctx: &MatchCtx<'_>) -> Outcome {
     if !(m.ends_with("/bot") || m.ends_with("/api/webhooks/")) {
         return Outcome::Keep;
     }
-    let after = ctx.text.get(ctx.end()..ctx.line_end).unwrap_or("");
+    let after = ctx.after();
     // A webhook given as a variable, or only the prefix a URL is checked against
     // (`url.startsWith('https://discord.com/api/webhooks/')`): no webhook of the skill's own.
     let templated = [
@@ -2113,11 +2101,7 @@ pub(crate) fn hidden_html(ctx: &MatchCtx<'_>) -> Outcome {
 /// Decode-and-follow: dropped when discussed ("attackers ask the model to decode … and follow
 /// it", "for example", "detect"), negated ("never decode and run …") or quoted.
 pub(crate) fn decode_and_follow(ctx: &MatchCtx<'_>) -> Outcome {
-    let before = ctx
-        .text
-        .get(ctx.line_start..ctx.start())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let before = ctx.before().to_ascii_lowercase();
     let discussed = [
         "such as",
         "e.g.",

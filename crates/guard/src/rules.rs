@@ -57,6 +57,14 @@ impl<'a> MatchCtx<'a> {
     pub fn line(&self) -> &'a str {
         self.text.get(self.line_start..self.line_end).unwrap_or("")
     }
+    /// The part of the match's line before the match.
+    pub fn before(&self) -> &'a str {
+        self.text.get(self.line_start..self.start()).unwrap_or("")
+    }
+    /// The part of the match's line after the match.
+    pub fn after(&self) -> &'a str {
+        self.text.get(self.end()..self.line_end).unwrap_or("")
+    }
     /// Capture group 1 when it matched, else the whole match.
     pub fn value(&self) -> &'a str {
         self.caps
