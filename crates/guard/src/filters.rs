@@ -749,25 +749,6 @@ pub(crate) fn persona(ctx: &MatchCtx<'_>) -> Outcome {
 /// True when `before` ends "… <device> [must|should] have|has|with|needs [the]": the mode that
 /// follows belongs to the device. A sentence that speaks to "you" is never one.
 fn a_device_has(before: &str) -> bool {
-    const DEVICES: &[&str] = &[
-        "device",
-        "phone",
-        "tv",
-        "television",
-        "emulator",
-        "simulator",
-        "tablet",
-        "watch",
-        "console",
-        "router",
-        "handset",
-        "android",
-        "iphone",
-        "ipad",
-        "board",
-        "browser",
-        "headset",
-    ];
     let lower = before.to_ascii_lowercase();
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -795,6 +776,27 @@ fn a_device_has(before: &str) -> bool {
         DEVICES.contains(&w) || DEVICES.contains(&one)
     })
 }
+
+/// Nouns of the things a mode can be a setting of (a phone's developer mode).
+const DEVICES: &[&str] = &[
+    "device",
+    "phone",
+    "tv",
+    "television",
+    "emulator",
+    "simulator",
+    "tablet",
+    "watch",
+    "console",
+    "router",
+    "handset",
+    "android",
+    "iphone",
+    "ipad",
+    "board",
+    "browser",
+    "headset",
+];
 
 /// Words of a line that use a private key rather than read it (`ssh-add`, `ssh -i`,
 /// `IdentityFile`, `chmod 600`).
