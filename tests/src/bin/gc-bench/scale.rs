@@ -494,6 +494,11 @@ struct Counted {
     executed: u64,
     /// Named statements prepared (a round trip of their own, once per connection).
     prepared: u64,
+    /// The backend's CPU (user + system) in this statement's protocol messages (parse, bind,
+    /// execute, or a simple query), µs, from `log_statement_stats`: what the backend spends
+    /// between reading a message and logging it, so each message also counts the writing of
+    /// its two log lines. The socket's wait and read outside a message are not in it.
+    cpu_us: f64,
 }
 
 /// Issue 33, deterministic: statements and round trips per `/run` on PostgreSQL, counted in
@@ -529,6 +534,15 @@ async fn count_statements(
         println!("not counted: could not set log_min_duration_statement\n");
         return;
     }
+    // Each message's CPU (`getrusage`) logged after it: the backend's time per statement.
+    let cpu_logged = psql(
+        &admin,
+        &format!(
+            "ALTER DATABASE \"{}\" SET log_statement_stats = on",
+            db.name()
+        ),
+    )
+    .is_some();
     let client = client();
     let server = spawn_server(bin, db.url(), free_port(), Some(mock));
     wait_healthy(&client, &server.base).await;
@@ -545,7 +559,12 @@ async fn count_statements(
                 .map_or(0, |d| d.as_nanos())
         );
         let _ = psql(db.url(), &format!("SELECT 'gc-bench-start-{mark}'"));
+        let backends = pg_backend_ticks(db.name());
         let stats = load(16, secs, runs(&client, &server.base, &fx.key)).await;
+        let backend_ticks: u64 = backends
+            .iter()
+            .map(|(pid, t)| cpu_ticks(*pid).saturating_sub(*t))
+            .sum();
         // The writer's last batch of these runs (its window is 50 ms).
         tokio::time::sleep(Duration::from_millis(300)).await;
         let _ = psql(db.url(), &format!("SELECT 'gc-bench-end-{mark}'"));
@@ -562,49 +581,83 @@ async fn count_statements(
             stats.latencies_us.len(),
             stats.errors()
         );
-        println!("| statement | executed per run | prepared per run |");
-        println!("|---|---|---|");
+        println!("| statement | executed per run | prepared per run | backend CPU µs per run (its messages, logging included) |");
+        println!("|---|---|---|---|");
+        let mut cpu = 0.0;
         for (sql, c) in &by_kind {
             executed += c.executed;
             prepared += c.prepared;
+            cpu += c.cpu_us;
             if sql == "BEGIN" {
                 tx += c.executed;
             }
             println!(
-                "| `{}` | {:.3} | {:.4} |",
+                "| `{}` | {:.3} | {:.4} | {} |",
                 sql.chars().take(90).collect::<String>(),
                 c.executed as f64 / runs_n,
-                c.prepared as f64 / runs_n
+                c.prepared as f64 / runs_n,
+                if cpu_logged {
+                    format!("{:.1}", c.cpu_us / runs_n)
+                } else {
+                    "–".into()
+                }
             );
         }
         println!(
-            "\nper run: {:.3} statements, {:.3} round trips, {:.3} explicit transactions\n",
+            "\nper run: {:.3} statements, {:.3} round trips, {:.3} explicit transactions; backend CPU in messages {}, all of the backends' CPU (`/proc`, logging included) {:.0} µs\n",
             executed as f64 / runs_n,
             (executed + prepared) as f64 / runs_n,
-            tx as f64 / runs_n
+            tx as f64 / runs_n,
+            if cpu_logged {
+                format!("{:.1} µs", cpu / runs_n)
+            } else {
+                "not logged".into()
+            },
+            backend_ticks as f64 * 10_000.0 / runs_n
         );
     }
     set_limits(&client, &server.base, &fx.admin, &fx.tid, false).await;
     drop(server);
-    let _ = psql(
-        &admin,
-        &format!(
-            "ALTER DATABASE \"{}\" RESET log_min_duration_statement",
-            db.name()
-        ),
-    );
+    for setting in ["log_min_duration_statement", "log_statement_stats"] {
+        let _ = psql(
+            &admin,
+            &format!("ALTER DATABASE \"{}\" RESET {setting}", db.name()),
+        );
+    }
 }
 
 /// Counts, per statement text (the first 120 characters), the statements database `name`
 /// logged between the markers `gc-bench-start-<mark>` and `gc-bench-end-<mark>`, markers
 /// excluded. Log lines look like `… [pid] user@db LOG:  duration: 0.012 ms  execute
 /// __diesel_stmt_3: SELECT …` (also `parse`, `bind`, and `statement: BEGIN` for simple
-/// queries).
+/// queries). With `log_statement_stats`, each message is followed by `… [pid] user@db LOG:
+/// EXECUTE MESSAGE STATISTICS` and its detail lines (no prefix), one of them `!\t0.000011 s
+/// user, 0.000002 s system, …`: that CPU goes to the statement the same backend logged last.
 fn count_log(text: &str, name: &str, mark: &str) -> BTreeMap<String, Counted> {
     let mut out: BTreeMap<String, Counted> = BTreeMap::new();
     let tag = format!("@{name} ");
     let mut inside = false;
-    for line in text.lines().filter(|l| l.contains(&tag)) {
+    // The statement each backend (its `[pid]`) logged last, and the backend whose
+    // statistics' detail lines come next.
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut stats_of: Option<String> = None;
+    for line in text.lines() {
+        if !line.contains(&tag) {
+            if let (Some(pid), true) = (&stats_of, inside) {
+                if let Some(us) = usage_us(line) {
+                    if let Some(key) = last.get(pid) {
+                        out.entry(key.clone()).or_default().cpu_us += us;
+                    }
+                    stats_of = None;
+                }
+            }
+            continue;
+        }
+        // The statistics' first detail line carries the prefix; the numbers come after it.
+        if line.contains(" DETAIL:  ") {
+            continue;
+        }
+        stats_of = None;
         if line.contains(&format!("gc-bench-start-{mark}")) {
             inside = true;
             continue;
@@ -613,6 +666,15 @@ fn count_log(text: &str, name: &str, mark: &str) -> BTreeMap<String, Counted> {
             break;
         }
         if !inside {
+            continue;
+        }
+        let pid = line
+            .split_once(" [")
+            .and_then(|(_, r)| r.split_once(']'))
+            .map(|(p, _)| p.to_owned())
+            .unwrap_or_default();
+        if line.contains("STATISTICS") {
+            stats_of = Some(pid);
             continue;
         }
         let Some((_, rest)) = line.split_once(" ms  ") else {
@@ -626,6 +688,7 @@ fn count_log(text: &str, name: &str, mark: &str) -> BTreeMap<String, Counted> {
             continue;
         };
         let key: String = sql.trim().chars().take(120).collect();
+        last.insert(pid, key.clone());
         let entry = out.entry(key).or_default();
         if kind == "statement" || kind.starts_with("execute") {
             entry.executed += 1;
@@ -634,6 +697,65 @@ fn count_log(text: &str, name: &str, mark: &str) -> BTreeMap<String, Counted> {
         }
     }
     out
+}
+
+/// User + system µs of a `log_statement_stats` detail line (`!\t0.000011 s user, 0.000002 s
+/// system, 0.000013 s elapsed`); `None` for any other line.
+fn usage_us(line: &str) -> Option<f64> {
+    let rest = line.trim_start_matches(['\t', '!', ' ']);
+    let (user, rest) = rest.split_once(" s user, ")?;
+    let (system, _) = rest.split_once(" s system")?;
+    Some((user.trim().parse::<f64>().ok()? + system.trim().parse::<f64>().ok()?) * 1e6)
+}
+
+/// `count_log` on a log excerpt in PostgreSQL 15's format: statements between the markers,
+/// each message's CPU given to the statement its backend logged last.
+#[cfg(test)]
+#[test]
+fn statements_and_their_cpu_are_read_from_the_log() {
+    let p = "2026-11-28 03:25:06.024 UTC";
+    let stats = |pid: u32, what: &str, user: &str, system: &str| {
+        format!(
+            "{p} [{pid}] postgres@db LOG:  {what} MESSAGE STATISTICS\n{p} [{pid}] postgres@db DETAIL:  ! system usage stats:\n\t!\t{user} s user, {system} s system, 0.000020 s elapsed\n\t!\t[0.100000 s user, 0.200000 s system total]\n\t!\t0/0 [5/1] voluntary/involuntary context switches\n"
+        )
+    };
+    let log = [
+        format!(
+            "{p} [1] postgres@db LOG:  duration: 0.010 ms  execute __diesel_stmt_0: SELECT early\n"
+        ),
+        stats(1, "EXECUTE", "0.000500", "0.000000"),
+        format!(
+            "{p} [9] postgres@db LOG:  duration: 0.1 ms  statement: SELECT 'gc-bench-start-m'\n"
+        ),
+        format!("{p} [1] postgres@db LOG:  duration: 0.010 ms  bind __diesel_stmt_0: SELECT key\n"),
+        stats(1, "BIND", "0.000004", "0.000001"),
+        format!(
+            "{p} [2] postgres@db LOG:  duration: 0.010 ms  parse __diesel_stmt_1: INSERT batch\n"
+        ),
+        format!(
+            "{p} [1] postgres@db LOG:  duration: 0.010 ms  execute __diesel_stmt_0: SELECT key\n"
+        ),
+        format!(
+            "{p} [2] postgres@db LOG:  duration: 0.010 ms  execute __diesel_stmt_1: INSERT batch\n"
+        ),
+        stats(1, "EXECUTE", "0.000010", "0.000000"),
+        stats(2, "EXECUTE", "0.000300", "0.000100"),
+        format!("{p} [3] postgres@other LOG:  duration: 0.010 ms  execute x: SELECT elsewhere\n"),
+        format!("{p} [9] postgres@db LOG:  duration: 0.1 ms  statement: SELECT 'gc-bench-end-m'\n"),
+        format!(
+            "{p} [1] postgres@db LOG:  duration: 0.010 ms  execute __diesel_stmt_0: SELECT late\n"
+        ),
+    ]
+    .concat();
+    let counted = count_log(&log, "db", "m");
+    let keys: Vec<&str> = counted.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["INSERT batch", "SELECT key"]);
+    let key = &counted["SELECT key"];
+    assert_eq!((key.executed, key.prepared), (1, 0));
+    assert!((key.cpu_us - 15.0).abs() < 1e-6, "{}", key.cpu_us);
+    let batch = &counted["INSERT batch"];
+    assert_eq!((batch.executed, batch.prepared), (1, 1));
+    assert!((batch.cpu_us - 400.0).abs() < 1e-6, "{}", batch.cpu_us);
 }
 
 /// One streamed request on a new connection: the time to the first `data:` byte of the body
