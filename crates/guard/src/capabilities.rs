@@ -751,8 +751,237 @@ const WRITE_MARKERS: &[&str] = &[
     "config --system",
 ];
 
+/// Whether lowercase `hay` holds the write marker `w`. A marker that starts with a letter must
+/// start a word: `cp ` in `codex mcp list` and `tee ` in `committee ` are no copy or tee.
+fn has_marker(hay: &str, w: &str) -> bool {
+    if !w.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return hay.contains(w);
+    }
+    hay.match_indices(w).any(|(i, _)| {
+        !hay.as_bytes()
+            .get(i.wrapping_sub(1))
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    })
+}
+
+/// Whether `text` names a systemd unit (`sync.service`, `daily.timer`, a drop-in
+/// `x.service.d/`).
+fn names_systemd_unit(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        ".service", ".timer", ".socket", ".path", ".mount", ".target",
+    ]
+    .iter()
+    .any(|u| lower.contains(u))
+}
+
+/// Whether the match `line[start..end]` is a value compared, not set: a shell `case` arm's
+/// label (`bypassPermissions)`, `"a"|b)`), or the right side of `==`/`!=`, or of `=` in a
+/// `[ … ]` test.
+fn compared_value(line: &str, start: usize, end: usize) -> bool {
+    let before = line.get(..start).unwrap_or("");
+    let after = line.get(end..).unwrap_or("");
+    let after = after.trim_start_matches(['"', '\'']);
+    // A case arm: `)` right after, and before it nothing, `(`, or other labels and `|`.
+    if after.starts_with(')') {
+        let prior = before.trim_end().trim_end_matches(['"', '\'']).trim_end();
+        let prior = prior.trim_start().trim_start_matches('(');
+        let labels = prior.strip_suffix('|').map(|l| {
+            l.split('|').all(|p| {
+                let p = p.trim();
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.*?\"'[]".contains(c))
+            })
+        });
+        if prior.trim().is_empty() || labels == Some(true) {
+            return true;
+        }
+    }
+    let b = before.trim_end().trim_end_matches(['"', '\'']).trim_end();
+    if b.ends_with("==") || b.ends_with("!=") {
+        return true;
+    }
+    b.ends_with(" =")
+        && (b.contains("[ ") || b.contains("test "))
+        && after.trim_start().starts_with(']')
+}
+
+/// Package managers whose `install` (`add`, `-S`) takes the names of OS packages.
+const OS_PACKAGE_MANAGERS: &[&str] = &[
+    "apt-get",
+    "apt",
+    "aptitude",
+    "dnf",
+    "yum",
+    "zypper",
+    "brew",
+    "apk",
+    "pacman",
+    "port",
+    "choco",
+    "winget",
+    "scoop",
+    "snap",
+    "pkg",
+    "emerge",
+    "xbps-install",
+    "nix-env",
+];
+
+/// Whether the match `line[start..end]` (a download tool's name, `wget`) is an argument of a
+/// package install (`$SUDO apt-get install -y \` … `wget \`): the package is named, nothing is
+/// fetched from a URL of the skill. The command is read across the `\` continuations that
+/// lead to `line` (at `ls` in `text`).
+fn package_argument(text: &str, ls: usize, line: &str, start: usize, end: usize) -> bool {
+    // The word itself: a bare name (`wget`, `wget \`), not `wget -qO- URL` on its own.
+    let after = line.get(end..).unwrap_or("");
+    if !(after.is_empty()
+        || after.starts_with([' ', '\t', '\\', '\r'])
+        || after.starts_with(['"', '\'']))
+    {
+        return false;
+    }
+    let mut command = line.get(..start).unwrap_or("").to_string();
+    let mut at = ls;
+    for _ in 0..128 {
+        let Some(prev_end) = at.checked_sub(1) else {
+            break;
+        };
+        let prev_start = text
+            .get(..prev_end)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let prev = text.get(prev_start..prev_end).unwrap_or("").trim_end();
+        let Some(body) = prev.strip_suffix('\\') else {
+            break;
+        };
+        command = format!("{body} {command}");
+        at = prev_start;
+    }
+    // The simple command the word belongs to.
+    let command = command
+        .rsplit([';', '|', '&', '(', '`'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if command.contains("://") {
+        return false;
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let Some(verb) = words
+        .iter()
+        .position(|w| matches!(*w, "install" | "add") || w.starts_with("-s") && w.len() <= 5)
+    else {
+        return false;
+    };
+    words.get(..verb).is_some_and(|ws| {
+        ws.iter().any(|w| {
+            let w = w.rsplit('/').next().unwrap_or(w);
+            OS_PACKAGE_MANAGERS.contains(&w) || w.starts_with('$')
+        })
+    })
+}
+
+/// Tracks, line by line, whether a shell script is inside a quoted string: a line that starts
+/// inside a multi-line `"…"` or `'…'` continues the string, it runs nothing. Follows `$(…)`
+/// (whose quotes nest), backslash escapes and comments; heredoc bodies keep their reading.
+#[derive(Default)]
+struct ShellQuotes {
+    /// Open contexts: `"`, `'` or `(` for a command substitution.
+    stack: Vec<u8>,
+    /// The word that ends the heredoc being read.
+    heredoc: Option<String>,
+}
+
+impl ShellQuotes {
+    /// Whether `line` starts inside a quoted string; then follows its quotes.
+    fn starts_inside(&mut self, line: &str) -> bool {
+        if let Some(end) = &self.heredoc {
+            if line.trim() == end.as_str() {
+                self.heredoc = None;
+            }
+            return false;
+        }
+        let inside = matches!(self.stack.last(), Some(b'"' | b'\''));
+        let b = line.as_bytes();
+        let at = |i: usize| b.get(i).copied().unwrap_or(0);
+        let mut pending: Option<String> = None;
+        let mut i = 0;
+        while i < b.len() {
+            let c = at(i);
+            match self.stack.last().copied() {
+                Some(b'\'') => {
+                    if c == b'\'' {
+                        self.stack.pop();
+                    }
+                }
+                Some(b'"') => match c {
+                    b'\\' => i += 1,
+                    b'"' => {
+                        self.stack.pop();
+                    }
+                    b'$' if at(i + 1) == b'(' => {
+                        self.stack.push(b'(');
+                        i += 1;
+                    }
+                    _ => {}
+                },
+                top => match c {
+                    b'\\' => i += 1,
+                    b'\'' | b'"' => self.stack.push(c),
+                    b'#' if i == 0 || at(i - 1).is_ascii_whitespace() => break,
+                    b'$' if at(i + 1) == b'(' => {
+                        self.stack.push(b'(');
+                        i += 1;
+                    }
+                    b'(' if top == Some(b'(') => self.stack.push(b'('),
+                    b')' if top == Some(b'(') => {
+                        self.stack.pop();
+                    }
+                    b'<' if at(i + 1) == b'<' && at(i + 2) != b'<' => {
+                        let rest = line.get(i + 2..).unwrap_or("");
+                        let rest = rest.trim_start_matches('-').trim_start();
+                        let rest = rest.trim_start_matches(['"', '\'', '\\']);
+                        let word: String = rest
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        if !word.is_empty() {
+                            pending = Some(word);
+                        }
+                        i += 1;
+                    }
+                    _ => {}
+                },
+            }
+            i += 1;
+        }
+        if self.stack.len() > 64 {
+            self.stack.clear();
+        }
+        if pending.is_some() {
+            self.heredoc = pending;
+        }
+        inside
+    }
+}
+
+/// Whether a file is a shell script: a shell extension, or a `#!` line naming a shell.
+fn is_shell_script(name: &str, text: &str) -> bool {
+    [".sh", ".bash", ".zsh", ".ksh"]
+        .iter()
+        .any(|e| name.ends_with(e))
+        || text.lines().next().is_some_and(|l| {
+            l.starts_with("#!")
+                && ["sh", "bash", "zsh", "ksh", "dash"]
+                    .iter()
+                    .any(|s| l.split([' ', '/']).any(|w| w == *s))
+        })
+}
+
 /// Commands and calls that write a registry value.
-const REGISTRY_WRITES: &[&str] = &[
+pub(crate) const REGISTRY_WRITES: &[&str] = &[
     "set-itemproperty",
     "new-itemproperty",
     "sp ",
@@ -772,7 +1001,7 @@ fn writes_anything(text: &str) -> bool {
     WRITE_MARKERS
         .iter()
         .filter(|w| **w != "echo " && **w != "printf ")
-        .any(|w| lower.contains(w))
+        .any(|w| has_marker(&lower, w))
         || [
             "plistlib.dump",
             "launchctl",
@@ -1117,11 +1346,14 @@ pub(crate) fn extract(
         .any(|e| lower_name.ends_with(e));
     if (!is_markdown_name(&lower_name) || is_skill_md) && !powershell {
         let mut pos = 0;
+        // In a shell script, a line that continues a multi-line quoted string is text.
+        let mut quotes = is_shell_script(&lower_name, text).then(ShellQuotes::default);
         while pos < bytes.len() && assembled.len() < 8 {
             let le = memchr::memchr(b'\n', bytes.get(pos..).unwrap_or(&[]))
                 .map_or(bytes.len(), |i| pos + i);
             if let Some(line) = text.get(pos..le) {
-                if variable_command(line) {
+                let in_string = quotes.as_mut().is_some_and(|q| q.starts_inside(line));
+                if !in_string && variable_command(line) {
                     assembled.push((pos, le));
                 }
             }
@@ -1167,6 +1399,7 @@ pub(crate) fn extract(
     };
     let mut foreign: Option<bool> = None;
     let mut file_writes: Option<bool> = None;
+    let mut names_unit: Option<bool> = None;
     for (ls, le, pats) in all {
         if out.len() - before >= MAX_FACTS_PER_FILE || out.len() >= MAX_FACTS {
             break;
@@ -1251,7 +1484,15 @@ pub(crate) fn extract(
                 continue;
             };
             // The fast search first; groups only for the patterns that have them.
-            let Some(m) = re.find(line) else {
+            // A value compared (`bypassPermissions)` as a `case` arm, `[[ $m == "…" ]]`) is
+            // not set, and a tool installed as an OS package (`apt-get install -y wget`) is not
+            // a download: the next match of the line, if any, is the one read.
+            let agent_pat = pat.kind == Kind::Persists && pat.what.starts_with("changes agent");
+            let Some(m) = re.find_iter(line).take(16).find(|m| {
+                !(agent_pat && compared_value(line, m.start(), m.end())
+                    || pat.kind == Kind::Downloads
+                        && package_argument(text, ls, line, m.start(), m.end()))
+            }) else {
                 continue;
             };
             if re.captures_len() > 1 {
@@ -1282,8 +1523,12 @@ pub(crate) fn extract(
                 // `echo` and `printf` write only what a redirection or `tee` sends to a file
                 // (`|| echo "No existing settings"` prints).
                 let prints = |w: &str| w == "echo " || w == "printf ";
-                WRITE_MARKERS.iter().any(|w| !prints(w) && kept.contains(w))
-                    || (WRITE_MARKERS.iter().any(|w| prints(w) && kept.contains(w))
+                WRITE_MARKERS
+                    .iter()
+                    .any(|w| !prints(w) && has_marker(&kept, w))
+                    || (WRITE_MARKERS
+                        .iter()
+                        .any(|w| prints(w) && has_marker(&kept, w))
                         && (kept.contains('>') || kept.contains("tee")))
             };
             match pat.kind {
@@ -1347,9 +1592,14 @@ pub(crate) fn extract(
                         || m_lower.contains("systemd/"))
                         && !writes
                         && !*file_writes.get_or_insert_with(|| writes_anything(text));
+                    // A unit folder (`~/.config/systemd/user/`) starts something at login only
+                    // with a unit in it: a file that names no unit keeps other files there.
+                    let no_unit = m_lower.contains("systemd/")
+                        && !*names_unit.get_or_insert_with(|| names_systemd_unit(text));
                     if listing
                         || run_key_read
                         || folder_only
+                        || no_unit
                         || (!agent
                             && pat.what != "schedules itself or starts at login"
                             && !start_up

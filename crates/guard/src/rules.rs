@@ -148,6 +148,82 @@ impl Detector {
     }
 }
 
+/// A Run key is an autorun where it is written, as the capability inventory reads it: on its
+/// own line (`Set-ItemProperty`, `reg add`, …), or by a registry write elsewhere in the file whose
+/// target is not known to be another key (`New-ItemProperty -Path $k` after `$k = '…\Run'`). A
+/// key only named (listed, read with `Get-ItemProperty`, `reg query`) in a file whose every
+/// registry write names another key is low, not hidden. Scheduled tasks and the Startup folder
+/// keep their severity.
+fn run_key_written(ctx: &MatchCtx<'_>) -> Outcome {
+    if !ctx
+        .matched()
+        .to_ascii_lowercase()
+        .contains("currentversion")
+    {
+        return Outcome::Keep;
+    }
+    let writes = |l: &str| {
+        crate::capabilities::REGISTRY_WRITES
+            .iter()
+            .any(|w| l.contains(w))
+    };
+    if writes(&ctx.line().to_ascii_lowercase()) {
+        return Outcome::Keep;
+    }
+    let text = ctx.text.to_ascii_lowercase();
+    let lines: Vec<&str> = text.lines().collect();
+    // A literal registry path that is not a Run key.
+    let other_key = |l: &str| {
+        (l.contains("hkcu") || l.contains("hklm") || l.contains("hkey_") || l.contains("hku:"))
+            && !l.contains("currentversion\\run")
+    };
+    // The variables and splats a write uses (`$k`, `@params`), without the automatic ones.
+    let used = |l: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, _) in l.match_indices(['$', '@']) {
+            let name: String = l
+                .get(i + 1..)
+                .unwrap_or("")
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let automatic = matches!(
+                name.as_str(),
+                "" | "env" | "true" | "false" | "null" | "_" | "psscriptroot" | "pwd"
+            );
+            if !automatic && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    };
+    let assigned_other_key = |v: &str| {
+        lines.iter().any(|a| {
+            a.trim_start()
+                .strip_prefix('$')
+                .and_then(|r| r.strip_prefix(v))
+                .is_some_and(|r| r.trim_start().starts_with('=') && other_key(r))
+        })
+    };
+    let accounted = |l: &str| {
+        if other_key(l) {
+            return true;
+        }
+        let vars = used(l);
+        !vars.is_empty() && vars.iter().all(|v| assigned_other_key(v))
+    };
+    if lines
+        .iter()
+        .filter(|l| writes(l))
+        .take(64)
+        .all(|l| accounted(l))
+    {
+        Outcome::Adjust(Severity::Low)
+    } else {
+        Outcome::Keep
+    }
+}
+
 const fn line(keywords: &'static [&'static str], pattern: &'static str) -> Detector {
     detector(Scope::Line, keywords, pattern, None, false)
 }
@@ -1021,7 +1097,8 @@ pub static RULES: &[RuleDef] = &[
         detector: line(
             &["currentversion\\run", "schtasks", "\\startup"],
             r"(?i)\\CurrentVersion\\Run(?:Once)?\b|\bschtasks(?:\.exe)?\s+/create\b|\\Start Menu\\Programs\\Startup\b",
-        ),
+        )
+        .filtered(run_key_written),
     },
     RuleDef {
         id: "persist.ssh-authorized-keys",

@@ -1841,6 +1841,8 @@ pub(crate) fn has_xor(cx: &Ctx<'_>, n: Node<'_>) -> bool {
 }
 
 #[cfg(test)]
+mod cap_fp_tests;
+#[cfg(test)]
 mod function_tests;
 #[cfg(test)]
 mod link_tests;
