@@ -253,6 +253,22 @@ pub fn targets_for(set: &str) -> Vec<Target> {
             at_least: 1.0,
         }];
     }
+    // A held-out round of capability cases (`crates/guard/tests/cases/h9`): written by a
+    // helper who did not tune the rules, so its figures are a generalisation measure, with the
+    // bar of the other held-out rounds: at least 60 % of its attacks flagged and at most 5 % of
+    // its honest look-alikes.
+    if set == "h9" {
+        return vec![
+            Target::Recall {
+                category: None,
+                at_least: 0.6,
+            },
+            Target::FalsePositives {
+                category: None,
+                at_most: 0.05,
+            },
+        ];
+    }
     if set == "guard-corpus" {
         return vec![
             Target::Recall {
@@ -623,5 +639,37 @@ mod tests {
         for (what, _, ok) in check_targets(&eval, &targets_for("own")) {
             assert!(ok, "{what}");
         }
+    }
+
+    /// The held-out round h9 (`crates/guard/tests/cases/h9`) meets its targets (at least 60 %
+    /// of the attacks flagged, at most 5 % of the honest look-alikes), and a round that missed
+    /// them would be reported as missed.
+    #[test]
+    fn held_out_round_h9_meets_its_targets() {
+        let scanner = match Scanner::new() {
+            Ok(s) => s,
+            Err(e) => panic!("rules: {e}"),
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/h9");
+        let eval = match evaluate(&scanner, &dir) {
+            Ok(e) => e,
+            Err(e) => panic!("reading {}: {e}", dir.display()),
+        };
+        let (_, pt) = eval.counts(true);
+        let (_, nt) = eval.counts(false);
+        assert!(
+            pt >= 10 && nt >= 10,
+            "the round is there: {pt} positives, {nt} negatives"
+        );
+        let checked = check_targets(&eval, &targets_for("h9"));
+        assert_eq!(checked.len(), 2, "{checked:?}");
+        for (what, _, ok) in &checked {
+            assert!(ok, "{what}: {}", eval.report(false));
+        }
+        // An empty evaluation flags nothing: the recall target is missed.
+        let none = Evaluation::default();
+        assert!(check_targets(&none, &targets_for("h9"))
+            .iter()
+            .any(|(_, _, ok)| !ok));
     }
 }
