@@ -3,7 +3,8 @@
 //! not link the scanner. It evaluates DIR (the development corpus, `../shared/guard-corpus` by
 //! default), the Guard's own development set `crates/guard/eval/dev` and its held-out sets
 //! `crates/guard/eval/heldout` and `crates/guard/eval/heldout2` (figures only), the capability
-//! cases `crates/guard/tests/cases` (per family; every attack flagged), then the throughput
+//! cases `crates/guard/tests/cases` (per family; every attack flagged), the held-out round
+//! `crates/guard/tests/cases/h9` (figures only), then the throughput
 //! on the 10 MiB benchmark, and prints every issue-13 target as met or missed.
 
 use anyhow::{bail, Context, Result};
@@ -11,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Runs `cargo run --release -p gc-guard --bin guard-eval -- DIR dev heldout:heldout
-/// heldout:heldout2 cases`.
+/// heldout:heldout2 cases heldout:cases/h9`.
 pub fn run(dir: &Path) -> Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -32,7 +33,11 @@ pub fn run(dir: &Path) -> Result<()> {
     .arg(own.join("dev"))
     .arg(format!("heldout:{}", own.join("heldout").display()))
     .arg(format!("heldout:{}", own.join("heldout2").display()))
-    .arg(root.join("crates/guard/tests/cases"));
+    .arg(root.join("crates/guard/tests/cases"))
+    .arg(format!(
+        "heldout:{}",
+        root.join("crates/guard/tests/cases/h9").display()
+    ));
     eprintln!("xtask: running {cmd:?}");
     let status = cmd.status().with_context(|| format!("{cmd:?}"))?;
     if !status.success() {

@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         let key = match set.as_str() {
             "guard-corpus" => "guard-corpus",
             "cases" => "cases",
+            "h9" => "h9",
             _ => "own",
         };
         for (what, v, ok) in check_targets(&eval, &targets_for(key)) {

@@ -253,10 +253,10 @@ pub fn targets_for(set: &str) -> Vec<Target> {
             at_least: 1.0,
         }];
     }
-    // A held-out round of capability cases (`crates/guard/tests/cases/h9`): written by a
-    // helper who did not tune the rules, so its figures are a generalisation measure, with the
-    // bar of the other held-out rounds: at least 60 % of its attacks flagged and at most 5 % of
-    // its honest look-alikes.
+    // A round of capability cases (`crates/guard/tests/cases/h9`) written before the code
+    // reading was extended for it (untuned: 8/16 attacks and 2/16 honest flagged; docs/guard.md),
+    // held to the bar of the held-out sets: at least 60 % of its attacks flagged and at most
+    // 5 % of its honest look-alikes.
     if set == "h9" {
         return vec![
             Target::Recall {
