@@ -1188,6 +1188,9 @@ fn lowered_reason(id: &str) -> &'static str {
             "every placeholder of the URL names the resource (owner, repository, number, version), not data to be sent"
         }
         "secret.stripe-key" => "a test-mode key",
+        "persist.windows-autorun" => {
+            "the Run key is only named or read: no registry write in the file targets it"
+        }
         id if id.starts_with("exec.") || id.starts_with("url.") => {
             "the script comes from a well-known vendor installer (a vendor's host, a GitHub release installer or a project's own install script in its repository)"
         }

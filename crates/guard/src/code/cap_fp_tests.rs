@@ -136,3 +136,28 @@ fn capability_look_alikes_stay_below_medium_and_attacks_are_flagged() {
         }
     }
 }
+
+/// A Run key that is only listed is lowered with the reason, not the generic "context".
+#[test]
+fn a_listed_run_key_says_why_it_is_low() {
+    let s = scanner();
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "a_run_key_listed_is_not_an_autorun")
+        .expect("the Run-key case is in cap_fp_cases.txt");
+    let findings = scan(&s, &as_refs(&case.honest));
+    let autorun: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.rule_id == "persist.windows-autorun")
+        .collect();
+    assert!(
+        !autorun.is_empty(),
+        "the listed Run key is still reported: {findings:?}"
+    );
+    for f in autorun {
+        assert!(
+            f.severity < Severity::Medium && f.message.contains("only named or read"),
+            "{f:?}"
+        );
+    }
+}
