@@ -111,6 +111,8 @@ pub fn guard_info() -> GuardInfo {
 #[cfg(test)]
 mod capability_tests;
 #[cfg(test)]
+mod case_file;
+#[cfg(test)]
 mod category_tests;
 #[cfg(test)]
 mod coverage_tests;
