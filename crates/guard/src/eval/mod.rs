@@ -616,19 +616,24 @@ mod tests {
         assert_eq!(honest, Some(("flagged (all negatives) <= 1%", 0.02, false)));
     }
 
-    /// The Guard's own development set (`crates/guard/eval/dev`) meets its targets: every
-    /// positive flagged and no honest folder flagged medium or above.
-    #[test]
-    fn own_development_set_meets_its_targets() {
+    /// The evaluation of one of the crate's own sets, `dir` relative to the crate.
+    fn evaluate_own(dir: &str) -> Evaluation {
         let scanner = match Scanner::new() {
             Ok(s) => s,
             Err(e) => panic!("rules: {e}"),
         };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/dev");
-        let eval = match evaluate(&scanner, &dir) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        match evaluate(&scanner, &dir) {
             Ok(e) => e,
             Err(e) => panic!("reading {}: {e}", dir.display()),
-        };
+        }
+    }
+
+    /// The Guard's own development set (`crates/guard/eval/dev`) meets its targets: every
+    /// positive flagged and no honest folder flagged medium or above.
+    #[test]
+    fn own_development_set_meets_its_targets() {
+        let eval = evaluate_own("eval/dev");
         let (pf, pt) = eval.counts(true);
         let (nf, nt) = eval.counts(false);
         assert!(
@@ -646,15 +651,7 @@ mod tests {
     /// them would be reported as missed.
     #[test]
     fn held_out_round_h9_meets_its_targets() {
-        let scanner = match Scanner::new() {
-            Ok(s) => s,
-            Err(e) => panic!("rules: {e}"),
-        };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases/h9");
-        let eval = match evaluate(&scanner, &dir) {
-            Ok(e) => e,
-            Err(e) => panic!("reading {}: {e}", dir.display()),
-        };
+        let eval = evaluate_own("tests/cases/h9");
         let (_, pt) = eval.counts(true);
         let (_, nt) = eval.counts(false);
         assert!(
