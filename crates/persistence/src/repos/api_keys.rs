@@ -400,4 +400,19 @@ mod tests {
             }
         }
     }
+
+    /// Arrays of any other length than the statement packs (one value short or one over, in
+    /// either array) are a corrupt row, never read into a key with its values shifted.
+    #[test]
+    fn a_packed_row_of_another_shape_is_corrupt() {
+        let texts = |n: usize| vec![Some("x".to_owned()); n];
+        let numbers = |n: usize| vec![Some(1_i64); n];
+        assert!(owner_rows("h", texts(17), numbers(14), Some(true)).is_ok());
+        for (t, n) in [(16, 14), (18, 14), (17, 13), (17, 15), (16, 13)] {
+            assert!(
+                owner_rows("h", texts(t), numbers(n), Some(true)).is_err(),
+                "{t} texts and {n} numbers read as a key"
+            );
+        }
+    }
 }
