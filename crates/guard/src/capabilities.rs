@@ -1291,6 +1291,8 @@ pub(crate) fn extract(
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
             mcp_servers(site, &value, text, excerpt, &mut add, out);
         }
+    } else if lower_name == "devcontainer.json" || lower_name == ".devcontainer.json" {
+        devcontainer(site, text, excerpt, &mut add, out, referenced);
     } else if lower_name == "pyproject.toml" && runs {
         pyproject(path, text, &mut add, out, referenced);
     } else if lower_name == "setup.py" && runs && text.contains("cmdclass") {
@@ -2444,6 +2446,98 @@ fn agent_settings(
                 f.why = "runs as an agent hook";
                 add(out, f);
             }
+        }
+    }
+}
+
+/// The lifecycle commands of a development container: command lines the editor runs when the
+/// container is opened (`initializeCommand` on the host itself), like an MCP server's.
+const DEVCONTAINER_COMMANDS: &[&str] = &[
+    "initializeCommand",
+    "onCreateCommand",
+    "updateContentCommand",
+    "postCreateCommand",
+    "postStartCommand",
+    "postAttachCommand",
+];
+
+/// A devcontainer configuration (JSON with `//` comments): each lifecycle command (a string,
+/// an argument list, or an object of either) is read like a script of the skill, at the
+/// command's line, and the scripts it names run. At most 32 command lines, 64 arguments each.
+fn devcontainer(
+    site: Site<'_>,
+    text: &str,
+    excerpt: &dyn Fn(&str) -> String,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+    referenced: &mut HashSet<(String, bool)>,
+) {
+    let value = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .or_else(|| {
+            let plain: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            serde_json::from_str::<serde_json::Value>(&plain).ok()
+        });
+    let Some(value) = value else { return };
+    let argv = |v: &serde_json::Value| -> Option<String> {
+        match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(a) => Some(
+                a.iter()
+                    .take(64)
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        }
+    };
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    for key in DEVCONTAINER_COMMANDS {
+        match value.get(key) {
+            Some(serde_json::Value::Object(m)) => {
+                lines.extend(m.values().take(32).filter_map(&argv).map(|l| (*key, l)));
+            }
+            Some(v) => lines.extend(argv(v).map(|l| (*key, l))),
+            None => {}
+        }
+    }
+    let site = Site {
+        runs: true,
+        install: false,
+        ..site
+    };
+    for (key, line) in lines.into_iter().take(32) {
+        let mut inner = Vec::new();
+        let mut refs = HashSet::new();
+        extract(
+            Some("devcontainer-command.sh"),
+            &line,
+            excerpt,
+            &mut inner,
+            &mut refs,
+        );
+        for (r, _) in refs {
+            referenced.insert((r, false));
+        }
+        if let Some(c) = compiled() {
+            for cap in c.referenced.captures_iter(&line) {
+                if let Some(m) = cap.get(1) {
+                    referenced.insert((m.as_str().trim_start_matches("./").to_string(), false));
+                }
+            }
+        }
+        let at = line_of(text, &format!("\"{key}\""));
+        for mut f in inner {
+            f.path = site.path.map(str::to_string);
+            f.line = at;
+            f.runs = true;
+            f.why = "runs when the development container opens (a devcontainer lifecycle command)";
+            add(out, f);
         }
     }
 }

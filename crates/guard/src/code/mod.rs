@@ -1847,6 +1847,8 @@ mod function_tests;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]
+mod round10_tests;
+#[cfg(test)]
 mod round9_tests;
 #[cfg(test)]
 mod shell_tests;
