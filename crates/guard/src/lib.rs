@@ -56,7 +56,7 @@ pub const MODE_SKILL: &str = "skill";
 
 /// The hand-set part of [`rules_version`]: raise it when the scanner's code (checks,
 /// capabilities, filters, weights) changes what it finds without a change to the catalog.
-pub const RULES_EPOCH: &str = "2026.12.6";
+pub const RULES_EPOCH: &str = "2026.12.7";
 
 /// The version of the rules a verdict was made under: `RULES_EPOCH` and a fingerprint of the
 /// catalog (every rule's id, category, severity, title and pattern), so a catalog change is a

@@ -58,6 +58,23 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             call_sink(cx, n);
         }
         "import_statement" => import(cx, n),
+        // `for (const parts of wanted)`: the loop variable stands for the list's items.
+        "for_in_statement" => {
+            let (Some(left), Some(right)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            let of = cx.src_after(left, right).trim_start().starts_with("of");
+            if of && left.kind() == "identifier" {
+                let v = eval(cx, right, 0);
+                if v.items.as_ref().is_some_and(|i| !i.is_empty()) {
+                    let key = cx.text(left).to_string();
+                    cx.set(&key, Val { text: None, ..v });
+                }
+            }
+        }
         _ => {}
     }
 }
@@ -236,6 +253,17 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
+/// `fs` calls that read a file or list a folder at their first argument.
+const READS: &[&str] = &[
+    "readFileSync",
+    "readFile",
+    "readdirSync",
+    "readdir",
+    "createReadStream",
+    "statSync",
+    "stat",
+];
+
 fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
     let f = n
         .child_by_field_name("function")
@@ -261,6 +289,23 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
         | "child_process.execFileSync"
         | "child_process.fork" => Sink::Process,
         "require" => Sink::Import,
+        // A file read at a path assembled in pieces: the path, read by the lexical pass
+        // (`path.join(os.homedir(), ...parts)` over `['.ss' + 'h']`).
+        _ if name.starts_with("fs.") && READS.contains(&base) => {
+            let p = args_of(n)
+                .first()
+                .map(|a| eval(cx, *a, 0))
+                .unwrap_or_default();
+            if let (true, Some(t)) = (p.assembled(), p.text.as_deref()) {
+                let v = Val {
+                    text: Some(format!("cat {t}")),
+                    pieces: 2,
+                    ..Val::default()
+                };
+                cx.sink(n, Sink::Command, &name, &v);
+            }
+            return;
+        }
         _ => {
             if assembled && crate::capabilities::is_split_word(&base.to_ascii_lowercase()) {
                 cx.assembled_name(n, base);
@@ -345,7 +390,28 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         "array" => {
             let mut c = n.walk();
             let values: Vec<Node<'_>> = n.named_children(&mut c).take(256).collect();
-            super::list_of(values.into_iter().map(|e| eval(cx, e, depth + 1)))
+            // A list of list literals keeps their leaves (`[['.ss' + 'h'], ['.kube', 'config']]`),
+            // as `flat()` would: a loop over it binds its variable to them.
+            let mut leaves = Vec::new();
+            for e in values {
+                let v = eval(cx, e, depth + 1);
+                match v.items.as_ref().filter(|_| e.kind() == "array") {
+                    Some(items) if v.text.is_none() => {
+                        let flags = Val {
+                            items: None,
+                            ..v.clone()
+                        };
+                        for t in items.iter().take(super::MAX_ITEMS) {
+                            leaves.push(Val {
+                                text: Some(t.clone()),
+                                ..flags.clone()
+                            });
+                        }
+                    }
+                    _ => leaves.push(v),
+                }
+            }
+            super::list_of(leaves.into_iter())
         }
         "member_expression" => {
             let prop = n.child_by_field_name("property").map_or("", |p| cx.text(p));
@@ -484,6 +550,31 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
         let method = f.child_by_field_name("property").map_or("", |p| cx.text(p));
         let obj_node = f.child_by_field_name("object");
         let obj = || val_of(cx, obj_node, depth, eval);
+        // `path.join(home, ...parts)`: the pieces joined by `/`, a spread list's items too.
+        let path_module = obj_node
+            .filter(|o| o.kind() == "identifier")
+            .is_some_and(|o| {
+                let t = cx.text(o);
+                cx.vars
+                    .get(t)
+                    .and_then(|v| v.module.as_deref())
+                    .map_or(t == "path", |m| m == "path" || m == "node:path")
+            });
+        if path_module && matches!(method, "join" | "resolve") {
+            let mut out: Option<Val> = None;
+            for a in args.iter().take(16) {
+                let v = if a.kind() == "spread_element" {
+                    val_of(cx, a.named_child(0), depth + 1, eval).joined(Some("/"))
+                } else {
+                    eval(cx, *a, depth + 1)
+                };
+                out = Some(match out {
+                    None => v,
+                    Some(o) => o.concat(Val::lit("/")).concat(v),
+                });
+            }
+            return out.unwrap_or_default();
+        }
         match method {
             "join" => {
                 let sep = arg(0).text.unwrap_or_else(|| {
@@ -575,6 +666,8 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             Val::unknown().decoded("decrypted", None)
         }
         "fetch" => Val::downloaded(),
+        // The home folder, as the lexical pass spells it.
+        "homedir" if name.ends_with("os.homedir") => Val::lit("~"),
         "get" | "post" | "request"
             if name.starts_with("axios")
                 || name.starts_with("https")

@@ -1365,6 +1365,14 @@ fn worth_parsing(lang: Lang, text: &str) -> bool {
     {
         return true;
     }
+    // A file read under the home folder at a path joined in pieces (`path.join(home, ...parts)`).
+    if lang == Lang::Js
+        && text.contains("homedir(")
+        && text.contains("path.join(")
+        && text.contains("fs.")
+    {
+        return true;
+    }
     // `require('child_' + 'process')`, `require(name)`: a module named by a value.
     if text.match_indices("require(").take(512).any(|(i, _)| {
         let arg = text.get(i + 8..).unwrap_or("");
