@@ -429,12 +429,25 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
                 }
             }
             let obj = field_val(cx, n, "object", depth, eval);
+            // `cfg.engine` of a data file of the skill.
+            if let Some(v) = obj.key(prop) {
+                return v;
+            }
             match prop {
                 "data" | "body" | "responseText" => Val { text: None, ..obj },
                 _ => Val::unknown(),
             }
         }
         "call_expression" => call_value(cx, n, depth),
+        // `cfg['engine']` of a data file of the skill.
+        "subscript_expression" => {
+            let obj = field_val(cx, n, "object", depth, eval);
+            if obj.data.is_none() {
+                return Val::unknown();
+            }
+            let k = field_val(cx, n, "index", depth, eval);
+            k.text.and_then(|k| obj.key(&k)).unwrap_or_default()
+        }
         _ => Val::unknown(),
     }
 }
@@ -666,6 +679,11 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             Val::unknown().decoded("decrypted", None)
         }
         "fetch" => Val::downloaded(),
+        // A data file of the skill: `require('./transport.json')`, `JSON.parse(fs.readFileSync(
+        // path.join(__dirname, 'transport.json')))`.
+        "require" | "parse" if base == "require" || name.ends_with("JSON.parse") => {
+            super::data_file(cx, cx.text(n)).unwrap_or_default()
+        }
         // The home folder, as the lexical pass spells it.
         "homedir" if name.ends_with("os.homedir") => Val::lit("~"),
         "get" | "post" | "request"

@@ -41,6 +41,10 @@ pub(crate) const MAX_LINK_FILES: usize = 512;
 pub(crate) const MAX_IMPORTERS: usize = 64;
 /// At most this many names exported per module.
 pub(crate) const MAX_EXPORTS: usize = 256;
+/// JSON data files larger than this are not read into code.
+pub(crate) const MAX_DATA_FILE: usize = 64 * 1024;
+/// At most this many JSON data files kept per scan.
+pub(crate) const MAX_DATA_FILES: usize = 64;
 /// At most this many import edges per scan.
 const MAX_EDGES: usize = 2_048;
 /// Sourced files whose functions a shell or PowerShell file calls: at most this many hops
@@ -52,6 +56,8 @@ const MAX_SOURCED: usize = 16;
 #[derive(Debug, Default)]
 pub(crate) struct Kept {
     files: Vec<(String, String)>,
+    /// The skill's JSON data files (path, text), read into the code that loads them.
+    data: Vec<(String, String)>,
     bytes: usize,
     /// Files that could not be kept (over a bound): the joined reading is partial.
     pub dropped: usize,
@@ -66,6 +72,17 @@ impl Kept {
             name.as_str(),
             "skill.md" | "package.json" | "setup.py" | "pyproject.toml" | "makefile" | "setup.cfg"
         );
+        // A JSON data file, for the code that loads it by a literal relative path.
+        if name.ends_with(".json") && !invoker {
+            if text.len() <= MAX_DATA_FILE
+                && self.data.len() < MAX_DATA_FILES
+                && self.bytes + text.len() <= MAX_LINK_BYTES
+            {
+                self.bytes += text.len();
+                self.data.push((path.to_string(), text.to_string()));
+            }
+            return;
+        }
         if !invoker
             && !matches!(
                 lang_of(Some(path), text),
@@ -129,6 +146,8 @@ pub(crate) struct Links {
     /// to a sourced file's function (`retry_with pull "$u"`, `"$cb" "$@"` there) is read
     /// when that body calls it back.
     home: Option<usize>,
+    /// The data files the file names, by file name: their parsed values.
+    data: HashMap<String, (String, Rc<serde_json::Value>)>,
 }
 
 impl Links {
@@ -156,6 +175,13 @@ impl Links {
             self.note(path);
         }
         Some(f)
+    }
+
+    /// The values of the data file `name` (its file name), when the file names it.
+    pub(crate) fn data(&self, name: &str) -> Option<Rc<serde_json::Value>> {
+        let (path, v) = self.data.get(name)?;
+        self.note(path);
+        Some(v.clone())
     }
 
     /// The importing file's index among the modules (see [`Links::home`]).
@@ -446,7 +472,10 @@ pub(crate) fn join(
         }
         // Only a file with a sink can do anything with the values it imports (the edges
         // above still join it for the combinations).
-        if !mods.is_empty() && may_sink(l, text) {
+        // A file that names a data file of the skill (`json.load(open("checks.json"))`,
+        // `require('./transport.json')`) is read again with its values.
+        let names_data = kept.data.iter().any(|(p, _)| text.contains(data_name(p)));
+        if (!mods.is_empty() || names_data) && may_sink(l, text) {
             importers.push((i, mods));
         }
     }
@@ -502,7 +531,18 @@ pub(crate) fn join(
                 (mp.clone(), e.names.clone()),
             );
         }
-        if links.by_key.is_empty() && links.funcs.is_empty() {
+        for (dp, dt) in &kept.data {
+            let name = data_name(dp);
+            if links.data.len() >= 8 || links.data.contains_key(name) || !text.contains(name) {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(dt) {
+                links
+                    .data
+                    .insert(name.to_string(), (dp.clone(), Rc::new(v)));
+            }
+        }
+        if links.by_key.is_empty() && links.funcs.is_empty() && links.data.is_empty() {
             continue;
         }
         let left = budget.saturating_sub(started.elapsed());
@@ -530,6 +570,11 @@ pub(crate) fn join(
         }
     }
     out
+}
+
+/// A data file's name (the last part of its path).
+fn data_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// Whether a file has a sink an imported value could reach: the parse gate of the file read

@@ -130,6 +130,9 @@ pub(crate) struct Val {
     pub fetched: bool,
     /// It names a module (`require('child_process')`, `import os as o`).
     pub module: Option<String>,
+    /// The values of a data file of the skill it was loaded from (`json.load(open("x.json"))`,
+    /// `require('./x.json')`), or of a part of one: its keys give their values.
+    pub data: Option<std::rc::Rc<serde_json::Value>>,
 }
 
 impl Val {
@@ -159,7 +162,20 @@ impl Val {
             decoded: self.decoded.or(b.decoded),
             fetched: self.fetched || b.fetched,
             module: None,
+            data: None,
         }
+    }
+
+    /// The value at `key` of a data file's values (`cfg["a"]`, `cfg.a`): a string or number
+    /// as a literal, a list of them as a list, an object as data again.
+    pub(crate) fn key(&self, key: &str) -> Option<Val> {
+        let d = self.data.as_ref()?;
+        let x = match &**d {
+            serde_json::Value::Object(m) => m.get(key)?,
+            serde_json::Value::Array(a) => a.get(key.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+        Some(data_val(x))
     }
 
     /// Keeps the flags of `self`, with a new text.
@@ -231,6 +247,42 @@ impl Val {
     fn interesting(&self) -> bool {
         self.assembled() || self.fetched
     }
+}
+
+/// The value of a part of a data file, as code sees it.
+pub(crate) fn data_val(x: &serde_json::Value) -> Val {
+    match x {
+        serde_json::Value::String(s) => Val::lit(s),
+        serde_json::Value::Number(n) => Val::lit(&n.to_string()),
+        serde_json::Value::Bool(b) => Val::lit(if *b { "True" } else { "False" }),
+        serde_json::Value::Array(a) if a.iter().all(|i| i.is_string() || i.is_number()) => list_of(
+            a.iter()
+                .take(MAX_ITEMS)
+                .map(|i| Val::lit(&i.as_str().map_or_else(|| i.to_string(), str::to_string))),
+        ),
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => Val {
+            data: Some(std::rc::Rc::new(x.clone())),
+            ..Val::default()
+        },
+        serde_json::Value::Null => Val::unknown(),
+    }
+}
+
+/// The values of the data file a loading call names by a literal (`json.load(open(
+/// "checks.json"))`, `require('./transport.json')`), when the file is read joined.
+pub(crate) fn data_file(cx: &Ctx<'_>, call_text: &str) -> Option<Val> {
+    let links = cx.links?;
+    let name = call_text
+        .split(['"', '\'', '`'])
+        .skip(1)
+        .step_by(2)
+        .find(|s| s.ends_with(".json"))?;
+    let name = name.rsplit('/').next().unwrap_or(name);
+    let d = links.data(name)?;
+    Some(Val {
+        data: Some(d),
+        ..Val::default()
+    })
 }
 
 /// A list literal from its items' values: the known texts as items; the list is as assembled

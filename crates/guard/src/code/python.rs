@@ -61,6 +61,20 @@ pub(super) fn visit(cx: &mut Ctx<'_>, n: Node<'_>) {
             call_sink(cx, n);
             request_with_body(cx, n);
         }
+        // `with open("checks.json") as f`.
+        "as_pattern" => {
+            let (Some(value), Some(alias)) = (n.named_child(0), n.child_by_field_name("alias"))
+            else {
+                return;
+            };
+            let name = cx.text(alias).trim().to_string();
+            if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                let v = eval(cx, value, 0);
+                if v.data.is_some() {
+                    cx.set(&name, v);
+                }
+            }
+        }
         "function_definition" => {
             if let Some(name) = n.child_by_field_name("name") {
                 let name = cx.text(name).to_string();
@@ -357,6 +371,9 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
                 Sink::Process
             }
         }
+        // A callable held by a value (`run = getattr(module, spec["call"])`) called with
+        // `shell=True`: a shell command, whatever its name.
+        _ if kwarg(cx, &args, "shell").map(|v| cx.text(v)) == Some("True") => Sink::Shell,
         _ => {
             if assembled && crate::capabilities::is_split_word(last(&name)) {
                 cx.assembled_name(n, last(&name));
@@ -413,6 +430,11 @@ pub(super) fn eval(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             if sub.replace(' ', "") == "::-1" {
                 let t = value.text.as_ref().map(|t| t.chars().rev().collect());
                 return value.decoded("reversed", t);
+            }
+            // `cfg["runner"]` of a data file of the skill.
+            if value.data.is_some() {
+                let k = field_val(cx, n, "subscript", depth, eval);
+                return k.text.and_then(|k| value.key(&k)).unwrap_or_default();
             }
             Val::unknown()
         }
@@ -664,6 +686,17 @@ fn call_value(cx: &Ctx<'_>, n: Node<'_>, depth: usize) -> Val {
             out.unwrap_or_default()
         }
         "urlopen" | "urlretrieve" => Val::downloaded(),
+        // A data file of the skill: `json.load(open("checks.json"))`,
+        // `json.loads((Path(__file__).parent / "checks.json").read_text())`.
+        "load" | "loads" if name.starts_with("json") => {
+            let a = arg(0);
+            if a.data.is_some() {
+                return a;
+            }
+            super::data_file(cx, cx.text(n)).unwrap_or_default()
+        }
+        // `open("checks.json")`: the file's values, for the `json.load(f)` that reads it.
+        "open" => super::data_file(cx, cx.text(n)).unwrap_or_default(),
         // A function of the file: read through its body.
         _ if f.kind() == "identifier" && cx.funcs.contains_key(cx.text(f)) => {
             match cx.definition(n, cx.text(f)) {
