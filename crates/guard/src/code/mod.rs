@@ -132,7 +132,15 @@ pub(crate) struct Val {
     pub module: Option<String>,
     /// The values of a data file of the skill it was loaded from (`json.load(open("x.json"))`,
     /// `require('./x.json')`), or of a part of one: its keys give their values.
-    pub data: Option<std::rc::Rc<serde_json::Value>>,
+    pub data: Option<Data>,
+}
+
+/// A part of a data file's values: the file's values, shared, and the JSON pointer of the
+/// part, so that taking a key never copies the file (a script may take thousands).
+#[derive(Debug, Clone)]
+pub(crate) struct Data {
+    root: std::rc::Rc<serde_json::Value>,
+    at: String,
 }
 
 impl Val {
@@ -170,12 +178,18 @@ impl Val {
     /// as a literal, a list of them as a list, an object as data again.
     pub(crate) fn key(&self, key: &str) -> Option<Val> {
         let d = self.data.as_ref()?;
-        let x = match &**d {
+        let x = match d.root.pointer(&d.at)? {
             serde_json::Value::Object(m) => m.get(key)?,
             serde_json::Value::Array(a) => a.get(key.parse::<usize>().ok()?)?,
             _ => return None,
         };
-        Some(data_val(x))
+        Some(data_val(x).unwrap_or_else(|| Val {
+            data: Some(Data {
+                root: d.root.clone(),
+                at: format!("{}/{}", d.at, key.replace('~', "~0").replace('/', "~1")),
+            }),
+            ..Val::default()
+        }))
     }
 
     /// Keeps the flags of `self`, with a new text.
@@ -249,9 +263,10 @@ impl Val {
     }
 }
 
-/// The value of a part of a data file, as code sees it.
-pub(crate) fn data_val(x: &serde_json::Value) -> Val {
-    match x {
+/// The value of a part of a data file, as code sees it; `None` for an object or a list that
+/// is not all strings and numbers, which stays data (see [`Val::key`]).
+fn data_val(x: &serde_json::Value) -> Option<Val> {
+    Some(match x {
         serde_json::Value::String(s) => Val::lit(s),
         serde_json::Value::Number(n) => Val::lit(&n.to_string()),
         serde_json::Value::Bool(b) => Val::lit(if *b { "True" } else { "False" }),
@@ -260,12 +275,9 @@ pub(crate) fn data_val(x: &serde_json::Value) -> Val {
                 .take(MAX_ITEMS)
                 .map(|i| Val::lit(&i.as_str().map_or_else(|| i.to_string(), str::to_string))),
         ),
-        serde_json::Value::Array(_) | serde_json::Value::Object(_) => Val {
-            data: Some(std::rc::Rc::new(x.clone())),
-            ..Val::default()
-        },
+        serde_json::Value::Array(_) | serde_json::Value::Object(_) => return None,
         serde_json::Value::Null => Val::unknown(),
-    }
+    })
 }
 
 /// The values of the data file a loading call names by a literal (`json.load(open(
@@ -278,9 +290,12 @@ pub(crate) fn data_file(cx: &Ctx<'_>, call_text: &str) -> Option<Val> {
         .step_by(2)
         .find(|s| s.ends_with(".json"))?;
     let name = name.rsplit('/').next().unwrap_or(name);
-    let d = links.data(name)?;
+    let root = links.data(name)?;
     Some(Val {
-        data: Some(d),
+        data: Some(Data {
+            root,
+            at: String::new(),
+        }),
         ..Val::default()
     })
 }
