@@ -2417,17 +2417,7 @@ fn agent_settings(
             for cmd in commands.iter().take(32) {
                 let mut refs = HashSet::new();
                 extract(Some("agent-hook.sh"), cmd, excerpt, &mut inner, &mut refs);
-                for (r, _) in refs {
-                    referenced.insert((r, false));
-                }
-                if let Some(c) = compiled() {
-                    for cap in c.referenced.captures_iter(cmd) {
-                        if let Some(m) = cap.get(1) {
-                            let r = m.as_str().trim_start_matches("./").to_string();
-                            referenced.insert((r, false));
-                        }
-                    }
-                }
+                names_run(cmd, refs, referenced);
             }
             let risky = inner.iter().any(|f| match f.kind {
                 Kind::Executes => f.dynamic,
@@ -2512,32 +2502,61 @@ fn devcontainer(
         ..site
     };
     for (key, line) in lines.into_iter().take(32) {
-        let mut inner = Vec::new();
-        let mut refs = HashSet::new();
-        extract(
-            Some("devcontainer-command.sh"),
-            &line,
-            excerpt,
-            &mut inner,
-            &mut refs,
-        );
-        for (r, _) in refs {
-            referenced.insert((r, false));
-        }
-        if let Some(c) = compiled() {
-            for cap in c.referenced.captures_iter(&line) {
-                if let Some(m) = cap.get(1) {
-                    referenced.insert((m.as_str().trim_start_matches("./").to_string(), false));
-                }
-            }
-        }
         let at = line_of(text, &format!("\"{key}\""));
-        for mut f in inner {
-            f.path = site.path.map(str::to_string);
-            f.line = at;
-            f.runs = true;
-            f.why = "runs when the development container opens (a devcontainer lifecycle command)";
-            add(out, f);
+        let why = "runs when the development container opens (a devcontainer lifecycle command)";
+        let refs = config_command(
+            site,
+            "devcontainer-command.sh",
+            &line,
+            at,
+            why,
+            excerpt,
+            add,
+            out,
+        );
+        names_run(&line, refs, referenced);
+    }
+}
+
+/// Reads `line`, a command line a configuration file makes an agent or an editor run, like a
+/// script of the skill (`as_file` names it for the code reading): its facts are placed at line
+/// `at` of the configuration file, running as the site does, with `why`. Returns the files
+/// the reading found it to name.
+#[allow(clippy::too_many_arguments)]
+fn config_command(
+    site: Site<'_>,
+    as_file: &str,
+    line: &str,
+    at: u32,
+    why: &'static str,
+    excerpt: &dyn Fn(&str) -> String,
+    add: &mut Adder<'_>,
+    out: &mut Vec<Fact>,
+) -> HashSet<(String, bool)> {
+    let mut inner = Vec::new();
+    let mut refs = HashSet::new();
+    extract(Some(as_file), line, excerpt, &mut inner, &mut refs);
+    for mut f in inner {
+        f.path = site.path.map(str::to_string);
+        f.line = at;
+        f.runs = site.runs;
+        f.why = why;
+        add(out, f);
+    }
+    refs
+}
+
+/// Marks as run the files a command line names: `refs`, found by reading it as code, and the
+/// paths the `referenced` pattern finds in its text.
+fn names_run(cmd: &str, refs: HashSet<(String, bool)>, referenced: &mut HashSet<(String, bool)>) {
+    for (r, _) in refs {
+        referenced.insert((r, false));
+    }
+    if let Some(c) = compiled() {
+        for cap in c.referenced.captures_iter(cmd) {
+            if let Some(m) = cap.get(1) {
+                referenced.insert((m.as_str().trim_start_matches("./").to_string(), false));
+            }
         }
     }
 }
@@ -2589,17 +2608,9 @@ fn mcp_servers(
                 line.push_str(a);
             }
         }
-        let mut inner = Vec::new();
-        let mut refs = HashSet::new();
-        extract(Some("mcp-server.sh"), &line, excerpt, &mut inner, &mut refs);
         let at = line_of(text, &format!("\"{name}\""));
-        for mut f in inner {
-            f.path = site.path.map(str::to_string);
-            f.line = at;
-            f.runs = site.runs;
-            f.why = "starts with the agent (an MCP server of its configuration)";
-            add(out, f);
-        }
+        let why = "starts with the agent (an MCP server of its configuration)";
+        config_command(site, "mcp-server.sh", &line, at, why, excerpt, add, out);
     }
 }
 
