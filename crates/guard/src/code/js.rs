@@ -296,14 +296,7 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
                 .first()
                 .map(|a| eval(cx, *a, 0))
                 .unwrap_or_default();
-            if let (true, Some(t)) = (p.assembled(), p.text.as_deref()) {
-                let v = Val {
-                    text: Some(format!("cat {t}")),
-                    pieces: 2,
-                    ..Val::default()
-                };
-                cx.sink(n, Sink::Command, &name, &v);
-            }
+            cx.path_access(n, &name, "cat ", &p);
             return;
         }
         _ => {

@@ -889,6 +889,20 @@ impl<'a> Ctx<'a> {
         self.sink_at(line, text, sink, name, v);
     }
 
+    /// A file read or written by `name` at `path`: when the path was assembled in pieces, it
+    /// is spelled after `verb` (`cat ~/.ssh`, `writes > ~/Library/LaunchAgents/…`) and read by
+    /// the lexical pass as a command.
+    pub(crate) fn path_access(&mut self, n: Node<'_>, name: &str, verb: &str, path: &Val) {
+        if let (true, Some(t)) = (path.assembled(), path.text.as_deref()) {
+            let v = Val {
+                text: Some(format!("{verb}{t}")),
+                pieces: 2,
+                ..Val::default()
+            };
+            self.sink(n, Sink::Command, name, &v);
+        }
+    }
+
     /// [`Ctx::sink`] from where nothing can be reported: kept until [`Ctx::flush`].
     pub(crate) fn defer_sink(&self, n: Node<'_>, sink: Sink, name: &str, v: &Val) {
         if !worth_sinking(sink, v) {

@@ -341,14 +341,7 @@ fn call_sink(cx: &mut Ctx<'_>, n: Node<'_>) {
     // A file written at a path assembled in pieces: the path, read by the lexical pass
     // (`~/Library/LaunchAgents/…`, `~/.config/autostart/…`).
     if let Some(p) = written_path(cx, &name, f, &args) {
-        if let (true, Some(t)) = (p.assembled(), p.text.as_deref()) {
-            let v = Val {
-                text: Some(format!("writes > {t}")),
-                pieces: 2,
-                ..Val::default()
-            };
-            cx.sink(n, Sink::Command, &name, &v);
-        }
+        cx.path_access(n, &name, "writes > ", &p);
         return;
     }
     let sink = match name.as_str() {
